@@ -1,0 +1,26 @@
+"""pytest-dagorder: run tests (or plain callables) as a dependency DAG."""
+
+from __future__ import annotations
+
+from .errors import (
+    CycleError,
+    DependencyError,
+    DuplicateTaskError,
+    SelfDependencyError,
+    UnknownDependencyError,
+)
+from .executor import DagScheduler, Task, TaskResult
+from .markers import depends_on, run_after
+
+__all__ = [
+    "CycleError",
+    "DagScheduler",
+    "DependencyError",
+    "DuplicateTaskError",
+    "SelfDependencyError",
+    "Task",
+    "TaskResult",
+    "UnknownDependencyError",
+    "depends_on",
+    "run_after",
+]

@@ -1,0 +1,31 @@
+"""The declaration API: decorators that apply this plugin's markers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+#: Marker names, as registered by the plugin.
+DEPENDS_ON = "depends_on"
+RUN_AFTER = "run_after"
+
+Target = str | Callable[..., object]
+
+
+def depends_on(*targets: Target) -> pytest.MarkDecorator:
+    """Run the decorated test (or every test of a class) only once ``targets`` passed.
+
+    A target is a test name, ``Class::test``, a node id, a module or class node
+    id, or the test function itself.  Same as ``@pytest.mark.depends_on(...)``.
+    """
+    return getattr(pytest.mark, DEPENDS_ON)(*targets)
+
+
+def run_after(*targets: Target) -> pytest.MarkDecorator:
+    """Run the decorated test after ``targets`` ended, whatever their outcome.
+
+    Ordering only: a failed target does not skip the test (a cleanup step
+    after a group, say).  Same as ``@pytest.mark.run_after(...)``.
+    """
+    return getattr(pytest.mark, RUN_AFTER)(*targets)

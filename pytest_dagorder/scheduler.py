@@ -1,0 +1,690 @@
+"""The scheduler core: a synchronous state machine over a validated :class:`Graph`.
+
+Pure: no pytest, no threads, no clocks.  A driver (the serial plugin, the
+xdist controller, the thread-pool executor) feeds it events - a worker came or
+went, tasks were taken by a worker, a task finished with an outcome, a stop
+was requested - and reads its decisions: which tasks a worker should run
+next (:meth:`Scheduler.take`) and which tasks became skipped, with why
+(:meth:`Scheduler.pop_skipped`).
+
+Invariants
+----------
+
+*Dispatch exactly once.*  Every task holds a counter of prerequisites that
+have not yet released it.  The counter reaching zero is the one and only
+claim that moves a task from WAITING to READY; completions are accepted only
+for tasks that are not yet terminal, so a duplicate or stale event can
+neither decrement twice nor drive a counter below zero.  A task leaves READY
+only through :meth:`take` / :meth:`claim` (to RUNNING) or by being skipped;
+queue entries are checked against the state when popped, so an entry left
+behind in some queue is dropped, never run.  A task put back by
+:meth:`remove_worker` returns to READY and is queued afresh.
+
+*Terminal exactly once.*  PASSED, FAILED (any non-pass outcome) and SKIPPED
+are terminal and never left.  Reaching a terminal state releases the task's
+out-edges exactly once: a failure skips its requires-pass dependents (policy
+``skip``), and every terminal state - skipped included - counts down the
+ordering-only edges, so nothing downstream of a skip waits forever.
+
+*The run is over* exactly when every task is terminal (:attr:`done`).  If
+nothing is running and nothing is ready while tasks remain, the graph could
+not progress; that cannot happen for a validated DAG, and :meth:`validate`
+checks it.
+
+Placement
+---------
+
+A task released by a completion on worker W joins W's local queue (its
+fixtures are warm there); W pops its newest entry first (depth-first along a
+chain).  Tasks with no such origin (the roots) wait in a global heap ordered
+by (longest remaining critical path first, then index).  A worker with an
+empty local queue takes from the heap, else steals the oldest entry of the
+longest local queue (ties: the worker added first).  A task whose resource is
+at its limit is parked until a holder finishes, so it never idles a worker
+while other work is ready.
+
+Affinity groups (optional) bind a set of tasks to one worker: the group is
+startable once every prerequisite it has outside itself is terminal; the
+worker that takes it runs only the group's tasks until all are terminal.
+Groups whose outside prerequisites would form a cycle between groups are
+dissolved into free tasks (the only way such a group could ever start).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final, Literal, final
+
+from .errors import name_of
+from .graph import Graph
+
+#: Outcomes a driver may report.  Only "passed" lets requires-pass dependents run.
+Outcome = Literal[
+    "passed", "failed", "error", "skipped", "xfailed", "crashed", "deselected", "not run"
+]
+OUTCOMES: Final = frozenset(
+    ("passed", "failed", "error", "skipped", "xfailed", "crashed", "deselected", "not run")
+)
+
+FailurePolicy = Literal["skip", "stop", "run"]
+
+# How a root cause's outcome reads inside a skip reason.
+_PHRASES: Final[Mapping[str, str]] = {
+    "failed": "failed",
+    "error": "had an error",
+    "skipped": "was skipped",
+    "xfailed": "xfailed",
+    "crashed": "crashed its worker",
+    "deselected": "was deselected",
+    "not run": "did not run",
+}
+
+Worker = Hashable
+
+
+class State(Enum):
+    WAITING = "waiting"
+    READY = "ready"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL: Final = frozenset((State.PASSED, State.FAILED, State.SKIPPED))
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A decision: ``task`` will not run.
+
+    ``prerequisite`` is the direct prerequisite that did not pass and ``root``
+    the task whose own outcome (``root_outcome``) started it; both are None
+    for a stop or a cancellation.
+    """
+
+    task: int
+    reason: str
+    prerequisite: int | None
+    root: int | None
+    root_outcome: str | None
+
+
+@final
+class Scheduler:
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        on_failure: FailurePolicy = "skip",
+        resources: Sequence[Sequence[str]] | None = None,
+        limits: Mapping[str, int] | None = None,
+        groups: Sequence[Hashable | None] | None = None,
+        priority: Sequence[float] | None = None,
+        name: Callable[[int], str] | None = None,
+    ) -> None:
+        if on_failure not in ("skip", "stop", "run"):
+            raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
+        n = len(graph)
+        self.graph: Final = graph
+        self.on_failure: Final = on_failure
+        self._name = name or (lambda i: name_of(graph.ids[i]))
+        crit = graph.critical_path() if priority is None else priority
+        # Heap keys: longest remaining path first, then collection order.
+        self._key: list[tuple[float, int]] = [(-crit[i], i) for i in range(n)]
+        self.state: list[State] = [State.WAITING] * n
+        self.outcome: list[str | None] = [None] * n
+        self.skips: dict[int, Skip] = {}
+        self.where: dict[int, Worker] = {}  # running task -> worker
+        self._pending = [len(graph.requires[i]) + len(graph.after[i]) for i in range(n)]
+        self._terminal_count = 0
+        self._ready_count = 0
+        self._new_skips: list[Skip] = []
+        self._stopped: str | None = None
+        # Workers, in the order they were added (the tie-break among them).
+        self._workers: dict[Worker, int] = {}
+        self._local: dict[Worker, deque[int]] = {}
+        self._running_on: dict[Worker, set[int]] = {}
+        self._heap: list[tuple[tuple[float, int], int, int]] = []  # (key, kind, id)
+        # Resources.
+        self._res: list[tuple[str, ...]] = (
+            [tuple(dict.fromkeys(r)) for r in resources] if resources else [()] * n
+        )
+        self._limits = dict(limits or {})
+        for r, k in self._limits.items():
+            if k < 1:
+                raise ValueError(f"limit for resource {r!r} must be at least 1, not {k}")
+        self._in_use: dict[str, int] = {}
+        self._parked: dict[str, list[int]] = {}
+        # Groups.
+        self._group_of: list[int] = [-1] * n
+        self._members: list[list[int]] = []
+        self._outside_left: list[int] = []
+        self._outside_of: dict[int, list[int]] = {}
+        self._group_ready: list[list[tuple[tuple[float, int], int]]] = []
+        self._group_left: list[int] = []
+        self._bound: dict[Worker, int] = {}
+        self._bound_to: dict[int, Worker] = {}
+        self._group_queued: list[bool] = []
+        if groups is not None:
+            self._init_groups(groups)
+        for i in range(n):
+            if not self._pending[i]:
+                self._make_ready(i, None)
+
+    # ------------------------------------------------------------------ groups
+
+    def _init_groups(self, groups: Sequence[Hashable | None]) -> None:
+        g = self.graph
+        n = len(g)
+        if len(groups) != n:
+            raise ValueError(f"groups has {len(groups)} entries for {n} tasks")
+        labels: dict[Hashable, int] = {}
+        of = [-1] * n
+        for i, label in enumerate(groups):
+            if label is not None:
+                of[i] = labels.setdefault(label, len(labels))
+        of = _dissolve_group_cycles(g, of, len(labels))
+        members: dict[int, list[int]] = {}
+        for i in range(n):
+            if of[i] >= 0:
+                members.setdefault(of[i], []).append(i)
+        # Renumber the surviving groups densely, in order of their first task.
+        for new, old in enumerate(sorted(members, key=lambda k: members[k][0])):
+            tasks = members[old]
+            self._members.append(tasks)
+            for i in tasks:
+                self._group_of[i] = new
+        for gid, tasks in enumerate(self._members):
+            inside = set(tasks)
+            outside = sorted(
+                {p for i in tasks for p in (*g.requires[i], *g.after[i]) if p not in inside}
+            )
+            self._outside_left.append(len(outside))
+            for p in outside:
+                self._outside_of.setdefault(p, []).append(gid)
+            self._group_ready.append([])
+            self._group_left.append(len(tasks))
+            self._group_queued.append(False)
+
+    @property
+    def groups(self) -> list[list[int]]:
+        """The affinity groups in force (after any dissolution), as task lists."""
+        return [list(m) for m in self._members]
+
+    def group_of(self, task: int) -> int | None:
+        gid = self._group_of[task]
+        return None if gid < 0 else gid
+
+    # ------------------------------------------------------------------ events
+
+    def add_worker(self, worker: Worker) -> None:
+        if worker in self._workers:
+            raise ValueError(f"worker {worker!r} was already added")
+        self._workers[worker] = len(self._workers)
+        self._local[worker] = deque()
+        self._running_on[worker] = set()
+
+    def remove_worker(self, worker: Worker) -> list[int]:
+        """Forget a worker; tasks still running there go back to READY.
+
+        A driver that knows one of them crashed the worker reports it with
+        :meth:`finished` (outcome "crashed") before calling this.  Returns the
+        tasks that were put back, in index order.
+        """
+        if worker not in self._workers:
+            raise KeyError(worker)
+        del self._workers[worker]
+        back = sorted(self._running_on.pop(worker))
+        for i in back:
+            del self.where[i]
+            self._release_resources(i)
+            self.state[i] = State.READY
+            self._ready_count += 1
+            self._enqueue(i, None)
+        for i in self._local.pop(worker):
+            if self.state[i] is State.READY:
+                self._enqueue(i, None)
+        gid = self._bound.pop(worker, None)
+        if gid is not None:
+            del self._bound_to[gid]
+            self._queue_group(gid)
+        return back
+
+    def claim(self, task: int, worker: Worker) -> None:
+        """Start a specific READY task on ``worker`` (a driver that fixes the order)."""
+        if self.state[task] is not State.READY:
+            raise ValueError(
+                f"task {self._name(task)} is {self.state[task].value}, not ready; "
+                "only a ready task can be started"
+            )
+        gid = self._group_of[task]
+        if gid >= 0:
+            self._bind(gid, worker)
+        self._start(task, worker)
+
+    def take(self, worker: Worker, limit: int = 1) -> list[int]:
+        """Up to ``limit`` READY tasks for ``worker``, now RUNNING there."""
+        out: list[int] = []
+        while len(out) < limit and self._stopped is None:
+            i = self._next_for(worker)
+            if i is None:
+                break
+            self._start(i, worker)
+            out.append(i)
+        return out
+
+    def finished(self, task: int, outcome: str) -> bool:
+        """Record a task's outcome.  Returns False (and changes nothing) if it was terminal.
+
+        Any non-terminal task may be finished, not only a running one: a
+        driver reports tasks that will never run this way ("deselected").
+        """
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}; expected one of {sorted(OUTCOMES)}")
+        if self.state[task].terminal:
+            return False
+        worker = self.where.pop(task, None)
+        if worker is not None:
+            self._running_on[worker].discard(task)
+            self._release_resources(task)
+        self.outcome[task] = outcome
+        self._set_terminal(task, State.PASSED if outcome == "passed" else State.FAILED, worker)
+        if outcome != "passed" and self.on_failure == "stop":
+            self.stop(f"run stopped after {self._name(task)} {_PHRASES[outcome]}")
+        return True
+
+    def stop(self, reason: str = "run stopped") -> list[int]:
+        """Admit nothing new: every task not yet started is skipped with ``reason``.
+
+        Running tasks are left to finish.  Returns the tasks skipped now.
+        """
+        if self._stopped is None:
+            self._stopped = reason
+        skipped = []
+        for i in range(len(self.state)):
+            if self.state[i] in (State.WAITING, State.READY):
+                self._skip(i, Skip(i, reason, None, None, None), None)
+                skipped.append(i)
+        return skipped
+
+    def pop_skipped(self) -> list[Skip]:
+        """Skip decisions made since the last call, in the order they were made."""
+        out, self._new_skips = self._new_skips, []
+        return out
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def done(self) -> bool:
+        return self._terminal_count == len(self.state)
+
+    @property
+    def stopped(self) -> str | None:
+        return self._stopped
+
+    @property
+    def ready_count(self) -> int:
+        """Tasks in READY (including those of groups not yet startable)."""
+        return self._ready_count
+
+    @property
+    def running(self) -> int:
+        return len(self.where)
+
+    def running_on(self, worker: Worker) -> list[int]:
+        return sorted(self._running_on.get(worker, ()))
+
+    def has_ready(self) -> bool:
+        """Whether some task could be handed out now (ignoring resource limits)."""
+        if any(self.state[i] is State.READY for q in self._local.values() for i in q):
+            return True
+        if any(self._heap_entry_live(e) for e in self._heap):
+            return True
+        return any(self._group_ready[g] for g in self._bound_to)
+
+    def bound_group(self, worker: Worker) -> int | None:
+        return self._bound.get(worker)
+
+    def reason(self, task: int) -> str | None:
+        skip = self.skips.get(task)
+        return None if skip is None else skip.reason
+
+    # ------------------------------------------------------------------ internals
+
+    def _make_ready(self, i: int, origin: Worker | None) -> None:
+        self.state[i] = State.READY
+        self._ready_count += 1
+        self._enqueue(i, origin)
+
+    def _enqueue(self, i: int, origin: Worker | None) -> None:
+        gid = self._group_of[i]
+        if gid >= 0:
+            if self._outside_left[gid]:
+                return  # released when the group becomes startable
+            heapq.heappush(self._group_ready[gid], (self._key[i], i))
+            if gid not in self._bound_to:
+                self._queue_group(gid)
+        elif origin is not None and origin in self._local:
+            self._local[origin].append(i)
+        else:
+            heapq.heappush(self._heap, (self._key[i], 0, i))
+
+    def _queue_group(self, gid: int) -> None:
+        ready = self._group_ready[gid]
+        if ready and not self._group_queued[gid] and gid not in self._bound_to:
+            self._group_queued[gid] = True
+            heapq.heappush(self._heap, (ready[0][0], 1, gid))
+
+    def _heap_entry_live(self, entry: tuple[tuple[float, int], int, int]) -> bool:
+        _, kind, ident = entry
+        if kind == 0:
+            return self.state[ident] is State.READY
+        return bool(self._group_ready[ident]) and ident not in self._bound_to
+
+    def _bind(self, gid: int, worker: Worker) -> None:
+        current = self._bound.get(worker)
+        if current == gid:
+            return
+        if current is not None or gid in self._bound_to:
+            raise ValueError(f"group {gid} cannot be bound to worker {worker!r}")
+        self._bound[worker] = gid
+        self._bound_to[gid] = worker
+
+    def _next_for(self, worker: Worker) -> int | None:
+        if worker not in self._workers:
+            raise KeyError(worker)
+        while True:
+            gid = self._bound.get(worker)
+            if gid is not None:
+                i = self._pop_group(gid)
+                if i is None:
+                    return None  # contiguity: wait for the group's running tasks
+                if self._fits(i):
+                    return i
+                continue
+            i = self._pop_free(worker)
+            if i is None:
+                return None
+            if i < 0:  # a group entry: bind it and take from it
+                self._bind(-i - 1, worker)
+                continue
+            if self._fits(i):
+                return i
+
+    def _pop_group(self, gid: int) -> int | None:
+        ready = self._group_ready[gid]
+        while ready:
+            _, i = heapq.heappop(ready)
+            if self.state[i] is State.READY:
+                return i
+        return None
+
+    def _pop_free(self, worker: Worker) -> int | None:
+        """A ready free task (>= 0) or a startable group (encoded as -gid - 1)."""
+        local = self._local[worker]
+        while local:
+            i = local.pop()
+            if self.state[i] is State.READY:
+                return i
+        heap = self._heap
+        while heap:
+            entry = heapq.heappop(heap)
+            _, kind, ident = entry
+            if kind == 1:
+                self._group_queued[ident] = False
+            if self._heap_entry_live(entry):
+                return ident if kind == 0 else -ident - 1
+        # Steal the oldest entry of the longest local queue.
+        while True:
+            victim = None
+            best = 0
+            for w, q in self._local.items():
+                if len(q) > best:
+                    victim, best = w, len(q)
+            if victim is None:
+                return None
+            q = self._local[victim]
+            while q:
+                i = q.popleft()
+                if self.state[i] is State.READY:
+                    return i
+
+    def _fits(self, i: int) -> bool:
+        """Whether i's resources have room; if not, park it until they do."""
+        for r in self._res[i]:
+            if self._in_use.get(r, 0) >= self._limits.get(r, 1):
+                self._parked.setdefault(r, []).append(i)
+                return False
+        return True
+
+    def _start(self, i: int, worker: Worker) -> None:
+        if worker not in self._workers:
+            raise KeyError(worker)
+        self.state[i] = State.RUNNING
+        self._ready_count -= 1
+        self.where[i] = worker
+        self._running_on[worker].add(i)
+        for r in self._res[i]:
+            self._in_use[r] = self._in_use.get(r, 0) + 1
+
+    def _release_resources(self, i: int) -> None:
+        for r in self._res[i]:
+            self._in_use[r] -= 1
+            parked = self._parked.pop(r, None)
+            if parked:
+                for j in parked:
+                    if self.state[j] is State.READY:
+                        self._enqueue(j, None)
+
+    def _set_terminal(self, task: int, state: State, origin: Worker | None) -> None:
+        """Make ``task`` terminal and settle everything that waited on it.
+
+        Iterative, so a long chain of skips cannot exhaust the stack.
+        """
+        g = self.graph
+        work = [(task, state)]
+        while work:
+            i, st = work.pop()
+            if self.state[i].terminal:
+                continue
+            if self.state[i] is State.READY:
+                self._ready_count -= 1
+            self.state[i] = st
+            self._terminal_count += 1
+            gid = self._group_of[i]
+            if gid >= 0:
+                self._group_left[gid] -= 1
+                if not self._group_left[gid]:
+                    w = self._bound_to.pop(gid, None)
+                    if w is not None:
+                        del self._bound[w]
+            passed = st is State.PASSED or self.on_failure == "run"
+            released: list[int] = []
+            for d in g.dependents[i]:
+                if self.state[d].terminal:
+                    continue
+                if passed:
+                    self._pending[d] -= 1
+                    if not self._pending[d]:
+                        released.append(d)
+                else:
+                    skip = self._blocked(d, i)
+                    self._record_skip(skip)
+                    work.append((d, State.SKIPPED))
+            for d in g.followers[i]:
+                if self.state[d].terminal:
+                    continue
+                self._pending[d] -= 1
+                if not self._pending[d]:
+                    released.append(d)
+            for gid2 in self._outside_of.get(i, ()):
+                self._outside_left[gid2] -= 1
+                if not self._outside_left[gid2]:
+                    for m in self._members[gid2]:
+                        if self.state[m] is State.READY:
+                            self._enqueue(m, None)
+            # Push in reverse priority so the local LIFO pops the most urgent first.
+            released.sort(key=self._key.__getitem__, reverse=True)
+            for d in released:
+                if self.state[d] is State.WAITING:
+                    self._make_ready(d, origin)
+
+    def _blocked(self, task: int, prereq: int) -> Skip:
+        """Why ``task`` is skipped because ``prereq`` did not pass."""
+        p = self._name(prereq)
+        skip = self.skips.get(prereq)
+        if skip is not None:
+            if skip.root is None:
+                return Skip(task, f"prerequisite {p} was skipped: {skip.reason}", prereq,
+                            None, None)
+            root, outcome = skip.root, skip.root_outcome
+            assert outcome is not None
+            reason = f"prerequisite {p} was skipped: {self._name(root)} {_PHRASES[outcome]}"
+            return Skip(task, reason, prereq, root, outcome)
+        outcome = self.outcome[prereq] or "not run"
+        return Skip(task, f"prerequisite {p} {_PHRASES[outcome]}", prereq, prereq, outcome)
+
+    def _record_skip(self, skip: Skip) -> None:
+        self.skips[skip.task] = skip
+        self.outcome[skip.task] = "skipped"
+        self._new_skips.append(skip)
+
+    def _skip(self, i: int, skip: Skip, origin: Worker | None) -> None:
+        self._record_skip(skip)
+        self._set_terminal(i, State.SKIPPED, origin)
+
+    # ------------------------------------------------------------------ checking
+
+    def validate(self) -> None:
+        """Check every invariant; raise AssertionError naming the first broken one.
+
+        Costs O(V + E): meant for tests, after every event.
+        """
+        g = self.graph
+        n = len(g)
+        terminal = sum(1 for s in self.state if s.terminal)
+        ready = sum(1 for s in self.state if s is State.READY)
+        _check(ready == self._ready_count, "ready count drifted")
+        _check(terminal == self._terminal_count, "terminal count drifted")
+        for i in range(n):
+            st = self.state[i]
+            expected = 0
+            for p in g.requires[i]:
+                ps = self.state[p]
+                if ps is State.PASSED or (ps.terminal and self.on_failure == "run"):
+                    continue
+                expected += 1
+            expected += sum(1 for p in g.after[i] if not self.state[p].terminal)
+            if not st.terminal:
+                _check(self._pending[i] == expected,
+                       f"task {i}: pending {self._pending[i]} != {expected}")
+                _check(self._pending[i] >= 0, f"task {i}: negative pending")
+            if st in (State.READY, State.RUNNING):
+                _check(expected == 0, f"task {i} is {st.value} with prerequisites left")
+            if st is State.RUNNING:
+                _check(i in self.where, f"running task {i} has no worker")
+            else:
+                _check(i not in self.where, f"task {i} is {st.value} but placed on a worker")
+            if st is State.SKIPPED:
+                _check(i in self.skips, f"skipped task {i} has no reason")
+            if st is State.WAITING and self.on_failure != "run":
+                for p in g.requires[i]:
+                    _check(self.state[p] in (State.WAITING, State.READY, State.RUNNING,
+                                             State.PASSED),
+                           f"task {i} waits on {p} which did not pass")
+        for w, tasks in self._running_on.items():
+            for i in tasks:
+                _check(self.where.get(i) == w, f"task {i} misplaced")
+        for r, used in self._in_use.items():
+            _check(0 <= used <= self._limits.get(r, 1) or used == 0,
+                   f"resource {r!r} over its limit: {used}")
+        for gid, w in self._bound_to.items():
+            _check(self._bound.get(w) == gid, "group binding asymmetric")
+            others = [i for i in self._running_on.get(w, ()) if self._group_of[i] != gid]
+            _check(not others, f"worker {w!r} runs {others} outside its group {gid}")
+        if not self.done and not self.where and self._workers:
+            live = self.has_ready() or any(self._parked.values())
+            _check(live, "run cannot progress: nothing running, nothing ready")
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise AssertionError(message)
+
+
+def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]:
+    """Drop groups that could never start: those on a cycle of the group-level graph.
+
+    A group starts only when all its outside prerequisites are terminal, so
+    group G waiting (through other tasks) on a task that waits on G would
+    deadlock.  Dissolving only refines the graph, so it is repeated until
+    no cycle is left (each round removes at least one group).
+    """
+    of = list(of)
+    while count:
+        n = len(graph)
+        # Node ids: tasks not in a group keep i; group g becomes n + g.
+        def node(i: int) -> int:
+            return n + of[i] if of[i] >= 0 else i
+
+        succ: dict[int, set[int]] = {}
+        for i in range(n):
+            a = node(i)
+            for p in (*graph.requires[i], *graph.after[i]):
+                b = node(p)
+                if a != b:
+                    succ.setdefault(a, set()).add(b)
+        cyclic = _nodes_on_cycles(succ)
+        bad = {v - n for v in cyclic if v >= n}
+        if not bad:
+            return of
+        of = [-1 if g in bad else g for g in of]
+    return of
+
+
+def _nodes_on_cycles(succ: Mapping[int, set[int]]) -> set[int]:
+    """Nodes that lie on some cycle (members of strongly connected components > 1)."""
+    indeg: dict[int, int] = {}
+    rev: dict[int, list[int]] = {}
+    for a, bs in succ.items():
+        indeg.setdefault(a, 0)
+        for b in bs:
+            indeg[b] = indeg.get(b, 0)
+            rev.setdefault(b, []).append(a)
+    # Peel from both ends: nodes with no successors, then nodes with no predecessors.
+    out = {a: len(bs) for a, bs in succ.items()}
+    for v in indeg:
+        out.setdefault(v, 0)
+    alive = set(out)
+    stack = [v for v, k in out.items() if k == 0]
+    while stack:
+        v = stack.pop()
+        alive.discard(v)
+        for a in rev.get(v, ()):
+            out[a] -= 1
+            if out[a] == 0:
+                stack.append(a)
+    inn = {v: 0 for v in alive}
+    for a in alive:
+        for b in succ.get(a, ()):
+            if b in alive:
+                inn[b] += 1
+    stack = [v for v, k in inn.items() if k == 0]
+    while stack:
+        v = stack.pop()
+        alive.discard(v)
+        for b in succ.get(v, ()):
+            if b in inn and b in alive:
+                inn[b] -= 1
+                if inn[b] == 0:
+                    stack.append(b)
+    return alive
