@@ -257,6 +257,9 @@ class Scheduler:
         if gid is not None:
             del self._bound_to[gid]
             self._queue_group(gid)
+        if self._stopped is not None:
+            # take() admits nothing after a stop: a task put back would never run.
+            self.stop(self._stopped)
         return back
 
     def claim(self, task: int, worker: Worker) -> None:
@@ -388,7 +391,12 @@ class Scheduler:
         _, kind, ident = entry
         if kind == 0:
             return self.state[ident] is State.READY
-        return bool(self._group_ready[ident]) and ident not in self._bound_to
+        # Drop entries of members that ended while queued (a "deselected" report):
+        # binding a worker to a group with nothing left would idle it for good.
+        ready = self._group_ready[ident]
+        while ready and self.state[ready[0][1]] is not State.READY:
+            heapq.heappop(ready)
+        return bool(ready) and ident not in self._bound_to
 
     def _bind(self, gid: int, worker: Worker) -> None:
         current = self._bound.get(worker)
@@ -517,7 +525,9 @@ class Scheduler:
                     if not self._pending[d]:
                         released.append(d)
                 else:
-                    skip = self._blocked(d, i)
+                    # After a stop, every task not started is skipped for the stop's reason.
+                    skip = (self._blocked(d, i) if self._stopped is None
+                            else Skip(d, self._stopped, None, None, None))
                     self._record_skip(skip)
                     work.append((d, State.SKIPPED))
             for d in g.followers[i]:
@@ -611,6 +621,9 @@ class Scheduler:
             _check(self._bound.get(w) == gid, "group binding asymmetric")
             others = [i for i in self._running_on.get(w, ()) if self._group_of[i] != gid]
             _check(not others, f"worker {w!r} runs {others} outside its group {gid}")
+        if self._stopped is not None:
+            waiting = [i for i in range(n) if self.state[i] in (State.WAITING, State.READY)]
+            _check(not waiting, f"tasks {waiting} not skipped after the stop")
         if not self.done and not self.where and self._workers:
             live = self.has_ready() or any(self._parked.values())
             _check(live, "run cannot progress: nothing running, nothing ready")
@@ -630,17 +643,15 @@ def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]
     no cycle is left (each round removes at least one group).
     """
     of = list(of)
+    n = len(graph)
     while count:
-        n = len(graph)
         # Node ids: tasks not in a group keep i; group g becomes n + g.
-        def node(i: int) -> int:
-            return n + of[i] if of[i] >= 0 else i
-
+        node = [n + g if g >= 0 else i for i, g in enumerate(of)]
         succ: dict[int, set[int]] = {}
         for i in range(n):
-            a = node(i)
+            a = node[i]
             for p in (*graph.requires[i], *graph.after[i]):
-                b = node(p)
+                b = node[p]
                 if a != b:
                     succ.setdefault(a, set()).add(b)
         cyclic = _nodes_on_cycles(succ)
@@ -652,39 +663,49 @@ def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]
 
 
 def _nodes_on_cycles(succ: Mapping[int, set[int]]) -> set[int]:
-    """Nodes that lie on some cycle (members of strongly connected components > 1)."""
-    indeg: dict[int, int] = {}
-    rev: dict[int, list[int]] = {}
-    for a, bs in succ.items():
-        indeg.setdefault(a, 0)
-        for b in bs:
-            indeg[b] = indeg.get(b, 0)
-            rev.setdefault(b, []).append(a)
-    # Peel from both ends: nodes with no successors, then nodes with no predecessors.
-    out = {a: len(bs) for a, bs in succ.items()}
-    for v in indeg:
-        out.setdefault(v, 0)
-    alive = set(out)
-    stack = [v for v, k in out.items() if k == 0]
-    while stack:
-        v = stack.pop()
-        alive.discard(v)
-        for a in rev.get(v, ()):
-            out[a] -= 1
-            if out[a] == 0:
-                stack.append(a)
-    inn = {v: 0 for v in alive}
-    for a in alive:
-        for b in succ.get(a, ()):
-            if b in alive:
-                inn[b] += 1
-    stack = [v for v, k in inn.items() if k == 0]
-    while stack:
-        v = stack.pop()
-        alive.discard(v)
-        for b in succ.get(v, ()):
-            if b in inn and b in alive:
-                inn[b] -= 1
-                if inn[b] == 0:
-                    stack.append(b)
-    return alive
+    """Nodes that lie on some cycle (members of strongly connected components > 1).
+
+    Iterative Tarjan.  Peeling sources and sinks alone is not enough: a node on
+    a path from one cycle to another survives both peels without being on a
+    cycle itself.
+    """
+    index_of: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    out: set[int] = set()
+    for root in sorted(succ):
+        if root in index_of:
+            continue
+        index_of[root] = low[root] = len(index_of)
+        stack.append(root)
+        on_stack.add(root)
+        work: list[tuple[int, list[int], int]] = [(root, sorted(succ[root]), 0)]
+        while work:
+            v, nbrs, k = work[-1]
+            if k < len(nbrs):
+                work[-1] = (v, nbrs, k + 1)
+                w = nbrs[k]
+                if w not in index_of:
+                    index_of[w] = low[w] = len(index_of)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, sorted(succ.get(w, ())), 0))
+                elif w in on_stack:
+                    low[v] = min(low[v], index_of[w])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index_of[v]:
+                comp: list[int] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.update(comp)
+    return out

@@ -1,0 +1,65 @@
+"""Affinity groups: which tests must share one worker, contiguously.
+
+Pure (no pytest): tests connected by dependency edges *inside one scope*
+(module or class) form a group, so state one test leaves in its process
+(module globals, class attributes, module/class fixtures) is there for the
+next.  Explicit labels (``xdist_group``) join their tests too.  Edges that
+cross scopes never join groups: different modules still run in parallel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def affinity_groups(
+    scopes: Sequence[str | None],
+    requires: Sequence[Sequence[int]],
+    after: Sequence[Sequence[int]],
+    explicit: Sequence[str | None] = (),
+) -> list[str | None]:
+    """A group label per task (None: free), over tasks ``0 .. len(scopes) - 1``.
+
+    Labels are the id of the group's first task, so they are stable across
+    runs and independent of hashing.
+    """
+    n = len(scopes)
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            # The lower index becomes the root: labels follow collection order.
+            if rb < ra:
+                ra, rb = rb, ra
+            parent[rb] = ra
+
+    for i in range(n):
+        scope = scopes[i]
+        if scope is None:
+            continue
+        for p in (*requires[i], *after[i]):
+            if p < n and scopes[p] == scope:
+                union(i, p)
+    first_with: dict[str, int] = {}
+    for i, label in enumerate(explicit):
+        if label is not None:
+            if label in first_with:
+                union(i, first_with[label])
+            else:
+                first_with[label] = i
+    size: dict[int, int] = {}
+    for i in range(n):
+        r = find(i)
+        size[r] = size.get(r, 0) + 1
+    explicit_roots = {find(i) for i in first_with.values()}
+    return [
+        f"group-{find(i)}" if size[find(i)] > 1 or find(i) in explicit_roots else None
+        for i in range(n)
+    ]

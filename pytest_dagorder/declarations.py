@@ -1,0 +1,181 @@
+"""From collected items and their markers to plain edges between item indices.
+
+This is the only place that knows how a target string names tests.  The
+result is plain data (indices and messages) so that a worker can ship it to
+the controller and the graph is built and validated by the pure core.
+
+Lookup rules for a string target, from the item that declares it: the
+item's class (``TestA::test_x`` style names below it), then its module, then
+the rootdir (a full node id).  The first scope where the name matches wins.
+A name matches an item's node id, every instance of a parametrized test
+(``test_x`` for ``test_x[1]``, ``test_x[2]``), or a collector (a module,
+class or directory: every test below it).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from .markers import DEPENDS_ON, RUN_AFTER
+
+
+@dataclass
+class Problem:
+    """A declaration that cannot be honoured, reported against ``nodeid``."""
+
+    nodeid: str
+    message: str
+
+
+@dataclass
+class Resolution:
+    """Edges over ``items`` (indices into it), plus every problem found."""
+
+    requires: list[list[int]]
+    after: list[list[int]]
+    problems: list[Problem] = field(default_factory=list)
+    declared: int = 0  # number of markers seen: zero means "no DAG here"
+
+
+#: Extra marker readers (pytest-dependency and friends register here).
+#: Each returns (requires_targets, after_targets, problems) for one item.
+ForeignReader = Callable[
+    [pytest.Item, "Index"], tuple[list[int], list[int], list[Problem]]
+]
+
+
+class Index:
+    """Every way a target can name items, over one list of items."""
+
+    def __init__(self, items: Sequence[pytest.Item]) -> None:
+        self.items = items
+        self.by_key: dict[str, list[int]] = {}
+        self.by_function: dict[int, list[int]] = {}
+        for i, item in enumerate(items):
+            for key in self._keys(item):
+                bucket = self.by_key.setdefault(key, [])
+                if not bucket or bucket[-1] != i:
+                    bucket.append(i)
+            fn = getattr(item, "function", None)
+            if fn is not None:
+                self.by_function.setdefault(id(fn), []).append(i)
+
+    @staticmethod
+    def _keys(item: pytest.Item) -> Iterable[str]:
+        yield item.nodeid
+        original = getattr(item, "originalname", None)
+        if original and item.parent is not None and item.name != original:
+            yield f"{item.parent.nodeid}::{original}"
+        for node in item.listchain()[1:-1]:  # collectors between session and item
+            if node.nodeid:
+                yield node.nodeid
+
+    def lookup(self, key: str) -> list[int] | None:
+        return self.by_key.get(key)
+
+    def scopes(self, item: pytest.Item) -> list[str]:
+        """Prefixes a relative name is tried under, innermost first."""
+        out: list[str] = []
+        cls = item.getparent(pytest.Class)
+        if cls is not None:
+            out.append(cls.nodeid + "::")
+        mod = item.getparent(pytest.Module)
+        if mod is not None:
+            out.append(mod.nodeid + "::")
+        out.append("")
+        return out
+
+    def resolve(self, item: pytest.Item, target: str) -> list[int] | None:
+        for prefix in self.scopes(item):
+            hit = self.lookup(prefix + target)
+            if hit is not None:
+                return hit
+        return None
+
+    def suggest(self, item: pytest.Item, target: str) -> list[str]:
+        """Close existing names, written the way the target was written."""
+        names: dict[str, None] = {}
+        for prefix in self.scopes(item):
+            for key in self.by_key:
+                if prefix and key.startswith(prefix):
+                    names[key[len(prefix):]] = None
+                elif not prefix:
+                    names[key] = None
+        return difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
+
+
+def resolve_items(
+    items: Sequence[pytest.Item],
+    readers: Sequence[ForeignReader] = (),
+) -> Resolution:
+    """Read every item's declarations and resolve them against ``items``."""
+    index = Index(items)
+    res = Resolution([[] for _ in items], [[] for _ in items])
+    for i, item in enumerate(items):
+        for name, bucket in ((DEPENDS_ON, res.requires), (RUN_AFTER, res.after)):
+            for node, mark in item.iter_markers_with_node(name):
+                res.declared += 1
+                own = node is item
+                bucket[i].extend(_resolve_mark(index, i, item, name, mark, own, res.problems))
+        for reader in readers:
+            req, aft, problems = reader(item, index)
+            if req or aft or problems:
+                res.declared += 1
+            res.requires[i].extend(req)
+            res.after[i].extend(aft)
+            res.problems.extend(problems)
+    return res
+
+
+def _resolve_mark(
+    index: Index,
+    i: int,
+    item: pytest.Item,
+    name: str,
+    mark: pytest.Mark,
+    own: bool,
+    problems: list[Problem],
+) -> list[int]:
+    where = f"@{name} on {item.nodeid}" if own else f"@{name} inherited by {item.nodeid}"
+    if mark.kwargs:
+        problems.append(Problem(item.nodeid, (
+            f"{where}: unexpected keyword argument(s) {', '.join(sorted(mark.kwargs))}; "
+            f"{name} takes test names or test functions only")))
+    if not mark.args:
+        problems.append(Problem(item.nodeid, (
+            f"{where}: no target given; name at least one test, e.g. "
+            f"@{name}('test_create')")))
+    out: list[int] = []
+    for target in mark.args:
+        if isinstance(target, str) and target.strip():
+            hit = index.resolve(item, target.strip())
+            if hit is None:
+                hint = index.suggest(item, target.strip())
+                extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
+                    "; use a test name, Class::test, or a node id relative to the rootdir")
+                problems.append(Problem(item.nodeid, (
+                    f"{where}: target {target!r} matches no collected test{extra}")))
+                continue
+        elif callable(target) and not isinstance(target, str):
+            fn = getattr(target, "__func__", target)
+            hit = index.by_function.get(id(fn))
+            if hit is None:
+                problems.append(Problem(item.nodeid, (
+                    f"{where}: {getattr(fn, '__qualname__', fn)!r} is not a collected test "
+                    "function; pass a test function or its name")))
+                continue
+        else:
+            problems.append(Problem(item.nodeid, (
+                f"{where}: {target!r} is not a test name or test function; "
+                "pass strings such as 'test_create' or 'TestA::test_x'")))
+            continue
+        if not own:
+            # A class or module marker that names a member of itself applies to
+            # the other members: the named test is not its own prerequisite.
+            hit = [j for j in hit if j != i]
+        out.extend(hit)
+    return out

@@ -1,0 +1,157 @@
+"""Turn a collected (and possibly filtered) session into a validated run plan.
+
+Shared by the serial runner and the xdist worker, so both see exactly the
+same graph: the tests that will run (``items``, in a stable topological
+order), the graph over them plus the prerequisites that were deselected,
+and every declaration problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from .declarations import Problem, resolve_items
+from .errors import DependencyError, name_of
+from .graph import Graph
+
+
+@dataclass
+class Plan:
+    """``graph`` indices ``0 .. len(items) - 1`` are ``items``; later ones were deselected."""
+
+    items: list[pytest.Item]
+    graph: Graph | None
+    deselected: list[pytest.Item] = field(default_factory=list)
+    pulled_back: list[pytest.Item] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    declared: bool = False
+
+    @property
+    def nodeids(self) -> list[str]:
+        return [it.nodeid for it in (*self.items, *self.deselected)]
+
+
+def make_plan(
+    selected: Sequence[pytest.Item],
+    collected: Sequence[pytest.Item],
+    *,
+    with_prerequisites: bool,
+    narrowed: bool,
+) -> Plan:
+    """Resolve declarations of ``selected`` against everything ``collected``.
+
+    ``collected`` holds the items seen before any plugin deselected some
+    (``-k``, ``-m``, ``--lf``).  ``narrowed`` says the command line picked
+    node ids inside modules, so siblings of the selected tests were never
+    collected; they are collected here (without running any hook that
+    reports them) only when a target cannot be found otherwise.
+    """
+    chosen = {id(it) for it in selected}
+    universe = [*selected, *(it for it in collected if id(it) not in chosen)]
+    res = resolve_items(universe)
+    if narrowed and _unknown_targets(res.problems):
+        extra = _collect_siblings(universe)
+        if extra:
+            universe.extend(extra)
+            res = resolve_items(universe)
+    if not res.declared:
+        return Plan(list(selected), None)
+    n_sel = len(selected)
+    run = list(range(n_sel))
+    if with_prerequisites:
+        wanted = set(run)
+        stack = list(run)
+        while stack:
+            i = stack.pop()
+            for p in (*res.requires[i], *res.after[i]):
+                if p not in wanted:
+                    wanted.add(p)
+                    stack.append(p)
+        run = sorted(wanted)
+    in_run = set(run)
+    # Nodes of the graph: the run, then deselected direct prerequisites of it.
+    outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
+    order = run + outside
+    pos = {u: k for k, u in enumerate(order)}
+    run_ids = {universe[i].nodeid for i in run}
+    problems = [p for p in res.problems if p.nodeid in run_ids]
+    plan = Plan(
+        items=[universe[i] for i in run],
+        graph=None,
+        deselected=[universe[i] for i in outside],
+        pulled_back=[universe[i] for i in run if i >= n_sel],
+        problems=problems,
+        declared=True,
+    )
+    if problems:
+        return plan
+    ids = [universe[u].nodeid for u in order]
+    try:
+        graph = Graph.build(
+            ((ids[k], [ids[pos[p]] for p in res.requires[u]] if u in in_run else ())
+             for k, u in enumerate(order)),
+            after={ids[pos[u]]: [ids[pos[p]] for p in res.after[u]]
+                   for u in run if res.after[u]},
+        )
+    except DependencyError as exc:
+        plan.problems = [_problem_of(err) for err in exc.errors]
+        return plan
+    # Stable topological order of the run: collection order unless forced later.
+    n_run = len(run)
+    topo = [k for k in graph.topo if k < n_run]
+    plan.items = [plan.items[k] for k in topo]
+    # Rebuild over the new order so that index == position in items.
+    plan.graph = Graph.build(
+        ((graph.ids[k], [graph.ids[p] for p in graph.requires[k]])
+         for k in [*topo, *range(n_run, len(graph))]),
+        after={graph.ids[k]: [graph.ids[p] for p in graph.after[k]]
+               for k in range(len(graph)) if graph.after[k]},
+    )
+    return plan
+
+
+def _problem_of(err: DependencyError) -> Problem:
+    cycle = getattr(err, "cycle", None)
+    if cycle:
+        return Problem(name_of(cycle[0]), str(err))
+    missing = getattr(err, "missing", None)
+    if missing:
+        first = next(iter(missing.values()))
+        return Problem(name_of(first[0]), str(err))
+    dups = getattr(err, "duplicates", None)
+    if dups:
+        return Problem(name_of(dups[0]), str(err) + " (is a test collected twice?)")
+    return Problem("", str(err))
+
+
+def _unknown_targets(problems: Sequence[Problem]) -> bool:
+    return any("matches no collected test" in p.message for p in problems)
+
+
+def _collect_siblings(known: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """Items of the modules of ``known`` that were not collected (node-id selection)."""
+    have = {it.nodeid for it in known}
+    modules: dict[str, pytest.Module] = {}
+    for it in known:
+        mod = it.getparent(pytest.Module)
+        if mod is not None:
+            modules.setdefault(mod.nodeid, mod)
+    found: list[pytest.Item] = []
+    for mod in modules.values():
+        stack: list[pytest.Item | pytest.Collector] = [mod]
+        while stack:
+            node = stack.pop(0)
+            if isinstance(node, pytest.Item):
+                if node.nodeid not in have:
+                    have.add(node.nodeid)
+                    found.append(node)
+                continue
+            try:
+                children = list(node.collect())
+            except Exception:  # the module collected once already; stay silent here
+                continue
+            stack[0:0] = children
+    return found

@@ -1,0 +1,107 @@
+"""State of one test run, shared by the serial runner and the xdist controller.
+
+Wraps the scheduler core with what pytest needs around it: node ids for
+names, outcome folding from reports, the wording of skip reasons, and the
+end-of-run summary.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+
+from .declarations import Problem
+from .graph import Graph
+from .outcomes import OutcomeTracker
+from .scheduler import FailurePolicy, Scheduler, Skip
+
+DESELECTED_HINT = "; add --dag-with-prerequisites to run it"
+
+
+def short_name(nodeid: str) -> str:
+    """A node id without its file part: what users write in @depends_on."""
+    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+
+
+class DagRun:
+    def __init__(
+        self,
+        graph: Graph,
+        nodeids: Sequence[str],
+        *,
+        n_run: int,
+        on_failure: FailurePolicy,
+        groups: Sequence[str | None] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.nodeids = list(nodeids)
+        self.index = {nid: i for i, nid in enumerate(self.nodeids)}
+        self.n_run = n_run
+        self.sched = Scheduler(
+            graph,
+            on_failure=on_failure,
+            groups=groups,
+            name=lambda i: short_name(self.nodeids[i]),
+        )
+        self.tracker = OutcomeTracker()
+        # Prerequisites outside the run never run: settle them first.
+        for i in range(n_run, len(graph)):
+            self.sched.finished(i, "deselected")
+
+    def reason(self, skip: Skip) -> str:
+        if skip.root_outcome == "deselected":
+            return skip.reason + DESELECTED_HINT
+        return skip.reason
+
+    def pop_skips(self) -> list[tuple[int, str]]:
+        """New skip decisions for tests of the run, with their final wording."""
+        return [(s.task, self.reason(s)) for s in self.sched.pop_skipped() if s.task < self.n_run]
+
+    def record(self, report: pytest.TestReport) -> bool:
+        """Feed a report; True if it settled a test the core did not know the end of."""
+        i = self.index.get(report.nodeid)
+        if i is None:
+            return False
+        word = self.tracker.feed(report)
+        if word is None:
+            return False
+        return self.sched.finished(i, word)
+
+    def summary_lines(self) -> list[str]:
+        """One line per root cause: what it was and how many tests it blocked."""
+        blocked: Counter[int] = Counter()
+        stops: Counter[str] = Counter()
+        for skip in self.sched.skips.values():
+            if skip.task >= self.n_run:
+                continue
+            if skip.root is None:
+                stops[skip.reason.split(": ")[-1]] += 1
+            else:
+                blocked[skip.root] += 1
+        lines = []
+        for root in sorted(blocked):
+            outcome = self.sched.outcome[root]
+            n = blocked[root]
+            lines.append(f"{self.nodeids[root]} {outcome}: blocked {n} test{'s' * (n != 1)}")
+        for reason, n in sorted(stops.items()):
+            lines.append(f"{reason}: {n} test{'s' * (n != 1)} not started")
+        return lines
+
+
+def report_problems(config: pytest.Config, problems: Sequence[Problem]) -> None:
+    """Show declaration problems the way pytest shows a broken collection."""
+    for problem in problems:
+        report = pytest.CollectReport(
+            nodeid=problem.nodeid,
+            outcome="failed",
+            longrepr=f"pytest-dagorder: {problem.message}",
+            result=[],
+        )
+        config.hook.pytest_collectreport(report=report)
+
+
+def interrupted_message(problems: Sequence[Problem]) -> str:
+    n = len(problems)
+    return f"{n} error{'s' * (n != 1)} during collection"

@@ -1,0 +1,306 @@
+"""xdist controller side: one Scheduling class on top of the scheduler core.
+
+xdist calls the methods of :class:`DagScheduling` (its scheduler protocol,
+see xdist's ``scheduler/`` package); outcomes never reach a scheduler there,
+so :class:`DagController` feeds the test reports to it from
+``pytest_runtest_logreport``.  Everything this module decides comes from
+the core: it only translates xdist events into core events and core
+decisions into ``send_runtest_some`` calls and SKIPPED reports.
+
+Relies on xdist internals that are not a public API (pinned in
+pyproject.toml): the Scheduling protocol and ``WorkerController``'s
+``send_runtest_some`` / ``shutting_down`` / ``workerinput`` / ``gateway``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from .affinity import affinity_groups
+from .graph import Graph
+from .plugin import setting, AFFINITY_MODES, write_summary
+from .run import DagRun, interrupted_message, report_problems
+from .declarations import Problem
+from .scheduler import FailurePolicy
+from .worker import CHANNEL_KEY
+
+#: Seconds to wait for a worker's graph; it was sent before its collection
+#: ids on the same connection, so it is normally there already.
+RECEIVE_TIMEOUT = 60.0
+#: Real tests kept in flight per worker at most: enough to hide the round trip
+#: of a dispatch, few enough that a late-released urgent test is not queued
+#: behind a long pipeline on a busy worker.
+MAX_PIPELINE = 8
+#: A worker is topped up when fewer real tests than this are in flight
+#: (the current one and the next, as xdist's own MIN_PENDING).
+LOW_WATER = 2
+
+
+class DagController:
+    """Controller plugin: the side channel, the scheduler factory, report feed."""
+
+    def __init__(self, config: pytest.Config, policy: FailurePolicy) -> None:
+        self.config = config
+        self.policy = policy
+        self.sched: DagScheduling | None = None
+        self.channels: dict[Any, Any] = {}
+
+    def pytest_configure_node(self, node: Any) -> None:
+        channel = node.gateway.newchannel()
+        node.workerinput[CHANNEL_KEY] = channel
+        self.channels[node] = channel
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "load":
+            return None  # the worker refuses declarations under other modes
+        self.sched = DagScheduling(config, log, self)
+        return self.sched
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.sched is not None:
+            self.sched.on_report(report)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.sched is not None and self.sched.run is not None:
+            write_summary(terminalreporter, self.sched.run)
+
+
+class DagScheduling:
+    """xdist's scheduler protocol, driven by the pure core (see module docstring)."""
+
+    def __init__(self, config: pytest.Config, log: Any, controller: DagController) -> None:
+        from xdist.workermanage import parse_tx_spec_config
+
+        self.numnodes = len(parse_tx_spec_config(config))
+        self.config = config
+        self.log = log.dagsched
+        self.controller = controller
+        self.node2collection: dict[Any, list[str]] = {}
+        self.sent: dict[Any, deque[int]] = {}  # indices sent and not yet complete
+        self.inflight: dict[Any, int] = {}  # real tests sent and not yet settled
+        self.running_at: dict[int, Any] = {}
+        self.unusable: set[Any] = set()
+        self.collection: list[str] | None = None
+        self.run: DagRun | None = None
+        self.barrier: list[int] = []
+        self.locations: list[tuple[str, int | None, str]] = []
+        self.aborted = False
+        self.core_workers: set[Any] = set()  # nodes the core knows, by identity
+
+    # -- xdist's protocol ---------------------------------------------------
+
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.sent)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return len(self.node2collection) >= self.numnodes
+
+    @property
+    def tests_finished(self) -> bool:
+        if not self.collection_is_completed or self.collection is None:
+            return False
+        return self.aborted or (self.run is not None and self.run.sched.done)
+
+    @property
+    def has_pending(self) -> bool:
+        if self.run is None:
+            return False
+        return not self.run.sched.done or any(self.sent.values())
+
+    def add_node(self, node: Any) -> None:
+        if node in self.sent:
+            raise ValueError(f"node {node} added twice")
+        self.sent[node] = deque()
+        self.inflight[node] = 0
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        if self.collection is not None and list(collection) != self.collection:
+            from xdist.report import report_collection_diff
+
+            first = next(iter(self.node2collection))
+            self.log(report_collection_diff(self.collection, list(collection),
+                                            first.gateway.id, node.gateway.id))
+            self.unusable.add(node)
+            return
+        self.node2collection[node] = list(collection)
+
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        pending = self.sent.get(node)
+        if pending is not None and item_index in pending:
+            pending.remove(item_index)
+        self._dispatch()
+
+    def mark_test_pending(self, item: str) -> None:
+        # Called by pytest_handlecrashitem implementations that want a crashed
+        # test re-run; the core settled it as crashed (its dependents are
+        # already skipped), so it is not run again.
+        self.log(f"not re-running crashed test {item}: its outcome is final")
+
+    def remove_node(self, node: Any) -> str | None:
+        pending = self.sent.pop(node, deque())
+        self.inflight.pop(node, None)
+        run = self.run
+        if run is None:
+            return None
+        sched = run.sched
+        crashed: int | None = None
+        if pending and pending[0] < len(self.barrier):
+            crashed = next((i for i in pending if i < len(self.barrier)
+                            and not sched.state[i].terminal), None)
+        if crashed is not None:
+            sched.finished(crashed, "crashed")
+        if node in self.core_workers:
+            self.core_workers.discard(node)
+            for i in sched.remove_worker(node):
+                self.running_at.pop(i, None)
+        for i in [i for i, n in self.running_at.items() if n is node]:
+            del self.running_at[i]
+        self._emit_skips()
+        self._dispatch()
+        return None if crashed is None else run.nodeids[crashed]
+
+    def schedule(self) -> None:
+        if self.collection is None:
+            self._start()
+        if self.run is None:
+            return
+        for node in self.sent:
+            if node not in self.core_workers and node in self.node2collection:
+                self.run.sched.add_worker(node)
+                self.core_workers.add(node)
+        self._dispatch()
+
+    # -- the run ---------------------------------------------------------------
+
+    def _workers(self) -> set[Any]:
+        return self.core_workers
+
+    def _start(self) -> None:
+        first = next(iter(self.node2collection))
+        self.collection = self.node2collection[first]
+        channel = self.controller.channels.get(first)
+        payload: dict[str, Any] | None = None
+        if channel is not None:
+            try:
+                payload = channel.receive(timeout=RECEIVE_TIMEOUT)
+            except Exception as exc:
+                self._abort([Problem("", f"no dependency graph from worker {first.gateway.id}: "
+                                         f"{exc}")])
+        if payload is None:
+            self._abort([Problem("", "the dagorder plugin is not active on the workers; "
+                                     "pass -p dagorder to every worker or install it")])
+        assert payload is not None
+        if payload["problems"]:
+            self._abort([Problem(n, m) for n, m in payload["problems"]])
+        ids = list(payload["ids"])
+        n = len(ids)
+        self.barrier = list(payload["barrier"])
+        self.locations = [(str(p), ln, str(d)) for p, ln, d in payload["locations"]]
+        g = payload["graph"]
+        if g is None:
+            graph = Graph.build((i, ()) for i in ids)
+            nodeids = ids
+        else:
+            nodeids = list(g["ids"])
+            graph = Graph.build(
+                ((nodeids[k], [nodeids[p] for p in g["requires"][k]])
+                 for k in range(len(nodeids))),
+                after={nodeids[k]: [nodeids[p] for p in a] for k, a in enumerate(g["after"]) if a},
+            )
+        mode = setting(self.config, "affinity", AFFINITY_MODES)
+        scopes: list[str | None] = (
+            payload[mode] if mode != "none" else [None] * n
+        )
+        groups = affinity_groups(
+            scopes, graph.requires[:n], graph.after[:n], payload["xdist_group"]
+        )
+        groups += [None] * (len(graph) - n)
+        self.run = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
+                          groups=groups)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None and g is not None:
+            terminal.write_line(
+                f"dagorder: {n} tests, {graph.edge_count} dependencies, longest chain "
+                f"{graph.longest_chain()}; xdist scheduling, affinity {mode} "
+                f"({len(self.run.sched.groups)} groups)"
+            )
+        self._emit_skips()
+
+    def _abort(self, problems: list[Problem]) -> None:
+        """Report the problems as collection errors and end the session: nothing ran."""
+        self.aborted = True
+        report_problems(self.config, problems)
+        for node in self.sent:
+            node.shutdown()
+        raise pytest.Session.Interrupted(interrupted_message(problems))
+
+    def on_report(self, report: pytest.TestReport) -> None:
+        run = self.run
+        if run is None or not run.record(report):
+            return
+        i = run.index[report.nodeid]
+        node = self.running_at.pop(i, None)
+        if node is not None and node in self.inflight:
+            self.inflight[node] -= 1
+        self._emit_skips()
+        self._dispatch()
+
+    def _emit_skips(self) -> None:
+        run = self.run
+        if run is None:
+            return
+        hook = self.config.hook
+        for i, reason in run.pop_skips():
+            nodeid = run.nodeids[i]
+            loc = self.locations[i]
+            now = time.time()
+            line = (loc[1] or 0) + 1
+            hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
+            hook.pytest_runtest_logreport(report=pytest.TestReport(
+                nodeid, loc, {}, "skipped", (loc[0], line, f"Skipped: {reason}"), "setup",
+                (), 0.0, now, now))
+            hook.pytest_runtest_logreport(report=pytest.TestReport(
+                nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
+            hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
+
+    def _dispatch(self) -> None:
+        run = self.run
+        if run is None or self.aborted:
+            return
+        sched = run.sched
+        workers = self._workers()
+        nodes = [n for n in self.sent if n in workers and not n.shutting_down
+                 and n not in self.unusable]
+        if not nodes:
+            return
+        # First every idle worker gets work, then busy ones are topped up.
+        for node in nodes:
+            if self.inflight[node] == 0:
+                self._send(node, sched.take(node, self._share(len(nodes))))
+        for node in nodes:
+            have = self.inflight[node]
+            if 0 < have < LOW_WATER and sched.ready_count:
+                self._send(node, sched.take(node, max(self._share(len(nodes)) - have, 1)))
+        self._emit_skips()
+
+    def _share(self, n_nodes: int) -> int:
+        assert self.run is not None
+        return max(1, min(MAX_PIPELINE, self.run.sched.ready_count // n_nodes))
+
+    def _send(self, node: Any, tasks: list[int]) -> None:
+        if not tasks:
+            return
+        indices = [*tasks, self.barrier[tasks[-1]]]
+        for i in tasks:
+            self.running_at[i] = node
+        self.inflight[node] += len(tasks)
+        self.sent[node].extend(indices)
+        node.send_runtest_some(indices)
