@@ -19,7 +19,8 @@ def depends_on(*targets: Target) -> pytest.MarkDecorator:
     A target is a test name, ``Class::test``, a node id, a module or class node
     id, or the test function itself.  Same as ``@pytest.mark.depends_on(...)``.
     """
-    return getattr(pytest.mark, DEPENDS_ON)(*targets)
+    mark: pytest.MarkDecorator = getattr(pytest.mark, DEPENDS_ON)
+    return mark(*targets)
 
 
 def run_after(*targets: Target) -> pytest.MarkDecorator:
@@ -28,4 +29,5 @@ def run_after(*targets: Target) -> pytest.MarkDecorator:
     Ordering only: a failed target does not skip the test (a cleanup step
     after a group, say).  Same as ``@pytest.mark.run_after(...)``.
     """
-    return getattr(pytest.mark, RUN_AFTER)(*targets)
+    mark: pytest.MarkDecorator = getattr(pytest.mark, RUN_AFTER)
+    return mark(*targets)

@@ -12,7 +12,7 @@ def phase_outcome(report: pytest.TestReport) -> str:
     """The outcome word one report contributes ("passed" if it does not spoil the test)."""
     if report.passed:
         return "passed"
-    if report.when == "???":  # xdist's report for a test that crashed its worker
+    if str(report.when) == "???":  # xdist's report for a test that crashed its worker
         return "crashed"
     xfail = hasattr(report, "wasxfail")
     if report.skipped:
@@ -38,7 +38,7 @@ class OutcomeTracker:
         current = self._partial.get(report.nodeid, _DEFAULT)
         if current == _DEFAULT:
             current = word
-        if report.when in ("teardown", "???"):
+        if str(report.when) in ("teardown", "???"):
             self._partial.pop(report.nodeid, None)
             return current
         self._partial[report.nodeid] = current

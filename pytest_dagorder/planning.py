@@ -86,10 +86,10 @@ def make_plan(
         problems=problems,
         declared=True,
     )
-    if problems:
-        return plan
     ids = [universe[u].nodeid for u in order]
     try:
+        # Built even when declarations had problems: cycles among the edges
+        # that did resolve are reported in the same run.
         graph = Graph.build(
             ((ids[k], [ids[pos[p]] for p in res.requires[u]] if u in in_run else ())
              for k, u in enumerate(order)),
@@ -97,7 +97,9 @@ def make_plan(
                    for u in run if res.after[u]},
         )
     except DependencyError as exc:
-        plan.problems = [_problem_of(err) for err in exc.errors]
+        plan.problems += [_problem_of(err) for err in exc.errors]
+        return plan
+    if problems:
         return plan
     # Stable topological order of the run: collection order unless forced later.
     n_run = len(run)

@@ -18,7 +18,7 @@ import pytest
 
 from .markers import DEPENDS_ON, RUN_AFTER
 from .planning import Plan, make_plan
-from .run import DagRun, interrupted_message, report_problems
+from .run import DagRun, report_problems
 from .scheduler import FailurePolicy
 
 # With plugin autoload disabled, `-p dagorder -n 8` must still bring xdist.

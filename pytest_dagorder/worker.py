@@ -24,10 +24,13 @@ from typing import Any
 
 import pytest
 
+from .declarations import Problem
 from .planning import Plan
 from .plugin import collect_plan
+from .run import report_problems
 
 CHANNEL_KEY = "dagorder_channel"
+DIST_KEY = "dagorder_dist"
 BARRIER_NAME = "<dagorder-barrier>"
 
 
@@ -74,9 +77,8 @@ class DagWorker:
         relay = config.pluginmanager.hook
         # The one pluggy detail we depend on: HookRelay holds hook callers as
         # plain attributes, which is how xdist's worker loop looks them up.
-        relay.pytest_runtest_protocol = _ProtocolGate(  # type: ignore[method-assign]
-            relay.pytest_runtest_protocol, self
-        )
+        hook_name = "pytest_runtest_protocol"
+        setattr(relay, hook_name, _ProtocolGate(getattr(relay, hook_name), self))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(
@@ -84,7 +86,20 @@ class DagWorker:
     ) -> Generator[None, object, object]:
         collected = list(items)
         result = yield
-        self.plan = collect_plan(config, items, collected)
+        plan = self.plan = collect_plan(config, items, collected)
+        # Workers do not see the controller's --dist; it comes in workerinput.
+        dist = config.workerinput.get(DIST_KEY, "load")  # type: ignore[attr-defined]
+        if plan.declared and dist != "load":
+            # The controller runs xdist's own scheduler for this mode, which
+            # cannot honour the graph: refuse on every worker alike (xdist
+            # shows identical collection errors once) and run nothing.
+            first = next((p.nodeid for p in plan.problems), items[0].nodeid if items else "")
+            report_problems(config, [Problem(first, (
+                f"--dist {dist} cannot honour depends_on/run_after declarations; "
+                "drop --dist (or use --dist load) to schedule the dependency graph, "
+                "or run with -p no:dagorder for plain xdist"))])
+            items[:] = []
+            self.plan = None
         return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -104,7 +119,7 @@ class DagWorker:
         return result
 
     def _payload(
-        self, items: list[pytest.Item], parents: dict[int, pytest.Node]
+        self, items: list[pytest.Item], parents: dict[int, pytest.Collector]
     ) -> dict[str, Any]:
         plan = self.plan
         order = list(dict.fromkeys(id(p) for p in parents.values()))
@@ -144,18 +159,19 @@ class DagWorker:
             # pytest reports a failing module/class fixture teardown on the last
             # test that used it; xdist checks that a report's node id matches
             # the item being run, so the barrier takes that test's id.
-            barrier._nodeid = last.nodeid
+            barrier._nodeid = last.nodeid  # type: ignore[attr-defined]
             report = last.ihook.pytest_runtest_makereport(item=last, call=call)
             last.ihook.pytest_runtest_logreport(report=report)
         return True
 
 
-def _barrier_parents(items: list[pytest.Item]) -> dict[int, pytest.Node]:
+def _barrier_parents(items: list[pytest.Item]) -> dict[int, pytest.Collector]:
     """For each item (by id), the node its barrier hangs under: its class or module."""
-    out: dict[int, pytest.Node] = {}
+    out: dict[int, pytest.Collector] = {}
     for it in items:
         parent = it.getparent(pytest.Class) or it.getparent(pytest.Module) or it.parent
-        assert parent is not None
+        if not isinstance(parent, pytest.Collector):  # pragma: no cover - items have parents
+            raise TypeError(f"{it.nodeid} has no collector parent")
         out[id(it)] = parent
     return out
 
@@ -165,7 +181,7 @@ def _location(item: pytest.Item) -> tuple[str, int | None, str]:
     return str(path), line, str(domain)
 
 
-def _scope(item: pytest.Item, kind: type[pytest.Node]) -> str | None:
+def _scope(item: pytest.Item, kind: type[pytest.Collector]) -> str | None:
     node = item.getparent(kind)
     return None if node is None else node.nodeid
 

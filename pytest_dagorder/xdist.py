@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from .affinity import affinity_groups
-from .graph import Graph
-from .plugin import setting, AFFINITY_MODES, write_summary
-from .run import DagRun, interrupted_message, report_problems
 from .declarations import Problem
+from .graph import Graph
+from .plugin import AFFINITY_MODES, setting, write_summary
+from .run import DagRun, interrupted_message, report_problems
 from .scheduler import FailurePolicy
-from .worker import CHANNEL_KEY
+from .worker import CHANNEL_KEY, DIST_KEY
 
 #: Seconds to wait for a worker's graph; it was sent before its collection
 #: ids on the same connection, so it is normally there already.
@@ -53,6 +53,7 @@ class DagController:
     def pytest_configure_node(self, node: Any) -> None:
         channel = node.gateway.newchannel()
         node.workerinput[CHANNEL_KEY] = channel
+        node.workerinput[DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
