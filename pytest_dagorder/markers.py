@@ -20,7 +20,9 @@ def depends_on(*targets: Target) -> pytest.MarkDecorator:
     id, or the test function itself.  Same as ``@pytest.mark.depends_on(...)``.
     """
     mark: pytest.MarkDecorator = getattr(pytest.mark, DEPENDS_ON)
-    return mark(*targets)
+    # with_args: a lone function argument would otherwise be taken as the
+    # thing to decorate rather than as the target.
+    return mark.with_args(*targets)
 
 
 def run_after(*targets: Target) -> pytest.MarkDecorator:
@@ -30,4 +32,6 @@ def run_after(*targets: Target) -> pytest.MarkDecorator:
     after a group, say).  Same as ``@pytest.mark.run_after(...)``.
     """
     mark: pytest.MarkDecorator = getattr(pytest.mark, RUN_AFTER)
-    return mark(*targets)
+    # with_args: a lone function argument would otherwise be taken as the
+    # thing to decorate rather than as the target.
+    return mark.with_args(*targets)

@@ -172,6 +172,9 @@ class Scheduler:
         self._group_ready: list[list[tuple[tuple[float, int], int]]] = []
         self._group_left: list[int] = []
         self._bound: dict[Worker, int] = {}
+        # What a worker was already running when it took its group (for validate():
+        # those may end alongside the group; nothing else may start there).
+        self._bound_over: dict[Worker, frozenset[int]] = {}
         self._bound_to: dict[int, Worker] = {}
         self._group_queued: list[bool] = []
         if groups is not None:
@@ -254,6 +257,7 @@ class Scheduler:
             if self.state[i] is State.READY:
                 self._enqueue(i, None)
         gid = self._bound.pop(worker, None)
+        self._bound_over.pop(worker, None)
         if gid is not None:
             del self._bound_to[gid]
             self._queue_group(gid)
@@ -312,12 +316,12 @@ class Scheduler:
         """
         if self._stopped is None:
             self._stopped = reason
-        skipped = []
+        first = len(self._new_skips)
         for i in range(len(self.state)):
             if self.state[i] in (State.WAITING, State.READY):
                 self._skip(i, Skip(i, reason, None, None, None), None)
-                skipped.append(i)
-        return skipped
+        # Dependents skipped along the way count too.
+        return [skip.task for skip in self._new_skips[first:]]
 
     def pop_skipped(self) -> list[Skip]:
         """Skip decisions made since the last call, in the order they were made."""
@@ -405,6 +409,7 @@ class Scheduler:
         if current is not None or gid in self._bound_to:
             raise ValueError(f"group {gid} cannot be bound to worker {worker!r}")
         self._bound[worker] = gid
+        self._bound_over[worker] = frozenset(self._running_on[worker])
         self._bound_to[gid] = worker
 
     def _next_for(self, worker: Worker) -> int | None:
@@ -515,6 +520,7 @@ class Scheduler:
                     w = self._bound_to.pop(gid, None)
                     if w is not None:
                         del self._bound[w]
+                        del self._bound_over[w]
             passed = st is State.PASSED or self.on_failure == "run"
             released: list[int] = []
             for d in g.dependents[i]:
@@ -619,7 +625,8 @@ class Scheduler:
                    f"resource {r!r} over its limit: {used}")
         for gid, w in self._bound_to.items():
             _check(self._bound.get(w) == gid, "group binding asymmetric")
-            others = [i for i in self._running_on.get(w, ()) if self._group_of[i] != gid]
+            others = [i for i in self._running_on.get(w, ())
+                      if self._group_of[i] != gid and i not in self._bound_over[w]]
             _check(not others, f"worker {w!r} runs {others} outside its group {gid}")
         if self._stopped is not None:
             waiting = [i for i in range(n) if self.state[i] in (State.WAITING, State.READY)]

@@ -35,7 +35,7 @@ RECEIVE_TIMEOUT = 60.0
 #: Real tests kept in flight per worker at most: enough to hide the round trip
 #: of a dispatch, few enough that a late-released urgent test is not queued
 #: behind a long pipeline on a busy worker.
-MAX_PIPELINE = 8
+MAX_PIPELINE = 2
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING).
 LOW_WATER = 2

@@ -1,0 +1,132 @@
+"""Makespan of DAG suites under xdist: pytest-dagorder against the lower bound and plain xdist.
+
+Generates suites of sleeping tests (random DAG, chains, wide, long pole),
+records when each test body started and ended, and reports
+
+* makespan (first start to last end) / max(critical path, work / N), where
+  critical path and work come from the measured body durations;
+* the median per-dependency latency (prerequisite end -> dependent start);
+* plain ``--dist load`` (``-p no:dagorder``) on the same tests without
+  declarations, for the makespan where dependencies do not bind.
+
+Run: ``python benchmarks/bench_xdist.py [-n 4] [--affinity none]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RECORDER = '''
+import json, os, time
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    start = time.time()
+    try:
+        return (yield)
+    finally:
+        end = time.time()
+        with open(os.environ["BENCH_RECORD"], "a") as f:
+            f.write(json.dumps([item.nodeid, start, end]) + "\\n")
+'''
+
+
+def shape(name: str, rng: random.Random) -> list[tuple[str, float, list[str]]]:
+    """(test name, sleep seconds, prerequisites) in collection order."""
+    tests: list[tuple[str, float, list[str]]] = []
+    if name == "random":
+        for i in range(48):
+            k = rng.randint(0, min(3, i))
+            deps = sorted({f"t{rng.randrange(i)}" for _ in range(k)}) if i else []
+            tests.append((f"t{i}", rng.uniform(0.05, 0.2), deps))
+    elif name == "chains":
+        for c in range(4):
+            for j in range(10):
+                tests.append((f"c{c}_{j}", 0.1, [f"c{c}_{j - 1}"] if j else []))
+    elif name == "wide":
+        tests.append(("root", 0.1, []))
+        tests += [(f"w{i}", 0.1, ["root"]) for i in range(40)]
+        tests.append(("join", 0.1, [f"w{i}" for i in range(40)]))
+    elif name == "longpole":
+        tests += [(f"p{j}", 0.2, [f"p{j - 1}"] if j else []) for j in range(8)]
+        tests += [(f"s{i}", 0.05, []) for i in range(40)]
+    else:
+        raise ValueError(name)
+    return tests
+
+
+def write_suite(root: Path, tests: list[tuple[str, float, list[str]]], declare: bool) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "conftest.py").write_text(RECORDER)
+    lines = ["import time", "from pytest_dagorder import depends_on", ""]
+    for name, secs, deps in tests:
+        if declare and deps:
+            lines.append(f"@depends_on({', '.join(map(repr, deps))})")
+        lines.append(f"def test_{name}():\n    time.sleep({secs:.3f})\n")
+    body = "\n".join(lines).replace("depends_on('", "depends_on('test_").replace(
+        ", '", ", 'test_")
+    (root / "test_suite.py").write_text(body)
+    (root / "pytest.ini").write_text("[pytest]\n")
+
+
+def run(root: Path, args: list[str]) -> list[tuple[str, float, float]]:
+    record = root / "record.jsonl"
+    if record.exists():
+        record.unlink()
+    env = dict(os.environ, BENCH_RECORD=str(record))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if proc.returncode not in (0,):
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}")
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    return [(r[0].split("::")[-1][5:], r[1], r[2]) for r in rows]
+
+
+def analyse(tests: list[tuple[str, float, list[str]]], rows: list[tuple[str, float, float]],
+            n: int) -> tuple[float, float, float]:
+    start = {name: s for name, s, _ in rows}
+    end = {name: e for name, _, e in rows}
+    dur = {name: end[name] - start[name] for name in start}
+    finish: dict[str, float] = {}
+    for name, _, deps in tests:  # collection order is topological here
+        finish[name] = dur[name] + max((finish[d] for d in deps), default=0.0)
+    bound = max(max(finish.values()), sum(dur.values()) / n)
+    makespan = max(end.values()) - min(start.values())
+    lat = [start[name] - end[d] for name, _, deps in tests for d in deps]
+    return makespan, makespan / bound, statistics.median(lat) * 1000 if lat else 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("-n", type=int, default=4)
+    ap.add_argument("--affinity", default="none")
+    ap.add_argument("--shapes", default="random,chains,wide,longpole")
+    opts = ap.parse_args()
+    rng = random.Random(1)
+    print(f"| shape | dagorder makespan (s) | / bound | median dep latency (ms) "
+          f"| plain xdist makespan, no deps (s) |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in opts.shapes.split(","):
+            tests = shape(name, rng)
+            dag, plain = Path(tmp, name, "dag"), Path(tmp, name, "plain")
+            write_suite(dag, tests, declare=True)
+            write_suite(plain, tests, declare=False)
+            rows = run(dag, ["-n", str(opts.n), f"--dag-affinity={opts.affinity}"])
+            makespan, ratio, latency = analyse(tests, rows, opts.n)
+            prow = run(plain, ["-n", str(opts.n), "-p", "no:dagorder"])
+            pspan = max(e for _, _, e in prow) - min(s for _, s, _ in prow)
+            print(f"| {name} | {makespan:.2f} | {ratio:.3f} | {latency:.1f} | {pspan:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
