@@ -94,6 +94,10 @@ class State(Enum):
     FAILED = "failed"
     SKIPPED = "skipped"
 
+    # Members are singletons compared by identity: hash them the same way, in C
+    # (Enum's own __hash__ is Python code, and the hot paths test membership).
+    __hash__ = object.__hash__
+
     @property
     def terminal(self) -> bool:
         return self in _TERMINAL
@@ -297,7 +301,7 @@ class Scheduler:
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}; expected one of {sorted(OUTCOMES)}")
-        if self.state[task].terminal:
+        if self.state[task] in _TERMINAL:
             return False
         worker = self.where.pop(task, None)
         if worker is not None:
@@ -504,14 +508,15 @@ class Scheduler:
         Iterative, so a long chain of skips cannot exhaust the stack.
         """
         g = self.graph
+        states, terminal, pending = self.state, _TERMINAL, self._pending
         work = [(task, state)]
         while work:
             i, st = work.pop()
-            if self.state[i].terminal:
+            if states[i] in terminal:
                 continue
-            if self.state[i] is State.READY:
+            if states[i] is State.READY:
                 self._ready_count -= 1
-            self.state[i] = st
+            states[i] = st
             self._terminal_count += 1
             gid = self._group_of[i]
             if gid >= 0:
@@ -524,11 +529,11 @@ class Scheduler:
             passed = st is State.PASSED or self.on_failure == "run"
             released: list[int] = []
             for d in g.dependents[i]:
-                if self.state[d].terminal:
+                if states[d] in terminal:
                     continue
                 if passed:
-                    self._pending[d] -= 1
-                    if not self._pending[d]:
+                    pending[d] -= 1
+                    if not pending[d]:
                         released.append(d)
                 else:
                     # After a stop, every task not started is skipped for the stop's reason.
@@ -537,10 +542,10 @@ class Scheduler:
                     self._record_skip(skip)
                     work.append((d, State.SKIPPED))
             for d in g.followers[i]:
-                if self.state[d].terminal:
+                if states[d] in terminal:
                     continue
-                self._pending[d] -= 1
-                if not self._pending[d]:
+                pending[d] -= 1
+                if not pending[d]:
                     released.append(d)
             for gid2 in self._outside_of.get(i, ()):
                 self._outside_left[gid2] -= 1
@@ -549,9 +554,10 @@ class Scheduler:
                         if self.state[m] is State.READY:
                             self._enqueue(m, None)
             # Push in reverse priority so the local LIFO pops the most urgent first.
-            released.sort(key=self._key.__getitem__, reverse=True)
+            if len(released) > 1:
+                released.sort(key=self._key.__getitem__, reverse=True)
             for d in released:
-                if self.state[d] is State.WAITING:
+                if states[d] is State.WAITING:
                     self._make_ready(d, origin)
 
     def _blocked(self, task: int, prereq: int) -> Skip:

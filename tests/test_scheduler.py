@@ -1,0 +1,1015 @@
+"""Tier 1: the scheduler state machine, table-driven and property-based.
+
+Every event goes through :class:`Driver`, which calls ``validate()`` after it,
+so each test also checks the invariants at every step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_dagorder.graph import Graph
+from pytest_dagorder.scheduler import OUTCOMES, FailurePolicy, Scheduler, Skip, State
+
+# ---------------------------------------------------------------- the driver
+
+
+def graph_of(spec: Mapping[str, str], after: Mapping[str, str] | None = None,
+             durations: Mapping[str, float] | None = None) -> Graph:
+    """``{"b": "a c"}``: task b requires a and c; tasks appear in key order."""
+    return Graph.build(
+        [(t, deps.split()) for t, deps in spec.items()],
+        after={t: deps.split() for t, deps in (after or {}).items()},
+        durations={t: float(d) for t, d in (durations or {}).items()},
+    )
+
+
+class Driver:
+    """Names in, names out; ``validate()`` after every event."""
+
+    def __init__(
+        self,
+        spec: Mapping[str, str],
+        *,
+        after: Mapping[str, str] | None = None,
+        durations: Mapping[str, float] | None = None,
+        on_failure: FailurePolicy = "skip",
+        resources: Mapping[str, str] | None = None,
+        limits: Mapping[str, int] | None = None,
+        groups: Mapping[str, str] | None = None,
+        workers: Sequence[Hashable] = (),
+    ) -> None:
+        self.graph = graph_of(spec, after, durations)
+        ids = [str(t) for t in self.graph.ids]
+        self.sched = Scheduler(
+            self.graph,
+            on_failure=on_failure,
+            resources=[(resources or {}).get(t, "").split() for t in ids]
+            if resources else None,
+            limits=limits,
+            groups=[(groups or {}).get(t) for t in ids] if groups else None,
+        )
+        self.log: list[tuple[Hashable, str]] = []  # (worker, task) per dispatch
+        self.check()
+        for w in workers:
+            self.add(w)
+
+    def check(self) -> None:
+        self.sched.validate()
+
+    def i(self, name: str) -> int:
+        return self.graph.index[name]
+
+    def names(self, tasks: Sequence[int]) -> list[str]:
+        return [str(self.graph.ids[i]) for i in tasks]
+
+    def add(self, *workers: Hashable) -> None:
+        for w in workers:
+            self.sched.add_worker(w)
+            self.check()
+
+    def take(self, worker: Hashable, limit: int = 1) -> list[str]:
+        got = self.names(self.sched.take(worker, limit))
+        self.log.extend((worker, t) for t in got)
+        self.check()
+        return got
+
+    def claim(self, name: str, worker: Hashable) -> None:
+        self.sched.claim(self.i(name), worker)
+        self.log.append((worker, name))
+        self.check()
+
+    def finish(self, name: str, outcome: str = "passed") -> bool:
+        ok = self.sched.finished(self.i(name), outcome)
+        self.check()
+        return ok
+
+    def remove(self, worker: Hashable) -> list[str]:
+        back = self.names(self.sched.remove_worker(worker))
+        self.check()
+        return back
+
+    def stop(self, reason: str = "run stopped") -> list[str]:
+        got = self.names(self.sched.stop(reason))
+        self.check()
+        return got
+
+    def state(self, name: str) -> State:
+        return self.sched.state[self.i(name)]
+
+    def reasons(self) -> dict[str, str]:
+        out = {}
+        for i, s in enumerate(self.sched.state):
+            if s is State.SKIPPED:
+                r = self.sched.reason(i)
+                assert r is not None
+                out[str(self.graph.ids[i])] = r
+        return out
+
+    def popped(self) -> list[tuple[str, str]]:
+        return [(self.names([s.task])[0], s.reason) for s in self.sched.pop_skipped()]
+
+    def run(self, outcomes: Mapping[str, str] | None = None,
+            workers: Sequence[Hashable] = ("w",)) -> list[str]:
+        """Run to the end one task at a time, always finishing the oldest running one."""
+        for w in workers:
+            if w not in self.sched._workers:
+                self.add(w)
+        order: list[str] = []
+        running: list[str] = []
+        while not self.sched.done:
+            for w in workers:
+                if not self.sched.running_on(w):
+                    got = self.take(w)
+                    order.extend(got)
+                    running.extend(got)
+            assert running, "stuck: nothing running, run not done"
+            t = running.pop(0)
+            self.finish(t, (outcomes or {}).get(t, "passed"))
+        return order
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def test_chain_dispatches_one_at_a_time() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b"}, workers=["w1", "w2"])
+    assert d.take("w1", 5) == ["a"]
+    assert d.take("w2", 5) == []
+    assert d.state("b") is State.WAITING
+    assert d.sched.ready_count == 0
+    assert d.finish("a")
+    assert d.state("b") is State.READY
+    assert d.take("w2", 5) == ["b"]  # stolen from w1's queue: never level by level
+    assert d.finish("b")
+    assert d.take("w1") == ["c"]
+    assert not d.sched.done
+    assert d.finish("c")
+    assert d.sched.done
+    assert d.sched.outcome == ["passed"] * 3
+
+
+def test_diamond_join_after_both_parents() -> None:
+    d = Driver({"a": "", "b": "a", "c": "a", "d": "b c"}, workers=["w1", "w2"])
+    assert d.take("w1") == ["a"]
+    d.finish("a")
+    # b and c join w1's queue; w1 gets the more urgent (lower index) one,
+    # the idle w2 steals the other.
+    assert d.take("w1") == ["b"]
+    assert d.take("w2") == ["c"]
+    d.finish("c")
+    assert d.state("d") is State.WAITING
+    assert d.take("w2") == []
+    d.finish("b")
+    assert d.take("w2") == ["d"]
+    d.finish("d")
+    assert d.sched.done
+
+
+def test_wide_fan_out_fan_in() -> None:
+    mids = [f"m{k}" for k in range(20)]
+    spec = {"root": "", **{m: "root" for m in mids}, "sink": " ".join(mids)}
+    d = Driver(spec, workers=["w1", "w2", "w3"])
+    assert d.take("w1", 100) == ["root"]
+    d.finish("root")
+    assert d.sched.ready_count == 20
+    got = d.take("w2", 7) + d.take("w3", 7) + d.take("w1", 100)
+    assert sorted(got) == sorted(mids)
+    assert len(set(got)) == 20
+    for m in mids[:-1]:
+        d.finish(m)
+        assert d.state("sink") is State.WAITING
+    d.finish(mids[-1])
+    assert d.take("w3") == ["sink"]
+
+
+def test_serial_run_keeps_collection_order_when_free() -> None:
+    d = Driver({"a": "", "b": "", "c": "a", "d": ""})
+    order = d.run()
+    # Longest remaining path first: a heads a chain of two.
+    assert order == ["a", "c", "b", "d"]
+
+
+def test_priority_longest_critical_path_first() -> None:
+    d = Driver({"short": "", "long": "", "tail": "long"},
+               durations={"short": 1.0, "long": 1.0, "tail": 10.0}, workers=["w"])
+    assert d.take("w") == ["long"]
+
+
+def test_explicit_priority_overrides_the_critical_path() -> None:
+    g = graph_of({"a": "", "b": "", "c": ""})
+    s = Scheduler(g, priority=[1.0, 3.0, 2.0])
+    s.add_worker("w")
+    assert s.take("w", 3) == [1, 2, 0]
+    s.validate()
+
+
+def test_take_limit_and_released_order() -> None:
+    d = Driver({"a": "", "b": "", "x": "a", "y": "a", "z": "a"}, workers=["w"])
+    assert d.take("w", 2) == ["a", "b"]
+    d.finish("a")
+    assert d.take("w", 10) == ["x", "y", "z"]
+
+
+# ---------------------------------------------------------------- failure policies
+
+OUTCOME_PHRASES = [
+    ("failed", "failed"),
+    ("error", "had an error"),
+    ("skipped", "was skipped"),
+    ("xfailed", "xfailed"),
+    ("crashed", "crashed its worker"),
+    ("deselected", "was deselected"),
+    ("not run", "did not run"),
+]
+
+
+@pytest.mark.parametrize(("outcome", "phrase"), OUTCOME_PHRASES)
+def test_skip_policy_reasons(outcome: str, phrase: str) -> None:
+    d = Driver({"a": "", "b": "a", "c": "b", "d": "a c", "e": ""}, workers=["w"])
+    assert d.take("w") == ["a"]
+    assert d.finish("a", outcome)
+    assert d.reasons() == {
+        "b": f"prerequisite a {phrase}",
+        "c": f"prerequisite b was skipped: a {phrase}",
+        "d": f"prerequisite a {phrase}",
+    }
+    skips = {d.names([s.task])[0]: s for s in d.sched.pop_skipped()}
+    assert skips["b"] == Skip(1, f"prerequisite a {phrase}", 0, 0, outcome)
+    assert skips["c"] == Skip(2, f"prerequisite b was skipped: a {phrase}", 1, 0, outcome)
+    assert d.sched.pop_skipped() == []
+    assert d.sched.outcome[d.i("b")] == "skipped"
+    assert d.take("w") == ["e"]
+    d.finish("e")
+    assert d.sched.done
+
+
+def test_skip_policy_grandchild_reason_names_direct_prerequisite_and_root() -> None:
+    d = Driver({"create_user": "", "login": "create_user", "checkout": "login"})
+    d.run({"create_user": "failed"})
+    assert d.reasons()["checkout"] == "prerequisite login was skipped: create_user failed"
+
+
+def test_skip_decisions_popped_in_order() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b"}, workers=["w"])
+    d.take("w")
+    d.finish("a", "failed")
+    assert d.popped() == [
+        ("b", "prerequisite a failed"),
+        ("c", "prerequisite b was skipped: a failed"),
+    ]
+
+
+def test_stop_policy() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b", "x": "", "y": "x", "r": ""},
+               on_failure="stop", workers=["w1", "w2"])
+    assert d.take("w1") == ["a"]
+    assert d.take("w2") == ["x"]
+    d.finish("a", "failed")
+    assert d.sched.stopped == "run stopped after a failed"
+    assert d.reasons() == {
+        "b": "prerequisite a failed",
+        "c": "prerequisite b was skipped: a failed",
+        "y": "run stopped after a failed",
+        "r": "run stopped after a failed",
+    }
+    skip = d.sched.skips[d.i("r")]
+    assert (skip.prerequisite, skip.root, skip.root_outcome) == (None, None, None)
+    # The running task is left to finish; nothing new is admitted.
+    assert d.state("x") is State.RUNNING
+    assert d.take("w1") == []
+    assert not d.sched.done
+    d.finish("x", "passed")
+    assert d.sched.done
+    assert d.reasons()["y"] == "run stopped after a failed"
+
+
+def test_stop_policy_after_a_pass_does_nothing() -> None:
+    d = Driver({"a": "", "b": "a"}, on_failure="stop")
+    d.run()
+    assert d.sched.stopped is None
+    assert d.sched.outcome == ["passed", "passed"]
+
+
+def test_run_policy_runs_dependents_of_failures() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b"}, on_failure="run")
+    assert d.run({"a": "failed", "b": "error"}) == ["a", "b", "c"]
+    assert d.reasons() == {}
+    assert d.sched.outcome == ["failed", "error", "passed"]
+
+
+def test_explicit_stop_skips_every_unstarted_task_with_its_reason() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b", "d": ""}, workers=["w"])
+    assert d.take("w") == ["a"]
+    assert d.stop("cancelled") == ["b", "c", "d"]
+    assert d.reasons() == {"b": "cancelled", "c": "cancelled", "d": "cancelled"}
+    assert d.take("w") == []
+    d.finish("a", "failed")
+    assert d.reasons()["b"] == "cancelled"
+    assert d.sched.done
+    assert d.stop("again") == []
+
+
+def test_bad_policy_and_limits_rejected() -> None:
+    g = graph_of({"a": ""})
+    with pytest.raises(ValueError, match="on_failure"):
+        Scheduler(g, on_failure="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at least 1"):
+        Scheduler(g, limits={"db": 0})
+    with pytest.raises(ValueError, match="groups has 2 entries for 1 tasks"):
+        Scheduler(g, groups=["x", "y"])
+
+
+# ---------------------------------------------------------------- after-edges
+
+
+@pytest.mark.parametrize("outcome", sorted(OUTCOMES))
+def test_after_edge_waits_on_any_outcome(outcome: str) -> None:
+    d = Driver({"a": "", "cleanup": "", "b": "a"}, after={"cleanup": "a b"}, workers=["w"])
+    assert d.take("w", 5) == ["a"]
+    assert d.state("cleanup") is State.WAITING
+    d.finish("a", outcome)
+    if outcome == "passed":
+        assert d.take("w") == ["b"]
+        assert d.state("cleanup") is State.WAITING
+        d.finish("b", "failed")
+    else:
+        assert d.reasons() == {"b": f"prerequisite a {dict(OUTCOME_PHRASES)[outcome]}"}
+    # A skipped "after" prerequisite releases its follower too.
+    assert d.take("w") == ["cleanup"]
+    d.finish("cleanup")
+    assert d.sched.done
+    assert "cleanup" not in d.reasons()
+
+
+def test_after_edge_released_by_a_stop_skip_under_run_policy() -> None:
+    d = Driver({"a": "", "b": ""}, after={"b": "a"}, on_failure="run", workers=["w"])
+    d.stop("halt")
+    assert d.reasons() == {"a": "halt", "b": "halt"}
+    assert d.sched.done
+
+
+# ---------------------------------------------------------------- resources
+
+
+def test_resource_limit_one_by_default() -> None:
+    d = Driver({"d1": "", "d2": "", "d3": ""}, resources={"d1": "db", "d2": "db", "d3": "db"},
+               workers=["w1", "w2"])
+    assert d.take("w1", 3) == ["d1"]
+    assert d.take("w2", 3) == []
+    d.finish("d1")
+    assert d.take("w2", 3) == ["d2"]
+
+
+def test_resource_limit_k() -> None:
+    d = Driver({f"t{k}": "" for k in range(5)},
+               resources={f"t{k}": "gpu" for k in range(5)}, limits={"gpu": 2},
+               workers=["w1", "w2", "w3"])
+    assert d.take("w1") + d.take("w2") + d.take("w3") == ["t0", "t1"]
+    d.finish("t1")
+    assert d.take("w3") == ["t2"]
+
+
+def test_blocked_resource_never_idles_a_worker_while_other_work_is_ready() -> None:
+    spec = {"db1": "", "db2": "", "db3": "", "free1": "", "free2": ""}
+    d = Driver(spec, resources={"db1": "db", "db2": "db", "db3": "db"},
+               durations={"db1": 5.0, "db2": 5.0, "db3": 5.0, "free1": 1, "free2": 1},
+               workers=["w1", "w2", "w3"])
+    assert d.take("w1") == ["db1"]
+    # db2 and db3 come first by priority but their resource is taken:
+    # the worker gets the free tasks instead of nothing.
+    assert d.take("w2") == ["free1"]
+    assert d.take("w3") == ["free2"]
+    d.finish("free1")
+    assert d.take("w2") == []
+    d.finish("db1")
+    assert d.take("w2") == ["db2"]
+    assert d.take("w3") == []
+
+
+def test_task_with_two_resources() -> None:
+    d = Driver({"ab": "", "a": "", "b": ""}, resources={"ab": "ra rb", "a": "ra", "b": "rb"},
+               workers=["w1", "w2", "w3"])
+    assert d.take("w1") == ["ab"]
+    assert d.take("w2") == []
+    d.finish("ab")
+    assert d.take("w2") + d.take("w3") == ["a", "b"]
+
+
+def test_resource_released_by_a_removed_worker() -> None:
+    d = Driver({"d1": "", "d2": ""}, resources={"d1": "db", "d2": "db"}, workers=["w1", "w2"])
+    assert d.take("w1") == ["d1"]
+    assert d.take("w2") == []
+    assert d.remove("w1") == ["d1"]
+    assert d.take("w2", 2) == ["d1"]
+    d.finish("d1")
+    assert d.take("w2") == ["d2"]
+
+
+# ---------------------------------------------------------------- locality and stealing
+
+
+def test_released_task_joins_the_completing_workers_queue() -> None:
+    d = Driver({"a": "", "b": "", "a1": "a", "b1": "b"}, workers=["w1", "w2"])
+    assert d.take("w1") == ["a"]
+    assert d.take("w2") == ["b"]
+    d.finish("b")  # b1 joins w2's queue
+    d.finish("a")  # a1 joins w1's queue
+    assert d.take("w1") == ["a1"]
+    assert d.take("w2") == ["b1"]
+
+
+def test_local_queue_is_newest_first() -> None:
+    d = Driver({"x": "", "y": "", "x1": "x", "y1": "y"}, workers=["w"])
+    assert d.take("w", 2) == ["x", "y"]
+    d.finish("x")
+    d.finish("y")
+    # Depth first: the task released last comes first.
+    assert d.take("w") == ["y1"]
+    assert d.take("w") == ["x1"]
+
+
+def test_local_queue_before_global_heap() -> None:
+    d = Driver({"a": "", "r1": "", "r2": "", "a1": "a"},
+               durations={"a": 1, "a1": 1, "r1": 10, "r2": 10}, workers=["w"])
+    assert d.take("w") == ["r1"]
+    d.finish("r1")
+    assert d.take("w") == ["r2"]
+    d.finish("r2")
+    assert d.take("w") == ["a"]
+    d.finish("a")
+    assert d.take("w") == ["a1"]
+
+
+def test_local_queue_preferred_over_more_urgent_heap_entry() -> None:
+    d = Driver({"a": "", "b": "", "a1": "a"}, durations={"a": 1, "a1": 1, "b": 0.5},
+               workers=["w"])
+    assert d.take("w") == ["a"]
+    d.finish("a")
+    assert d.take("w") == ["a1"]  # warm fixtures beat the heap
+    d.finish("a1")
+    assert d.take("w") == ["b"]
+
+
+def test_idle_worker_steals_oldest_entry_of_longest_queue() -> None:
+    spec = {"p": "", "q": "", **{f"p{k}": "p" for k in range(3)}, "q0": "q"}
+    d = Driver(spec, workers=["w1", "w2", "w3"])
+    assert d.take("w1") == ["p"]
+    assert d.take("w2") == ["q"]
+    d.finish("p")  # w1's queue: newest first p0, then p1, p2 (oldest = p2)
+    d.finish("q")  # w2's queue: q0
+    assert d.take("w3") == ["p2"]
+    assert d.take("w3") == ["p1"]  # w1 still has the longest queue (2 vs 1)
+    assert d.take("w1") == ["p0"]
+    assert d.take("w3") == ["q0"]  # w1 empty; the only queue left is w2's
+    assert d.take("w2") == []
+
+
+def test_steal_ties_go_to_the_worker_added_first() -> None:
+    d = Driver({"a": "", "b": "", "a1": "a", "b1": "b"}, workers=["w1", "w2", "w3"])
+    d.take("w1")
+    d.take("w2")
+    d.finish("b")
+    d.finish("a")
+    assert d.take("w3") == ["a1"]
+
+
+# ---------------------------------------------------------------- worker removal
+
+
+def test_remove_worker_requeues_running_tasks() -> None:
+    d = Driver({"a": "", "b": "", "c": "a"}, workers=["w1", "w2"])
+    assert d.take("w1", 2) == ["a", "b"]
+    assert d.remove("w1") == ["a", "b"]
+    assert d.state("a") is State.READY
+    assert d.sched.running == 0
+    assert d.take("w2", 5) == ["a", "b"]
+    d.finish("a")
+    assert d.take("w2") == ["c"]
+
+
+def test_crash_then_remove_worker() -> None:
+    d = Driver({"a": "", "b": "", "c": "a", "e": "c"}, workers=["w1", "w2"])
+    assert d.take("w1", 2) == ["a", "b"]
+    d.finish("a", "crashed")
+    assert d.remove("w1") == ["b"]
+    assert d.reasons() == {"c": "prerequisite a crashed its worker",
+                           "e": "prerequisite c was skipped: a crashed its worker"}
+    d.add("w3")
+    assert d.take("w3") == ["b"]
+    d.finish("b")
+    assert d.sched.done
+
+
+def test_local_queue_of_removed_worker_goes_back_to_the_heap() -> None:
+    d = Driver({"a": "", "a1": "a", "a2": "a"}, workers=["w1"])
+    d.take("w1")
+    d.finish("a")
+    d.remove("w1")
+    d.add("w2")
+    assert d.take("w2", 5) == ["a1", "a2"]
+
+
+def test_finished_after_remove_releases_to_the_heap() -> None:
+    d = Driver({"a": "", "a1": "a"}, workers=["w1", "w2"])
+    d.take("w1")
+    d.finish("a")
+    assert d.take("w2") == ["a1"]  # stolen
+
+
+def test_remove_worker_after_stop_skips_what_it_held() -> None:
+    d = Driver({"a": "", "b": "", "c": ""}, workers=["w1", "w2"])
+    assert d.take("w1", 2) == ["a", "b"]
+    d.stop("interrupted")
+    assert d.remove("w1") == ["a", "b"]
+    assert d.reasons() == {"a": "interrupted", "b": "interrupted", "c": "interrupted"}
+    assert d.sched.done
+
+
+def test_worker_misuse() -> None:
+    d = Driver({"a": ""}, workers=["w"])
+    with pytest.raises(ValueError, match="already added"):
+        d.sched.add_worker("w")
+    with pytest.raises(KeyError):
+        d.sched.take("nobody")
+    with pytest.raises(KeyError):
+        d.sched.remove_worker("nobody")
+    with pytest.raises(ValueError, match="unknown outcome"):
+        d.sched.finished(0, "exploded")
+
+
+# ---------------------------------------------------------------- stale events
+
+
+def test_duplicate_and_stale_finished_events() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b"}, workers=["w"])
+    d.take("w")
+    assert d.finish("a", "failed") is True
+    assert d.finish("a", "passed") is False
+    assert d.sched.outcome[0] == "failed"
+    assert d.finish("b", "passed") is False  # already skipped
+    assert d.state("b") is State.SKIPPED
+    assert d.sched.done
+
+
+def test_duplicate_pass_does_not_release_twice() -> None:
+    d = Driver({"a": "", "b": "", "c": "a b"}, workers=["w"])
+    d.take("w", 2)
+    assert d.finish("a")
+    assert d.finish("a") is False
+    assert d.state("c") is State.WAITING
+    assert d.finish("b")
+    assert d.take("w") == ["c"]
+
+
+def test_finishing_a_task_that_never_started() -> None:
+    d = Driver({"a": "", "b": "a", "c": ""}, workers=["w"])
+    assert d.finish("b", "deselected")
+    assert d.take("w", 5) == ["a", "c"]
+    assert d.finish("b", "passed") is False
+
+
+def test_claim() -> None:
+    d = Driver({"a": "", "b": "", "c": "a"}, workers=["w"])
+    d.claim("b", "w")
+    with pytest.raises(ValueError, match="c is waiting, not ready"):
+        d.claim("c", "w")
+    with pytest.raises(ValueError, match="b is running, not ready"):
+        d.claim("b", "w")
+    assert d.take("w") == ["a"]  # the heap entry for b is stale, dropped
+
+
+# ---------------------------------------------------------------- groups
+
+
+def test_bound_worker_gets_only_its_groups_tasks() -> None:
+    spec = {"g1": "", "g2": "g1", "g3": "g2", "f1": "", "f2": "", "f3": ""}
+    d = Driver(spec, groups={"g1": "G", "g2": "G", "g3": "G"}, workers=["w1", "w2"])
+    assert d.sched.groups == [[0, 1, 2]]
+    assert d.take("w1", 3) == ["g1"]
+    assert d.sched.bound_group("w1") == 0
+    assert d.take("w1", 3) == []  # contiguity: waits for its own group
+    assert d.take("w2", 1) == ["f1"]
+    d.finish("g1")
+    assert d.take("w2", 5) == ["f2", "f3"]  # the group's task is not stolen
+    assert d.take("w1", 5) == ["g2"]
+    d.finish("g2")
+    assert d.take("w1", 5) == ["g3"]
+    d.finish("g3")
+    assert d.sched.bound_group("w1") is None
+
+
+def test_group_waits_for_outside_prerequisites() -> None:
+    d = Driver({"x": "", "g1": "", "g2": "x"}, groups={"g1": "G", "g2": "G"},
+               workers=["w1", "w2"])
+    assert d.take("w1") == ["x"]
+    assert d.state("g1") is State.READY
+    assert d.take("w2") == []  # g1 is ready but its group is not startable yet
+    d.finish("x")
+    assert d.take("w2", 5) == ["g1", "g2"]
+    assert d.sched.bound_group("w2") == 0
+
+
+def test_group_starts_after_outside_prerequisite_failed() -> None:
+    d = Driver({"x": "", "g1": "", "g2": "x"}, groups={"g1": "G", "g2": "G"}, workers=["w"])
+    assert d.take("w") == ["x"]
+    d.finish("x", "failed")
+    assert d.reasons() == {"g2": "prerequisite x failed"}
+    assert d.take("w") == ["g1"]
+
+
+def test_failure_in_group_skips_only_its_dependents() -> None:
+    spec = {"g1": "", "g2": "g1", "g3": "", "g4": "g3"}
+    d = Driver(spec, groups=dict.fromkeys(spec, "G"), workers=["w1", "w2"])
+    assert d.take("w1") == ["g1"]
+    d.finish("g1", "failed")
+    assert d.reasons() == {"g2": "prerequisite g1 failed"}
+    assert d.take("w2") == []
+    assert d.take("w1") == ["g3"]
+    d.finish("g3")
+    assert d.take("w1") == ["g4"]
+    d.finish("g4")
+    assert d.sched.done
+
+
+def test_groups_spread_over_workers() -> None:
+    spec = {"a1": "", "a2": "a1", "b1": "", "b2": "b1"}
+    d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B", "b2": "B"}, workers=["w1", "w2"])
+    assert d.take("w1", 2) == ["a1"]
+    assert d.take("w2", 2) == ["b1"]
+    assert (d.sched.bound_group("w1"), d.sched.bound_group("w2")) == (0, 1)
+
+
+def test_group_rebinds_after_its_worker_is_removed() -> None:
+    d = Driver({"g1": "", "g2": "g1"}, groups={"g1": "G", "g2": "G"}, workers=["w1", "w2"])
+    assert d.take("w1") == ["g1"]
+    assert d.remove("w1") == ["g1"]
+    assert d.take("w2") == ["g1"]
+    assert d.sched.bound_group("w2") == 0
+
+
+def test_group_members_finished_before_start_do_not_bind_a_worker() -> None:
+    # Found while writing these tests: a group whose members all ended while
+    # queued ("deselected") used to bind the next worker for good.
+    d = Driver({"g1": "", "g2": "", "f": ""}, groups={"g1": "G", "g2": "G"}, workers=["w"])
+    d.finish("g1", "deselected")
+    d.finish("g2", "deselected")
+    assert d.take("w") == ["f"]
+    assert d.sched.bound_group("w") is None
+    d.finish("f")
+    assert d.sched.done
+
+
+def test_group_on_a_cycle_of_the_group_graph_is_dissolved() -> None:
+    # G = {a, c}; the free b sits between them: G -> b -> G.
+    spec = {"a": "", "b": "a", "c": "b", "d": "", "e": "d"}
+    d = Driver(spec, groups={"a": "G", "c": "G", "d": "H", "e": "H"})
+    assert d.sched.groups == [[3, 4]]
+    assert d.sched.group_of(0) is None
+    assert d.sched.group_of(3) == 0
+    assert d.run() == ["a", "b", "c", "d", "e"]
+
+
+def test_only_groups_on_the_cycle_are_dissolved() -> None:
+    # G1 and G2 each sit on a cycle through a free task; G3 lies on the path
+    # G2 -> G3 -> G1 between them but on no cycle: it survives.
+    spec = {"a1": "", "x": "a1", "a2": "x", "m1": "a2", "m2": "m1",
+            "b1": "m2", "y": "b1", "b2": "y"}
+    groups = {"a1": "G1", "a2": "G1", "m1": "G3", "m2": "G3", "b1": "G2", "b2": "G2"}
+    d = Driver(spec, groups=groups)
+    assert d.sched.groups == [[3, 4]]
+    d.run()
+    assert d.sched.done
+
+
+def test_group_cycle_through_two_groups() -> None:
+    # G -> H -> G, no free task between.
+    spec = {"g1": "", "h1": "g1", "g2": "h1", "h2": "g2"}
+    d = Driver(spec, groups={"g1": "G", "g2": "G", "h1": "H", "h2": "H"})
+    assert d.sched.groups == []
+
+
+# ---------------------------------------------------------------- determinism
+
+HASHSEED_SCRIPT = textwrap.dedent("""
+    import json
+    from pytest_dagorder.graph import Graph
+    from pytest_dagorder.scheduler import Scheduler
+
+    names = ["t%02d" % k for k in range(40)]
+    pairs = [(n, [names[j] for j in range(k) if (k * 7 + j * 3) % 5 == 0][:3])
+             for k, n in enumerate(names)]
+    after = {names[k]: [names[k - 1]] for k in range(3, 40, 6)}
+    g = Graph.build(pairs, after=after)
+    s = Scheduler(
+        g,
+        resources=[["db", "net"] if k % 4 == 0 else (["net"] if k % 3 == 0 else [])
+                   for k in range(40)],
+        limits={"net": 2},
+        groups=[("grp%d" % (k % 3)) if k % 5 == 1 else None for k in range(40)],
+    )
+    workers = ["w%d" % k for k in range(3)]
+    for w in workers:
+        s.add_worker(w)
+    log, running, step = [], [], 0
+    while not s.done:
+        for w in workers:
+            for t in s.take(w, 2):
+                log.append((w, names[t]))
+                running.append(t)
+        t = running.pop(step % len(running))
+        step += 1
+        s.finished(t, "failed" if step % 9 == 0 else "passed")
+    skips = [(names[k.task], k.reason) for k in s.pop_skipped()]
+    print(json.dumps({"log": log, "skips": skips, "groups": s.groups}))
+""")
+
+
+def test_results_do_not_depend_on_hash_seed() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    outputs = []
+    for seed in ("1", "2", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}
+        proc = subprocess.run([sys.executable, "-c", HASHSEED_SCRIPT], env=env,
+                              capture_output=True, text=True, check=True, timeout=60)
+        outputs.append(json.loads(proc.stdout))
+    assert outputs[0]["log"], "the script dispatched nothing"
+    assert outputs[0]["skips"], "the script exercised no skip"
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+# ---------------------------------------------------------------- properties
+
+
+@dataclass
+class Case:
+    spec: dict[str, list[str]]
+    after: dict[str, list[str]]
+    resources: list[list[str]]
+    limits: dict[str, int]
+    groups: list[str | None] | None
+    durations: dict[str, float] = field(default_factory=dict)
+
+    def graph(self) -> Graph:
+        # Graph.build's mappings are keyed by Hashable: mypy wants that key type.
+        after: dict[Hashable, list[str]] = {k: v for k, v in self.after.items()}
+        durations: dict[Hashable, float | None] = {k: v for k, v in self.durations.items()}
+        return Graph.build(list(self.spec.items()), after=after, durations=durations)
+
+
+@st.composite
+def cases(draw: st.DrawFn, *, with_groups: bool = True) -> Case:
+    n = draw(st.integers(1, 16))
+    names = [f"t{k}" for k in range(n)]
+    perm = draw(st.permutations(range(n)))  # hidden topological order
+    spec: dict[str, list[str]] = {}
+    after: dict[str, list[str]] = {}
+    for k in range(n):
+        earlier = [names[perm[j]] for j in range(k)]
+        me = names[perm[k]]
+        if earlier:
+            spec[me] = draw(st.lists(st.sampled_from(earlier), max_size=3))
+            aft = draw(st.lists(st.sampled_from(earlier), max_size=1))
+            if aft:
+                after[me] = aft
+        else:
+            spec[me] = []
+    spec = {t: spec[t] for t in names}
+    resources = [draw(st.lists(st.sampled_from(["r1", "r2"]), max_size=2, unique=True))
+                 if draw(st.integers(0, 3)) == 0 else [] for _ in range(n)]
+    limits = {"r1": draw(st.integers(1, 2))}  # r2: the default limit of 1
+    groups: list[str | None] | None = None
+    if with_groups and draw(st.booleans()):
+        groups = [draw(st.sampled_from([None, None, "G", "H"])) for _ in range(n)]
+    durations = {t: float(draw(st.integers(1, 3))) for t in names}
+    return Case(spec, after, resources, limits, groups, durations)
+
+
+def requires_closure(graph: Graph, roots: set[int]) -> set[int]:
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        for d in graph.dependents[i]:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return seen
+
+
+@dataclass
+class Run:
+    graph: Graph
+    sched: Scheduler
+    dispatched: dict[int, int]
+    put_back: dict[int, int]
+    events: dict[int, str]  # outcome reported through finished()
+
+
+def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
+    graph = case.graph()
+    n = len(graph)
+    sched = Scheduler(graph, on_failure=policy, resources=case.resources, limits=case.limits,
+                      groups=case.groups)
+    sched.validate()
+    workers: list[str] = []
+    next_worker = 0
+    for _ in range(data.draw(st.integers(1, 4), label="workers")):
+        workers.append(f"w{next_worker}")
+        sched.add_worker(workers[-1])
+        next_worker += 1
+    dispatched = dict.fromkeys(range(n), 0)
+    put_back = dict.fromkeys(range(n), 0)
+    events: dict[int, str] = {}
+    outcomes = st.sampled_from(["passed"] * 6 + ["failed", "error", "skipped", "xfailed"])
+    for _step in range(20 * n + 20):
+        if sched.done:
+            break
+        action = data.draw(st.sampled_from(
+            ["take"] * 4 + ["finish"] * 4 + ["deselect", "crash", "churn"]), label="action")
+        running = sorted(sched.where)
+        if action == "finish" and running:
+            t = data.draw(st.sampled_from(running), label="finish")
+            outcome = data.draw(outcomes, label="outcome")
+            assert sched.finished(t, outcome)
+            events[t] = outcome
+            assert not sched.finished(t, "passed")  # a duplicate changes nothing
+        elif action == "deselect":
+            pending = [i for i in range(n) if sched.state[i] in (State.WAITING, State.READY)]
+            if pending:
+                t = data.draw(st.sampled_from(pending), label="deselect")
+                assert sched.finished(t, "deselected")
+                events[t] = "deselected"
+        elif action == "crash" and running:
+            t = data.draw(st.sampled_from(running), label="crash")
+            w = str(sched.where[t])
+            assert sched.finished(t, "crashed")
+            events[t] = "crashed"
+            sched.validate()
+            for i in sched.remove_worker(w):
+                put_back[i] += 1
+            workers.remove(w)
+            workers.append(f"w{next_worker}")
+            sched.add_worker(workers[-1])
+            next_worker += 1
+        elif action == "churn" and next_worker < 8:
+            w = data.draw(st.sampled_from(workers), label="remove")
+            for i in sched.remove_worker(w):
+                put_back[i] += 1
+            workers.remove(w)
+            workers.append(f"w{next_worker}")
+            sched.add_worker(workers[-1])
+            next_worker += 1
+        else:
+            w = data.draw(st.sampled_from(workers), label="taker")
+            limit = data.draw(st.integers(1, 3), label="limit")
+            before = set(sched.running_on(w))
+            bound_before = sched.bound_group(w)
+            got = sched.take(w, limit)
+            assert len(got) <= limit
+            for t in got:
+                dispatched[t] += 1
+                assert sched.where[t] == w
+                for p in graph.requires[t]:
+                    if policy != "run":
+                        assert sched.state[p] is State.PASSED, (t, p)
+                    else:
+                        assert sched.state[p].terminal
+                for p in graph.after[t]:
+                    assert sched.state[p].terminal, (t, p)
+            # Groups: contiguity.  Once a worker took a group's task it takes only
+            # that group's tasks (tasks it was already running may still end), it
+            # never runs two groups at once, and a group runs on one worker at a time.
+            gid_of = sched.group_of
+            bound = bound_before
+            for t in got:
+                g = gid_of(t)
+                if bound is not None:
+                    assert g == bound, f"{w} bound to group {bound} got {t} ({g})"
+                bound = g if g is not None else bound
+            gids = {gid_of(i) for i in before | set(got)} - {None}
+            assert len(gids) <= 1, f"worker {w} runs groups {gids}"
+            for g in gids:
+                owners = {sched.where[i] for i in sched.where if gid_of(i) == g}
+                assert owners == {w}, f"group {g} runs on {owners}"
+        sched.validate()
+        # Resource limits hold at every step.
+        use: dict[str, int] = {}
+        for i in sched.where:
+            for r in case.resources[i]:
+                use[r] = use.get(r, 0) + 1
+        for r, k in use.items():
+            assert k <= case.limits.get(r, 1)
+    # Drain: deterministic, to be sure the run can always finish.
+    guard = 0
+    while not sched.done:
+        guard += 1
+        assert guard < 10 * n + 10, "run does not terminate"
+        got_any = False
+        for w in workers:
+            for t in sched.take(w, 2):
+                dispatched[t] += 1
+                got_any = True
+                for p in graph.requires[t]:
+                    assert sched.state[p] is State.PASSED or policy == "run"
+                for p in graph.after[t]:
+                    assert sched.state[p].terminal
+        sched.validate()
+        running = sorted(sched.where)
+        assert running or got_any, "stuck: nothing running, nothing dispatched"
+        for t in running:
+            assert sched.finished(t, "passed")
+            events[t] = "passed"
+            sched.validate()
+    return Run(graph, sched, dispatched, put_back, events)
+
+
+def check_end(run: Run, policy: FailurePolicy) -> None:
+    sched, graph = run.sched, run.graph
+    n = len(graph)
+    assert sched.done
+    assert all(s.terminal for s in sched.state)
+    assert sched.running == 0
+    for i in range(n):
+        assert run.dispatched[i] <= 1 + run.put_back[i], f"task {i} dispatched twice"
+        if i in run.events:
+            assert sched.outcome[i] == run.events[i]
+            assert sched.state[i] is (State.PASSED if run.events[i] == "passed"
+                                      else State.FAILED)
+        else:
+            assert sched.state[i] is State.SKIPPED
+            assert sched.reason(i)
+    skipped = {i for i in range(n) if sched.state[i] is State.SKIPPED}
+    if policy == "skip":
+        bad = {i for i, o in run.events.items() if o != "passed"}
+        assert skipped == requires_closure(graph, bad) - set(run.events)
+        for i in skipped:
+            skip = sched.skips[i]
+            assert skip.prerequisite is not None and skip.prerequisite in graph.requires[i]
+            assert skip.root is not None and run.events.get(skip.root, "passed") != "passed"
+            assert sched.outcome[skip.prerequisite] != "passed"
+    elif policy == "run":
+        assert skipped == set()
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases(), st.data())
+def test_random_runs_skip_policy(case: Case, data: st.DataObject) -> None:
+    check_end(simulate(case, "skip", data), "skip")
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.data())
+def test_random_runs_run_policy(case: Case, data: st.DataObject) -> None:
+    check_end(simulate(case, "run", data), "run")
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.data())
+def test_random_runs_stop_policy(case: Case, data: st.DataObject) -> None:
+    run = simulate(case, "stop", data)
+    check_end(run, "stop")
+    failures = [i for i, o in run.events.items() if o != "passed"]
+    if failures:
+        assert run.sched.stopped is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(with_groups=False), st.integers(1, 4))
+def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> None:
+    """Every worker that asks gets work whenever a ready task fits its resources."""
+    graph = case.graph()
+    sched = Scheduler(graph, resources=case.resources, limits=case.limits)
+    workers = [f"w{k}" for k in range(nworkers)]
+    for w in workers:
+        sched.add_worker(w)
+    while not sched.done:
+        for w in workers:
+            if not sched.running_on(w):
+                got = sched.take(w)
+                if not got:
+                    # Nothing handed out: every ready task must be blocked by a resource.
+                    use: dict[str, int] = {}
+                    for i in sched.where:
+                        for r in case.resources[i]:
+                            use[r] = use.get(r, 0) + 1
+                    for i in range(len(graph)):
+                        if sched.state[i] is State.READY:
+                            assert any(use.get(r, 0) >= case.limits.get(r, 1)
+                                       for r in case.resources[i]), f"{w} idles; {i} ready"
+        sched.validate()
+        running = sorted(sched.where)
+        assert running
+        sched.finished(running[0], "passed")
+        sched.validate()
+    assert sched.outcome == ["passed"] * len(graph)
