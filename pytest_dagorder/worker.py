@@ -159,10 +159,16 @@ class DagWorker:
             # pytest reports a failing module/class fixture teardown on the last
             # test that used it; xdist checks that a report's node id matches
             # the item being run, so the barrier takes that test's id.
-            barrier._nodeid = last.nodeid  # type: ignore[attr-defined]
+            _take_nodeid(barrier, last)
             report = last.ihook.pytest_runtest_makereport(item=last, call=call)
             last.ihook.pytest_runtest_logreport(report=report)
         return True
+
+
+def _take_nodeid(barrier: Barrier, item: pytest.Item) -> None:
+    """Give the barrier ``item``'s node id (pytest keeps it in ``_id`` since 9.2)."""
+    attr = "_id" if hasattr(item, "_id") else "_nodeid"
+    setattr(barrier, attr, getattr(item, attr))
 
 
 def _barrier_parents(items: list[pytest.Item]) -> dict[int, pytest.Collector]:

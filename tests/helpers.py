@@ -1,0 +1,128 @@
+"""Shared helpers for the end-to-end tests (tests/test_e2e_*.py).
+
+Inner projects record what ran into a log file whose absolute path is baked
+into the generated sources (so it works on xdist workers and from any cwd):
+one line per executed test body, ``name pid start end``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+LOG_NAME = "ran.log"
+
+
+def base_args() -> list[str]:
+    """Options every inner run gets: no cache; no pytest-benchmark where it exists."""
+    args = ["-p", "no:cacheprovider"]
+    if importlib.util.find_spec("pytest_benchmark") is not None:
+        args += ["-p", "no:benchmark"]
+    return args
+
+
+def write_ini(pytester: pytest.Pytester, extra: str = "") -> None:
+    """Inner ini: warnings are errors, so leaks of the plugin show up as failures."""
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n" + textwrap.dedent(extra))
+
+
+def prelude(pytester: pytest.Pytester) -> str:
+    """Source put at the top of every inner test module: imports and ``mark``."""
+    log = str(pytester.path / LOG_NAME)
+    return textwrap.dedent(
+        f"""\
+        import os
+        import time
+
+        import pytest
+
+        from pytest_dagorder import depends_on, run_after
+
+        LOG = {log!r}
+
+
+        def mark(name, sleep=0.0):
+            start = time.time()
+            if sleep:
+                time.sleep(sleep)
+            with open(LOG, "a") as f:
+                f.write(f"{{name}} {{os.getpid()}} {{start!r}} {{time.time()!r}}\\n")
+
+        """
+    )
+
+
+def make_modules(pytester: pytest.Pytester, **modules: str) -> None:
+    """Write test modules (name -> body), each prefixed with :func:`prelude`.
+
+    A name may contain ``__`` for a directory separator (``sub__test_x``).
+    """
+    head = prelude(pytester)
+    for name, body in modules.items():
+        path = pytester.path / (name.replace("__", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(head + textwrap.dedent(body), encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Ran:
+    name: str
+    pid: int
+    start: float
+    end: float
+
+
+def read_log(pytester: pytest.Pytester) -> dict[str, Ran]:
+    """Every test body that ran, by the name it recorded (empty if none ran)."""
+    path = pytester.path / LOG_NAME
+    if not path.exists():
+        return {}
+    out: dict[str, Ran] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name, pid, start, end = line.split()
+        assert name not in out, f"{name} ran twice"
+        out[name] = Ran(name, int(pid), float(start), float(end))
+    return out
+
+
+def assert_after(ran: dict[str, Ran], edges: list[tuple[str, str]]) -> None:
+    """Each (prerequisite, dependent): the dependent started after the prerequisite ended."""
+    for pre, dep in edges:
+        assert pre in ran and dep in ran, (pre, dep, sorted(ran))
+        assert ran[dep].start >= ran[pre].end, f"{dep} started before {pre} ended"
+
+
+def junit_key(nodeid: str) -> str:
+    """The ``classname::name`` junitxml gives a node id (``a/t.py::C::f`` -> ``a.t.C::f``)."""
+    parts = nodeid.split("::")
+    module = parts[0].removesuffix(".py").replace("/", ".")
+    return ".".join([module, *parts[1:-1]]) + "::" + parts[-1]
+
+
+@dataclass(frozen=True)
+class JunitCase:
+    outcome: str  # passed, failed, error, skipped
+    message: str
+
+
+def read_junit(path: Path) -> tuple[dict[str, JunitCase], int]:
+    """Testcases by :func:`junit_key`, and how many testcase elements there were."""
+    root = ET.parse(path).getroot()
+    cases = list(root.iter("testcase"))
+    out: dict[str, JunitCase] = {}
+    for case in cases:
+        key = f"{case.get('classname')}::{case.get('name')}"
+        outcome, message = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            child = case.find(kind)
+            if child is not None:
+                outcome = {"failure": "failed"}.get(kind, kind)
+                message = child.get("message", "")
+                break
+        out[key] = JunitCase(outcome, message)
+    return out, len(cases)

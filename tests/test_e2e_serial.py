@@ -1,0 +1,710 @@
+"""End-to-end tests of the plugin without xdist: declarations, validation, order, skips."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import (
+    LOG_NAME,
+    base_args,
+    junit_key,
+    make_modules,
+    read_junit,
+    read_log,
+    write_ini,
+)
+
+
+def run(pytester: pytest.Pytester, *args: str, no_xdist: bool = True) -> pytest.RunResult:
+    """A serial inner run: ``-p no:xdist`` unless told otherwise (then simply no ``-n``)."""
+    extra = ["-p", "no:xdist"] if no_xdist else []
+    return pytester.runpytest_subprocess(*base_args(), *extra, *args)
+
+
+def collected_order(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.outlines if "::" in line and " " not in line]
+
+
+# -- declarations and targets -------------------------------------------------
+
+TARGETS = """
+@pytest.mark.parametrize("n", [1, 2])
+def test_p(n):
+    mark(f"test_p{n}")
+    assert n == 1
+
+
+@depends_on("test_p[1]")
+def test_one_instance():
+    mark("test_one_instance")
+
+
+@depends_on("test_p")
+def test_all_instances():
+    mark("test_all_instances")
+
+
+def test_fails():
+    mark("test_fails")
+    assert 0
+
+
+@depends_on(test_fails)
+def test_by_function():
+    mark("test_by_function")
+
+
+@pytest.mark.depends_on("test_fails")
+def test_by_mark():
+    mark("test_by_mark")
+
+
+def test_setup():
+    mark("test_setup")
+
+
+class TestA:
+    def test_setup(self):
+        mark("TestA.test_setup")
+        assert 0
+
+    @depends_on("test_setup")
+    def test_use(self):
+        mark("TestA.test_use")
+
+
+class TestB:
+    @depends_on("TestA::test_setup")
+    def test_x(self):
+        mark("TestB.test_x")
+
+    @depends_on("test_setup")
+    def test_y(self):
+        mark("TestB.test_y")
+
+
+class TestD:
+    def test_1(self):
+        mark("TestD.test_1")
+
+    def test_2(self):
+        mark("TestD.test_2")
+
+
+@depends_on("TestA")
+class TestC:
+    def test_1(self):
+        mark("TestC.test_1")
+
+    def test_2(self):
+        mark("TestC.test_2")
+
+
+@depends_on("test_targets.py::TestD")
+def test_after_class():
+    mark("test_after_class")
+"""
+
+MOD2 = """
+pytestmark = pytest.mark.depends_on("test_targets.py::test_setup")
+
+
+def test_m1():
+    mark("test_m1")
+
+
+def test_m2():
+    mark("test_m2")
+"""
+
+MOD3 = """
+@depends_on("test_mod2.py")
+def test_whole_module():
+    mark("test_whole_module")
+
+
+@depends_on("test_targets.py")
+def test_whole_failing_module():
+    mark("test_whole_failing_module")
+"""
+
+
+def test_target_forms_resolve_to_the_right_tests(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_targets=TARGETS, test_mod2=MOD2, test_mod3=MOD3)
+    xml = pytester.path / "out.xml"
+    result = run(pytester, "--strict-markers", f"--junitxml={xml}", "-rs")
+    cases, n_cases = read_junit(xml)
+    assert n_cases == 21
+    result.assert_outcomes(passed=10, failed=3, skipped=8)
+
+    def outcome(nodeid: str) -> tuple[str, str]:
+        case = cases[junit_key(nodeid)]
+        return case.outcome, case.message
+
+    passed = [
+        "test_targets.py::test_p[1]",
+        "test_targets.py::test_one_instance",  # one instance: test_p[1] only
+        "test_targets.py::test_setup",
+        "test_targets.py::TestB::test_y",  # bare name: no TestB::test_setup, so the module's
+        "test_targets.py::TestD::test_1",
+        "test_targets.py::TestD::test_2",
+        "test_targets.py::test_after_class",  # class node id
+        "test_mod2.py::test_m1",  # pytestmark with a rootdir node id
+        "test_mod2.py::test_m2",
+        "test_mod3.py::test_whole_module",  # module node id
+    ]
+    for nodeid in passed:
+        assert outcome(nodeid) == ("passed", ""), nodeid
+    skipped = {
+        "test_targets.py::test_all_instances": "prerequisite test_p[2] failed",
+        "test_targets.py::test_by_function": "prerequisite test_fails failed",
+        "test_targets.py::test_by_mark": "prerequisite test_fails failed",
+        # bare name inside a class: the class's own test_setup wins over the module's
+        "test_targets.py::TestA::test_use": "prerequisite TestA::test_setup failed",
+        "test_targets.py::TestB::test_x": "prerequisite TestA::test_setup failed",
+    }
+    for nodeid, reason in skipped.items():
+        assert outcome(nodeid) == ("skipped", reason), nodeid
+    # class decorator applies to every test of the class; class target = all its tests
+    for nodeid in ("test_targets.py::TestC::test_1", "test_targets.py::TestC::test_2"):
+        kind, message = outcome(nodeid)
+        assert kind == "skipped"
+        assert message.startswith("prerequisite TestA::test_"), message
+    kind, message = outcome("test_mod3.py::test_whole_failing_module")
+    assert kind == "skipped" and message.startswith("prerequisite "), message
+    ran = read_log(pytester)
+    assert "test_p2" in ran and "test_fails" in ran
+    for name in (
+        "test_all_instances",
+        "test_by_function",
+        "TestA.test_use",
+        "TestC.test_1",
+        "test_whole_failing_module",
+    ):
+        assert name not in ran
+
+
+def test_depends_on_is_the_marker(pytester: pytest.Pytester) -> None:
+    make_modules(
+        pytester,
+        test_api="""
+        import pytest_dagorder
+
+        def test_same():
+            assert depends_on("a", "b") == pytest.mark.depends_on("a", "b")
+            assert run_after("a") == pytest.mark.run_after("a")
+            assert depends_on is pytest_dagorder.depends_on
+    """,
+    )
+    write_ini(pytester)
+    run(pytester, "--strict-markers").assert_outcomes(passed=1)
+
+
+def test_rootdir_node_id_from_a_subdirectory(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        pkg__test_base="""
+            def test_create():
+                mark("test_create")
+                assert 0
+        """,
+        pkg__sub__test_use="""
+            @depends_on("pkg/test_base.py::test_create")
+            def test_login():
+                mark("test_login")
+
+
+            @depends_on("pkg/sub/test_use.py::test_login")
+            def test_logout():
+                mark("test_logout")
+        """,
+    )
+    monkeypatch.chdir(pytester.path / "pkg")
+    result = run(pytester, "-rs", "--strict-markers")
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*prerequisite test_create failed",
+            "*prerequisite test_login was skipped: test_create failed",
+        ]
+    )
+    assert set(read_log(pytester)) == {"test_create"}
+
+
+# -- validation ------------------------------------------------------------------
+
+BAD = """
+def test_create():
+    mark("test_create")
+
+
+@depends_on("test_craete")
+def test_unknown():
+    mark("test_unknown")
+
+
+@depends_on("test_cyc_b")
+def test_cyc_a():
+    mark("test_cyc_a")
+
+
+@depends_on("test_cyc_a")
+def test_cyc_b():
+    mark("test_cyc_b")
+
+
+@depends_on("test_self")
+def test_self():
+    mark("test_self")
+
+
+@depends_on(42)
+def test_not_a_string():
+    mark("test_not_a_string")
+
+
+@depends_on()
+def test_empty():
+    mark("test_empty")
+"""
+
+
+def check_validation(result: pytest.RunResult, pytester: pytest.Pytester) -> None:
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    result.stdout.fnmatch_lines(["*Interrupted: 5 errors*"])
+    assert out.count("test_bad.py::test_unknown") >= 1
+    details = [ln for ln in result.outlines if ln.startswith("pytest-dagorder: ")]
+    assert len(details) == 5, out
+    unknown = [ln for ln in details if "matches no collected test" in ln]
+    assert len(unknown) == 1, out
+    assert "test_bad.py::test_unknown" in unknown[0]
+    assert "'test_craete'" in unknown[0] and "did you mean" in unknown[0]
+    assert "'test_create'" in unknown[0]
+    cycle = [ln for ln in details if "dependency cycle" in ln]
+    assert len(cycle) == 1 and "->" in cycle[0], out
+    assert "test_cyc_a" in cycle[0] and "test_cyc_b" in cycle[0]
+    assert sum("depends on itself" in ln for ln in details) == 1
+    assert sum("42 is not a test name" in ln for ln in details) == 1
+    assert sum("no target given" in ln for ln in details) == 1
+    assert not (pytester.path / LOG_NAME).exists()
+
+
+def test_bad_declarations_stop_the_run_before_any_test(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_bad=BAD)
+    result = run(pytester, "--strict-markers")
+    check_validation(result, pytester)
+
+
+# -- serial order ----------------------------------------------------------------------
+
+
+def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_order="""
+        def test_a():
+            mark("test_a")
+
+
+        @depends_on("test_d")
+        def test_b():
+            mark("test_b")
+
+
+        def test_c():
+            mark("test_c")
+
+
+        def test_d():
+            mark("test_d")
+
+
+        def test_e():
+            mark("test_e")
+    """,
+    )
+    expected = [f"test_order.py::test_{x}" for x in "acdbe"]
+    result = run(pytester, "--collect-only", "-q", no_xdist=False)
+    assert collected_order(result) == expected
+    assert not (pytester.path / LOG_NAME).exists()
+    result = run(pytester, "-v", no_xdist=False)
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines([f"{nid} PASSED*" for nid in expected])
+    ran = read_log(pytester)
+    assert sorted(ran, key=lambda n: ran[n].start) == [f"test_{x}" for x in "acdbe"]
+
+
+# -- skips -------------------------------------------------------------------------------
+
+SKIPS = """
+def test_create():
+    mark("test_create")
+    assert 0
+
+
+@depends_on("test_create")
+def test_login():
+    mark("test_login")
+
+
+@depends_on("test_login")
+def test_checkout(tracked):
+    mark("test_checkout")
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup broke")
+
+
+def test_err(broken):
+    mark("test_err")
+
+
+@depends_on("test_err")
+def test_after_err(tracked):
+    mark("test_after_err")
+
+
+def test_skip():
+    mark("test_skip")
+    pytest.skip("not today")
+
+
+@depends_on("test_skip")
+def test_after_skip(tracked):
+    mark("test_after_skip")
+
+
+@pytest.mark.xfail(reason="known")
+def test_xf():
+    mark("test_xf")
+    assert 0
+
+
+@depends_on("test_xf")
+def test_after_xf(tracked):
+    mark("test_after_xf")
+
+
+@pytest.fixture
+def bad_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+
+def test_td(bad_teardown):
+    mark("test_td")
+
+
+@depends_on("test_td")
+def test_after_td(tracked):
+    mark("test_after_td")
+
+
+def test_free(tracked):
+    mark("test_free")
+"""
+
+SKIPS_CONFTEST = """
+import os
+
+import pytest
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures.log")
+
+
+@pytest.fixture
+def tracked(request):
+    with open(FIXTURES, "a") as f:
+        f.write(request.node.name + "\\n")
+"""
+
+SKIP_REASONS = {
+    "test_login": "prerequisite test_create failed",
+    "test_checkout": "prerequisite test_login was skipped: test_create failed",
+    "test_after_err": "prerequisite test_err had an error",
+    "test_after_skip": "prerequisite test_skip was skipped",
+    "test_after_xf": "prerequisite test_xf xfailed",
+    "test_after_td": "prerequisite test_td had an error",
+}
+
+
+def check_skips(result: pytest.RunResult, pytester: pytest.Pytester, xml_name: str) -> None:
+    # 12 tests; test_td passes its call and errors at teardown (counted twice by pytest)
+    result.assert_outcomes(passed=2, failed=1, errors=2, skipped=7, xfailed=1)
+    for name, reason in SKIP_REASONS.items():
+        result.stdout.fnmatch_lines([f"SKIPPED [[]1[]] test_skips.py:*: {reason}"])
+        result.stdout.fnmatch_lines([f"*test_skips.py::{name} SKIPPED*"])
+    assert "pytest_dagorder" not in "\n".join(
+        ln for ln in result.outlines if ln.startswith("SKIPPED")
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*= blocked by prerequisites (pytest-dagorder) =*",
+            "test_skips.py::test_create failed: blocked 2 tests",
+            "test_skips.py::test_err error: blocked 1 test",
+        ]
+    )
+    cases, n_cases = read_junit(pytester.path / xml_name)
+    assert n_cases == 12
+    for name, reason in SKIP_REASONS.items():
+        case = cases[junit_key(f"test_skips.py::{name}")]
+        assert case.outcome == "skipped" and reason in case.message, (name, case)
+    ran = read_log(pytester)
+    assert set(ran) == {"test_create", "test_skip", "test_xf", "test_td", "test_free"}
+    built = (pytester.path / "fixtures.log").read_text().split()
+    assert built == ["test_free"]
+
+
+def test_blocked_tests_are_skipped_with_reasons(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    pytester.makeconftest(SKIPS_CONFTEST)
+    make_modules(pytester, test_skips=SKIPS)
+    result = run(pytester, "-rs", "-v", "--junitxml=out.xml")
+    check_skips(result, pytester, "out.xml")
+    result.stdout.fnmatch_lines(["test_skips.py::test_err error: blocked 1 test"])
+
+
+# -- selection ------------------------------------------------------------------------
+
+SELECTION = """
+def test_create():
+    mark("test_create")
+
+
+@depends_on("test_create")
+def test_login():
+    mark("test_login")
+
+
+def test_other():
+    mark("test_other")
+"""
+
+
+def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_sel=SELECTION)
+    result = run(pytester, "-k", "login or other", "-rs")
+    result.assert_outcomes(passed=1, skipped=1, deselected=1)
+    line = next(ln for ln in result.outlines if ln.startswith("SKIPPED"))
+    assert "prerequisite test_create was deselected" in line
+    assert "--dag-with-prerequisites" in line
+    assert set(read_log(pytester)) == {"test_other"}
+
+    (pytester.path / LOG_NAME).unlink()
+    result = run(pytester, "-k", "login", "--dag-with-prerequisites", "-v")
+    result.assert_outcomes(passed=2, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["*test_sel.py::test_create PASSED*", "*test_sel.py::test_login PASSED*"]
+    )
+    assert set(read_log(pytester)) == {"test_create", "test_login"}
+
+    (pytester.path / LOG_NAME).unlink()
+    result = run(pytester, "test_sel.py::test_login", "--dag-with-prerequisites", "-v")
+    result.assert_outcomes(passed=2)
+    assert set(read_log(pytester)) == {"test_create", "test_login"}
+
+    (pytester.path / LOG_NAME).unlink()
+    result = run(pytester, "test_sel.py::test_login", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
+    assert not (pytester.path / LOG_NAME).exists()
+
+
+CROSS_FILES = {
+    "test_base": """
+        def test_create():
+            mark("test_create")
+    """,
+    "sub__test_use": """
+        @depends_on("test_base.py::test_create")
+        def test_login():
+            mark("test_login")
+    """,
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "bug: planning.make_plan only collects siblings in the modules of selected items; "
+        "a rootdir node id target in a file not given on the command line is reported as "
+        "'matches no collected test' (exit 2) instead of a deselected prerequisite"
+    ),
+)
+def test_prerequisite_in_an_unselected_file_is_deselected(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **CROSS_FILES)
+    result = run(pytester, "sub/test_use.py", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "bug: same as test_prerequisite_in_an_unselected_file_is_deselected: "
+        "--dag-with-prerequisites cannot pull back a prerequisite from another file "
+        "that was not collected (collection error instead)"
+    ),
+)
+def test_prerequisite_in_an_unselected_file_is_pulled_back(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **CROSS_FILES)
+    result = run(pytester, "sub/test_use.py::test_login", "--dag-with-prerequisites")
+    result.assert_outcomes(passed=2)
+    assert set(read_log(pytester)) == {"test_create", "test_login"}
+
+
+def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester) -> None:
+    write_ini(pytester, "markers =\n    depends_on\n    run_after\n")
+    make_modules(
+        pytester,
+        test_off="""
+        @depends_on("test_b")
+        def test_a():
+            mark("test_a")
+
+
+        def test_b():
+            mark("test_b")
+            assert 0
+
+
+        @depends_on("test_b")
+        def test_c():
+            mark("test_c")
+    """,
+    )
+    result = run(pytester, "-p", "no:dagorder", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "blocked by prerequisites" not in result.stdout.str()
+    ran = read_log(pytester)
+    assert sorted(ran, key=lambda n: ran[n].start) == ["test_a", "test_b", "test_c"]
+
+
+def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_off="""
+        @depends_on("test_b")
+        def test_a():
+            mark("test_a")
+
+
+        def test_b():
+            mark("test_b")
+    """,
+    )
+    result = run(pytester, "-p", "no:dagorder", "--strict-markers")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*'depends_on' not found in `markers`*"])
+
+
+# -- options ----------------------------------------------------------------------------
+
+POLICY = """
+def test_a():
+    mark("test_a")
+    assert 0
+
+
+@depends_on("test_a")
+def test_b():
+    mark("test_b")
+
+
+def test_c():
+    mark("test_c")
+
+
+def test_d():
+    mark("test_d")
+"""
+
+
+def test_on_failure_stop(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_policy=POLICY)
+    result = run(pytester, "--dag-on-failure=stop", "-rs")
+    result.assert_outcomes(failed=1, skipped=3)
+    assert set(read_log(pytester)) == {"test_a"}
+    skips = [ln for ln in result.outlines if ln.startswith("SKIPPED")]
+    assert len(skips) == 3
+    assert sum("run stopped after" in ln for ln in skips) >= 2, skips
+
+
+def test_on_failure_run_from_option_and_ini(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_policy=POLICY)
+    run(pytester, "--dag-on-failure=run").assert_outcomes(failed=1, passed=3)
+    assert set(read_log(pytester)) == {"test_a", "test_b", "test_c", "test_d"}
+
+    (pytester.path / LOG_NAME).unlink()
+    write_ini(pytester, "dag_on_failure = run\n")
+    run(pytester).assert_outcomes(failed=1, passed=3)
+    (pytester.path / LOG_NAME).unlink()
+    write_ini(pytester, "dag_on_failure = stop\n")
+    run(pytester).assert_outcomes(failed=1, skipped=3)
+    # the command line beats the ini
+    (pytester.path / LOG_NAME).unlink()
+    run(pytester, "--dag-on-failure=skip").assert_outcomes(failed=1, skipped=1, passed=2)
+
+
+def test_help_shows_the_options(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--help")
+    assert result.ret == 0
+    out = result.stdout.str()
+    _, _, group = out.partition("dependency DAG scheduling (pytest-dagorder)")
+    group = group.split("\n\n")[0]  # the group's own block of options
+    for option in ("--dag-with-prerequisites", "--dag-affinity", "--dag-on-failure"):
+        assert option in group, (option, out)
+    result.stdout.fnmatch_lines(
+        [
+            "*dependency DAG scheduling (pytest-dagorder)*",
+            "*--dag-with-prerequisites*",
+            "*--dag-affinity*",
+            "*--dag-on-failure*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*dag_on_failure*", "*dag_affinity*"], consecutive=False)
+
+
+def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_mfix="""
+        @pytest.fixture(scope="module")
+        def res():
+            yield
+            raise RuntimeError("module teardown broke")
+
+
+        def test_a(res):
+            mark("test_a")
+
+
+        @depends_on("test_a")
+        def test_b(res):
+            mark("test_b")
+    """,
+        test_other="""
+        def test_z():
+            mark("test_z")
+    """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
+    assert set(read_log(pytester)) == {"test_a", "test_b", "test_z"}
