@@ -403,11 +403,7 @@ def test_blocked_tests_are_skipped_under_xdist(pytester: pytest.Pytester) -> Non
     for name, expected in more.items():
         case = cases[junit_key(f"test_more.py::{name}")]
         assert (case.outcome, case.message) == expected, name
-    result.stdout.fnmatch_lines(
-        [
-            "*= blocked by prerequisites (pytest-dagorder) =*",
-        ]
-    )
+    result.stdout.fnmatch_lines(["*= blocked by prerequisites (pytest-dagorder) =*"])
     result.stdout.fnmatch_lines(["test_skips.py::test_create failed: blocked 3 tests"])
     result.stdout.fnmatch_lines(["test_more.py::test_p[[]2[]] failed: blocked 1 test"])
     ran = read_log(pytester)
