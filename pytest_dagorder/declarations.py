@@ -39,6 +39,7 @@ class Resolution:
     after: list[list[int]]
     problems: list[Problem] = field(default_factory=list)
     declared: int = 0  # number of markers seen: zero means "no DAG here"
+    unknown: list[str] = field(default_factory=list)  # string targets that named nothing
 
 
 #: Extra marker readers (pytest-dependency and friends register here).
@@ -53,6 +54,7 @@ class Index:
 
     def __init__(self, items: Sequence[pytest.Item]) -> None:
         self.items = items
+        self.misses: list[str] = []
         self.by_key: dict[str, list[int]] = {}
         self.by_function: dict[int, list[int]] = {}
         for i, item in enumerate(items):
@@ -94,6 +96,7 @@ class Index:
             hit = self.lookup(prefix + target)
             if hit is not None:
                 return hit
+        self.misses.append(target)
         return None
 
     def suggest(self, item: pytest.Item, target: str) -> list[str]:
@@ -128,6 +131,7 @@ def resolve_items(
             res.requires[i].extend(req)
             res.after[i].extend(aft)
             res.problems.extend(problems)
+    res.unknown = list(dict.fromkeys(index.misses))
     return res
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from .declarations import Problem, resolve_items
+from .declarations import ForeignReader, Problem, resolve_items
 from .errors import DependencyError, name_of
 from .graph import Graph
 
@@ -40,6 +40,7 @@ def make_plan(
     *,
     with_prerequisites: bool,
     narrowed: bool,
+    readers: Sequence[ForeignReader] = (),
 ) -> Plan:
     """Resolve declarations of ``selected`` against everything ``collected``.
 
@@ -47,16 +48,20 @@ def make_plan(
     (``-k``, ``-m``, ``--lf``).  ``narrowed`` says the command line picked
     node ids inside modules, so siblings of the selected tests were never
     collected; they are collected here (without running any hook that
-    reports them) only when a target cannot be found otherwise.
+    reports them) only when a target cannot be found otherwise.  Likewise a
+    target naming a file that was not collected at all (another file's node
+    id) has that file collected, so it can be reported as deselected or
+    pulled back instead of "unknown".
     """
     chosen = {id(it) for it in selected}
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
-    res = resolve_items(universe)
-    if narrowed and _unknown_targets(res.problems):
-        extra = _collect_siblings(universe)
+    res = resolve_items(universe, readers)
+    if res.unknown:
+        extra = _collect_siblings(universe) if narrowed else []
+        extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra})
         if extra:
             universe.extend(extra)
-            res = resolve_items(universe)
+            res = resolve_items(universe, readers)
     if not res.declared:
         return Plan(list(selected), None)
     n_sel = len(selected)
@@ -129,21 +134,48 @@ def _problem_of(err: DependencyError) -> Problem:
     return Problem("", str(err))
 
 
-def _unknown_targets(problems: Sequence[Problem]) -> bool:
-    return any("matches no collected test" in p.message for p in problems)
-
-
 def _collect_siblings(known: Sequence[pytest.Item]) -> list[pytest.Item]:
     """Items of the modules of ``known`` that were not collected (node-id selection)."""
-    have = {it.nodeid for it in known}
     modules: dict[str, pytest.Module] = {}
     for it in known:
         mod = it.getparent(pytest.Module)
         if mod is not None:
             modules.setdefault(mod.nodeid, mod)
+    return _items_below(list(modules.values()), {it.nodeid for it in known})
+
+
+def _collect_files(
+    known: Sequence[pytest.Item], targets: Sequence[str], also: set[str]
+) -> list[pytest.Item]:
+    """Items of the test files that ``targets`` name but that were never collected."""
+    if not known:
+        return []
+    session = known[0].session
+    have = {it.nodeid for it in known} | also
+    modules = {
+        mod.nodeid for it in known if (mod := it.getparent(pytest.Module)) is not None
+    }
+    root = session.config.rootpath
+    new: list[pytest.Collector] = []
+    for target in targets:
+        rel = target.split("::", 1)[0]
+        if not rel.endswith(".py") or rel in modules:
+            continue
+        path = root / rel
+        if not path.is_file():
+            continue
+        modules.add(rel)
+        # Hung directly under the session: pytest's directory nodes hold no
+        # fixtures of their own, so only the node chain differs.
+        new.append(pytest.Module.from_parent(session, path=path))
+    return _items_below(new, have)
+
+
+def _items_below(roots: Sequence[pytest.Collector], have: set[str]) -> list[pytest.Item]:
+    """Every item below ``roots`` whose node id is not in ``have`` (which grows)."""
     found: list[pytest.Item] = []
-    for mod in modules.values():
-        stack: list[pytest.Item | pytest.Collector] = [mod]
+    for root in roots:
+        stack: list[pytest.Item | pytest.Collector] = [root]
         while stack:
             node = stack.pop(0)
             if isinstance(node, pytest.Item):
@@ -153,7 +185,7 @@ def _collect_siblings(known: Sequence[pytest.Item]) -> list[pytest.Item]:
                 continue
             try:
                 children = list(node.collect())
-            except Exception:  # the module collected once already; stay silent here
+            except Exception:  # its targets then stay unknown and are reported as such
                 continue
             stack[0:0] = children
     return found

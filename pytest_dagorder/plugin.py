@@ -11,11 +11,12 @@ Which part is active is decided once in :func:`pytest_configure`:
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import cast
 
 import pytest
 
+from .declarations import ForeignReader
 from .markers import DEPENDS_ON, RUN_AFTER
 from .planning import Plan, make_plan
 from .run import DagRun, report_problems
@@ -27,6 +28,9 @@ pytest_plugins = ["xdist"]
 AFFINITY_MODES = ("module", "class", "none")
 FAILURE_POLICIES = ("skip", "stop", "run")
 PLUGIN_NAME = "dagorder-run"
+#: Readers of other plugins' markers (pytest-dependency, ...), set up in
+#: pytest_configure by the migration layer; read by every plan.
+READERS = pytest.StashKey[Sequence[ForeignReader]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -112,6 +116,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         collected,
         with_prerequisites=bool(config.getoption("dag_with_prerequisites")),
         narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
+        readers=config.stash.get(READERS, ()),
     )
     if plan.pulled_back:
         pulled = {id(it) for it in plan.pulled_back}

@@ -533,14 +533,6 @@ CROSS_FILES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: planning.make_plan only collects siblings in the modules of selected items; "
-        "a rootdir node id target in a file not given on the command line is reported as "
-        "'matches no collected test' (exit 2) instead of a deselected prerequisite"
-    ),
-)
 def test_prerequisite_in_an_unselected_file_is_deselected(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, **CROSS_FILES)
@@ -549,14 +541,6 @@ def test_prerequisite_in_an_unselected_file_is_deselected(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: same as test_prerequisite_in_an_unselected_file_is_deselected: "
-        "--dag-with-prerequisites cannot pull back a prerequisite from another file "
-        "that was not collected (collection error instead)"
-    ),
-)
 def test_prerequisite_in_an_unselected_file_is_pulled_back(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, **CROSS_FILES)
