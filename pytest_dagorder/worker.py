@@ -1,20 +1,22 @@
-"""xdist worker side: ship the graph to the controller, host the barrier items.
+"""xdist worker side: ship the graph to the controller, host the barrier item.
 
 Why barriers.  An xdist worker runs the test it holds only once it has
 received the *next* index (pytest needs ``nextitem`` to know which fixtures
 to tear down).  A controller that sends a test only when it is ready would
 deadlock on a chain a -> b: a waits for a successor, b waits for a's outcome.
-So every dispatch ends with a hidden no-op *barrier* item whose parent is
-the module or class of the last real test sent: the real test runs at once
-(its teardown keeps the module/class fixtures alive, as the barrier sits in
-the same scope), and the barrier, when its own successor arrives, tears down
-exactly what pytest would have torn down between the two real tests.
+So every dispatch ends with one hidden no-op *barrier* item: the last real
+test sent runs at once, and the barrier, when its own successor arrives,
+tears down exactly what pytest would have torn down between the two real
+tests.
 
 Why a gate on the protocol hook.  Barriers must be invisible: no
 ``pytest_runtest_*`` hook, no wrapper of another plugin, no report.  xdist
 starts every item with ``config.hook.pytest_runtest_protocol(...)``; the gate
 replaces that one hook caller on this worker's hook relay and answers for
-barriers itself, passing every real test through untouched.
+barriers itself.  A real test whose successor is the barrier is given, as
+``nextitem``, a real test sharing its deepest scope instead: its teardown
+then ends its own scopes only, keeping module/class fixtures for whatever
+comes next.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ class _ProtocolGate:
         item = kwargs["item"]
         if isinstance(item, Barrier):
             return self._worker.run_barrier(item, kwargs.get("nextitem"))
+        if isinstance(kwargs.get("nextitem"), Barrier):
+            # Hooks must not see the barrier even as `nextitem`: a real test
+            # that shares the deepest possible scope with this one tears down
+            # exactly as much (only this test's own scopes), and the barrier
+            # does the rest once the real successor is known.
+            kwargs["nextitem"] = self._worker.stand_in(item)
         try:
             return self._inner(**kwargs)
         finally:
@@ -74,6 +82,7 @@ class DagWorker:
         self.channel: Any = config.workerinput.get(CHANNEL_KEY)  # type: ignore[attr-defined]
         self.plan: Plan | None = None
         self.last_real: pytest.Item | None = None
+        self._below: dict[int, list[pytest.Item]] = {}
         relay = config.pluginmanager.hook
         # The one pluggy detail we depend on: HookRelay holds hook callers as
         # plain attributes, which is how xdist's worker loop looks them up.
@@ -107,26 +116,36 @@ class DagWorker:
         # Runs before xdist's own hook sends "collectionfinish" on the same
         # connection, so the controller has the graph when it needs it.
         items = list(session.items)
-        parents = _barrier_parents(items)
         if self.channel is not None:
-            self.channel.send(self._payload(items, parents))
+            self.channel.send(self._payload(items))
         result = yield
-        # After xdist sent the ids: barriers get indices past every real test.
-        barrier_of: dict[int, Barrier] = {}
-        for parent in dict.fromkeys(parents.values(), None):
-            barrier_of[id(parent)] = Barrier.from_parent(parent, name=BARRIER_NAME)
-        session.items.extend(barrier_of.values())
+        self._index_scopes(items)
+        # After xdist sent the ids: the barrier's index is past every real test.
+        session.items.append(Barrier.from_parent(session, name=BARRIER_NAME))
         return result
 
-    def _payload(
-        self, items: list[pytest.Item], parents: dict[int, pytest.Collector]
-    ) -> dict[str, Any]:
+    def _index_scopes(self, items: list[pytest.Item]) -> None:
+        """Remember up to two items below every collector, for :meth:`stand_in`."""
+        below = self._below
+        for it in items:
+            for node in it.listchain()[:-1]:
+                bucket = below.setdefault(id(node), [])
+                if len(bucket) < 2:
+                    bucket.append(it)
+
+    def stand_in(self, item: pytest.Item) -> pytest.Item | None:
+        """A real item sharing the deepest scope with ``item`` (None: nothing shares one)."""
+        for node in reversed(item.listchain()[:-1]):
+            for other in self._below.get(id(node), ()):
+                if other is not item:
+                    return other
+        return None
+
+    def _payload(self, items: list[pytest.Item]) -> dict[str, Any]:
         plan = self.plan
-        order = list(dict.fromkeys(id(p) for p in parents.values()))
-        slot = {pid: len(items) + k for k, pid in enumerate(order)}
         payload: dict[str, Any] = {
             "ids": [it.nodeid for it in items],
-            "barrier": [slot[id(parents[id(it)])] for it in items],
+            "barrier": len(items),
             "locations": [list(_location(it)) for it in items],
             "module": [_scope(it, pytest.Module) for it in items],
             "class": [_scope(it, pytest.Class) for it in items],
@@ -169,17 +188,6 @@ def _take_nodeid(barrier: Barrier, item: pytest.Item) -> None:
     """Give the barrier ``item``'s node id (pytest keeps it in ``_id`` since 9.2)."""
     attr = "_id" if hasattr(item, "_id") else "_nodeid"
     setattr(barrier, attr, getattr(item, attr))
-
-
-def _barrier_parents(items: list[pytest.Item]) -> dict[int, pytest.Collector]:
-    """For each item (by id), the node its barrier hangs under: its class or module."""
-    out: dict[int, pytest.Collector] = {}
-    for it in items:
-        parent = it.getparent(pytest.Class) or it.getparent(pytest.Module) or it.parent
-        if not isinstance(parent, pytest.Collector):  # pragma: no cover - items have parents
-            raise TypeError(f"{it.nodeid} has no collector parent")
-        out[id(it)] = parent
-    return out
 
 
 def _location(item: pytest.Item) -> tuple[str, int | None, str]:

@@ -89,7 +89,7 @@ class DagScheduling:
         self.unusable: set[Any] = set()
         self.collection: list[str] | None = None
         self.run: DagRun | None = None
-        self.barrier: list[int] = []
+        self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: list[tuple[str, int | None, str]] = []
         self.aborted = False
         self.core_workers: set[Any] = set()  # nodes the core knows, by identity
@@ -153,8 +153,8 @@ class DagScheduling:
             return None
         sched = run.sched
         crashed: int | None = None
-        if pending and pending[0] < len(self.barrier):
-            crashed = next((i for i in pending if i < len(self.barrier)
+        if pending and pending[0] < self.barrier:
+            crashed = next((i for i in pending if i < self.barrier
                             and not sched.state[i].terminal), None)
         if crashed is not None:
             sched.finished(crashed, "crashed")
@@ -203,7 +203,7 @@ class DagScheduling:
             self._abort([Problem(n, m) for n, m in payload["problems"]])
         ids = list(payload["ids"])
         n = len(ids)
-        self.barrier = list(payload["barrier"])
+        self.barrier = int(payload["barrier"])
         self.locations = [(str(p), ln, str(d)) for p, ln, d in payload["locations"]]
         g = payload["graph"]
         if g is None:
@@ -299,7 +299,7 @@ class DagScheduling:
     def _send(self, node: Any, tasks: list[int]) -> None:
         if not tasks:
             return
-        indices = [*tasks, self.barrier[tasks[-1]]]
+        indices = [*tasks, self.barrier]
         for i in tasks:
             self.running_at[i] = node
         self.inflight[node] += len(tasks)

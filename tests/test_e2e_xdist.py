@@ -295,13 +295,6 @@ def test_independent_tests_overlap_and_affinity_none_is_accepted(
     assert_after(ran, [("a", "both"), ("b", "both")])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: a barrier is passed as `nextitem` to pytest_runtest_teardown and "
-        "pytest_runtest_protocol of user plugins (the gate only hides barriers as `item`)"
-    ),
-)
 def test_barrier_is_never_a_nextitem(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     pytester.makeconftest(
