@@ -26,10 +26,8 @@ from typing import Any
 
 import pytest
 
-from .declarations import Problem
 from .planning import Plan
 from .plugin import collect_plan
-from .run import report_problems
 
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
@@ -95,20 +93,7 @@ class DagWorker:
     ) -> Generator[None, object, object]:
         collected = list(items)
         result = yield
-        plan = self.plan = collect_plan(config, items, collected)
-        # Workers do not see the controller's --dist; it comes in workerinput.
-        dist = config.workerinput.get(DIST_KEY, "load")  # type: ignore[attr-defined]
-        if plan.declared and dist != "load":
-            # The controller runs xdist's own scheduler for this mode, which
-            # cannot honour the graph: refuse on every worker alike (xdist
-            # shows identical collection errors once) and run nothing.
-            first = next((p.nodeid for p in plan.problems), items[0].nodeid if items else "")
-            report_problems(config, [Problem(first, (
-                f"--dist {dist} cannot honour depends_on/run_after declarations; "
-                "drop --dist (or use --dist load) to schedule the dependency graph, "
-                "or run with -p no:dagorder for plain xdist"))])
-            items[:] = []
-            self.plan = None
+        self.plan = collect_plan(config, items, collected)
         return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -119,9 +104,13 @@ class DagWorker:
         if self.channel is not None:
             self.channel.send(self._payload(items))
         result = yield
-        self._index_scopes(items)
-        # After xdist sent the ids: the barrier's index is past every real test.
-        session.items.append(Barrier.from_parent(session, name=BARRIER_NAME))
+        # Workers do not see the controller's --dist; it comes in workerinput.
+        # Only the DAG scheduler ("load") sends barriers; other modes (each
+        # runs every index it has) must not find one.
+        if self.config.workerinput.get(DIST_KEY, "load") == "load":  # type: ignore[attr-defined]
+            self._index_scopes(items)
+            # After xdist sent the ids: the barrier's index is past every real test.
+            session.items.append(Barrier.from_parent(session, name=BARRIER_NAME))
         return result
 
     def _index_scopes(self, items: list[pytest.Item]) -> None:

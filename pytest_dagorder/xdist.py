@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -57,10 +57,31 @@ class DagController:
         self.channels[node] = channel
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if config.getvalue("dist") != "load":
-            return None  # the worker refuses declarations under other modes
-        self.sched = DagScheduling(config, log, self)
-        return self.sched
+        dist = config.getvalue("dist")
+        if dist == "load":
+            self.sched = DagScheduling(config, log, self)
+            return self.sched
+        # Another mode chosen explicitly: xdist's own scheduler runs it, behind
+        # a guard that refuses the run if the suite declares dependencies.
+        dsession = config.pluginmanager.get_plugin("dsession")
+        if dsession is None:
+            return None
+        inner = dsession.pytest_xdist_make_scheduler(config=config, log=log)
+        return None if inner is None else GuardedScheduling(inner, self, dist)
+
+    def receive_payload(self, node: Any) -> dict[str, Any]:
+        """The plan a worker shipped on the side channel; ends the session if it cannot."""
+        channel = self.channels.get(node)
+        if channel is None:
+            abort(self.config, [node], [Problem("", (
+                "the dagorder plugin is not active on the workers; "
+                "pass -p dagorder or install it where the workers run"))])
+        try:
+            payload: dict[str, Any] = channel.receive(timeout=RECEIVE_TIMEOUT)
+        except Exception as exc:
+            abort(self.config, [node], [Problem("", (
+                f"no dependency graph from worker {node.gateway.id}: {exc}"))])
+        return payload
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -187,20 +208,10 @@ class DagScheduling:
     def _start(self) -> None:
         first = next(iter(self.node2collection))
         self.collection = self.node2collection[first]
-        channel = self.controller.channels.get(first)
-        payload: dict[str, Any] | None = None
-        if channel is not None:
-            try:
-                payload = channel.receive(timeout=RECEIVE_TIMEOUT)
-            except Exception as exc:
-                self._abort([Problem("", f"no dependency graph from worker {first.gateway.id}: "
-                                         f"{exc}")])
-        if payload is None:
-            self._abort([Problem("", "the dagorder plugin is not active on the workers; "
-                                     "pass -p dagorder to every worker or install it")])
-        assert payload is not None
+        payload = self.controller.receive_payload(first)
         if payload["problems"]:
-            self._abort([Problem(n, m) for n, m in payload["problems"]])
+            self.aborted = True
+            abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload["problems"]])
         ids = list(payload["ids"])
         n = len(ids)
         self.barrier = int(payload["barrier"])
@@ -234,14 +245,6 @@ class DagScheduling:
                 f"({len(self.run.sched.groups)} groups)"
             )
         self._emit_skips()
-
-    def _abort(self, problems: list[Problem]) -> None:
-        """Report the problems as collection errors and end the session: nothing ran."""
-        self.aborted = True
-        report_problems(self.config, problems)
-        for node in self.sent:
-            node.shutdown()
-        raise pytest.Session.Interrupted(interrupted_message(problems))
 
     def on_report(self, report: pytest.TestReport) -> None:
         run = self.run
@@ -305,3 +308,49 @@ class DagScheduling:
         self.inflight[node] += len(tasks)
         self.sent[node].extend(indices)
         node.send_runtest_some(indices)
+
+
+def abort(config: pytest.Config, nodes: Sequence[Any], problems: Sequence[Problem]) -> NoReturn:
+    """Report ``problems`` as collection errors and end the session before any test ran.
+
+    Raised from inside xdist's loop, ``Interrupted`` ends the session the way
+    pytest ends a broken collection (exit status 2); the workers are told to
+    shut down first so that tearing them down does not wait.
+    """
+    report_problems(config, problems)
+    for node in nodes:
+        node.shutdown()
+    raise pytest.Session.Interrupted(interrupted_message(problems))
+
+
+class GuardedScheduling:
+    """xdist's own scheduler for an explicitly chosen ``--dist`` mode, refused with a DAG.
+
+    Every call goes to the wrapped scheduler; only the first ``schedule()``
+    first reads the plan the workers shipped, so a suite that declares
+    dependencies is stopped with a usage message instead of running unordered.
+    """
+
+    def __init__(self, inner: Any, controller: DagController, dist: str) -> None:
+        self._inner = inner
+        self._controller = controller
+        self._dist = dist
+        self._checked = False
+
+    def schedule(self) -> None:
+        if not self._checked:
+            self._checked = True
+            nodes = list(self._inner.nodes)
+            payload = self._controller.receive_payload(nodes[0])
+            problems = [Problem(n, m) for n, m in payload["problems"]]
+            if payload["graph"] is not None or problems:
+                declared = problems[0].nodeid if problems else payload["graph"]["ids"][0]
+                problems.insert(0, Problem(declared, (
+                    f"--dist {self._dist} cannot honour depends_on/run_after declarations; "
+                    "drop --dist (or use --dist load) to schedule the dependency graph, "
+                    "or run with -p no:dagorder for plain xdist")))
+                abort(self._controller.config, nodes, problems)
+        self._inner.schedule()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

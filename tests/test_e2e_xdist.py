@@ -465,14 +465,6 @@ def test_bad_declarations_under_xdist(pytester: pytest.Pytester) -> None:
     check_validation(result, pytester)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: with --dist loadfile (xdist's own scheduler) worker.py refuses declarations "
-        "as a collection error, but xdist then ends with exit status 1 (TESTS_FAILED) and "
-        "no 'Interrupted' line; DESIGN.md section 1 requires status 2 or 4, never 1"
-    ),
-)
 def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(
