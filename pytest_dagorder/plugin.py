@@ -175,6 +175,7 @@ class SerialRunner:
         sched = run.sched
         skip = sched.skips.get(i)
         if skip is not None:
+            run.reported.add(i)
             skip_here(run.reason(skip))
         state = sched.state[i]
         if state.value == "ready":

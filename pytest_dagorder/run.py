@@ -46,6 +46,8 @@ class DagRun:
             name=lambda i: short_name(self.nodeids[i]),
         )
         self.tracker = OutcomeTracker()
+        # Skips actually reported: a run cut short (-x) decides more than it shows.
+        self.reported: set[int] = set()
         # Prerequisites outside the run never run: settle them first.
         for i in range(n_run, len(graph)):
             self.sched.finished(i, "deselected")
@@ -56,8 +58,13 @@ class DagRun:
         return skip.reason
 
     def pop_skips(self) -> list[tuple[int, str]]:
-        """New skip decisions for tests of the run, with their final wording."""
-        return [(s.task, self.reason(s)) for s in self.sched.pop_skipped() if s.task < self.n_run]
+        """New skip decisions for tests of the run, with their final wording.
+
+        The caller reports each of them (they count as reported from here on).
+        """
+        out = [(s.task, self.reason(s)) for s in self.sched.pop_skipped() if s.task < self.n_run]
+        self.reported.update(i for i, _ in out)
+        return out
 
     def record(self, report: pytest.TestReport) -> bool:
         """Feed a report; True if it settled a test the core did not know the end of."""
@@ -74,7 +81,7 @@ class DagRun:
         blocked: Counter[int] = Counter()
         stops: Counter[str] = Counter()
         for skip in self.sched.skips.values():
-            if skip.task >= self.n_run:
+            if skip.task not in self.reported:
                 continue
             if skip.root is None:
                 stops[skip.reason.split(": ")[-1]] += 1

@@ -692,3 +692,26 @@ def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
     assert set(read_log(pytester)) == {"test_a", "test_b", "test_z"}
+
+
+def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester) -> None:
+    """With -x the run stops before the dependent: the summary must not claim it."""
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_p="""
+        def test_a():
+            assert 0
+
+
+        @depends_on("test_a")
+        def test_b():
+            pass
+    """,
+    )
+    stopped = run(pytester, "-x")
+    stopped.assert_outcomes(failed=1)
+    assert "blocked by prerequisites" not in stopped.stdout.str()
+    full = run(pytester)
+    full.assert_outcomes(failed=1, skipped=1)
+    full.stdout.fnmatch_lines(["test_p.py::test_a failed: blocked 1 test"])
