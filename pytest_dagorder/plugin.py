@@ -16,6 +16,7 @@ from typing import cast
 
 import pytest
 
+from . import compat
 from .declarations import ForeignReader
 from .markers import DEPENDS_ON, RUN_AFTER
 from .planning import Plan, make_plan
@@ -33,7 +34,7 @@ PLUGIN_NAME = "dagorder-run"
 READERS = pytest.StashKey[Sequence[ForeignReader]]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("dagorder", "dependency DAG scheduling (pytest-dagorder)")
     group.addoption(
         "--dag-with-prerequisites",
@@ -57,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
     parser.addini("dag_on_failure", "Default for --dag-on-failure", default="skip")
+    compat.addoption(parser, pluginmanager)
 
 
 def setting(config: pytest.Config, name: str, choices: tuple[str, ...]) -> str:
@@ -80,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{RUN_AFTER}(*targets): run after the targets ended, whatever their "
         "outcome (pytest-dagorder)",
     )
+    compat.configure(config)
     setting(config, "affinity", AFFINITY_MODES)
     policy = cast(FailurePolicy, setting(config, "on_failure", FAILURE_POLICIES))
     if hasattr(config, "workerinput"):
@@ -111,6 +114,7 @@ def _xdist_controller(config: pytest.Config) -> bool:
 def collect_plan(config: pytest.Config, items: list[pytest.Item],
                  collected: list[pytest.Item]) -> Plan:
     """The plan for this session; pulled-back prerequisites are put into ``items``."""
+    items[:] = compat.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     plan = make_plan(
         items,
         collected,

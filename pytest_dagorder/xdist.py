@@ -36,6 +36,11 @@ RECEIVE_TIMEOUT = 60.0
 #: of a dispatch, few enough that a late-released urgent test is not queued
 #: behind a long pipeline on a busy worker.
 MAX_PIPELINE = 2
+#: Tests this fast (moving average, seconds) make the round trip of a dispatch
+#: the main cost: then up to FAST_PIPELINE are sent at once, as xdist's own
+#: load scheduling batches more when tests are short.
+FAST_TEST = 0.02
+FAST_PIPELINE = 8
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING).
 LOW_WATER = 2
@@ -113,6 +118,7 @@ class DagScheduling:
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: list[tuple[str, int | None, str]] = []
         self.aborted = False
+        self.avg_duration = FAST_TEST  # unknown yet: start with the careful depth
         self.core_workers: set[Any] = set()  # nodes the core knows, by identity
 
     # -- xdist's protocol ---------------------------------------------------
@@ -158,6 +164,8 @@ class DagScheduling:
         pending = self.sent.get(node)
         if pending is not None and item_index in pending:
             pending.remove(item_index)
+        if 0 <= item_index < self.barrier:
+            self.avg_duration = 0.8 * self.avg_duration + 0.2 * duration
         self._dispatch()
 
     def mark_test_pending(self, item: str) -> None:
@@ -297,7 +305,8 @@ class DagScheduling:
 
     def _share(self, n_nodes: int) -> int:
         assert self.run is not None
-        return max(1, min(MAX_PIPELINE, self.run.sched.ready_count // n_nodes))
+        depth = FAST_PIPELINE if self.avg_duration < FAST_TEST else MAX_PIPELINE
+        return max(1, min(depth, self.run.sched.ready_count // n_nodes))
 
     def _send(self, node: Any, tasks: list[int]) -> None:
         if not tasks:

@@ -1,0 +1,83 @@
+"""CPU cost of DAG scheduling under xdist on trivial tests.
+
+2,000 no-op tests as 40 chains of 50 (one module per chain), run at ``-n 2``:
+the CPU time (user + system, controller and workers together) of
+pytest-dagorder against plain ``--dist load`` (``-p no:dagorder``) on the same
+tests without declarations.  Every command runs ``--rounds`` times,
+interleaved, and the minimum counts (noise only ever adds time).
+
+Run: ``python benchmarks/bench_cpu.py [--chains 40] [--length 50] [--rounds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def write_suite(root: Path, chains: int, length: int, declare: bool) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    for c in range(chains):
+        lines = ["from pytest_dagorder import depends_on", ""]
+        for j in range(length):
+            if declare and j:
+                lines.append(f'@depends_on("test_{j - 1}")')
+            lines.append(f"def test_{j}():\n    pass\n")
+        (root / f"test_chain{c:02d}.py").write_text("\n".join(lines))
+
+
+def cpu_of(root: Path, args: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one pytest run and all the processes it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONHASHSEED="0"))
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--chains", type=int, default=40)
+    ap.add_argument("--length", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-n", type=int, default=2)
+    opts = ap.parse_args()
+    n = ["-n", str(opts.n)]
+    with tempfile.TemporaryDirectory() as tmp:
+        dag, plain = Path(tmp, "dag"), Path(tmp, "plain")
+        write_suite(dag, opts.chains, opts.length, declare=True)
+        write_suite(plain, opts.chains, opts.length, declare=False)
+        runs = {
+            "plain xdist --dist load (no declarations)": (plain, [*n, "-p", "no:dagorder"]),
+            "dagorder, affinity module (default)": (dag, n),
+            "dagorder, affinity none": (dag, [*n, "--dag-affinity=none"]),
+        }
+        best: dict[str, tuple[float, float]] = {}
+        for _ in range(opts.rounds):
+            for name, (root, args) in runs.items():
+                cpu, wall = cpu_of(root, args)
+                old = best.get(name)
+                best[name] = (min(cpu, old[0]), min(wall, old[1])) if old else (cpu, wall)
+    base = best["plain xdist --dist load (no declarations)"][0]
+    print(f"{opts.chains} chains x {opts.length} tests, -n {opts.n}, best of {opts.rounds}")
+    print("| run | CPU s | CPU / plain | wall s |")
+    print("|---|---|---|---|")
+    for name, (cpu, wall) in best.items():
+        print(f"| {name} | {cpu:.2f} | {cpu / base:.2f} | {wall:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
