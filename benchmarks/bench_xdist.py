@@ -59,6 +59,11 @@ def shape(name: str, rng: random.Random) -> list[tuple[str, float, list[str]]]:
     elif name == "longpole":
         tests += [(f"p{j}", 0.2, [f"p{j - 1}"] if j else []) for j in range(8)]
         tests += [(f"s{i}", 0.05, []) for i in range(40)]
+    elif name == "loose":
+        # Dependencies that do not bind: short pairs among many free tests.
+        for i in range(48):
+            deps = [f"l{i - 1}"] if i % 8 == 1 else []
+            tests.append((f"l{i}", rng.uniform(0.05, 0.2), deps))
     else:
         raise ValueError(name)
     return tests
@@ -109,7 +114,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-n", type=int, default=4)
     ap.add_argument("--affinity", default="none")
-    ap.add_argument("--shapes", default="random,chains,wide,longpole")
+    ap.add_argument("--shapes", default="random,chains,wide,longpole,loose")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="Multiply every sleep (longer tests dilute per-test overhead)")
     opts = ap.parse_args()
     rng = random.Random(1)
     print(f"| shape | dagorder makespan (s) | / bound | median dep latency (ms) "
@@ -117,7 +124,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in opts.shapes.split(","):
-            tests = shape(name, rng)
+            tests = [(t, secs * opts.scale, deps) for t, secs, deps in shape(name, rng)]
             dag, plain = Path(tmp, name, "dag"), Path(tmp, name, "plain")
             write_suite(dag, tests, declare=True)
             write_suite(plain, tests, declare=False)

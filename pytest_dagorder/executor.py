@@ -102,6 +102,7 @@ class DagScheduler:
             on_failure=self.on_failure,
             resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,
             limits=self.limits,
+            locality=False,  # threads share no fixtures: priority order alone
         )
         errors: dict[int, BaseException] = {}
         values: dict[int, object] = {}

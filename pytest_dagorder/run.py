@@ -34,6 +34,7 @@ class DagRun:
         n_run: int,
         on_failure: FailurePolicy,
         groups: Sequence[str | None] | None = None,
+        locality: bool = True,
     ) -> None:
         self.graph = graph
         self.nodeids = list(nodeids)
@@ -44,6 +45,7 @@ class DagRun:
             on_failure=on_failure,
             groups=groups,
             name=lambda i: short_name(self.nodeids[i]),
+            locality=locality,
         )
         self.tracker = OutcomeTracker()
         # Skips actually reported: a run cut short (-x) decides more than it shows.

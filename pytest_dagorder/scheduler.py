@@ -36,10 +36,13 @@ Placement
 
 A task released by a completion on worker W joins W's local queue (its
 fixtures are warm there); W pops its newest entry first (depth-first along a
-chain).  Tasks with no such origin (the roots) wait in a global heap ordered
+chain) unless the global heap holds a task with a strictly longer remaining
+path.  Tasks with no such origin (the roots) wait in a global heap ordered
 by (longest remaining critical path first, then index).  A worker with an
 empty local queue takes from the heap, else steals the oldest entry of the
-longest local queue (ties: the worker added first).  A task whose resource is
+longest local queue (ties: the worker added first).  With ``locality=False``
+every task goes to the heap: pure priority order, which is what makespan
+wants when tasks share no process state.  A task whose resource is
 at its limit is parked until a holder finishes, so it never idles a worker
 while other work is ready.
 
@@ -134,6 +137,7 @@ class Scheduler:
         groups: Sequence[Hashable | None] | None = None,
         priority: Sequence[float] | None = None,
         name: Callable[[int], str] | None = None,
+        locality: bool = True,
     ) -> None:
         if on_failure not in ("skip", "stop", "run"):
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
@@ -141,6 +145,9 @@ class Scheduler:
         self.graph: Final = graph
         self.on_failure: Final = on_failure
         self._name = name or (lambda i: name_of(graph.ids[i]))
+        # Without locality every released task joins the global heap: pure
+        # priority order, the shortest makespan when tasks share no state.
+        self._locality = locality
         crit = graph.critical_path() if priority is None else priority
         # Heap keys: longest remaining path first, then collection order.
         self._key: list[tuple[float, int]] = [(-crit[i], i) for i in range(n)]
@@ -384,7 +391,7 @@ class Scheduler:
             heapq.heappush(self._group_ready[gid], (self._key[i], i))
             if gid not in self._bound_to:
                 self._queue_group(gid)
-        elif origin is not None and origin in self._local:
+        elif origin is not None and self._locality and origin in self._local:
             self._local[origin].append(i)
         else:
             heapq.heappush(self._heap, (self._key[i], 0, i))
@@ -448,18 +455,23 @@ class Scheduler:
     def _pop_free(self, worker: Worker) -> int | None:
         """A ready free task (>= 0) or a startable group (encoded as -gid - 1)."""
         local = self._local[worker]
-        while local:
-            i = local.pop()
-            if self.state[i] is State.READY:
-                return i
+        state = self.state
+        while local and state[local[-1]] is not State.READY:
+            local.pop()
         heap = self._heap
-        while heap:
-            entry = heapq.heappop(heap)
-            _, kind, ident = entry
+        while heap and not self._heap_entry_live(heap[0]):
+            _, kind, ident = heapq.heappop(heap)
             if kind == 1:
                 self._group_queued[ident] = False
-            if self._heap_entry_live(entry):
-                return ident if kind == 0 else -ident - 1
+        # Locality yields to priority: the worker's newest released task is
+        # taken unless the heap holds one with a longer remaining path.
+        if local and (not heap or self._key[local[-1]][0] <= heap[0][0][0]):
+            return local.pop()
+        if heap:
+            _, kind, ident = heapq.heappop(heap)
+            if kind == 1:
+                self._group_queued[ident] = False
+            return ident if kind == 0 else -ident - 1
         # Steal the oldest entry of the longest local queue.
         while True:
             victim = None
