@@ -172,6 +172,15 @@ def _resolve_mark(
                     f"{where}: {getattr(fn, '__qualname__', fn)!r} is not a collected test "
                     "function; pass a test function or its name")))
                 continue
+            places = list(dict.fromkeys(
+                p.nodeid for j in hit if (p := index.items[j].parent) is not None))
+            if len(places) > 1:
+                # The same function object collected in several modules or
+                # classes (imported, or inherited by subclasses).
+                problems.append(Problem(item.nodeid, (
+                    f"{where}: {getattr(fn, '__qualname__', fn)!r} is ambiguous: it is "
+                    f"collected in {' and '.join(places)}; name the test by its node id")))
+                continue
         else:
             problems.append(Problem(item.nodeid, (
                 f"{where}: {target!r} is not a test name or test function; "

@@ -715,3 +715,29 @@ def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester)
     full = run(pytester)
     full.assert_outcomes(failed=1, skipped=1)
     full.stdout.fnmatch_lines(["test_p.py::test_a failed: blocked 1 test"])
+
+
+def test_ambiguous_function_target_is_a_clean_error(pytester: pytest.Pytester) -> None:
+    """A function object collected twice (inherited by a subclass) names two tests."""
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_amb="""
+        class TestA:
+            def test_x(self):
+                mark("x")
+
+
+        class TestB(TestA):
+            pass
+
+
+        @depends_on(TestA.test_x)
+        def test_y():
+            mark("y")
+    """,
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*'TestA.test_x' is ambiguous*TestA and *TestB*"])
+    assert read_log(pytester) == {}
