@@ -1,15 +1,16 @@
 """Run plain callables as a DAG on a fixed thread pool, driven by the scheduler core.
 
-The calling thread owns the :class:`Scheduler` (it is not thread-safe, and
-need not be): pool threads only run task bodies and post ``(index, error)``
-to a queue.  A task is submitted only once it is ready, so no pool thread
-ever blocks on a dependency, and at most ``max_workers`` bodies run at once
-because one pool slot is one scheduler worker.
+The pool runs exactly ``max_workers`` slot loops; one slot is one scheduler
+worker, so at most ``max_workers`` task bodies run at once.  The core is not
+thread-safe, so every call into it happens under one condition lock: a slot
+that finished a task settles it and takes its next one in the same critical
+section (no hand-off to another thread per task), and sleeps on the
+condition only when nothing is ready.  A task is taken only once it is
+ready, so no slot ever blocks on a dependency.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,8 @@ from .scheduler import FailurePolicy, Scheduler
 
 Status = Literal["passed", "failed", "skipped"]
 
-#: How long the driving thread sleeps at most between checks for cancel().
+#: How long an idle slot sleeps at most before it looks again (a bound, not a poll:
+#: completions and cancel() wake it at once).
 _POLL_SECONDS = 0.25
 
 
@@ -85,14 +87,13 @@ class DagScheduler:
         self.on_failure: FailurePolicy = on_failure
         self.limits = dict(limits or {})
         self._cancel = threading.Event()
-        self._events: queue.SimpleQueue[tuple[int, int, BaseException | None, object]] = (
-            queue.SimpleQueue()
-        )
+        self._cond = threading.Condition()
 
     def cancel(self) -> None:
         """Stop admitting tasks (from any thread); running ones finish, the rest skip."""
-        self._cancel.set()
-        self._events.put((-1, -1, None, None))  # wake the driving thread
+        with self._cond:
+            self._cancel.set()
+            self._cond.notify_all()  # wake idle slots so they see it
 
     def execute(self) -> dict[Hashable, TaskResult]:
         """Run every task; return once each is terminal, keyed by task id."""
@@ -106,49 +107,49 @@ class DagScheduler:
         )
         errors: dict[int, BaseException] = {}
         values: dict[int, object] = {}
-        events = self._events
-        idle = list(range(self.max_workers - 1, -1, -1))
-        for slot in idle:
+        cond = self._cond
+        cancel = self._cancel
+        for slot in range(self.max_workers):
             sched.add_worker(slot)
 
-        def run(index: int, slot: int) -> None:
-            fn = tasks[index].fn
-            try:
-                value = fn()
-            except BaseException as exc:  # recorded, never lost: the run goes on
-                events.put((index, slot, exc, None))
-            else:
-                events.put((index, slot, None, value))
-
-        with ThreadPoolExecutor(self.max_workers, thread_name_prefix="dagorder") as pool:
-            while not sched.done:
-                if self._cancel.is_set() and sched.stopped is None:
-                    sched.stop("cancelled")
-                while idle:
-                    got = sched.take(idle[-1])
-                    if not got:
-                        break
-                    pool.submit(run, got[0], idle.pop())
-                if sched.done:
-                    break
-                try:
-                    event = events.get(timeout=_POLL_SECONDS)
-                except queue.Empty:
-                    continue
-                while True:
-                    index, slot, exc, value = event
+        def slot_loop(slot: int) -> None:
+            # One pool slot = one scheduler worker.  After a task the slot
+            # settles it and takes its next one under the lock, with no
+            # hand-off to another thread; it sleeps only when nothing is ready.
+            index = -1
+            error: BaseException | None = None
+            value: object = None
+            while True:
+                with cond:
                     if index >= 0:
-                        idle.append(slot)
-                        if exc is None:
+                        if error is None:
                             values[index] = value
                             sched.finished(index, "passed")
                         else:
-                            errors[index] = exc
+                            errors[index] = error
                             sched.finished(index, "failed")
-                    try:
-                        event = events.get_nowait()
-                    except queue.Empty:
-                        break
+                        if sched.ready_count or sched.done:
+                            cond.notify_all()
+                    while True:
+                        if cancel.is_set() and sched.stopped is None:
+                            sched.stop("cancelled")
+                            cond.notify_all()
+                        if sched.done:
+                            return
+                        got = sched.take(slot)
+                        if got:
+                            index = got[0]
+                            break
+                        cond.wait(_POLL_SECONDS)
+                try:
+                    value, error = tasks[index].fn(), None
+                except BaseException as exc:  # recorded, never lost: the run goes on
+                    value, error = None, exc
+
+        with ThreadPoolExecutor(self.max_workers, thread_name_prefix="dagorder") as pool:
+            futures = [pool.submit(slot_loop, slot) for slot in range(self.max_workers)]
+            for future in futures:
+                future.result()  # slot_loop never raises; this only waits
         ids = self.graph.ids
         result: dict[Hashable, TaskResult] = {}
         for i, task_id in enumerate(ids):

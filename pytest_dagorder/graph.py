@@ -30,6 +30,11 @@ from .errors import (
     UnknownDependencyError,
 )
 
+
+class _CycleFound(Exception):
+    """Raised by the constructor when the edges are not acyclic (build() then reports)."""
+
+
 #: Duration assumed for a task with no estimate when others have none either.
 DEFAULT_DURATION = 1.0
 
@@ -46,6 +51,8 @@ class Graph:
 
     __slots__ = (
         "_critical",
+        "_order",
+        "_topo",
         "after",
         "dependents",
         "durations",
@@ -53,7 +60,6 @@ class Graph:
         "ids",
         "index",
         "requires",
-        "topo",
     )
 
     def __init__(
@@ -83,15 +89,36 @@ class Graph:
         self.durations: tuple[float, ...] = tuple(
             fallback if d is None else float(d) for d in durations
         )
-        order = _stable_topological_order(n, self.requires, self.after, self.dependents,
-                                          self.followers)
-        if len(order) != n:  # pragma: no cover - build() rejects cycles first
-            raise CycleError(_find_cycles(n, self.requires, self.after)[0])
-        self.topo: tuple[int, ...] = tuple(order)
+        # Any topological order (a stack, no heap): the acyclicity proof, and
+        # the order critical paths are computed in.  The stable order that
+        # serial runs need is derived only when asked for (``topo``).
+        indegree = [len(self.requires[i]) + len(self.after[i]) for i in range(n)]
+        stack = [i for i in range(n) if not indegree[i]]
+        order: list[int] = []
+        while stack:
+            i = stack.pop()
+            order.append(i)
+            for succ in (dependents[i], followers[i]):
+                for d in succ:
+                    indegree[d] -= 1
+                    if not indegree[d]:
+                        stack.append(d)
+        if len(order) != n:
+            raise _CycleFound
+        self._order = order
+        self._topo: tuple[int, ...] | None = None
         self._critical: tuple[float, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def topo(self) -> tuple[int, ...]:
+        """The stable topological order: among tasks free to go, the lowest index first."""
+        if self._topo is None:
+            self._topo = tuple(_stable_topological_order(
+                len(self.ids), self.requires, self.after, self.dependents, self.followers))
+        return self._topo
 
     @property
     def edge_count(self) -> int:
@@ -155,18 +182,21 @@ class Graph:
         if missing:
             problems.append(UnknownDependencyError(missing))
         problems.extend(SelfDependencyError(t) for t in selfdeps)
+        if not problems:
+            dur: list[float | None] = [None] * n
+            if durations:
+                for task_id, d in durations.items():
+                    i = index.get(task_id)
+                    if i is not None:
+                        dur[i] = d
+            try:
+                return cls(ids, requires, after_lists, dur)  # proves acyclicity on the way
+            except _CycleFound:
+                pass
         if not duplicates:
             cycles = _find_cycles(n, requires, after_lists)
             problems.extend(CycleError([ids[i] for i in c]) for c in cycles)
-        if problems:
-            raise DependencyError.combine(problems)
-        dur: list[float | None] = [None] * n
-        if durations:
-            for task_id, d in durations.items():
-                i = index.get(task_id)
-                if i is not None:
-                    dur[i] = d
-        return cls(ids, requires, after_lists, dur)
+        raise DependencyError.combine(problems)
 
     def critical_path(self) -> tuple[float, ...]:
         """Per task: the longest sum of durations from it to any sink, itself included.
@@ -175,7 +205,7 @@ class Graph:
         """
         if self._critical is None:
             crit = list(self.durations)
-            for i in reversed(self.topo):
+            for i in reversed(self._order):
                 best = 0.0
                 for d in self.dependents[i]:
                     if crit[d] > best:
@@ -202,7 +232,7 @@ class Graph:
     def longest_chain(self) -> int:
         """Number of tasks on the longest dependency chain (0 for an empty graph)."""
         depth = [1] * len(self.ids)
-        for i in self.topo:
+        for i in self._order:
             for p in (*self.requires[i], *self.after[i]):
                 if depth[p] + 1 > depth[i]:
                     depth[i] = depth[p] + 1

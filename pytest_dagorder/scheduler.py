@@ -164,7 +164,9 @@ class Scheduler:
         self._workers: dict[Worker, int] = {}
         self._local: dict[Worker, deque[int]] = {}
         self._running_on: dict[Worker, set[int]] = {}
-        self._heap: list[tuple[tuple[float, int], int, int]] = []  # (key, kind, id)
+        # Flat entries (-critical path, index, kind, id): flat tuples compare
+        # faster than nested ones, and this heap is the hot path.
+        self._heap: list[tuple[float, int, int, int]] = []
         # Resources.
         self._res: list[tuple[str, ...]] = (
             [tuple(dict.fromkeys(r)) for r in resources] if resources else [()] * n
@@ -394,16 +396,16 @@ class Scheduler:
         elif origin is not None and self._locality and origin in self._local:
             self._local[origin].append(i)
         else:
-            heapq.heappush(self._heap, (self._key[i], 0, i))
+            heapq.heappush(self._heap, (*self._key[i], 0, i))
 
     def _queue_group(self, gid: int) -> None:
         ready = self._group_ready[gid]
         if ready and not self._group_queued[gid] and gid not in self._bound_to:
             self._group_queued[gid] = True
-            heapq.heappush(self._heap, (ready[0][0], 1, gid))
+            heapq.heappush(self._heap, (*ready[0][0], 1, gid))
 
-    def _heap_entry_live(self, entry: tuple[tuple[float, int], int, int]) -> bool:
-        _, kind, ident = entry
+    def _heap_entry_live(self, entry: tuple[float, int, int, int]) -> bool:
+        kind, ident = entry[2], entry[3]
         if kind == 0:
             return self.state[ident] is State.READY
         # Drop entries of members that ended while queued (a "deselected" report):
@@ -441,7 +443,7 @@ class Scheduler:
             if i < 0:  # a group entry: bind it and take from it
                 self._bind(-i - 1, worker)
                 continue
-            if self._fits(i):
+            if not self._res[i] or self._fits(i):
                 return i
 
     def _pop_group(self, gid: int) -> int | None:
@@ -459,16 +461,20 @@ class Scheduler:
         while local and state[local[-1]] is not State.READY:
             local.pop()
         heap = self._heap
-        while heap and not self._heap_entry_live(heap[0]):
-            _, kind, ident = heapq.heappop(heap)
+        while heap:
+            top = heap[0]
+            # Inline test for the common entry (a free task) - this is the hot path.
+            if state[top[3]] is State.READY if top[2] == 0 else self._heap_entry_live(top):
+                break
+            _, _, kind, ident = heapq.heappop(heap)
             if kind == 1:
                 self._group_queued[ident] = False
         # Locality yields to priority: the worker's newest released task is
         # taken unless the heap holds one with a longer remaining path.
-        if local and (not heap or self._key[local[-1]][0] <= heap[0][0][0]):
+        if local and (not heap or self._key[local[-1]][0] <= heap[0][0]):
             return local.pop()
         if heap:
-            _, kind, ident = heapq.heappop(heap)
+            _, _, kind, ident = heapq.heappop(heap)
             if kind == 1:
                 self._group_queued[ident] = False
             return ident if kind == 0 else -ident - 1
