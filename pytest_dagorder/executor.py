@@ -73,15 +73,18 @@ class DagScheduler:
             raise ValueError(f"max_workers must be at least 1, not {max_workers}")
         self._tasks = list(tasks)
         for t in self._tasks:
-            for field_name in ("deps", "after", "resources"):
-                if isinstance(getattr(t, field_name), str):
-                    raise TypeError(
-                        f"task {t.id!r}: {field_name} must be a sequence of names, not a string"
-                    )
+            if isinstance(t.deps, str) or isinstance(t.after, str) or isinstance(
+                t.resources, str
+            ):
+                field_name = next(f for f in ("deps", "after", "resources")
+                                  if isinstance(getattr(t, f), str))
+                raise TypeError(
+                    f"task {t.id!r}: {field_name} must be a sequence of names, not a string"
+                )
         self.graph = Graph.build(
             ((t.id, t.deps) for t in self._tasks),
             after={t.id: t.after for t in self._tasks if t.after},
-            durations={t.id: t.duration for t in self._tasks},
+            durations={t.id: t.duration for t in self._tasks if t.duration is not None},
         )
         self.max_workers = max_workers
         self.on_failure: FailurePolicy = on_failure

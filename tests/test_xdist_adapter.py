@@ -551,13 +551,18 @@ def test_crash_puts_the_other_tests_it_held_back_for_the_other_node(harness: Any
 def test_crash_in_a_barrier_blames_no_test(harness: Any) -> None:
     """Teardown past the barrier crashed: no real test was running there."""
     h: Harness = harness(make_payload(CHAIN))
-    n1, _ = h.start("gw0", "gw1")
+    n1, n2 = h.start("gw0", "gw1")
     h.run(n1, "a")
-    assert n1.queue[0] == h.barrier
+    assert n1.queue == [h.barrier, h.index("b"), h.barrier]
     assert h.remove(n1) is None
-    # b goes back to ready; with no node left in its group it waits for a new one.
+    # b had not started: it goes to the other node, nothing is skipped.
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["b", None]]}
     assert not h.recorder.skipped()
-    assert not h.sched.tests_finished
+    h.run_reports(n2, "b")
+    h.complete(n2, h.index("b"))
+    h.pass_barrier(n2)
+    h.run_reports(n2, "c")
+    assert h.sched.tests_finished
 
 
 def test_normal_finish_remove_node_returns_none(harness: Any) -> None:
@@ -789,6 +794,46 @@ def test_an_initial_node_with_another_collection_gets_no_work(harness: Any) -> N
     assert n1.sends
 
 
+# ------------------------------------------------------------------ groups and deselection
+
+
+def test_an_xdist_group_binds_tests_of_different_modules_to_one_node(harness: Any) -> None:
+    spec = {"a": "", "b": "", "c": "", "d": ""}
+    payload = make_payload(spec, modules={"a": "test_x.py", "c": "test_y.py"},
+                           groups={"a": "db", "c": "db"})
+    h: Harness = harness(payload, "--dag-affinity=none")
+    n1, n2 = h.start("gw0", "gw1")
+    while not h.sched.tests_finished:
+        for node in (n1, n2):
+            if len(node.queue) >= 2:
+                head = node.queue[0]
+                if head == h.barrier:
+                    h.pass_barrier(node)
+                else:
+                    h.run(node, str(h.name(head)))
+    holders = [n for n in (n1, n2) if h.index("a") in n.sent]
+    assert len(holders) == 1
+    assert h.index("c") in holders[0].sent
+
+
+def test_a_deselected_prerequisite_skips_its_dependent_with_a_hint(harness: Any) -> None:
+    payload = make_payload({"a": "", "b": "a"})
+    # The worker's graph lists deselected prerequisites after the tests of the run.
+    z = nodeid("z")
+    payload["graph"]["ids"].append(z)
+    payload["graph"]["requires"] = [[], [2], []]
+    payload["graph"]["after"] = [[], [], []]
+    h: Harness = harness(payload, "--dag-affinity=none")
+    n1, n2 = h.start("gw0", "gw1")
+    assert h.recorder.skipped() == {
+        nodeid("b"): "prerequisite test_z was deselected; add --dag-with-prerequisites to run it",
+    }
+    assert z not in {r.nodeid for r in h.recorder.reports}, "a deselected test is not reported"
+    assert h.sends() == {"gw0": [["a", None]], "gw1": []}
+    h.run_reports(n1, "a")
+    assert h.sched.tests_finished
+
+
 # ------------------------------------------------------------------ through config.hook
 
 
@@ -913,7 +958,7 @@ def dags(draw: st.DrawFn) -> tuple[Payload, dict[str, Outcome]]:
     return make_payload(spec, after=after, modules=modules), outcomes
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=1500, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     case=dags(),
@@ -921,6 +966,7 @@ def dags(draw: st.DrawFn) -> tuple[Payload, dict[str, Outcome]]:
     policy=st.sampled_from(["skip", "run"]),
     seed=st.integers(0, 2**16),
     fast=st.booleans(),
+    crash_at=st.one_of(st.none(), st.integers(0, 12)),
 )
 def test_any_dag_runs_to_the_end_without_deadlock(
     pytester: pytest.Pytester,
@@ -929,6 +975,7 @@ def test_any_dag_runs_to_the_end_without_deadlock(
     policy: Literal["skip", "run"],
     seed: int,
     fast: bool,
+    crash_at: int | None,
 ) -> None:
     payload, outcomes = case
     recorder = Recorder()
@@ -937,9 +984,26 @@ def test_any_dag_runs_to_the_end_without_deadlock(
     rng = random.Random(seed)
     nodes = h.start("gw0", "gw1")
     ran: list[str] = []
-    for _ in range(10 * len(h.ids) + 10):
+    crashed: list[str] = []
+    for step in range(10 * len(h.ids) + 10):
         if h.sched.tests_finished:
             break
+        if step == crash_at:
+            # A worker dies (os._exit) while running the head of its queue.
+            victim = rng.choice(nodes)
+            head = victim.queue[0] if victim.queue else None
+            item = h.remove(victim)
+            if head is None or head == h.barrier:
+                assert item is None
+            else:
+                assert item == h.ids[head]
+                crashed.append(item)
+                h.report(victim, str(h.name(head)), "???", "failed", "worker crashed")
+            nodes.remove(victim)
+            replacement = h.add(f"gw{step + 2}")
+            h.schedule()
+            nodes.append(replacement)
+            continue
         runnable = [n for n in nodes if len(n.queue) >= 2]
         assert runnable, f"deadlock: queues {[n.queue for n in nodes]}"
         node = rng.choice(runnable)
@@ -951,7 +1015,7 @@ def test_any_dag_runs_to_the_end_without_deadlock(
             ran.append(name)
             h.run(node, name, outcomes[name], duration=0.0 if fast else 1.0)
     assert h.sched.tests_finished
-    assert len(ran) + len(recorder.skipped()) == len(h.ids)
+    assert len(ran) + len(crashed) + len(recorder.skipped()) == len(h.ids)
     g = payload["graph"]
     for k, reqs in enumerate(g["requires"]):
         name = h.ids[k].rsplit("::test_", 1)[1]
@@ -961,7 +1025,8 @@ def test_any_dag_runs_to_the_end_without_deadlock(
             pos = ran.index(name)
             assert all(p not in ran or ran.index(p) < pos for p in prereqs)
         if policy == "skip" and any(
-            outcomes[h.ids[p].rsplit("::test_", 1)[1]] != "passed" or h.ids[p] in recorder.skipped()
+            outcomes[h.ids[p].rsplit("::test_", 1)[1]] != "passed"
+            or h.ids[p] in recorder.skipped() or h.ids[p] in crashed
             for p in reqs
         ):
             assert name not in ran
