@@ -58,7 +58,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Final, Literal, final
 
@@ -115,7 +115,9 @@ class Skip:
 
     ``prerequisite`` is the direct prerequisite that did not pass and ``root``
     the task whose own outcome (``root_outcome``) started it; both are None
-    for a stop or a cancellation.
+    for a stop or a cancellation.  ``remote``: the task had been handed out
+    speculatively, so the worker holding it skips it itself (with this same
+    reason, see :func:`blocked_skip`); the driver must not report it twice.
     """
 
     task: int
@@ -123,6 +125,33 @@ class Skip:
     prerequisite: int | None
     root: int | None
     root_outcome: str | None
+    remote: bool = False
+
+
+def blocked_skip(
+    task: int,
+    prereq: int,
+    prereq_outcome: str | None,
+    upstream: Skip | None,
+    name: Callable[[int], str],
+) -> Skip:
+    """Why ``task`` is skipped because ``prereq`` did not pass.
+
+    ``upstream`` is the skip decision of ``prereq`` itself, if it was
+    skipped rather than run.  A pure function, shared by the core and by a
+    worker that gates speculatively sent tasks, so both word it alike.
+    """
+    p = name(prereq)
+    if upstream is not None:
+        if upstream.root is None:
+            return Skip(task, f"prerequisite {p} was skipped: {upstream.reason}", prereq,
+                        None, None)
+        root, outcome = upstream.root, upstream.root_outcome
+        assert outcome is not None
+        reason = f"prerequisite {p} was skipped: {name(root)} {_PHRASES[outcome]}"
+        return Skip(task, reason, prereq, root, outcome)
+    outcome = prereq_outcome or "not run"
+    return Skip(task, f"prerequisite {p} {_PHRASES[outcome]}", prereq, prereq, outcome)
 
 
 @final
@@ -157,6 +186,7 @@ class Scheduler:
         self.where: dict[int, Worker] = {}  # running task -> worker
         self._pending = [len(graph.requires[i]) + len(graph.after[i]) for i in range(n)]
         self._terminal_count = 0
+        self._spec: set[int] = set()  # handed out speculatively (see take())
         self._ready_count = 0
         self._new_skips: list[Skip] = []
         self._stopped: str | None = None
@@ -263,6 +293,11 @@ class Scheduler:
         for i in back:
             del self.where[i]
             self._release_resources(i)
+            self._spec.discard(i)
+            if self._pending[i]:
+                # Handed out speculatively, its prerequisites still open.
+                self.state[i] = State.WAITING
+                continue
             self.state[i] = State.READY
             self._ready_count += 1
             self._enqueue(i, None)
@@ -291,8 +326,18 @@ class Scheduler:
             self._bind(gid, worker)
         self._start(task, worker)
 
-    def take(self, worker: Worker, limit: int = 1) -> list[int]:
-        """Up to ``limit`` READY tasks for ``worker``, now RUNNING there."""
+    def take(self, worker: Worker, limit: int = 1, *, speculate: bool = False) -> list[int]:
+        """Up to ``limit`` READY tasks for ``worker``, now RUNNING there.
+
+        With ``speculate`` (policy ``skip`` only), a worker bound to a group
+        also gets group tasks whose only open prerequisites are running on
+        that same worker: it runs them in the order given, so it knows those
+        outcomes first and must skip such a task itself when one did not
+        pass (see :class:`Skip`.remote).  This saves a round trip per test
+        along a chain.
+        """
+        if speculate and self.on_failure != "skip":
+            raise ValueError("speculative hand-out needs on_failure='skip'")
         out: list[int] = []
         while len(out) < limit and self._stopped is None:
             i = self._next_for(worker)
@@ -300,6 +345,39 @@ class Scheduler:
                 break
             self._start(i, worker)
             out.append(i)
+        if speculate and len(out) < limit and self._stopped is None:
+            gid = self._bound.get(worker)
+            if gid is not None:
+                out += self._speculate(worker, gid, limit - len(out))
+        return out
+
+    def _speculate(self, worker: Worker, gid: int, limit: int) -> list[int]:
+        """Group tasks whose open prerequisites all run on ``worker`` (see :meth:`take`)."""
+        g, state, where = self.graph, self.state, self.where
+        frontier = sorted(self._running_on[worker], key=self._key.__getitem__)
+        out: list[int] = []
+        k = 0
+        while k < len(frontier) and len(out) < limit:
+            r = frontier[k]
+            k += 1
+            for d in sorted((*g.dependents[r], *g.followers[r]), key=self._key.__getitem__):
+                if (len(out) >= limit or state[d] is not State.WAITING
+                        or self._group_of[d] != gid or self._res[d]):
+                    continue
+                ok = all(state[p] is State.PASSED
+                         or (state[p] is State.RUNNING and where.get(p) == worker)
+                         for p in g.requires[d])
+                ok = ok and all(state[p].terminal
+                                or (state[p] is State.RUNNING and where.get(p) == worker)
+                                for p in g.after[d])
+                if not ok:
+                    continue
+                state[d] = State.RUNNING
+                where[d] = worker
+                self._running_on[worker].add(d)
+                self._spec.add(d)
+                out.append(d)
+                frontier.append(d)
         return out
 
     def finished(self, task: int, outcome: str) -> bool:
@@ -534,6 +612,11 @@ class Scheduler:
                 continue
             if states[i] is State.READY:
                 self._ready_count -= 1
+            elif i in self._spec:
+                self._spec.discard(i)
+                if st is State.SKIPPED:  # skipped while held by a worker
+                    w = self.where.pop(i)
+                    self._running_on[w].discard(i)
             states[i] = st
             self._terminal_count += 1
             gid = self._group_of[i]
@@ -580,18 +663,11 @@ class Scheduler:
 
     def _blocked(self, task: int, prereq: int) -> Skip:
         """Why ``task`` is skipped because ``prereq`` did not pass."""
-        p = self._name(prereq)
-        skip = self.skips.get(prereq)
-        if skip is not None:
-            if skip.root is None:
-                return Skip(task, f"prerequisite {p} was skipped: {skip.reason}", prereq,
-                            None, None)
-            root, outcome = skip.root, skip.root_outcome
-            assert outcome is not None
-            reason = f"prerequisite {p} was skipped: {self._name(root)} {_PHRASES[outcome]}"
-            return Skip(task, reason, prereq, root, outcome)
-        outcome = self.outcome[prereq] or "not run"
-        return Skip(task, f"prerequisite {p} {_PHRASES[outcome]}", prereq, prereq, outcome)
+        skip = blocked_skip(task, prereq, self.outcome[prereq], self.skips.get(prereq),
+                            self._name)
+        if task in self._spec:
+            skip = replace(skip, remote=True)
+        return skip
 
     def _record_skip(self, skip: Skip) -> None:
         self.skips[skip.task] = skip
@@ -628,8 +704,19 @@ class Scheduler:
                 _check(self._pending[i] == expected,
                        f"task {i}: pending {self._pending[i]} != {expected}")
                 _check(self._pending[i] >= 0, f"task {i}: negative pending")
-            if st in (State.READY, State.RUNNING):
+            if st is State.RUNNING and i in self._spec:
+                w = self.where.get(i)
+                for p in (*g.requires[i], *g.after[i]):
+                    ps = self.state[p]
+                    _check(ps.terminal or (ps is State.RUNNING and self.where.get(p) == w),
+                           f"speculative task {i} waits on {p}, not running on its worker")
+                    if p in g.requires[i]:
+                        _check(ps in (State.PASSED, State.RUNNING),
+                               f"speculative task {i} held although {p} did not pass")
+            elif st in (State.READY, State.RUNNING):
                 _check(expected == 0, f"task {i} is {st.value} with prerequisites left")
+            if st is not State.RUNNING:
+                _check(i not in self._spec, f"task {i} is {st.value} but marked speculative")
             if st is State.RUNNING:
                 _check(i in self.where, f"running task {i} has no worker")
             else:

@@ -1014,3 +1014,100 @@ def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> N
         sched.finished(running[0], "passed")
         sched.validate()
     assert sched.outcome == ["passed"] * len(graph)
+
+
+# -- speculative hand-out ---------------------------------------------------------
+
+
+def test_speculation_hands_out_a_chain_to_its_bound_worker() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b", "x": ""}, groups={"a": "G", "b": "G", "c": "G"},
+               workers=["w0"])
+    s = d.sched
+    # The group outranks the free task x (a heads a path of three).
+    got = s.take("w0", 3, speculate=True)
+    assert d.names(got) == ["a", "b", "c"]
+    s.validate()
+    # b fails on the worker: c was handed out, so its skip is the worker's to report.
+    assert s.finished(d.i("a"), "passed")
+    assert s.finished(d.i("b"), "failed")
+    s.validate()
+    skip = s.skips[d.i("c")]
+    assert skip.remote and skip.reason == "prerequisite b failed"
+    assert d.i("c") not in s.where
+
+
+def test_speculation_only_for_a_bound_worker_and_open_prerequisites_on_it() -> None:
+    d = Driver({"a": "", "b": "a", "c": ""}, workers=["w0"])
+    # No groups: nothing is handed out before it is ready.
+    assert d.names(d.sched.take("w0", 3, speculate=True)) == ["a", "c"]
+
+
+def test_speculated_task_of_a_removed_worker_waits_again() -> None:
+    d = Driver({"a": "", "b": "a"}, groups={"a": "G", "b": "G"}, workers=["w0"])
+    s = d.sched
+    assert len(s.take("w0", 2, speculate=True)) == 2
+    assert s.remove_worker("w0") == [d.i("a"), d.i("b")]
+    s.validate()
+    assert s.state[d.i("a")] is State.READY and s.state[d.i("b")] is State.WAITING
+
+
+def test_speculation_needs_the_skip_policy() -> None:
+    d = Driver({"a": ""}, on_failure="stop", workers=["w0"])
+    with pytest.raises(ValueError, match="on_failure='skip'"):
+        d.sched.take("w0", 1, speculate=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(), st.data())
+def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
+    """Workers run what they got in order; a held task whose prerequisite failed
+    is skipped by the worker itself (remote), everything else ran after its
+    prerequisites passed, and the outcome equals the non-speculative rule."""
+    graph = case.graph()
+    n = len(graph)
+    sched = Scheduler(graph, on_failure="skip", resources=case.resources, limits=case.limits,
+                      groups=case.groups)
+    workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
+    for w in workers:
+        sched.add_worker(w)
+    fifo: dict[str, list[int]] = {w: [] for w in workers}
+    ran_on: dict[int, str] = {}
+    events: dict[int, str] = {}
+    dispatched = dict.fromkeys(range(n), 0)
+    guard = 0
+    while not sched.done:
+        guard += 1
+        assert guard < 60 * n + 60, "run does not terminate"
+        w = data.draw(st.sampled_from(workers), label="worker")
+        if not fifo[w] or data.draw(st.booleans(), label="take"):
+            got = sched.take(w, data.draw(st.integers(1, 4), label="limit"), speculate=True)
+            for t in got:
+                assert sched.where[t] == w
+                dispatched[t] += 1
+            fifo[w].extend(got)
+        if not any(fifo.values()):
+            got_any = [t for v in workers for t in sched.take(v, 1, speculate=True)]
+            assert got_any, "stuck: nothing held, nothing handed out"
+            for t in got_any:
+                dispatched[t] += 1
+                fifo[str(sched.where[t])].append(t)
+        held = [v for v in workers if fifo[v]]
+        if held:
+            w = data.draw(st.sampled_from(held), label="runner")
+            t = fifo[w].pop(0)
+            if sched.state[t].terminal:
+                skip = sched.skips[t]
+                assert skip.remote and skip.prerequisite is not None
+                assert ran_on.get(skip.prerequisite) == w or (
+                    sched.skips.get(skip.prerequisite, skip).remote)
+                continue
+            for p in graph.requires[t]:
+                assert sched.state[p] is State.PASSED, (t, p)
+            for p in graph.after[t]:
+                assert sched.state[p].terminal, (t, p)
+            outcome = data.draw(st.sampled_from(["passed"] * 4 + ["failed"]), label="outcome")
+            assert sched.finished(t, outcome)
+            ran_on[t] = w
+            events[t] = outcome
+        sched.validate()
+    check_end(Run(graph, sched, dispatched, dict.fromkeys(range(n), 0), events), "skip")
