@@ -59,24 +59,32 @@ class DagRun:
             return skip.reason + DESELECTED_HINT
         return skip.reason
 
-    def pop_skips(self) -> list[tuple[int, str]]:
-        """New skip decisions for tests of the run, with their final wording.
+    def pop_skips(self) -> list[tuple[int, str, bool]]:
+        """New skip decisions for tests of the run: (index, wording, remote).
 
-        The caller reports each of them (they count as reported from here on).
+        The caller reports each of them, except ``remote`` ones, which the
+        worker holding the test reports itself (they count as reported from
+        here on).
         """
-        out = [(s.task, self.reason(s)) for s in self.sched.pop_skipped() if s.task < self.n_run]
-        self.reported.update(i for i, _ in out)
+        out = [(s.task, self.reason(s), s.remote)
+               for s in self.sched.pop_skipped() if s.task < self.n_run]
+        self.reported.update(i for i, _, _ in out)
         return out
 
-    def record(self, report: pytest.TestReport) -> bool:
-        """Feed a report; True if it settled a test the core did not know the end of."""
+    def record(self, report: pytest.TestReport) -> int | None:
+        """Feed a report; the test's index once its last report arrived, else None.
+
+        The core learns the outcome then (a test it had already settled, as a
+        skip, keeps that).
+        """
         i = self.index.get(report.nodeid)
         if i is None:
-            return False
+            return None
         word = self.tracker.feed(report)
         if word is None:
-            return False
-        return self.sched.finished(i, word)
+            return None
+        self.sched.finished(i, word)
+        return i
 
     def summary_lines(self) -> list[str]:
         """One line per root cause: what it was and how many tests it blocked."""

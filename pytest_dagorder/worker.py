@@ -26,8 +26,11 @@ from typing import Any
 
 import pytest
 
+from .outcomes import OutcomeTracker
 from .planning import Plan
-from .plugin import collect_plan
+from .plugin import FAILURE_POLICIES, collect_plan, setting, skip_here
+from .run import short_name
+from .scheduler import Skip, blocked_skip
 
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
@@ -81,6 +84,14 @@ class DagWorker:
         self.plan: Plan | None = None
         self.last_real: pytest.Item | None = None
         self._below: dict[int, list[pytest.Item]] = {}
+        # Gating of speculatively sent tests (see Scheduler.take): outcomes
+        # of the tests this worker ran, in the order they ended.
+        self.gating = setting(config, "on_failure", FAILURE_POLICIES) == "skip"
+        self.tracker = OutcomeTracker()
+        self.outcome: dict[int, str] = {}
+        self.ended: dict[int, int] = {}
+        self.local_skips: dict[int, Skip] = {}
+        self.index: dict[str, int] = {}
         relay = config.pluginmanager.hook
         # The one pluggy detail we depend on: HookRelay holds hook callers as
         # plain attributes, which is how xdist's worker loop looks them up.
@@ -101,6 +112,7 @@ class DagWorker:
         # Runs before xdist's own hook sends "collectionfinish" on the same
         # connection, so the controller has the graph when it needs it.
         items = list(session.items)
+        self.index = {it.nodeid: k for k, it in enumerate(items)}
         if self.channel is not None:
             self.channel.send(self._payload(items))
         result = yield
@@ -112,6 +124,39 @@ class DagWorker:
             # After xdist sent the ids: the barrier's index is past every real test.
             session.items.append(Barrier.from_parent(session, name=BARRIER_NAME))
         return result
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Skip, before its fixtures, a test sent ahead whose prerequisite failed here.
+
+        The controller hands a group's chain out ahead only to the worker that
+        runs the open prerequisites, so this worker knows their outcomes first;
+        the wording is the core's (:func:`blocked_skip`), and the controller,
+        which made the same decision, leaves the report to this worker.
+        """
+        graph = self.plan.graph if self.plan is not None else None
+        if not self.gating or graph is None:
+            return
+        i = self.index.get(item.nodeid)
+        if i is None:
+            return
+        failed = [p for p in graph.requires[i] if self.outcome.get(p, "passed") != "passed"]
+        if not failed:
+            return
+        p = min(failed, key=self.ended.__getitem__)
+        skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p),
+                            lambda k: short_name(str(graph.ids[k])))
+        self.local_skips[i] = skip
+        skip_here(skip.reason)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        i = self.index.get(report.nodeid)
+        if i is None:
+            return
+        word = self.tracker.feed(report)
+        if word is not None and i not in self.outcome:  # a later teardown error keeps it
+            self.outcome[i] = word
+            self.ended[i] = len(self.ended)
 
     def _index_scopes(self, items: list[pytest.Item]) -> None:
         """Remember up to two items below every collector, for :meth:`stand_in`."""

@@ -120,6 +120,11 @@ class DagScheduling:
         self.aborted = False
         self.avg_duration = FAST_TEST  # unknown yet: start with the careful depth
         self.core_workers: set[Any] = set()  # nodes the core knows, by identity
+        # Tests skipped while a worker held them: (that worker, reason) until
+        # the worker's own SKIPPED report for them arrives.
+        self.awaiting: dict[int, tuple[Any, str]] = {}
+        # Speculative hand-out needs workers to gate, which they do under "skip".
+        self.speculate = controller.policy == "skip"
 
     # -- xdist's protocol ---------------------------------------------------
 
@@ -191,9 +196,14 @@ class DagScheduling:
             self.core_workers.discard(node)
             for i in sched.remove_worker(node):
                 self.running_at.pop(i, None)
+        self._emit_skips()
+        # Skips its worker was to report itself: nobody else will now.
+        for i, (holder, reason) in list(self.awaiting.items()):
+            if holder is node:
+                del self.awaiting[i]
+                self._report_skip(i, reason)
         for i in [i for i, n in self.running_at.items() if n is node]:
             del self.running_at[i]
-        self._emit_skips()
         self._dispatch()
         return None if crashed is None else run.nodeids[crashed]
 
@@ -258,9 +268,12 @@ class DagScheduling:
 
     def on_report(self, report: pytest.TestReport) -> None:
         run = self.run
-        if run is None or not run.record(report):
+        if run is None:
             return
-        i = run.index[report.nodeid]
+        i = run.record(report)
+        if i is None:
+            return
+        self.awaiting.pop(i, None)
         node = self.running_at.pop(i, None)
         if node is not None and node in self.inflight:
             self.inflight[node] -= 1
@@ -271,19 +284,28 @@ class DagScheduling:
         run = self.run
         if run is None:
             return
+        for i, reason, remote in run.pop_skips():
+            if remote:
+                # Handed out speculatively: its worker skips it and reports that.
+                self.awaiting[i] = (self.running_at.get(i), reason)
+            else:
+                self._report_skip(i, reason)
+
+    def _report_skip(self, i: int, reason: str) -> None:
+        """Report test ``i`` SKIPPED from the controller, as a worker would have."""
+        assert self.run is not None
         hook = self.config.hook
-        for i, reason in run.pop_skips():
-            nodeid = run.nodeids[i]
-            loc = self.locations[i]
-            now = time.time()
-            line = (loc[1] or 0) + 1
-            hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
-            hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid, loc, {}, "skipped", (loc[0], line, f"Skipped: {reason}"), "setup",
-                (), 0.0, now, now))
-            hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
-            hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
+        nodeid = self.run.nodeids[i]
+        loc = self.locations[i]
+        now = time.time()
+        line = (loc[1] or 0) + 1
+        hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
+        hook.pytest_runtest_logreport(report=pytest.TestReport(
+            nodeid, loc, {}, "skipped", (loc[0], line, f"Skipped: {reason}"), "setup",
+            (), 0.0, now, now))
+        hook.pytest_runtest_logreport(report=pytest.TestReport(
+            nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
+        hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
 
     def _dispatch(self) -> None:
         run = self.run
@@ -295,21 +317,27 @@ class DagScheduling:
                  and n not in self.unusable]
         if not nodes:
             return
+        spec = self.speculate
         # First every idle worker gets work, then busy ones are topped up.
         for node in nodes:
             if self.inflight[node] == 0:
-                self._send(node, sched.take(node, self._share(len(nodes))))
+                self._send(node, sched.take(node, self._want(node, len(nodes)), speculate=spec))
         for node in nodes:
             have = self.inflight[node]
-            want = self._share(len(nodes))
+            want = self._want(node, len(nodes))
             if 0 < have < LOW_WATER and have < want:
-                self._send(node, sched.take(node, want - have))
+                self._send(node, sched.take(node, want - have, speculate=spec))
         self._emit_skips()
 
-    def _share(self, n_nodes: int) -> int:
+    def _want(self, node: Any, n_nodes: int) -> int:
+        """How many real tests ``node`` should have in flight."""
         assert self.run is not None
-        depth = FAST_PIPELINE if self.avg_duration < FAST_TEST else MAX_PIPELINE
-        return max(1, min(depth, self.run.sched.ready_count // n_nodes))
+        if self.avg_duration >= FAST_TEST:
+            return MAX_PIPELINE
+        if self.speculate and self.run.sched.bound_group(node) is not None:
+            # Its group's chain is the node's alone: hand it out ahead.
+            return FAST_PIPELINE
+        return max(1, min(FAST_PIPELINE, self.run.sched.ready_count // n_nodes))
 
     def _send(self, node: Any, tasks: list[int]) -> None:
         if not tasks:
