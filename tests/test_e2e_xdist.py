@@ -702,3 +702,38 @@ def test_affinity_keeps_chain_state_on_one_worker(pytester: pytest.Pytester) -> 
         for a, b in itertools.pairwise(chain):
             assert b.start >= a.end
         assert len({ran[f"busy{n}"].pid for n in range(8)}) > 1, attempt
+
+
+# -- chains handed out ahead (short tests, default affinity) ----------------------------
+
+
+def _fast_chain(length: int, fail_at: int) -> str:
+    parts = []
+    for j in range(length):
+        deco = f'@depends_on("test_{j - 1}")\n' if j else ""
+        body = "assert 0" if j == fail_at else f'mark("c{j}")'
+        parts.append(f"{deco}def test_{j}():\n    {body}\n")
+    return "\n\n".join(parts)
+
+
+def test_fast_chain_handed_out_ahead_matches_the_serial_run(pytester: pytest.Pytester) -> None:
+    """Short tests make the controller send a group's chain ahead to its worker,
+    which then skips what follows a failure itself: outcomes, reasons and counts
+    must be exactly those of a serial run, and every test reported once."""
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_chain=_fast_chain(40, fail_at=15),
+        test_busy1="\n".join(f"def test_{j}():\n    pass\n" for j in range(60)),
+        test_busy2="\n".join(f"def test_{j}():\n    pass\n" for j in range(60)),
+    )
+    serial = run(pytester, "-p", "no:xdist", "--junitxml=serial.xml")
+    serial.assert_outcomes(passed=135, failed=1, skipped=24)
+    expected, _ = read_junit(pytester.path / "serial.xml")
+    for _round in range(2):
+        result = run(pytester, "-n", "2", "--junitxml=dist.xml")
+        result.assert_outcomes(passed=135, failed=1, skipped=24)
+        got, n_cases = read_junit(pytester.path / "dist.xml")
+        assert n_cases == 160
+        assert got == expected
+        result.stdout.fnmatch_lines(["test_chain.py::test_15 failed: blocked 24 tests"])
