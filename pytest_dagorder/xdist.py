@@ -74,17 +74,20 @@ class DagController:
         inner = dsession.pytest_xdist_make_scheduler(config=config, log=log)
         return None if inner is None else GuardedScheduling(inner, self, dist)
 
-    def receive_payload(self, node: Any) -> dict[str, Any]:
-        """The plan a worker shipped on the side channel; ends the session if it cannot."""
+    def receive_payload(self, node: Any, nodes: Sequence[Any]) -> dict[str, Any]:
+        """The plan ``node`` shipped on the side channel.
+
+        If it cannot be had, the session ends (every one of ``nodes`` is shut down).
+        """
         channel = self.channels.get(node)
         if channel is None:
-            abort(self.config, [node], [Problem("", (
+            abort(self.config, nodes, [Problem("", (
                 "the dagorder plugin is not active on the workers; "
                 "pass -p dagorder or install it where the workers run"))])
         try:
             payload: dict[str, Any] = channel.receive(timeout=RECEIVE_TIMEOUT)
         except Exception as exc:
-            abort(self.config, [node], [Problem("", (
+            abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
         return payload
 
@@ -156,14 +159,25 @@ class DagScheduling:
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         if self.collection is not None and list(collection) != self.collection:
-            from xdist.report import report_collection_diff
-
-            first = next(iter(self.node2collection))
-            self.log(report_collection_diff(self.collection, list(collection),
-                                            first.gateway.id, node.gateway.id))
-            self.unusable.add(node)
+            self._refuse(node, list(collection))
             return
         self.node2collection[node] = list(collection)
+
+    def _refuse(self, node: Any, collection: list[str]) -> None:
+        """A worker that collected other tests than the first: indices would not match.
+
+        Shown as a collection error (as xdist does); the worker gets no work.
+        """
+        from xdist.report import report_collection_diff
+
+        assert self.collection is not None
+        first = next(iter(self.node2collection))
+        msg = report_collection_diff(self.collection, collection,
+                                     first.gateway.id, node.gateway.id)
+        self.log(msg)
+        self.unusable.add(node)
+        self.config.hook.pytest_collectreport(report=pytest.CollectReport(
+            node.gateway.id, "failed", msg, []))
 
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
         pending = self.sent.get(node)
@@ -213,9 +227,18 @@ class DagScheduling:
         if self.run is None:
             return
         for node in self.sent:
-            if node not in self.core_workers and node in self.node2collection:
+            if (node not in self.core_workers and node in self.node2collection
+                    and node not in self.unusable):
                 self.run.sched.add_worker(node)
                 self.core_workers.add(node)
+        if not self.run.sched.done and self.sent and all(n in self.unusable for n in self.sent):
+            # No worker can run what is left, and none is on its way (xdist
+            # calls schedule() once a worker's collection is in): end the
+            # session rather than wait for ever.
+            self.aborted = True
+            abort(self.config, list(self.sent), [Problem(next(iter(self.sent)).gateway.id, (
+                "no worker left that collected the same tests; "
+                "the tests not yet run cannot be scheduled"))])
         self._dispatch()
 
     # -- the run ---------------------------------------------------------------
@@ -226,7 +249,10 @@ class DagScheduling:
     def _start(self) -> None:
         first = next(iter(self.node2collection))
         self.collection = self.node2collection[first]
-        payload = self.controller.receive_payload(first)
+        for node, collection in list(self.node2collection.items())[1:]:
+            if collection != self.collection:
+                self._refuse(node, collection)
+        payload = self.controller.receive_payload(first, list(self.sent))
         if payload["problems"]:
             self.aborted = True
             abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload["problems"]])
@@ -381,7 +407,7 @@ class GuardedScheduling:
         if not self._checked:
             self._checked = True
             nodes = list(self._inner.nodes)
-            payload = self._controller.receive_payload(nodes[0])
+            payload = self._controller.receive_payload(nodes[0], nodes)
             problems = [Problem(n, m) for n, m in payload["problems"]]
             if payload["graph"] is not None or problems:
                 declared = problems[0].nodeid if problems else payload["graph"]["ids"][0]
