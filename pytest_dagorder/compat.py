@@ -15,7 +15,12 @@ the same graph as ``depends_on`` (requires-pass) and ``run_after``
   (:func:`apply_ordinals`) before the plan is made.
 
 If one of those plugins is installed too, it is blocked (``takeover``) and a
-header line says so: two plugins must never both reorder or skip.
+header line says so: two plugins must never both reorder or skip.  Their
+``pytest_addoption`` and ``pytest_configure`` have run by then (pytest calls
+them for every plugin first); every registration after that is blocked as it
+happens (:meth:`Compat.pytest_plugin_registered`).  pytest-dependency's
+runtime ``depends()`` keeps working: results are recorded where it looks,
+and its skip reasons say why a result is missing (:func:`_check_depend`).
 """
 
 from __future__ import annotations
@@ -36,12 +41,46 @@ DEPENDS = "depends"
 ORDER = "order"
 
 #: Registration names and module names of the originals, by what users call them.
+#: Checked against pytest-dependency 0.6.1, pytest-depends 1.0.1 and pytest-order
+#: 1.5.0: their ``pytest11`` entry points are ``dependency``, ``depends`` and
+#: ``pytest_order``; ``pytest_plugins = [...]`` registers them under the module
+#: name; pytest-order registers its sorter as ``orderingplugin`` from its own
+#: ``pytest_configure``, which may run after ours.
 ORIGINALS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "pytest-dependency": (frozenset({"dependency"}), frozenset({"pytest_dependency"})),
-    "pytest-depends": (frozenset({"depends"}), frozenset({"pytest_depends"})),
+    "pytest-dependency": (
+        frozenset({"dependency", "pytest_dependency"}),
+        frozenset({"pytest_dependency"}),
+    ),
+    "pytest-depends": (
+        frozenset({"depends", "pytest_depends"}),
+        frozenset({"pytest_depends"}),
+    ),
     "pytest-order": (
-        frozenset({"pytest_order", "orderingplugin"}),
+        frozenset({"pytest_order", "pytest_order.plugin", "orderingplugin"}),
         frozenset({"pytest_order", "pytest_order.plugin"}),
+    ),
+}
+#: Options of the originals that they still define (pytest adds them before
+#: anyone can block the plugin) but that do nothing under takeover:
+#: (dest, flag) per plugin, named in the header when given.
+IGNORED_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pytest-depends": (
+        ("failed_dependency_action", "--failed-dependency-action"),
+        ("missing_dependency_action", "--missing-dependency-action"),
+        ("list_dependency_names", "--list-dependency-names"),
+        ("list_processed_dependencies", "--list-processed-dependencies"),
+    ),
+    "pytest-order": (
+        ("indulgent_ordering", "--indulgent-ordering"),
+        ("order_scope", "--order-scope"),
+        ("order_scope_level", "--order-scope-level"),
+        ("order_group_scope", "--order-group-scope"),
+        ("sparse_ordering", "--sparse-ordering"),
+        ("order_dependencies", "--order-dependencies"),
+        ("order_marker_prefix", "--order-marker-prefix"),
+        ("error_on_failed_ordering", "--error-on-failed-ordering"),
+        ("fail_all_on_failed_ordering", "--fail-all-on-failed-ordering"),
+        ("order_after_ff", "--order-after-ff"),
     ),
 }
 COMPAT_NAME = "dagorder-compat"
@@ -134,39 +173,165 @@ class Compat:
 
     def __init__(self) -> None:
         self.taken: dict[str, None] = {}
+        self._restore: list[tuple[type, str, object]] = []
 
     def take_over(self, config: pytest.Config) -> None:
         """Block every original that is registered (idempotent)."""
         pm = config.pluginmanager
+        for name, plugin in list(pm.list_name_plugin()):
+            self._block(pm, name, plugin)
+        self._patch_dependency()
+
+    def _block(self, pm: pytest.PytestPluginManager, name: str | None, plugin: object) -> None:
+        if plugin is None:  # blocked already, e.g. by -p no:NAME: not ours to take over
+            return
+        module = getattr(plugin, "__name__", None)
         for label, (names, modules) in ORIGINALS.items():
-            for name, plugin in list(pm.list_name_plugin()):
-                module = getattr(plugin, "__name__", None)
-                if name in names or module in modules:
+            if name in names or module in modules:
+                if name is not None:
                     pm.set_blocked(name)
-                    self.taken[label] = None
+                for other in names:  # e.g. pytest-order's sorter, registered later
+                    if not pm.is_blocked(other) and pm.get_plugin(other) is None:
+                        pm.set_blocked(other)
+                self.taken[label] = None
+
+    def pytest_plugin_registered(
+        self, plugin: object, plugin_name: str | None, manager: pytest.PytestPluginManager
+    ) -> None:
+        # An original registered after our pytest_configure (a conftest's
+        # ``pytest_plugins``, pytest-order's sorter): block it at once.
+        if manager.get_plugin(plugin_name or "") is plugin:
+            self._block(manager, plugin_name, plugin)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # pytest-order registers its sorter from its own pytest_configure,
-        # which may run after ours: look again before anything is collected.
+        # Belt and braces: look again before anything is collected.
         self.take_over(session.config)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The test modules may have imported pytest_dependency only now (its
+        # plugin not loaded, e.g. -p no:dependency).
+        self._patch_dependency()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        while self._restore:
+            cls, attr, value = self._restore.pop()
+            setattr(cls, attr, value)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if not self.taken:
             return []
-        return [
+        lines = [
             f"dagorder: took over from {', '.join(self.taken)}: their markers are "
             "read by pytest-dagorder, their plugins are disabled"
         ]
+        ignored = [
+            flag
+            for label in self.taken
+            for dest, flag in IGNORED_OPTIONS.get(label, ())
+            if getattr(config.option, dest, None)
+        ]
+        if ignored:
+            lines.append(
+                f"dagorder: ignored options of the disabled plugins: {', '.join(ignored)}"
+            )
+        return lines
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if "pytest-dependency" in self.taken:
-            _feed_dependency_results(item, report)
+        # Whenever pytest_dependency is imported: its own plugin is never active
+        # next to ours (blocked here, or by -p no:dependency).
+        _feed_dependency_results(item, report)
         return report
+
+    def _patch_dependency(self) -> None:
+        """Give pytest-dependency's runtime ``depends()`` reasons that say why.
+
+        Its ``DependencyManager.checkDepend`` (0.5, 0.6) skips with "test_b
+        depends on test_a" whatever happened; :func:`_check_depend` says
+        whether ``test_a`` did not pass, has not run in this process (under
+        ``-n``: not in the same affinity group) or names no test.  Undone in
+        ``pytest_unconfigure``.
+        """
+        if self._restore:
+            return
+        module: Any = sys.modules.get("pytest_dependency")
+        manager_cls = getattr(module, "DependencyManager", None)
+        if not isinstance(manager_cls, type):
+            return
+        for attr in ("checkDepend", "check_depend"):
+            original = manager_cls.__dict__.get(attr)
+            if callable(original):
+                self._restore.append((manager_cls, attr, original))
+                setattr(manager_cls, attr, _check_depend)
+
+
+def _check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> None:
+    """pytest-dependency's ``DependencyManager.checkDepend`` with clearer reasons."""
+    from .plugin import AFFINITY_MODES, setting, skip_here
+
+    for name in depends:
+        status = manager.results.get(name)
+        if status is not None:
+            if status.isSuccess():
+                continue
+            failed = [f"{w} {o}" for w, o in status.results.items() if o not in (None, "passed")]
+            how = f" ({', '.join(failed)})" if failed else ""
+            skip_here(f"{item.name} depends on {name}, which did not pass{how}")
+        if bool(item.config.getoption("ignore_unknown_dependency", False)):
+            continue
+        scope = str(manager.scope)
+        if not _names_a_test(item, scope, name):
+            skip_here(
+                f"{item.name} depends on {name}, which names no test of this run marked "
+                f"with @pytest.mark.dependency in its {scope} scope"
+            )
+        if hasattr(item.config, "workerinput"):
+            mode = setting(item.config, "affinity", AFFINITY_MODES)
+            skip_here(
+                f"{item.name} depends on {name}, which did not run in this worker process "
+                f"before it: a runtime depends() sees only tests of {item.name}'s own "
+                f"affinity group (--dag-affinity={mode}) that an edge runs first; declare the "
+                "dependency with @pytest.mark.dependency(depends=[...]) to have it scheduled"
+            )
+        skip_here(
+            f"{item.name} depends on {name}, which has not run yet: a runtime depends() "
+            "does not order tests; declare the dependency with "
+            "@pytest.mark.dependency(depends=[...]) to have it run first"
+        )
+
+
+def _names_a_test(item: pytest.Item, scope: str, name: str) -> bool:
+    """Whether ``name`` is pytest-dependency's name of a test of the run in ``scope``."""
+    cls = _SCOPE_CLS.get(scope)
+    if cls is None:
+        return False
+    node = item.getparent(cls)
+    if node is None:
+        return False
+    automark = _truthy(_ini(item.config, "automark_dependency"))
+    for other in item.session.items:
+        marker = other.get_closest_marker(DEPENDENCY)
+        if marker is None and not automark:
+            continue
+        if other.getparent(cls) is not node:
+            continue
+        custom = marker.kwargs.get("name") if marker is not None else None
+        if name in (custom, _scope_name(other.nodeid, scope)):
+            return True
+    return False
+
+
+def _scope_name(nodeid: str, scope: str) -> str:
+    """pytest-dependency's default name of a test in ``scope``."""
+    if scope == "module":
+        return nodeid.split("::", 1)[-1]
+    if scope == "class":
+        return nodeid.split("::", 2)[-1]
+    return nodeid
 
 
 def _feed_dependency_results(item: pytest.Item, report: pytest.TestReport) -> None:

@@ -1,12 +1,16 @@
 """Suites written for pytest-dependency, pytest-depends and pytest-order, run unedited.
 
 Scenarios follow each plugin's documented behaviour; every scenario runs
-serially and under ``-n 2``.  The originals are not installed here: the
-takeover is exercised with stand-ins registered under their names.
+serially and under ``-n 2``.  The takeover is exercised twice: with
+stand-ins registered under the originals' names (plugin autoload off, so it
+runs whether or not the originals are installed), and, at the end of this
+file, with the real pytest-dependency, pytest-depends and pytest-order when
+they are installed (the ``test`` extra installs them; skipped otherwise).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 
 import pytest
@@ -563,7 +567,12 @@ def pytest_configure(config):
 """
 
 
-def test_takeover_of_installed_originals(pytester: pytest.Pytester) -> None:
+def test_takeover_of_installed_originals(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Autoload off: the real originals, if installed, must not load next to
+    # the stand-ins (the stand-in module shadows the real pytest_dependency).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(pytest_dependency=FAKE_DEPENDENCY, conftest=TAKEOVER_CONFTEST)
     write(pytester, test_take="""
         from pytest_dependency import depends
@@ -589,7 +598,7 @@ def test_takeover_of_installed_originals(pytester: pytest.Pytester) -> None:
         def test_first():
             mark("first")
         """)
-    result = run(pytester, "serial", "--ignore-unknown-dependency")
+    result = run(pytester, "serial", "-p", "dagorder", "--ignore-unknown-dependency")
     result.stdout.fnmatch_lines([
         "dagorder: took over from pytest-dependency, pytest-depends, pytest-order: *"
     ])
@@ -601,12 +610,453 @@ def test_takeover_of_installed_originals(pytester: pytest.Pytester) -> None:
     assert list(read_log(pytester))[0] == "first"
 
 
+NO_ORIGINALS = ("-p", "no:dependency", "-p", "no:depends", "-p", "no:pytest_order")
+
+
 def test_no_header_line_without_originals(pytester: pytest.Pytester) -> None:
     write(pytester, test_x="""
         @pytest.mark.dependency()
         def test_a():
             pass
         """)
-    result = run(pytester, "serial")
+    # The originals may be installed: switched off, nothing is taken over.
+    result = run(pytester, "serial", *NO_ORIGINALS)
     result.assert_outcomes(passed=1)
     assert "took over" not in result.stdout.str()
+
+
+# -- the real originals installed: takeover, and none of their hooks acts ------------
+
+REAL_MODULES = {
+    "pytest-dependency": "pytest_dependency",
+    "pytest-depends": "pytest_depends",
+    "pytest-order": "pytest_order",
+}
+INSTALLED = [label for label, mod in REAL_MODULES.items() if importlib.util.find_spec(mod)]
+XMODES = ["serial", "xdist", "xdist4"]
+
+
+def needs(*labels: str) -> pytest.MarkDecorator:
+    """Skip unless the real originals named are installed (the ``test`` extra has them)."""
+    missing = [label for label in labels if label not in INSTALLED]
+    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed")
+
+
+def run_n(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
+    if mode == "xdist4":
+        return pytester.runpytest_subprocess(
+            *base_args(), "--strict-markers", "-rs", "--junitxml=out.xml", "-n", "4", *args
+        )
+    return run(pytester, mode, *args)
+
+
+# Written by every process (controller, workers) at the start and end of the
+# session: which plugins of the originals are registered, and which hook
+# implementations of theirs any hook would call.
+HOOK_PROBE = """
+import os
+
+import pytest
+
+ORIGINALS = ("pytest_dependency", "pytest_depends", "pytest_order")
+PROBE = {probe!r}
+
+
+def _theirs(pm):
+    found = set()
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None:
+            continue
+        module = getattr(plugin, "__name__", None) or type(plugin).__module__
+        if module.split(".")[0] in ORIGINALS:
+            found.add(f"plugin {{name}}")
+    for hook_name in dir(pm.hook):
+        caller = getattr(pm.hook, hook_name)
+        for impl in getattr(caller, "get_hookimpls", lambda: [])():
+            module = getattr(impl.plugin, "__name__", None) or type(impl.plugin).__module__
+            if module.split(".")[0] in ORIGINALS:
+                found.add(f"hook {{hook_name}} of {{impl.plugin_name}}")
+    return sorted(found)
+
+
+def _probe(session, when):
+    role = "worker" if hasattr(session.config, "workerinput") else "main"
+    with open(PROBE, "a") as f:
+        f.write(f"{{when}} {{role}} {{os.getpid()}} {{_theirs(session.config.pluginmanager)}}\\n")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    _probe(session, "start")
+
+
+def pytest_sessionfinish(session):
+    _probe(session, "finish")
+"""
+
+
+def probe_conftest(pytester: pytest.Pytester) -> None:
+    probe = pytester.path / "probe.log"
+    (pytester.path / "conftest.py").write_text(
+        textwrap.dedent(HOOK_PROBE.format(probe=str(probe))), encoding="utf-8"
+    )
+
+
+def assert_no_original_acts(pytester: pytest.Pytester, mode: str) -> None:
+    lines = (pytester.path / "probe.log").read_text(encoding="utf-8").splitlines()
+    roles = [line.split()[1] for line in lines]
+    assert roles.count("main") == 2, lines
+    if mode != "serial":
+        assert roles.count("worker") == 2 * (4 if mode == "xdist4" else 2), lines
+    for line in lines:
+        assert line.endswith(" []"), line
+
+
+REAL_TAKEOVER = """
+@pytest.mark.dependency()
+def test_a():
+    mark("a")
+
+
+@pytest.mark.dependency()
+def test_fails():
+    assert False
+
+
+@pytest.mark.dependency(depends=["test_late"])      # declared before its prerequisite
+def test_early():
+    mark("early")
+
+
+@pytest.mark.dependency()
+def test_late():
+    mark("late")
+
+
+@pytest.mark.dependency()
+@pytest.mark.parametrize("n", [1, 2])
+def test_p(n):
+    mark(f"p{n}")
+
+
+@pytest.mark.dependency(depends=["test_p"])          # base name: pytest-dependency skips
+def test_needs_all_p():
+    mark("needs_all_p")
+
+
+@pytest.mark.depends(on=["test_a"])
+def test_depends_a():
+    mark("depends_a")
+
+
+@pytest.mark.depends(on=["test_fails"])
+def test_depends_fails():
+    mark("depends_fails")
+
+
+@pytest.mark.order(after="test_fails")
+def test_order_after_fails():
+    mark("order_after_fails")
+
+
+@pytest.mark.order(1)
+@pytest.mark.order(2)                                 # pytest-order would parametrize
+def test_two_ordinals():
+    mark("two_ordinals")
+
+
+@pytest.mark.order("last")
+def test_last():
+    mark("last")
+"""
+
+
+@needs(*INSTALLED or ["pytest-dependency"])
+@pytest.mark.parametrize("mode", XMODES)
+def test_real_originals_are_taken_over(pytester: pytest.Pytester, mode: str) -> None:
+    write(pytester, test_take=REAL_TAKEOVER)
+    probe_conftest(pytester)
+    result = run_n(pytester, mode)
+    out = result.stdout.str()
+    assert out.count("dagorder: took over from") == 1, out
+    result.stdout.fnmatch_lines([
+        f"dagorder: took over from {', '.join(INSTALLED)}: their markers are read by "
+        "pytest-dagorder, their plugins are disabled"
+    ])
+    m = "test_take.py::"
+    check(pytester, {
+        m + "test_early": "passed",
+        m + "test_needs_all_p": "passed",
+        m + "test_depends_a": "passed",
+        m + "test_depends_fails": "skipped:test_fails",
+        m + "test_order_after_fails": "passed",
+        m + "test_two_ordinals": "passed",
+    })
+    result.assert_outcomes(passed=10, failed=1, skipped=1)
+    assert_no_original_acts(pytester, mode)
+    if mode == "serial":
+        assert list(read_log(pytester))[-1] == "last"
+
+
+@needs("pytest-dependency", "pytest-depends")
+@pytest.mark.parametrize("mode", MODES)
+def test_real_originals_do_not_skip(pytester: pytest.Pytester, mode: str) -> None:
+    """With ``--dag-on-failure=run`` nobody skips: both originals would."""
+    write(
+        pytester,
+        test_run="""
+            @pytest.mark.dependency()
+            def test_fails():
+                assert False
+
+            @pytest.mark.dependency(depends=["test_fails"])
+            def test_dependency_dependent():
+                mark("dependency_dependent")
+
+            @pytest.mark.depends(on=["test_fails"])
+            def test_depends_dependent():
+                mark("depends_dependent")
+            """,
+        test_unresolved="""
+            @pytest.mark.depends(on=["test_nowhere.py::test_x"])
+            def test_never():
+                mark("never")
+            """,
+    )
+    # pytest-depends skips on an unresolved name at run time; here it is a
+    # collection error.
+    result = run(pytester, mode, "test_unresolved.py")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*target 'test_nowhere.py::test_x' matches no*"])
+    result = run(pytester, mode, "--dag-on-failure=run", "test_run.py")
+    result.assert_outcomes(passed=2, failed=1)
+    assert {"dependency_dependent", "depends_dependent"} <= set(read_log(pytester))
+
+
+@needs("pytest-dependency")
+def test_real_dependency_options(pytester: pytest.Pytester) -> None:
+    """Its options exist once, whoever defines them; -p no:dagorder gives it back."""
+    write(pytester, test_opt="""
+        @pytest.mark.dependency(depends=["test_late"])
+        def test_early():
+            mark("early")
+
+        @pytest.mark.dependency()
+        def test_late():
+            mark("late")
+
+        def test_plain():
+            mark("plain")
+
+        @pytest.mark.dependency(depends=["test_plain"])
+        def test_needs_plain():
+            mark("needs_plain")
+        """)
+    # Defined by pytest-dependency, read by pytest-dagorder.
+    run(pytester, "serial", "--ignore-unknown-dependency").assert_outcomes(passed=4)
+    run(pytester, "serial", "-o", "automark_dependency=true").assert_outcomes(passed=4)
+    # pytest-dependency switched off: pytest-dagorder defines them itself.
+    result = run(pytester, "serial", "-p", "no:dependency", "--ignore-unknown-dependency")
+    result.assert_outcomes(passed=4)
+    assert "took over from pytest-dependency" not in result.stdout.str()
+    # pytest-dagorder switched off: the original acts alone, and does not reorder.
+    result = run(pytester, "serial", "-p", "no:dagorder", "-p", "no:pytest_order")
+    check(pytester, {"test_opt.py::test_early": "skipped:test_early depends on test_late"})
+    assert "dagorder" not in result.stdout.str()
+
+
+@needs("pytest-order")
+def test_real_order_options_are_named_as_ignored(pytester: pytest.Pytester) -> None:
+    write(pytester, test_ign="""
+        @pytest.mark.order(2)
+        def test_b():
+            mark("b")
+
+        @pytest.mark.order(1)
+        def test_a():
+            mark("a")
+        """)
+    result = run(pytester, "serial", "--order-scope=module", "--sparse-ordering")
+    result.stdout.fnmatch_lines([
+        "dagorder: ignored options of the disabled plugins: --order-scope, --sparse-ordering"
+    ])
+    result.assert_outcomes(passed=2)
+    assert list(read_log(pytester)) == ["a", "b"]
+
+
+# -- pytest-dependency's runtime depends(request, [...]) ------------------------------
+
+BUSY = """
+import time
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_busy(k):
+    time.sleep(0.05)
+"""
+
+RUNTIME_GROUP = """
+from pytest_dependency import depends
+
+STATE = {}
+
+
+@pytest.mark.dependency()
+def test_a():
+    STATE["a"] = os.getpid()
+    mark("a")
+
+
+@pytest.mark.order(after="test_a")          # an edge: same affinity group as test_a
+def test_b(request):
+    depends(request, ["test_a"])
+    assert STATE["a"] == os.getpid()
+    mark("b")
+
+
+@pytest.mark.dependency(depends=["test_a"])
+def test_c(request):
+    depends(request, ["test_a"])
+    mark("c")
+
+
+@pytest.mark.dependency()
+def test_broken():
+    assert False
+
+
+@pytest.mark.order(after="test_broken")
+def test_needs_broken(request):
+    depends(request, ["test_broken"])
+    mark("needs_broken")
+"""
+
+
+@needs("pytest-dependency")
+@pytest.mark.parametrize("mode", XMODES)
+def test_runtime_depends_in_one_affinity_group(pytester: pytest.Pytester, mode: str) -> None:
+    write(pytester, test_rt=RUNTIME_GROUP, test_busy1=BUSY, test_busy2=BUSY)
+    for attempt in range(3 if mode == "xdist4" else 1):
+        (pytester.path / "ran.log").unlink(missing_ok=True)
+        result = run_n(pytester, mode)
+        m = "test_rt.py::"
+        check(pytester, {
+            m + "test_b": "passed",
+            m + "test_c": "passed",
+            m + "test_needs_broken":
+                "skipped:test_needs_broken depends on test_broken, which did not pass "
+                "(call failed)",
+        })
+        result.assert_outcomes(passed=19, failed=1, skipped=1)
+        pids = {name: int(line.split()[1]) for name, line in _raw_log(pytester).items()}
+        assert pids["a"] == pids["b"] == pids["c"], (attempt, pids)
+
+
+def _raw_log(pytester: pytest.Pytester) -> dict[str, str]:
+    path = pytester.path / "ran.log"
+    return {line.split()[0]: line for line in path.read_text(encoding="utf-8").splitlines()}
+
+
+@needs("pytest-dependency")
+@pytest.mark.parametrize("mode", MODES)
+def test_runtime_depends_on_a_test_of_another_module_scope(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    write(
+        pytester,
+        test_one="""
+            @pytest.mark.dependency()
+            def test_a():
+                mark("a")
+            """,
+        test_two="""
+            from pytest_dependency import depends
+
+            @pytest.mark.order(after="test_one.py::test_a")
+            def test_module_scope(request):
+                depends(request, ["test_a"])              # module scope: not this module's
+                mark("module_scope")
+
+            def test_later(request):
+                depends(request, ["test_z"])
+                mark("later")
+
+            @pytest.mark.dependency()
+            def test_z():
+                mark("z")
+            """,
+    )
+    result = run(pytester, mode)
+    reason = "which names no test of this run marked with @pytest.mark.dependency in its module"
+    check(pytester, {"test_two.py::test_module_scope": f"skipped:test_module_scope depends on "
+                                                       f"test_a, {reason}"})
+    if mode == "serial":
+        check(pytester, {"test_two.py::test_later":
+                         "skipped:test_later depends on test_z, which has not run yet: a "
+                         "runtime depends() does not order tests"})
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_two.py:*: test_module_scope depends on*"])
+
+
+NOT_HERE = (
+    "did not run in this worker process before it: a runtime depends() sees only tests of "
+    "{name}'s own affinity group"
+)
+
+
+@needs("pytest-dependency")
+def test_runtime_depends_on_a_test_running_elsewhere(pytester: pytest.Pytester) -> None:
+    """The named test runs at the same time on the other worker: no result here."""
+    started = pytester.path / "started"
+    write(
+        pytester,
+        test_slow=f"""
+            import time
+
+            @pytest.mark.dependency()
+            def test_slow():
+                open({str(started)!r}, "w").close()
+                time.sleep(1.0)
+                mark("slow")
+            """,
+        test_fast=f"""
+            import time
+            from pytest_dependency import depends
+
+            def test_fast(request):
+                deadline = time.time() + 10
+                while not os.path.exists({str(started)!r}) and time.time() < deadline:
+                    time.sleep(0.01)
+                depends(request, ["test_slow.py::test_slow"], scope="session")
+                mark("fast")
+            """,
+    )
+    result = run(pytester, "xdist")
+    check(pytester, {"test_fast.py::test_fast":
+                     "skipped:test_fast depends on test_slow.py::test_slow, which "
+                     + NOT_HERE.format(name="test_fast") + " (--dag-affinity=module)"})
+    result.assert_outcomes(passed=1, skipped=1)
+
+
+@needs("pytest-dependency")
+def test_runtime_depends_without_affinity(pytester: pytest.Pytester) -> None:
+    """--dag-affinity=none: the dependent passes only if it landed on the same worker."""
+    write(pytester, test_rt=RUNTIME_GROUP, test_busy1=BUSY, test_busy2=BUSY)
+    for _ in range(2):
+        (pytester.path / "ran.log").unlink(missing_ok=True)
+        run_n(pytester, "xdist4", "--dag-affinity=none")
+        got = outcomes(pytester)
+        log = _raw_log(pytester)
+        pid_a = int(log["a"].split()[1])
+        for name in ("test_b", "test_c"):
+            outcome, message = got[junit_key(f"test_rt.py::{name}")]
+            short = name.removeprefix("test_")
+            if short in log:
+                assert outcome == "passed" and int(log[short].split()[1]) == pid_a, (name, log)
+            else:
+                assert outcome == "skipped", (name, outcome, message)
+                assert message == (
+                    f"{name} depends on test_a, which " + NOT_HERE.format(name=name)
+                    + " (--dag-affinity=none) that an edge runs first; declare the "
+                    "dependency with @pytest.mark.dependency(depends=[...]) to have it "
+                    "scheduled"
+                ), message
