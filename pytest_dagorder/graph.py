@@ -296,33 +296,44 @@ def _find_cycles(
     def succ(i: int) -> list[int]:
         return sorted(p for p in (*requires[i], *after[i]) if alive[p])
 
-    # Iterative Tarjan over the remaining tasks, visiting in index order.
-    index_of = [-1] * n
-    low = [0] * n
-    on_stack = [False] * n
+    components = strongly_connected((i for i in range(n) if alive[i]), succ)
+    cycles = [_cycle_in(comp, succ) for comp in components]
+    cycles.sort(key=lambda c: c[0])
+    return cycles
+
+
+def strongly_connected(
+    roots: Iterable[int], succ: Callable[[int], Sequence[int]]
+) -> list[list[int]]:
+    """The strongly connected components with more than one node (iterative Tarjan).
+
+    Nodes are reached from ``roots``, in the order given, and through
+    ``succ`` (whose order is kept): the result is deterministic.  Shared by
+    cycle reporting here and by the scheduler's check of affinity groups.
+    """
+    index_of: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
     scc_stack: list[int] = []
-    counter = 0
     components: list[list[int]] = []
-    for root in range(n):
-        if not alive[root] or index_of[root] != -1:
+    for root in roots:
+        if root in index_of:
             continue
-        work: list[tuple[int, list[int], int]] = [(root, succ(root), 0)]
-        index_of[root] = low[root] = counter
-        counter += 1
+        index_of[root] = low[root] = len(index_of)
         scc_stack.append(root)
-        on_stack[root] = True
+        on_stack.add(root)
+        work: list[tuple[int, Sequence[int], int]] = [(root, succ(root), 0)]
         while work:
             v, nbrs, k = work[-1]
             if k < len(nbrs):
                 work[-1] = (v, nbrs, k + 1)
                 w = nbrs[k]
-                if index_of[w] == -1:
-                    index_of[w] = low[w] = counter
-                    counter += 1
+                if w not in index_of:
+                    index_of[w] = low[w] = len(index_of)
                     scc_stack.append(w)
-                    on_stack[w] = True
+                    on_stack.add(w)
                     work.append((w, succ(w), 0))
-                elif on_stack[w]:
+                elif w in on_stack:
                     low[v] = min(low[v], index_of[w])
                 continue
             work.pop()
@@ -333,15 +344,13 @@ def _find_cycles(
                 comp: list[int] = []
                 while True:
                     w = scc_stack.pop()
-                    on_stack[w] = False
+                    on_stack.discard(w)
                     comp.append(w)
                     if w == v:
                         break
                 if len(comp) > 1:
                     components.append(comp)
-    cycles = [_cycle_in(comp, succ) for comp in components]
-    cycles.sort(key=lambda c: c[0])
-    return cycles
+    return components
 
 
 def _cycle_in(component: list[int], succ: Callable[[int], list[int]]) -> list[int]:

@@ -63,7 +63,7 @@ from enum import Enum
 from typing import Final, Literal, final
 
 from .errors import name_of
-from .graph import Graph
+from .graph import Graph, strongly_connected
 
 #: Outcomes a driver may report.  Only "passed" lets requires-pass dependents run.
 Outcome = Literal[
@@ -783,47 +783,9 @@ def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]
 def _nodes_on_cycles(succ: Mapping[int, set[int]]) -> set[int]:
     """Nodes that lie on some cycle (members of strongly connected components > 1).
 
-    Iterative Tarjan.  Peeling sources and sinks alone is not enough: a node on
-    a path from one cycle to another survives both peels without being on a
-    cycle itself.
+    Peeling sources and sinks alone is not enough: a node on a path from one
+    cycle to another survives both peels without being on a cycle itself.
     """
-    index_of: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    out: set[int] = set()
-    for root in sorted(succ):
-        if root in index_of:
-            continue
-        index_of[root] = low[root] = len(index_of)
-        stack.append(root)
-        on_stack.add(root)
-        work: list[tuple[int, list[int], int]] = [(root, sorted(succ[root]), 0)]
-        while work:
-            v, nbrs, k = work[-1]
-            if k < len(nbrs):
-                work[-1] = (v, nbrs, k + 1)
-                w = nbrs[k]
-                if w not in index_of:
-                    index_of[w] = low[w] = len(index_of)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, sorted(succ.get(w, ())), 0))
-                elif w in on_stack:
-                    low[v] = min(low[v], index_of[w])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index_of[v]:
-                comp: list[int] = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    out.update(comp)
-    return out
+    comps = strongly_connected(sorted(succ), lambda v: sorted(succ.get(v, ())))
+    return {v for comp in comps for v in comp}
+
