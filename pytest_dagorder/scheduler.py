@@ -654,6 +654,18 @@ class Scheduler:
                     for m in self._members[gid2]:
                         if self.state[m] is State.READY:
                             self._enqueue(m, None)
+            if not released:
+                continue
+            if not self._locality and not self._members:
+                # The common case of the thread-pool runner, inlined: every
+                # released task joins the global heap (it orders them itself).
+                heap, key, push = self._heap, self._key, heapq.heappush
+                for d in released:
+                    if states[d] is State.WAITING:
+                        states[d] = State.READY
+                        self._ready_count += 1
+                        push(heap, (*key[d], 0, d))
+                continue
             # Push in reverse priority so the local LIFO pops the most urgent first.
             if len(released) > 1:
                 released.sort(key=self._key.__getitem__, reverse=True)

@@ -399,3 +399,52 @@ def test_bad_arguments() -> None:
         DagScheduler([Task("a", lambda: None), Task("b", lambda: None, deps="a")])
     with pytest.raises(ValueError, match="limit for resource"):
         DagScheduler([Task("a", lambda: None, resources=["r"])], limits={"r": 0}).execute()
+
+
+def test_batches_of_tiny_tasks_stop_at_a_failure() -> None:
+    """Tiny tasks are taken in batches; under "stop", nothing of a batch starts
+    after a failure, and every task still ends with the right status."""
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def make(i: int) -> Callable[[], None]:
+        def fn() -> None:
+            with lock:
+                started.append(i)
+            if i == 300:
+                raise RuntimeError("boom")
+        return fn
+
+    tasks = [Task(i, make(i)) for i in range(600)]
+    result = DagScheduler(tasks, max_workers=4, on_failure="stop").execute()
+    assert result[300].status == "failed"
+    ran = set(started)
+    for i in range(600):
+        r = result[i]
+        if i in ran:
+            assert r.status in ("passed", "failed")
+        else:
+            assert r.status == "skipped"
+            assert r.reason == "run stopped after 300 failed"
+    assert len(started) == len(ran)  # nothing ran twice
+    assert len(ran) < 600
+
+
+def test_cancel_during_batches_of_tiny_tasks() -> None:
+    count = [0]
+    sched: list[DagScheduler] = []
+    lock = threading.Lock()
+
+    def fn() -> None:
+        with lock:
+            count[0] += 1
+            now = count[0]
+        if now == 200:
+            sched[0].cancel()
+
+    runner = DagScheduler([Task(i, fn) for i in range(2000)], max_workers=4)
+    sched.append(runner)
+    result = runner.execute()
+    statuses = [r.status for r in result.values()]
+    assert statuses.count("passed") == count[0] < 2000
+    assert all(r.reason == "cancelled" for r in result.values() if r.status == "skipped")
