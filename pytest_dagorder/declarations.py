@@ -69,6 +69,11 @@ class Index:
     @staticmethod
     def _keys(item: pytest.Item) -> Iterable[str]:
         yield item.nodeid
+        suffix = _xdist_group_suffix(item)
+        if suffix and item.nodeid.endswith(suffix):
+            # Under --dist loadgroup xdist appends "@<groups>" to node ids;
+            # names written without it must still find the test.
+            yield item.nodeid[: -len(suffix)]
         original = getattr(item, "originalname", None)
         if original and item.parent is not None and item.name != original:
             yield f"{item.parent.nodeid}::{original}"
@@ -109,6 +114,15 @@ class Index:
                 elif not prefix:
                     names[key] = None
         return difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
+
+
+def _xdist_group_suffix(item: pytest.Item) -> str:
+    """The "@name" suffix xdist's loadgroup mode gives this item's node id ("" if none)."""
+    names = {
+        str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+        for m in item.iter_markers("xdist_group")
+    }
+    return "@" + "_".join(sorted(names)) if names else ""
 
 
 def resolve_items(

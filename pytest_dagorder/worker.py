@@ -34,6 +34,9 @@ from .scheduler import Skip, blocked_skip
 
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
+#: --dist modes the DAG scheduler takes over: the default, and loadgroup, whose
+#: xdist_group marks it honours as affinity groups.
+DAG_MODES = ("load", "loadgroup")
 BARRIER_NAME = "<dagorder-barrier>"
 
 
@@ -119,7 +122,8 @@ class DagWorker:
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
-        if self.config.workerinput.get(DIST_KEY, "load") == "load":  # type: ignore[attr-defined]
+        dist = self.config.workerinput.get(DIST_KEY, "load")  # type: ignore[attr-defined]
+        if dist in DAG_MODES:
             self._index_scopes(items)
             # After xdist sent the ids: the barrier's index is past every real test.
             session.items.append(Barrier.from_parent(session, name=BARRIER_NAME))

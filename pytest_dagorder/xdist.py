@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, NoReturn
 
 import pytest
@@ -27,7 +27,7 @@ from .graph import Graph
 from .plugin import AFFINITY_MODES, setting, write_summary
 from .run import DagRun, interrupted_message, report_problems
 from .scheduler import FailurePolicy
-from .worker import CHANNEL_KEY, DIST_KEY
+from .worker import CHANNEL_KEY, DAG_MODES, DIST_KEY
 
 #: Seconds to wait for a worker's graph; it was sent before its collection
 #: ids on the same connection, so it is normally there already.
@@ -63,7 +63,7 @@ class DagController:
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         dist = config.getvalue("dist")
-        if dist == "load":
+        if dist in DAG_MODES:
             self.sched = DagScheduling(config, log, self)
             return self.sched
         # Another mode chosen explicitly: xdist's own scheduler runs it, behind
@@ -91,10 +91,17 @@ class DagController:
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
         return payload
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        # Dispatch before any other plugin handles the report (a dependent
+        # starts sooner), but report skips only after all of them did: the
+        # prerequisite's own line comes first in every output.
         if self.sched is not None:
-            self.sched.on_report(report)
+            self.sched.on_report(report, emit=False)
+        result = yield
+        if self.sched is not None:
+            self.sched.emit_skips()
+        return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
@@ -210,7 +217,7 @@ class DagScheduling:
             self.core_workers.discard(node)
             for i in sched.remove_worker(node):
                 self.running_at.pop(i, None)
-        self._emit_skips()
+        self.emit_skips()
         # Skips its worker was to report itself: nobody else will now.
         for i, (holder, reason) in list(self.awaiting.items()):
             if holder is node:
@@ -290,9 +297,9 @@ class DagScheduling:
                 f"{graph.longest_chain()}; xdist scheduling, affinity {mode} "
                 f"({len(self.run.sched.groups)} groups)"
             )
-        self._emit_skips()
+        self.emit_skips()
 
-    def on_report(self, report: pytest.TestReport) -> None:
+    def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
         run = self.run
         if run is None:
             return
@@ -303,10 +310,9 @@ class DagScheduling:
         node = self.running_at.pop(i, None)
         if node is not None and node in self.inflight:
             self.inflight[node] -= 1
-        self._emit_skips()
-        self._dispatch()
+        self._dispatch(emit=emit)
 
-    def _emit_skips(self) -> None:
+    def emit_skips(self) -> None:
         run = self.run
         if run is None:
             return
@@ -333,7 +339,7 @@ class DagScheduling:
             nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
         hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
 
-    def _dispatch(self) -> None:
+    def _dispatch(self, *, emit: bool = True) -> None:
         run = self.run
         if run is None or self.aborted:
             return
@@ -342,6 +348,8 @@ class DagScheduling:
         nodes = [n for n in self.sent if n in workers and not n.shutting_down
                  and n not in self.unusable]
         if not nodes:
+            if emit:
+                self.emit_skips()
             return
         spec = self.speculate
         # First every idle worker gets work, then busy ones are topped up.
@@ -353,7 +361,8 @@ class DagScheduling:
             want = self._want(node, len(nodes))
             if 0 < have < LOW_WATER and have < want:
                 self._send(node, sched.take(node, want - have, speculate=spec))
-        self._emit_skips()
+        if emit:
+            self.emit_skips()
 
     def _want(self, node: Any, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""

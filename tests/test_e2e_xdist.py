@@ -737,3 +737,38 @@ def test_fast_chain_handed_out_ahead_matches_the_serial_run(pytester: pytest.Pyt
         assert n_cases == 160
         assert got == expected
         result.stdout.fnmatch_lines(["test_chain.py::test_15 failed: blocked 24 tests"])
+
+
+def test_dist_loadgroup_is_scheduled_as_a_dag(pytester: pytest.Pytester) -> None:
+    """--dist loadgroup (often fixed in addopts for xdist_group) is taken over:
+    names keep working although xdist appends "@group" to the node ids."""
+    write_ini(pytester)
+    make_modules(
+        pytester,
+        test_g="""
+        @pytest.mark.xdist_group("db")
+        def test_create():
+            mark("create")
+
+
+        @pytest.mark.xdist_group("db")
+        @depends_on("test_create")
+        def test_use():
+            mark("use")
+
+
+        @depends_on("test_use")
+        def test_report():
+            mark("report")
+
+
+        def test_free():
+            mark("free")
+    """,
+    )
+    result = run(pytester, "-n", "2", "--dist", "loadgroup", "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*scheduling tests via DagScheduling*"])
+    ran = read_log(pytester)
+    assert ran["create"].pid == ran["use"].pid
+    assert_after(ran, [("create", "use"), ("use", "report")])
