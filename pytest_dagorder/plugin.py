@@ -23,15 +23,33 @@ from .planning import Plan, make_plan
 from .run import DagRun, report_problems
 from .scheduler import FailurePolicy
 
-# With plugin autoload disabled, `-p dagorder -n 8` must still bring xdist.
-pytest_plugins = ["xdist"]
-
 AFFINITY_MODES = ("module", "class", "none")
 FAILURE_POLICIES = ("skip", "stop", "run")
 PLUGIN_NAME = "dagorder-run"
 #: Readers of other plugins' markers (pytest-dependency, ...), set up in
 #: pytest_configure by the migration layer; read by every plan.
 READERS = pytest.StashKey[Sequence[ForeignReader]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """With plugin autoload disabled, ``-p dagorder -n 8`` must still bring xdist.
+
+    Registered here, after the entry points and ``-p`` options were handled
+    and before the command line is parsed for good, xdist's options (``-n``)
+    are known in time.  ``pytest_plugins = ["xdist"]`` would not do: on
+    pytest 8 it registers xdist's package (no hooks) under the name its
+    entry point needs, so ``-n`` would be lost even with autoload on.
+    """
+    pm = early_config.pluginmanager
+    if pm.has_plugin("xdist") or pm.is_blocked("xdist"):
+        return
+    try:
+        import xdist.plugin
+    except ImportError:  # pragma: no cover - a declared dependency
+        return
+    if not pm.is_registered(xdist.plugin):
+        pm.register(xdist.plugin, "xdist")
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -99,7 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _xdist_controller(config: pytest.Config) -> bool:
     """Whether xdist's DSession will run this session (same test as xdist's own)."""
-    if not config.pluginmanager.has_plugin("xdist.dsession"):
+    if not config.pluginmanager.has_plugin("dsession"):
         # DSession registers itself under that name in xdist's pytest_configure,
         # which may run after ours: fall back to the options it looks at.
         return bool(
