@@ -209,9 +209,13 @@ class DagScheduling:
         sched = run.sched
         crashed: int | None = None
         if pending and pending[0] < self.barrier:
+            # The worker died in the first test it had not finished reporting:
+            # one still open, or one it held to skip itself (sent ahead).
             crashed = next((i for i in pending if i < self.barrier
-                            and not sched.state[i].terminal), None)
+                            and (not sched.state[i].terminal or i in self.awaiting)), None)
         if crashed is not None:
+            # xdist reports it as crashed; a skip it was to report is dropped.
+            self.awaiting.pop(crashed, None)
             sched.finished(crashed, "crashed")
         if node in self.core_workers:
             self.core_workers.discard(node)

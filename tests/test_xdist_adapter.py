@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 
 import pytest
 from helpers import base_args
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from xdist.scheduler import LoadScheduling
 
@@ -1092,6 +1092,14 @@ def dags(draw: st.DrawFn) -> tuple[Payload, dict[str, Outcome]]:
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(  # found on pytest 8.4: a crash while the head was a test sent ahead to skip
+    case=(
+        make_payload({f"t{k}": ("t0" if k == 1 else "") for k in range(9)},
+                     after={"t3": "t2", "t6": "t3"}),
+        {"t0": "failed", **{f"t{k}": "passed" for k in range(1, 9)}},
+    ),
+    affinity="module", policy="skip", seed=66, fast=True, crash_at=4,
+)
 @given(
     case=dags(),
     affinity=st.sampled_from(["module", "none"]),
