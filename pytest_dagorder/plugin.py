@@ -152,14 +152,14 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     return plan
 
 
-class SerialRunner:
-    """Runs the DAG in-process: stable topological order, skips before fixtures."""
+class Planner:
+    """Makes the plan once collection is final (base of the serial runner and the worker).
 
-    def __init__(self, config: pytest.Config, policy: FailurePolicy) -> None:
-        self.config = config
-        self.policy = policy
-        self.run: DagRun | None = None
-        self.plan: Plan | None = None
+    The wrapper is the outermost one: it sees the items before any plugin
+    deselects (``-k``, ``-m``, ``--lf``) and plans after all of them did.
+    """
+
+    plan: Plan | None = None
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(
@@ -167,7 +167,23 @@ class SerialRunner:
     ) -> Generator[None, object, object]:
         collected = list(items)
         result = yield
-        plan = self.plan = collect_plan(config, items, collected)
+        self.plan = collect_plan(config, items, collected)
+        self.planned(config, self.plan, items)
+        return result
+
+    def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        """What the subclass does with the plan (nothing here)."""
+
+
+class SerialRunner(Planner):
+    """Runs the DAG in-process: stable topological order, skips before fixtures."""
+
+    def __init__(self, config: pytest.Config, policy: FailurePolicy) -> None:
+        self.config = config
+        self.policy = policy
+        self.run: DagRun | None = None
+
+    def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
         if plan.problems:
             report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
@@ -175,7 +191,6 @@ class SerialRunner:
             self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
                               on_failure=self.policy)
             self.run.sched.add_worker("serial")
-        return result
 
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if self.run is None:

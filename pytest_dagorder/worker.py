@@ -27,8 +27,7 @@ from typing import Any
 import pytest
 
 from .outcomes import OutcomeTracker
-from .planning import Plan
-from .plugin import FAILURE_POLICIES, collect_plan, setting, skip_here
+from .plugin import FAILURE_POLICIES, Planner, setting, skip_here
 from .run import short_name
 from .scheduler import Skip, blocked_skip
 
@@ -80,11 +79,10 @@ class _ProtocolGate:
         return getattr(self._inner, name)
 
 
-class DagWorker:
+class DagWorker(Planner):
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.channel: Any = config.workerinput.get(CHANNEL_KEY)  # type: ignore[attr-defined]
-        self.plan: Plan | None = None
         self.last_real: pytest.Item | None = None
         self._below: dict[int, list[pytest.Item]] = {}
         # Gating of speculatively sent tests (see Scheduler.take): outcomes
@@ -100,15 +98,6 @@ class DagWorker:
         # plain attributes, which is how xdist's worker loop looks them up.
         hook_name = "pytest_runtest_protocol"
         setattr(relay, hook_name, _ProtocolGate(getattr(relay, hook_name), self))
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> Generator[None, object, object]:
-        collected = list(items)
-        result = yield
-        self.plan = collect_plan(config, items, collected)
-        return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> Generator[None, None, None]:
