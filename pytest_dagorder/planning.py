@@ -110,13 +110,8 @@ def make_plan(
     n_run = len(run)
     topo = [k for k in graph.topo if k < n_run]
     plan.items = [plan.items[k] for k in topo]
-    # Rebuild over the new order so that index == position in items.
-    plan.graph = Graph.build(
-        ((graph.ids[k], [graph.ids[p] for p in graph.requires[k]])
-         for k in [*topo, *range(n_run, len(graph))]),
-        after={graph.ids[k]: [graph.ids[p] for p in graph.after[k]]
-               for k in range(len(graph)) if graph.after[k]},
-    )
+    # Renumber so that index == position in items.
+    plan.graph = graph.permuted([*topo, *range(n_run, len(graph))])
     return plan
 
 

@@ -14,6 +14,7 @@ pyproject.toml): the Scheduling protocol and ``WorkerController``'s
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Generator, Sequence
@@ -85,7 +86,8 @@ class DagController:
                 "the dagorder plugin is not active on the workers; "
                 "pass -p dagorder or install it where the workers run"))])
         try:
-            payload: dict[str, Any] = channel.receive(timeout=RECEIVE_TIMEOUT)
+            raw = channel.receive(timeout=RECEIVE_TIMEOUT)
+            payload: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else raw
         except Exception as exc:
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])

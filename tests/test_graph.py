@@ -387,3 +387,15 @@ def test_an_added_back_edge_is_reported_as_a_real_cycle(
         assert len(set(e.cycle[:-1])) == len(e.cycle) - 1
         for a, b in itertools.pairwise(e.cycle):
             assert (a, b) in depends
+
+
+def test_permuted_keeps_every_edge_under_new_indices() -> None:
+    g = Graph.build([("a", []), ("b", ["a"]), ("c", ["a", "b"])])
+    p = g.permuted([2, 0, 1])
+    assert p.ids == ("c", "a", "b")
+    assert p.requires == ((1, 2), (), (1,))
+    assert p.dependents == ((), (0, 2), (0,))
+    h = Graph.build([("a", []), ("b", []), ("c", [])], after={"c": ["a"]})
+    q = h.permuted([2, 1, 0])
+    assert q.after == ((2,), (), ())
+    assert q.topo == (1, 2, 0)
