@@ -20,6 +20,15 @@ queue entries are checked against the state when popped, so an entry left
 behind in some queue is dropped, never run.  A task put back by
 :meth:`remove_worker` returns to READY and is queued afresh.
 
+The one exception is the speculative hand-out (``take(..., speculate=True)``):
+a WAITING task of a bound group whose every open prerequisite is RUNNING on
+that same worker goes straight to RUNNING there.  It is still handed out
+once (only a WAITING task qualifies, and it leaves WAITING), its counter
+still counts down as the prerequisites pass (its release then finds it
+RUNNING and does nothing), and if one of them fails it is skipped like any
+dependent, marked ``remote`` because the worker holding it reports it.
+Put back by :meth:`remove_worker`, it returns to WAITING.
+
 *Terminal exactly once.*  PASSED, FAILED (any non-pass outcome) and SKIPPED
 are terminal and never left.  Reaching a terminal state releases the task's
 out-edges exactly once: a failure skips its requires-pass dependents (policy
