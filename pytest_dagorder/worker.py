@@ -146,6 +146,8 @@ class DagWorker(Planner):
         skip_here(skip.reason)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.gating:
+            return  # outcomes are kept only for gating tests sent ahead
         i = self.index.get(report.nodeid)
         if i is None:
             return

@@ -256,9 +256,6 @@ class DagScheduling:
 
     # -- the run ---------------------------------------------------------------
 
-    def _workers(self) -> set[Any]:
-        return self.core_workers
-
     def _start(self) -> None:
         first = next(iter(self.node2collection))
         self.collection = self.node2collection[first]
@@ -350,8 +347,7 @@ class DagScheduling:
         if run is None or self.aborted:
             return
         sched = run.sched
-        workers = self._workers()
-        nodes = [n for n in self.sent if n in workers and not n.shutting_down
+        nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
                  and n not in self.unusable]
         if not nodes:
             if emit:
