@@ -4,7 +4,9 @@ Generates suites of sleeping tests (random DAG, chains, wide, long pole),
 records when each test body started and ended, and reports
 
 * makespan (first start to last end) / max(critical path, work / N), where
-  critical path and work come from the measured body durations;
+  critical path and work come from the measured body durations, for a cold
+  run (nothing recorded) and a warm one (the durations the cold run recorded
+  in pytest's cache rank the ready tests);
 * the median per-dependency latency (prerequisite end -> dependent start);
 * plain ``--dist load`` (``-p no:dagorder``) on the same tests without
   declarations, for the makespan where dependencies do not bind.
@@ -83,12 +85,14 @@ def write_suite(root: Path, tests: list[tuple[str, float, list[str]]], declare: 
     (root / "pytest.ini").write_text("[pytest]\n")
 
 
-def run(root: Path, args: list[str]) -> list[tuple[str, float, float]]:
+def run(root: Path, args: list[str], cache: bool = False) -> list[tuple[str, float, float]]:
+    """One pytest run; ``cache``: keep pytest's cache (recorded durations) across runs."""
     record = root / "record.jsonl"
     if record.exists():
         record.unlink()
     env = dict(os.environ, BENCH_RECORD=str(record))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    cmd = [sys.executable, "-m", "pytest", "-q", *([] if cache else ["-p", "no:cacheprovider"]),
+           *args]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if proc.returncode not in (0,):
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}")
@@ -119,20 +123,25 @@ def main() -> None:
                     help="Multiply every sleep (longer tests dilute per-test overhead)")
     opts = ap.parse_args()
     rng = random.Random(1)
-    print(f"| shape | dagorder makespan (s) | / bound | median dep latency (ms) "
-          f"| plain xdist makespan, no deps (s) |")
-    print("|---|---|---|---|---|")
+    print("| shape | dagorder makespan (s) | / bound | median dep latency (ms) "
+          "| warm: makespan (s) | warm: / bound | plain xdist makespan, no deps (s) |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in opts.shapes.split(","):
             tests = [(t, secs * opts.scale, deps) for t, secs, deps in shape(name, rng)]
             dag, plain = Path(tmp, name, "dag"), Path(tmp, name, "plain")
             write_suite(dag, tests, declare=True)
             write_suite(plain, tests, declare=False)
-            rows = run(dag, ["-n", str(opts.n), f"--dag-affinity={opts.affinity}"])
+            args = ["-n", str(opts.n), f"--dag-affinity={opts.affinity}"]
+            # Cold: nothing recorded, priorities by test counts.  Warm: the
+            # cold run recorded durations in the cache; the next run ranks by them.
+            rows = run(dag, args, cache=True)
             makespan, ratio, latency = analyse(tests, rows, opts.n)
+            warm, wratio, _ = analyse(tests, run(dag, args, cache=True), opts.n)
             prow = run(plain, ["-n", str(opts.n), "-p", "no:dagorder"])
             pspan = max(e for _, _, e in prow) - min(s for _, s, _ in prow)
-            print(f"| {name} | {makespan:.2f} | {ratio:.3f} | {latency:.1f} | {pspan:.2f} |")
+            print(f"| {name} | {makespan:.2f} | {ratio:.3f} | {latency:.1f} | {warm:.2f} "
+                  f"| {wratio:.3f} | {pspan:.2f} |")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import cast
 
 import pytest
 
-from . import compat
+from . import compat, durations
 from .declarations import ForeignReader
 from .markers import DEPENDS_ON, RUN_AFTER
 from .planning import Plan, make_plan
@@ -73,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         default=None,
         help="What a failed prerequisite does: skip its dependents, stop the run, "
         "or run them anyway (default: ini dag_on_failure, else skip)",
+    )
+    group.addoption(
+        "--dag-ignore-durations",
+        action="store_true",
+        default=False,
+        help="Rank ready tests by the number of tests left on their longest path, "
+        "not by the durations recorded in pytest's cache (they are still recorded)",
     )
     parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
     parser.addini("dag_on_failure", "Default for --dag-on-failure", default="skip")
@@ -228,6 +235,10 @@ class SerialRunner(Planner):
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.run is not None:
             self.run.record(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.run is not None:
+            durations.save(session.config, self.run.measured())
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.run is not None:

@@ -48,6 +48,8 @@ class DagRun:
             locality=locality,
         )
         self.tracker = OutcomeTracker()
+        # Seconds per test (all phases), recorded for the next run's priorities.
+        self.elapsed: dict[int, float] = {}
         # Skips actually reported: a run cut short (-x) decides more than it shows.
         self.reported: set[int] = set()
         # Prerequisites outside the run never run: settle them first.
@@ -80,11 +82,18 @@ class DagRun:
         i = self.index.get(report.nodeid)
         if i is None:
             return None
+        self.elapsed[i] = self.elapsed.get(i, 0.0) + report.duration
         word = self.tracker.feed(report)
         if word is None:
             return None
         self.sched.finished(i, word)
         return i
+
+    def measured(self) -> dict[str, float]:
+        """Seconds per node id of the tests that ran (not those skipped for a prerequisite)."""
+        skipped = self.sched.skips
+        return {self.nodeids[i]: secs for i, secs in self.elapsed.items()
+                if i not in skipped and self.sched.outcome[i] != "crashed"}
 
     def summary_lines(self) -> list[str]:
         """One line per root cause: what it was and how many tests it blocked."""

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from . import durations
 from .affinity import affinity_groups
 from .declarations import Problem
 from .graph import Graph
@@ -39,9 +40,11 @@ RECEIVE_TIMEOUT = 60.0
 MAX_PIPELINE = 1
 #: Tests this fast (moving average, seconds) make the round trip of a dispatch
 #: the main cost: then up to FAST_PIPELINE are sent at once, as xdist's own
-#: load scheduling batches more when tests are short.
+#: load scheduling batches more when tests are short (16: half the sends and
+#: barriers of 8 on trivial tests; a stop still waits for at most 16 tests
+#: under 20 ms each).
 FAST_TEST = 0.02
-FAST_PIPELINE = 8
+FAST_PIPELINE = 16
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING).
 LOW_WATER = 2
@@ -104,6 +107,10 @@ class DagController:
         if self.sched is not None:
             self.sched.emit_skips()
         return result
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.sched is not None and self.sched.run is not None:
+            durations.save(session.config, self.sched.run.measured())
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
@@ -193,8 +200,12 @@ class DagScheduling:
         if pending is not None and item_index in pending:
             pending.remove(item_index)
         if 0 <= item_index < self.barrier:
+            was_fast = self.avg_duration < FAST_TEST
             self.avg_duration = 0.8 * self.avg_duration + 0.2 * duration
-        self._dispatch()
+            if (self.avg_duration < FAST_TEST) != was_fast:
+                # The pipeline depth changed.  Otherwise there is nothing to
+                # do: the test's last report, which came first, dispatched.
+                self._dispatch()
 
     def mark_test_pending(self, item: str) -> None:
         # Called by pytest_handlecrashitem implementations that want a crashed
@@ -271,16 +282,23 @@ class DagScheduling:
         self.barrier = int(payload["barrier"])
         self.locations = [(str(p), ln, str(d)) for p, ln, d in payload["locations"]]
         g = payload["graph"]
+        nodeids = ids if g is None else list(g["ids"])
+        recorded = durations.load(self.config)
+        known = {nid: recorded[nid] for nid in nodeids if nid in recorded}
         if g is None:
             graph = Graph.build((i, ()) for i in ids)
-            nodeids = ids
         else:
-            nodeids = list(g["ids"])
+            # Priorities: the longest remaining path in recorded seconds (tests
+            # with no record count as the mean of those with one).
             graph = Graph.build(
                 ((nodeids[k], [nodeids[p] for p in g["requires"][k]])
                  for k in range(len(nodeids))),
                 after={nodeids[k]: [nodeids[p] for p in a] for k, a in enumerate(g["after"]) if a},
+                durations=known,
             )
+        if known:
+            # Pipeline depth from the first dispatch, not only once tests ran.
+            self.avg_duration = sum(known.values()) / len(known)
         mode = setting(self.config, "affinity", AFFINITY_MODES)
         scopes: list[str | None] = (
             payload[mode] if mode != "none" else [None] * n
@@ -295,10 +313,12 @@ class DagScheduling:
                           groups=groups, locality=mode != "none")
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and g is not None:
+            ranked = (f"recorded durations of {len(known)}/{len(nodeids)} tests"
+                      if known else "test counts")
             terminal.write_line(
                 f"dagorder: {n} tests, {graph.edge_count} dependencies, longest chain "
                 f"{graph.longest_chain()}; xdist scheduling, affinity {mode} "
-                f"({len(self.run.sched.groups)} groups)"
+                f"({len(self.run.sched.groups)} groups); critical path by {ranked}"
             )
         self.emit_skips()
 
