@@ -119,10 +119,11 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=4)
     ap.add_argument("--affinity", default="none")
     ap.add_argument("--shapes", default="random,chains,wide,longpole,loose")
+    ap.add_argument("--seed", type=int, default=1, help="Seed of the random shapes")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="Multiply every sleep (longer tests dilute per-test overhead)")
     opts = ap.parse_args()
-    rng = random.Random(1)
+    rng = random.Random(opts.seed)
     print("| shape | dagorder makespan (s) | / bound | median dep latency (ms) "
           "| warm: makespan (s) | warm: / bound | plain xdist makespan, no deps (s) |")
     print("|---|---|---|---|---|---|---|")
