@@ -234,15 +234,12 @@ class DagScheduling:
             self.core_workers.discard(node)
             for i in sched.remove_worker(node):
                 self.running_at.pop(i, None)
-        self.emit_skips()
-        # Skips its worker was to report itself: nobody else will now.
-        for i, (holder, reason) in list(self.awaiting.items()):
-            if holder is node:
-                del self.awaiting[i]
-                self._report_skip(i, reason)
+        # A crashed test: xdist reports it as soon as this returns, and the
+        # skips it caused follow that report (our logreport hook emits them),
+        # so the prerequisite's line comes first.  Otherwise emit them now.
+        self._dispatch(emit=crashed is None)
         for i in [i for i, n in self.running_at.items() if n is node]:
             del self.running_at[i]
-        self._dispatch()
         return None if crashed is None else run.nodeids[crashed]
 
     def schedule(self) -> None:
@@ -339,10 +336,16 @@ class DagScheduling:
         run = self.run
         if run is None:
             return
+        # Skips a worker was to report itself, but it is gone: nobody else will now.
+        for i, (holder, reason) in list(self.awaiting.items()):
+            if holder not in self.sent:
+                del self.awaiting[i]
+                self._report_skip(i, reason)
         for i, reason, remote in run.pop_skips():
-            if remote:
-                # Handed out speculatively: its worker skips it and reports that.
-                self.awaiting[i] = (self.running_at.get(i), reason)
+            holder = self.running_at.get(i) if remote else None
+            if holder is not None and holder in self.sent:
+                # Handed out ahead: its worker skips it and reports that.
+                self.awaiting[i] = (holder, reason)
             else:
                 self._report_skip(i, reason)
 
@@ -383,6 +386,12 @@ class DagScheduling:
             want = self._want(node, len(nodes))
             if 0 < have < LOW_WATER and have < want:
                 self._send(node, sched.take(node, want - have, speculate=spec))
+            elif spec and have == 1 and want == 1:
+                # Slow tests, one in flight: add the test that can start only
+                # once it ended (its dependent, its group's next).  The worker
+                # starts that one without a round trip through this process;
+                # no other worker could have started it sooner.
+                self._send(node, sched.ahead(node, 1))
         if emit:
             self.emit_skips()
 

@@ -526,6 +526,19 @@ def test_worker_crash_skips_dependents(pytester: pytest.Pytester) -> None:
     assert set(read_log(pytester)) == {"boom", "ok0", "ok1", "ok2", "ok3"}
 
 
+def test_a_crash_is_reported_before_the_skips_it_causes(pytester: pytest.Pytester) -> None:
+    """after_boom waits on boom's worker (handed out ahead); the crash still comes first."""
+    write_ini(pytester)
+    make_modules(pytester, test_crash=CRASH)
+    result = run(pytester, "-n", "2", "-v")
+    result.assert_outcomes(passed=4, failed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*FAILED test_crash.py::test_boom*",
+        "test_crash.py::test_after_boom SKIPPED*",
+        "test_crash.py::test_after_after_boom SKIPPED*",
+    ])
+
+
 def test_worker_crash_without_restarts_does_not_hang(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_crash=CRASH)

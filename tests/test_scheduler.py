@@ -1111,3 +1111,124 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
             events[t] = outcome
         sched.validate()
     check_end(Run(graph, sched, dispatched, dict.fromkeys(range(n), 0), events), "skip")
+
+
+# ---------------------------------------------------------------- handed out ahead
+
+
+def test_ahead_holds_the_dependent_of_a_running_task() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b"}, workers=["w1", "w2"])
+    assert d.take("w1") == ["a"]
+    assert d.names(d.sched.ahead("w2")) == []  # nothing of w2's to wait behind
+    assert d.names(d.sched.ahead("w1")) == ["b"]
+    d.check()
+    assert d.state("b") is State.RUNNING and d.sched.where[d.i("b")] == "w1"
+    assert d.names(d.sched.ahead("w1")) == ["c"]  # behind b, which is held there
+    d.check()
+    assert d.finish("a") and d.finish("b") and d.finish("c")
+    assert d.sched.done
+
+
+def test_ahead_holds_nothing_while_a_task_is_ready() -> None:
+    # x is ready and waits for a worker: holding b behind a could run b before x.
+    d = Driver({"a": "", "b": "a", "x": ""}, workers=["w1"])
+    assert d.take("w1") == ["a"]
+    assert d.names(d.sched.ahead("w1")) == []
+    assert d.finish("a")
+    assert d.take("w1", 2) == ["b", "x"]
+
+
+def test_ahead_waits_for_prerequisites_elsewhere() -> None:
+    d = Driver({"a": "", "b": "", "c": "a b"}, workers=["w1", "w2"])
+    assert d.take("w1") == ["a"]
+    assert d.take("w2") == ["b"]
+    assert d.names(d.sched.ahead("w1")) == []  # c also waits on b, on w2
+    assert d.finish("b")
+    assert d.names(d.sched.ahead("w1")) == ["c"]
+    d.check()
+
+
+def test_a_task_held_ahead_is_skipped_remotely_when_its_prerequisite_fails() -> None:
+    d = Driver({"a": "", "b": "a", "c": "b"}, workers=["w1"])
+    d.take("w1")
+    assert d.names(d.sched.ahead("w1")) == ["b"]
+    assert d.finish("a", "failed")
+    skips = {d.names([s.task])[0]: s for s in d.sched.pop_skipped()}
+    assert skips["b"].remote, "w1 holds b: it skips b itself"
+    assert not skips["c"].remote
+    assert skips["c"].reason == "prerequisite b was skipped: a failed"
+    assert d.sched.done
+
+
+def test_a_task_held_ahead_goes_back_to_waiting_with_its_worker() -> None:
+    d = Driver({"a": "", "b": "a"}, workers=["w1", "w2"])
+    d.take("w1")
+    d.sched.ahead("w1")
+    assert d.remove("w1") == ["a", "b"]
+    assert d.state("a") is State.READY and d.state("b") is State.WAITING
+    assert d.take("w2") == ["a"]
+
+
+def test_ahead_needs_the_skip_policy() -> None:
+    d = Driver({"a": ""}, workers=["w1"], on_failure="run")
+    with pytest.raises(ValueError, match="on_failure='skip'"):
+        d.sched.ahead("w1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases(), st.data())
+def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> None:
+    """Workers run what they hold in order, as xdist workers do: every held
+    task starts only after its prerequisites passed, or is skipped (remote)."""
+    graph = case.graph()
+    n = len(graph)
+    sched = Scheduler(graph, on_failure="skip", resources=case.resources,
+                      limits=case.limits, groups=case.groups)
+    workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
+    for w in workers:
+        sched.add_worker(w)
+    held: dict[str, list[int]] = {w: [] for w in workers}
+    ran: set[int] = set()
+    outcomes = st.sampled_from(["passed"] * 6 + ["failed", "skipped"])
+
+    def run_head(w: str, outcome: str) -> None:
+        t = held[w].pop(0)
+        if sched.state[t] is State.SKIPPED:  # its prerequisite failed: the worker skips it
+            assert sched.skips[t].remote, f"{t} skipped while held, but not marked remote"
+            return
+        for p in graph.requires[t]:
+            assert sched.state[p] is State.PASSED, (t, p)
+        for p in graph.after[t]:
+            assert sched.state[p].terminal, (t, p)
+        assert t not in ran, f"{t} ran twice"
+        ran.add(t)
+        assert sched.finished(t, outcome)
+
+    for _ in range(30 * n + 30):
+        if sched.done:
+            break
+        w = data.draw(st.sampled_from(workers), label="worker")
+        action = data.draw(st.sampled_from(["take", "ahead", "run", "run"]), label="action")
+        if action == "take" and not held[w]:
+            held[w] += sched.take(w, 1)
+        elif action == "ahead" and len(held[w]) == 1:
+            for t in sched.ahead(w, 1):
+                for p in graph.requires[t]:
+                    assert sched.state[p] is State.PASSED or sched.where.get(p) == w
+                held[w].append(t)
+        elif action == "run" and held[w]:
+            run_head(w, data.draw(outcomes, label="outcome"))
+        sched.validate()
+    for _ in range(10 * n + 10):  # drain, all passing
+        if sched.done:
+            break
+        for w in workers:
+            if not held[w]:
+                held[w] += sched.take(w, 1)
+            if len(held[w]) == 1:
+                held[w] += sched.ahead(w, 1)
+            if held[w]:
+                run_head(w, "passed")
+            sched.validate()
+    assert sched.done, "the run did not end"
+    assert ran == {t for t in range(n) if sched.state[t] in (State.PASSED, State.FAILED)}

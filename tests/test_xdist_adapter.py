@@ -349,7 +349,15 @@ class Harness:
         self.removed.add(node)
         crashed = self.sched.remove_node(node)
         if crashed is not None:
-            self.crashed[crashed] = len(self.journal)  # xdist reports the crash item itself
+            self.crashed[crashed] = len(self.journal)
+            # xdist's handle_crashitem: the crashed test's report follows at once
+            # (as DSession builds it: when "???", location of the file).
+            path = crashed.split("::")[0]
+            rep = pytest.TestReport(crashed, (path, None, path), {}, "failed",
+                                    f"worker {node.gateway.id!r} crashed while running "
+                                    f"{crashed!r}", cast(Any, "???"))
+            rep.node = node  # type: ignore[attr-defined]
+            self.sched.on_report(rep)
         self.check()
         return crashed
 
@@ -435,19 +443,21 @@ AFFINITIES = ["--dag-affinity=module", "--dag-affinity=none"]
 
 
 @pytest.mark.parametrize("affinity", AFFINITIES)
-def test_chain_sends_one_test_at_a_time_each_followed_by_the_barrier(
+def test_chain_sends_one_test_ahead_each_followed_by_the_barrier(
     harness: Any, affinity: str
 ) -> None:
     h: Harness = harness(make_payload(CHAIN), affinity)
     n1, _ = h.start("gw0", "gw1")
     # A naive dispatcher would send [a] and wait for a's outcome: a deadlock.
-    assert h.sends() == {"gw0": [["a", None]], "gw1": []}
+    # b can start only once a ended, on any worker: it waits on a's, behind a
+    # barrier, and starts there without a round trip through the controller.
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": []}
 
     h.report(n1, "a", "setup")
     h.report(n1, "a", "call")
-    assert h.sends() == {"gw0": [["a", None]], "gw1": []}, "b sent before a's teardown"
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": []}, "c sent before a ended"
     h.report(n1, "a", "teardown")
-    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": []}
+    assert h.sends() == {"gw0": [["a", None], ["b", None], ["c", None]], "gw1": []}
     h.complete(n1, h.index("a"))
     h.pass_barrier(n1)
     assert not h.sched.tests_finished
@@ -460,7 +470,7 @@ def test_chain_sends_one_test_at_a_time_each_followed_by_the_barrier(
     assert h.sched.tests_finished
     assert n1.queue == [h.index("c"), h.barrier]
     # The last barrier stays on the worker until xdist shuts the node down.
-    assert not h.recorder.skipped()
+    assert not h.recorder.skipped() and not h.gated
 
 
 def test_chains_of_two_modules_run_side_by_side(harness: Any) -> None:
@@ -469,7 +479,7 @@ def test_chains_of_two_modules_run_side_by_side(harness: Any) -> None:
                            modules={"a": "test_x.py", "b": "test_x.py"})
     h: Harness = harness(payload)
     n1, n2 = h.start("gw0", "gw1")
-    assert h.sends() == {"gw0": [["a", None]], "gw1": [["p", None]]}
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["p", None], ["q", None]]}
     h.drain(n1, n2)
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["p", None], ["q", None]]}
 
@@ -483,18 +493,17 @@ DIAMOND = {"a": "", "b": "a", "c": "a", "d": "b c"}
 def test_diamond_runs_the_middle_in_parallel(harness: Any) -> None:
     h: Harness = harness(make_payload(DIAMOND), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
-    assert h.sends() == {"gw0": [["a", None]], "gw1": []}
+    # Nothing else is ready: b (as urgent as c, collected first) waits behind a.
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": []}
     h.run(n1, "a")
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["c", None]]}
     h.pass_barrier(n1)
     h.run(n1, "b")
-    assert "d" not in str(h.sends()), "d sent before c ended"
-    h.run_reports(n2, "c")
-    assert h.sends()["gw1"] == [["c", None]]
-    assert h.sends()["gw0"][-1] == ["d", None]
-    h.complete(n2, h.index("c"))
-    h.pass_barrier(n1)
-    h.run_reports(n1, "d")
+    # d now waits on c only, which runs on gw1: d waits there, behind c.
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["c", None], ["d", None]]}
+    h.run(n2, "c")
+    h.pass_barrier(n2)
+    h.run_reports(n2, "d")
     assert h.sched.tests_finished
 
 
@@ -523,22 +532,23 @@ SKIP_SPEC = {"a": "", "b": "a", "c": "b", "d": "", "e": ""}
 def test_a_failure_skips_its_dependents(harness: Any, outcome: Outcome, phrase: str) -> None:
     h: Harness = harness(make_payload(SKIP_SPEC, after={"e": "a"}), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
-    assert h.name(n1.sends[0][0]) == "a"
+    assert h.sends()["gw0"] == [["a", None], ["b", None]]  # b handed out ahead
     h.run(n1, "a", outcome)
+    # gw0 holds b: it skips b itself; the controller skips c, which nobody holds.
     assert h.recorder.skipped() == {
-        nodeid("b"): f"prerequisite test_a {phrase}",
         nodeid("c"): f"prerequisite test_b was skipped: test_a {phrase}",
     }
     # The controller emits each skip as a whole test: start, setup, teardown, finish.
-    events = [e for e, nid in h.recorder.events if nid == nodeid("b")]
+    events = [e for e, nid in h.recorder.events if nid == nodeid("c")]
     assert events == ["logstart", "report setup skipped", "report teardown passed", "logfinish"]
-    rep = next(r for r in h.recorder.reports if r.nodeid == nodeid("b"))
-    assert rep.location == (MODULE, 10, "test_b")
-    assert rep.longrepr == (MODULE, 11, f"Skipped: prerequisite test_a {phrase}")
+    rep = next(r for r in h.recorder.reports if r.nodeid == nodeid("c"))
+    assert rep.location == (MODULE, 20, "test_c")
+    assert rep.longrepr == (MODULE, 21, f"Skipped: prerequisite test_b was skipped: test_a {phrase}")
     # run_after only orders: e runs whatever a's outcome was.
     h.drain(n1, n2)
+    assert h.gated == {nodeid("b"): f"prerequisite test_a {phrase}"}
     ran = {h.name(i) for n in (n1, n2) for i in n.sent if i != h.barrier}
-    assert ran == {"a", "d", "e"}
+    assert ran == {"a", "b", "d", "e"}
 
 
 def test_policy_stop_skips_everything_not_started(harness: Any) -> None:
@@ -573,7 +583,7 @@ def test_crash_returns_the_running_test_and_skips_its_dependents(harness: Any) -
     spec = {"a": "", "b": "a", "c": "b", "x": ""}
     h: Harness = harness(make_payload(spec), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
-    assert h.sends() == {"gw0": [["a", None]], "gw1": [["x", None]]}
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["x", None]]}
     h.report(n1, "a", "setup")
     assert h.remove(n1) == nodeid("a")
     assert h.recorder.skipped() == {
@@ -625,10 +635,11 @@ def test_crash_in_a_barrier_blames_no_test(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
     n1, n2 = h.start("gw0", "gw1")
     h.run(n1, "a")
-    assert n1.queue == [h.barrier, h.index("b"), h.barrier]
+    assert n1.queue == [h.barrier, h.index("b"), h.barrier, h.index("c"), h.barrier]
     assert h.remove(n1) is None
-    # b had not started: it goes to the other node, nothing is skipped.
-    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["b", None]]}
+    # b and c had not started: they go to the other node, nothing is skipped.
+    assert h.sends() == {"gw0": [["a", None], ["b", None], ["c", None]],
+                         "gw1": [["b", None], ["c", None]]}
     assert not h.recorder.skipped()
     h.run_reports(n2, "b")
     h.complete(n2, h.index("b"))
@@ -865,10 +876,14 @@ def ahead(harness: Any) -> tuple[Harness, FakeNode, FakeNode]:
     """A chain in one module on gw0; w in another module makes tests look fast."""
     h: Harness = harness(make_payload(AHEAD, modules={"w": "test_w.py"}))
     n1, n2 = h.start("gw0", "gw1")
-    assert h.sends() == {"gw0": [["a", None]], "gw1": [["w", None]]}
+    # Nothing ran yet, so tests count as slow: one in flight and the next one ahead.
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["w", None]]}
     h.run(n2, "w", duration=0.0)
-    # Fast tests: the rest of gw0's chain goes out at once, without waiting for a.
-    assert h.sends() == {"gw0": [["a", None], ["b", "c", "d", None]], "gw1": [["w", None]]}
+    h.run(n1, "a", duration=0.0)
+    # Fast tests: the rest of gw0's chain goes out at once, without waiting for b.
+    assert h.sends() == {"gw0": [["a", None], ["b", None], ["c", "d", None]],
+                         "gw1": [["w", None]]}
+    h.pass_barrier(n1)
     return h, n1, n2
 
 
@@ -876,14 +891,14 @@ def test_fast_chain_is_handed_out_ahead_to_its_worker(harness: Any) -> None:
     h, n1, n2 = ahead(harness)
     h.drain(n1, n2)
     assert h.sends()["gw1"] == [["w", None]]
-    assert h.sends()["gw0"] == [["a", None], ["b", "c", "d", None]]
+    assert h.sends()["gw0"] == [["a", None], ["b", None], ["c", "d", None]]
     assert not h.recorder.skipped() and not h.gated
 
 
 def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> None:
     h, n1, n2 = ahead(harness)
-    h.run(n1, "a", "failed", duration=0.0)
-    # The worker holding b, c, d skips them itself; the controller reports nothing.
+    h.run(n1, "b", "failed", duration=0.0)
+    # The worker holding c, d skips them itself; the controller reports nothing.
     assert h.recorder.skipped() == {}
     assert h.sched.tests_finished
     n1.shutdown()
@@ -891,9 +906,8 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
     while n1.queue:
         h.step(n1)
     assert h.gated == {
-        nodeid("b"): "prerequisite test_a failed",
-        nodeid("c"): "prerequisite test_b was skipped: test_a failed",
-        nodeid("d"): "prerequisite test_c was skipped: test_a failed",
+        nodeid("c"): "prerequisite test_b failed",
+        nodeid("d"): "prerequisite test_c was skipped: test_b failed",
     }
     assert h.recorder.skipped() == {}
     assert h.remove(n1) is None
@@ -901,35 +915,33 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
 
 def test_skips_a_crashed_worker_held_are_reported_by_the_controller(harness: Any) -> None:
     h, n1, _ = ahead(harness)
-    h.run(n1, "a", "failed", duration=0.0)
-    assert h.remove(n1) is None  # it died past the barrier, before gating b
+    h.run(n1, "b", "failed", duration=0.0)
+    assert h.remove(n1) is None  # it died past the barrier, before gating c
     assert h.recorder.skipped() == {
-        nodeid("b"): "prerequisite test_a failed",
-        nodeid("c"): "prerequisite test_b was skipped: test_a failed",
-        nodeid("d"): "prerequisite test_c was skipped: test_a failed",
+        nodeid("c"): "prerequisite test_b failed",
+        nodeid("d"): "prerequisite test_c was skipped: test_b failed",
     }
 
 
 def test_a_crash_ahead_of_a_chain_skips_the_chain(harness: Any) -> None:
     h, n1, _ = ahead(harness)
-    h.report(n1, "a", "setup")
-    assert h.remove(n1) == nodeid("a")
+    h.report(n1, "b", "setup")
+    assert h.remove(n1) == nodeid("b")
     assert h.recorder.skipped() == {
-        nodeid("b"): "prerequisite test_a crashed its worker",
-        nodeid("c"): "prerequisite test_b was skipped: test_a crashed its worker",
-        nodeid("d"): "prerequisite test_c was skipped: test_a crashed its worker",
+        nodeid("c"): "prerequisite test_b crashed its worker",
+        nodeid("d"): "prerequisite test_c was skipped: test_b crashed its worker",
     }
     assert h.sched.tests_finished
 
 
 def test_a_chain_handed_out_ahead_goes_back_if_its_worker_dies(harness: Any) -> None:
     h, n1, n2 = ahead(harness)
-    h.run(n1, "a", duration=0.0)
-    assert h.remove(n1) is None  # died tearing down past the barrier: b never started
+    h.run(n1, "b", duration=0.0)
+    assert h.remove(n1) is None  # died tearing down past the barrier: c never started
     assert not h.recorder.skipped()
-    assert h.sends()["gw1"][1:] and h.sends()["gw1"][1][0] == "b"
+    assert h.sends()["gw1"][1:] and h.sends()["gw1"][1][0] == "c"
     h.drain(n2)
-    assert {h.name(i) for i in n2.sent} == {"w", "b", "c", "d", None}
+    assert {h.name(i) for i in n2.sent} == {"w", "c", "d", None}
 
 
 # ------------------------------------------------------------------ groups and deselection
@@ -981,6 +993,7 @@ def test_reports_through_the_hook_loop_back_harmlessly(harness: Any) -> None:
             h.reported.add(nodeid("a"))
         h.config.hook.pytest_runtest_logreport(report=rep)
         h.check()
+    # e was ready (both workers busy), so b was not handed out ahead: skipped here.
     assert set(h.recorder.skipped()) == {nodeid("b"), nodeid("c")}
 
 
