@@ -106,40 +106,33 @@ SLOW_A = {"test_m.py::test_a1": 5.0, "test_m.py::test_a2": 5.0, "test_m.py::test
           "test_m.py::test_b2": 0.01, "test_m.py::test_b3": 0.01}
 
 
-def first_started(pytester: pytest.Pytester) -> str:
+def chains_run(pytester: pytest.Pytester, record: object, *args: str) -> tuple[str, str]:
+    """Run CHAINS under -n 1 with ``record`` in the cache: (header ranking line, first test)."""
+    write_ini(pytester)
+    make_modules(pytester, test_m=CHAINS)
+    if record is not None:
+        seed(pytester, record)
+    result = run(pytester, "-n", "1", "--dag-affinity=none", *args)
+    result.assert_outcomes(passed=5)
+    header = next(line for line in result.outlines if line.startswith("dagorder: 5 tests"))
     ran = read_log(pytester)
     assert len(ran) == 5, sorted(ran)
-    return min(ran.values(), key=lambda r: r.start).name
+    return header.split("; ")[-1], min(ran.values(), key=lambda r: r.start).name
 
 
 def test_xdist_ranks_ready_tests_by_recorded_seconds(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAINS)
-    seed(pytester, SLOW_A)
-    result = run(pytester, "-n", "1", "--dag-affinity=none")
-    result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*critical path by recorded durations of 5/5 tests*"])
-    assert first_started(pytester) == "a1"
+    assert chains_run(pytester, SLOW_A) == (
+        "critical path by recorded durations of 5/5 tests", "a1")
 
 
 def test_without_records_the_longer_chain_in_tests_goes_first(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAINS)
-    result = run(pytester, "-n", "1", "--dag-affinity=none")
-    result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*critical path by test counts*"])
-    assert first_started(pytester) == "b1"
+    assert chains_run(pytester, None) == ("critical path by test counts", "b1")
     assert sorted(recorded(pytester)) == sorted(SLOW_A)  # recorded for the next run
 
 
 def test_ignore_durations_ranks_by_counts(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAINS)
-    seed(pytester, SLOW_A)
-    result = run(pytester, "-n", "1", "--dag-affinity=none", "--dag-ignore-durations")
-    result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*critical path by test counts*"])
-    assert first_started(pytester) == "b1"
+    assert chains_run(pytester, SLOW_A, "--dag-ignore-durations") == (
+        "critical path by test counts", "b1")
 
 
 @pytest.mark.parametrize("junk", [
@@ -147,13 +140,7 @@ def test_ignore_durations_ranks_by_counts(pytester: pytest.Pytester) -> None:
     {"test_m.py::test_a1": "slow", "test_m.py::test_a2": -1, "test_m.py::test_b1": None},
 ])
 def test_a_damaged_record_is_ignored(pytester: pytest.Pytester, junk: object) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAINS)
-    seed(pytester, junk)
-    result = run(pytester, "-n", "1", "--dag-affinity=none")
-    result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*critical path by test counts*"])
-    assert first_started(pytester) == "b1"
+    assert chains_run(pytester, junk) == ("critical path by test counts", "b1")
     got = recorded(pytester)
     assert sorted(got) == sorted(SLOW_A)  # the junk is gone, the real figures are in
     assert all(isinstance(v, float) and v >= 0 for v in got.values())
