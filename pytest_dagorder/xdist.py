@@ -39,12 +39,15 @@ RECEIVE_TIMEOUT = 60.0
 #: (measured: 2 in flight cost 0.08-0.3 of the bound on random DAGs).
 MAX_PIPELINE = 1
 #: Tests this fast (moving average, seconds) make the round trip of a dispatch
-#: the main cost: then up to FAST_PIPELINE are sent at once, as xdist's own
-#: load scheduling batches more when tests are short (16: half the sends and
-#: barriers of 8 on trivial tests; a stop still waits for at most 16 tests
-#: under 20 ms each).
+#: the main cost: then several are sent at once, as xdist's own load
+#: scheduling batches more when tests are short.  How many: about
+#: BATCH_SECONDS of tests at the average duration, at most FAST_PIPELINE.
+#: Every dispatch costs a message each way and a barrier on the worker, so
+#: fewer, larger batches save CPU; the time bound keeps a stop (-x) prompt:
+#: what a worker holds when it is told to stop runs in about BATCH_SECONDS.
 FAST_TEST = 0.02
-FAST_PIPELINE = 16
+BATCH_SECONDS = 0.25
+FAST_PIPELINE = 64
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING).
 LOW_WATER = 2
@@ -398,12 +401,16 @@ class DagScheduling:
     def _want(self, node: Any, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""
         assert self.run is not None
-        if self.avg_duration >= FAST_TEST:
+        avg = self.avg_duration
+        if avg >= FAST_TEST:
             return MAX_PIPELINE
+        batch = min(FAST_PIPELINE, int(BATCH_SECONDS / max(avg, 1e-6)))
         if self.speculate and self.run.sched.bound_group(node) is not None:
             # Its group's chain is the node's alone: hand it out ahead.
-            return FAST_PIPELINE
-        return max(1, min(FAST_PIPELINE, self.run.sched.ready_count // n_nodes))
+            return batch
+        # Free tests: an equal share of what is ready, so no worker goes idle
+        # while another holds a long queue.
+        return max(1, min(batch, self.run.sched.ready_count // n_nodes))
 
     def _send(self, node: Any, tasks: list[int]) -> None:
         if not tasks:
