@@ -64,14 +64,12 @@ class DagRun:
     def pop_skips(self) -> list[tuple[int, str, bool]]:
         """New skip decisions for tests of the run: (index, wording, remote).
 
-        The caller reports each of them, except ``remote`` ones, which the
-        worker holding the test reports itself (they count as reported from
-        here on).
+        The caller reports each of them (and adds it to :attr:`reported`),
+        except ``remote`` ones, which the worker holding the test reports
+        itself (they count once that report arrived).
         """
-        out = [(s.task, self.reason(s), s.remote)
-               for s in self.sched.pop_skipped() if s.task < self.n_run]
-        self.reported.update(i for i, _, _ in out)
-        return out
+        return [(s.task, self.reason(s), s.remote)
+                for s in self.sched.pop_skipped() if s.task < self.n_run]
 
     def record(self, report: pytest.TestReport) -> int | None:
         """Feed a report; the test's index once its last report arrived, else None.

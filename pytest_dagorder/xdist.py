@@ -329,7 +329,8 @@ class DagScheduling:
         i = run.record(report)
         if i is None:
             return
-        self.awaiting.pop(i, None)
+        if self.awaiting.pop(i, None) is not None:
+            run.reported.add(i)  # the worker's own report of a skip decided here
         node = self.running_at.pop(i, None)
         if node is not None and node in self.inflight:
             self.inflight[node] -= 1
@@ -340,10 +341,11 @@ class DagScheduling:
         if run is None:
             return
         # Skips a worker was to report itself, but it is gone: nobody else will now.
-        for i, (holder, reason) in list(self.awaiting.items()):
-            if holder not in self.sent:
-                del self.awaiting[i]
-                self._report_skip(i, reason)
+        if self.awaiting:
+            for i, (holder, reason) in list(self.awaiting.items()):
+                if holder not in self.sent:
+                    del self.awaiting[i]
+                    self._report_skip(i, reason)
         for i, reason, remote in run.pop_skips():
             holder = self.running_at.get(i) if remote else None
             if holder is not None and holder in self.sent:
@@ -355,6 +357,7 @@ class DagScheduling:
     def _report_skip(self, i: int, reason: str) -> None:
         """Report test ``i`` SKIPPED from the controller, as a worker would have."""
         assert self.run is not None
+        self.run.reported.add(i)
         hook = self.config.hook
         nodeid = self.run.nodeids[i]
         loc = self.locations[i]

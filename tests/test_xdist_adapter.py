@@ -901,6 +901,9 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
     # The worker holding c, d skips them itself; the controller reports nothing.
     assert h.recorder.skipped() == {}
     assert h.sched.tests_finished
+    run = h.sched.run
+    assert run is not None
+    assert run.summary_lines() == [], "no skip shown yet: none counted"
     n1.shutdown()
     n2.shutdown()
     while n1.queue:
@@ -910,6 +913,7 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
         nodeid("d"): "prerequisite test_c was skipped: test_b failed",
     }
     assert h.recorder.skipped() == {}
+    assert run.summary_lines() == [f"{nodeid('b')} failed: blocked 2 tests"]
     assert h.remove(n1) is None
 
 
