@@ -61,6 +61,13 @@ startable once every prerequisite it has outside itself is terminal; the
 worker that takes it runs only the group's tasks until all are terminal.
 Groups whose outside prerequisites would form a cycle between groups are
 dissolved into free tasks (the only way such a group could ever start).
+
+A worker may also be handed, ahead of time, a task that could not start
+anywhere before the worker's running tasks end (:meth:`Scheduler.ahead`):
+its bound group's next tasks, or the most urgent free task that waits only
+on tasks running there, while no ready task is waiting for a worker.  The
+remaining path of a task is its own duration plus the longest path after it,
+in the durations the graph carries (equal when none are known).
 """
 
 from __future__ import annotations
