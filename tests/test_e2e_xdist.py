@@ -415,11 +415,16 @@ def test_blocked_tests_are_skipped_under_xdist(pytester: pytest.Pytester) -> Non
     assert (pytester.path / "fixtures.log").read_text().split() == ["test_free"]
 
 
-def test_skips_match_the_serial_run(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("affinity", ["module", "none"])
+def test_skips_match_the_serial_run(pytester: pytest.Pytester, affinity: str) -> None:
+    # module: a connected module runs as one group, its chain handed out ahead;
+    # none: each dependent waits on its prerequisite's worker when nothing is
+    # ready.  Either way the worker skips what it holds with the core's reason.
     write_ini(pytester)
     pytester.makeconftest(SKIPS_CONFTEST)
     make_modules(pytester, test_skips=SKIPS)
-    result = run(pytester, "-n", "2", "-rs", "-v", "--junitxml=out.xml")
+    result = run(pytester, "-n", "2", "-rs", "-v", "--junitxml=out.xml",
+                 f"--dag-affinity={affinity}")
     check_skips(result, pytester, "out.xml")
 
 
