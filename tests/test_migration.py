@@ -607,7 +607,7 @@ def test_takeover_of_installed_originals(
         "test_take.py::test_c": "skipped:test_c depends on test_fails",
     })
     result.assert_outcomes(passed=3, failed=1, skipped=1)
-    assert list(read_log(pytester))[0] == "first"
+    assert next(iter(read_log(pytester))) == "first"
 
 
 NO_ORIGINALS = ("-p", "no:dependency", "-p", "no:depends", "-p", "no:pytest_order")

@@ -543,7 +543,8 @@ def test_a_failure_skips_its_dependents(harness: Any, outcome: Outcome, phrase: 
     assert events == ["logstart", "report setup skipped", "report teardown passed", "logfinish"]
     rep = next(r for r in h.recorder.reports if r.nodeid == nodeid("c"))
     assert rep.location == (MODULE, 20, "test_c")
-    assert rep.longrepr == (MODULE, 21, f"Skipped: prerequisite test_b was skipped: test_a {phrase}")
+    assert rep.longrepr == (
+        MODULE, 21, f"Skipped: prerequisite test_b was skipped: test_a {phrase}")
     # run_after only orders: e runs whatever a's outcome was.
     h.drain(n1, n2)
     assert h.gated == {nodeid("b"): f"prerequisite test_a {phrase}"}
