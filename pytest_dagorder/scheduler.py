@@ -400,21 +400,31 @@ class Scheduler:
 
     def _best_successor(self, worker: Worker) -> int | None:
         """The most urgent free WAITING task whose open prerequisites all run on ``worker``."""
-        g, state, where = self.graph, self.state, self.where
+        g, state = self.graph, self.state
         best: int | None = None
         for r in self._running_on[worker]:
             for d in (*g.dependents[r], *g.followers[r]):
                 if (state[d] is not State.WAITING or self._group_of[d] >= 0 or self._res[d]
                         or (best is not None and self._key[best] <= self._key[d])):
                     continue
-                if all(state[p] is State.PASSED
-                       or (state[p] is State.RUNNING and where.get(p) == worker)
-                       for p in g.requires[d]) and all(
-                        state[p].terminal
-                        or (state[p] is State.RUNNING and where.get(p) == worker)
-                        for p in g.after[d]):
+                if self._waits_only_on(d, worker):
                     best = d
         return best
+
+    def _waits_only_on(self, d: int, worker: Worker) -> bool:
+        """Whether every open prerequisite of ``d`` is running on ``worker``.
+
+        Requires-pass prerequisites must have passed or be running there;
+        ordering-only ones must have ended or be running there.
+        """
+        state, where = self.state, self.where
+        return all(
+            state[p] is State.PASSED or (state[p] is State.RUNNING and where.get(p) == worker)
+            for p in self.graph.requires[d]
+        ) and all(
+            state[p].terminal or (state[p] is State.RUNNING and where.get(p) == worker)
+            for p in self.graph.after[d]
+        )
 
     def _any_ready(self, worker: Worker) -> bool:
         """Whether :meth:`take` would give ``worker`` a task now (resources aside)."""
@@ -442,7 +452,7 @@ class Scheduler:
 
     def _speculate(self, worker: Worker, gid: int, limit: int) -> list[int]:
         """Group tasks whose open prerequisites all run on ``worker`` (see :meth:`take`)."""
-        g, state, where = self.graph, self.state, self.where
+        g, state = self.graph, self.state
         frontier = sorted(self._running_on[worker], key=self._key.__getitem__)
         out: list[int] = []
         k = 0
@@ -451,15 +461,8 @@ class Scheduler:
             k += 1
             for d in sorted((*g.dependents[r], *g.followers[r]), key=self._key.__getitem__):
                 if (len(out) >= limit or state[d] is not State.WAITING
-                        or self._group_of[d] != gid or self._res[d]):
-                    continue
-                ok = all(state[p] is State.PASSED
-                         or (state[p] is State.RUNNING and where.get(p) == worker)
-                         for p in g.requires[d])
-                ok = ok and all(state[p].terminal
-                                or (state[p] is State.RUNNING and where.get(p) == worker)
-                                for p in g.after[d])
-                if not ok:
+                        or self._group_of[d] != gid or self._res[d]
+                        or not self._waits_only_on(d, worker)):
                     continue
                 self._hold(d, worker)
                 out.append(d)
