@@ -428,17 +428,7 @@ class Scheduler:
 
     def _any_ready(self, worker: Worker) -> bool:
         """Whether :meth:`take` would give ``worker`` a task now (resources aside)."""
-        local = self._local.get(worker)
-        while local and self.state[local[-1]] is not State.READY:
-            local.pop()
-        if local:
-            return True
-        heap = self._heap
-        while heap and not self._heap_entry_live(heap[0]):  # dead entries are dropped anyway
-            _, _, kind, ident = heapq.heappop(heap)
-            if kind == 1:
-                self._group_queued[ident] = False
-        if heap:
+        if self._drop_ended(worker) or self._heap:
             return True
         # Only other workers' local queues hold ready tasks: take() would steal one.
         return any(self.state[i] is State.READY for q in self._local.values() for i in q)
@@ -621,8 +611,13 @@ class Scheduler:
                 return i
         return None
 
-    def _pop_free(self, worker: Worker) -> int | None:
-        """A ready free task (>= 0) or a startable group (encoded as -gid - 1)."""
+    def _drop_ended(self, worker: Worker) -> deque[int]:
+        """Drop entries that are no longer ready from the tops of ``worker``'s
+        local queue and of the heap; returns that local queue.
+
+        Entries left behind when a task started or ended elsewhere are only
+        ever dropped here, so the top of each queue is a live one afterwards.
+        """
         local = self._local[worker]
         state = self.state
         while local and state[local[-1]] is not State.READY:
@@ -636,6 +631,12 @@ class Scheduler:
             _, _, kind, ident = heapq.heappop(heap)
             if kind == 1:
                 self._group_queued[ident] = False
+        return local
+
+    def _pop_free(self, worker: Worker) -> int | None:
+        """A ready free task (>= 0) or a startable group (encoded as -gid - 1)."""
+        local = self._drop_ended(worker)
+        heap = self._heap
         # Locality yields to priority: the worker's newest released task is
         # taken unless the heap holds one with a longer remaining path.
         if local and (not heap or self._key[local[-1]][0] <= heap[0][0]):
