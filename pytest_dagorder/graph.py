@@ -231,15 +231,7 @@ class Graph:
 
     def ancestors(self, roots: Iterable[int]) -> list[int]:
         """Every task that ``roots`` (transitively) wait for, in index order."""
-        seen: set[int] = set()
-        stack = list(roots)
-        while stack:
-            i = stack.pop()
-            for p in (*self.requires[i], *self.after[i]):
-                if p not in seen:
-                    seen.add(p)
-                    stack.append(p)
-        return sorted(seen)
+        return sorted(prerequisites_of(roots, self.requires, self.after))
 
     def longest_chain(self) -> int:
         """Number of tasks on the longest dependency chain (0 for an empty graph)."""
@@ -249,6 +241,25 @@ class Graph:
                 if depth[p] + 1 > depth[i]:
                     depth[i] = depth[p] + 1
         return max(depth, default=0)
+
+
+def prerequisites_of(
+    roots: Iterable[int], requires: Sequence[Sequence[int]], after: Sequence[Sequence[int]]
+) -> set[int]:
+    """Every index that ``roots`` (transitively) wait for through either kind of edge.
+
+    Takes plain adjacency lists, so the planner can use it before a graph is
+    built.  A root is included only if another root waits for it.
+    """
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        for p in (*requires[i], *after[i]):
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen
 
 
 def _stable_topological_order(

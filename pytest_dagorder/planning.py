@@ -15,7 +15,7 @@ import pytest
 
 from .declarations import ForeignReader, Problem, resolve_items
 from .errors import DependencyError, name_of
-from .graph import Graph
+from .graph import Graph, prerequisites_of
 
 
 @dataclass
@@ -67,15 +67,7 @@ def make_plan(
     n_sel = len(selected)
     run = list(range(n_sel))
     if with_prerequisites:
-        wanted = set(run)
-        stack = list(run)
-        while stack:
-            i = stack.pop()
-            for p in (*res.requires[i], *res.after[i]):
-                if p not in wanted:
-                    wanted.add(p)
-                    stack.append(p)
-        run = sorted(wanted)
+        run = sorted(set(run) | prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
     # Nodes of the graph: the run, then deselected direct prerequisites of it.
     outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
