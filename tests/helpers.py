@@ -1,4 +1,4 @@
-"""Shared helpers for the end-to-end tests (tests/test_e2e_*.py).
+"""Shared test helpers, mostly for the end-to-end tests (tests/test_e2e_*.py).
 
 Inner projects record what ran into a log file whose absolute path is baked
 into the generated sources (so it works on xdist workers and from any cwd):
@@ -8,10 +8,15 @@ one line per executed test body, ``name pid start end``.
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +131,18 @@ def read_junit(path: Path) -> tuple[dict[str, JunitCase], int]:
                 break
         out[key] = JunitCase(outcome, message)
     return out, len(cases)
+
+
+def outputs_under_hash_seeds(script: str) -> list[Any]:
+    """What a Python script prints as JSON, run once under each of three hash seeds.
+
+    For checking that results never depend on hash or set order.
+    """
+    root = str(Path(__file__).resolve().parent.parent)
+    outputs = []
+    for seed in ("1", "2", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}
+        proc = subprocess.run([sys.executable, "-c", script], env=env,
+                              capture_output=True, text=True, check=True, timeout=60)
+        outputs.append(json.loads(proc.stdout))
+    return outputs

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Mapping, Sequence
 
 import pytest
+from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,13 +108,7 @@ HASHSEED_SCRIPT = textwrap.dedent(
 
 
 def test_labels_do_not_depend_on_hash_seed() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    outputs = []
-    for seed in ("1", "2", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}
-        proc = subprocess.run([sys.executable, "-c", HASHSEED_SCRIPT], env=env,
-                              capture_output=True, text=True, check=True, timeout=60)
-        outputs.append(json.loads(proc.stdout))
+    outputs = outputs_under_hash_seeds(HASHSEED_SCRIPT)
     assert any(label is not None for label in outputs[0]), "the script formed no group"
     assert outputs[0] == outputs[1] == outputs[2]
 

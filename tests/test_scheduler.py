@@ -6,15 +6,12 @@ so each test also checks the invariants at every step.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -737,13 +734,7 @@ HASHSEED_SCRIPT = textwrap.dedent("""
 
 
 def test_results_do_not_depend_on_hash_seed() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    outputs = []
-    for seed in ("1", "2", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}
-        proc = subprocess.run([sys.executable, "-c", HASHSEED_SCRIPT], env=env,
-                              capture_output=True, text=True, check=True, timeout=60)
-        outputs.append(json.loads(proc.stdout))
+    outputs = outputs_under_hash_seeds(HASHSEED_SCRIPT)
     assert outputs[0]["log"], "the script dispatched nothing"
     assert outputs[0]["skips"], "the script exercised no skip"
     assert outputs[0] == outputs[1] == outputs[2]
@@ -823,14 +814,26 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
     sched = Scheduler(graph, on_failure=policy, resources=case.resources, limits=case.limits,
                       groups=case.groups)
     sched.validate()
+    dispatched = dict.fromkeys(range(n), 0)
+    put_back = dict.fromkeys(range(n), 0)
     workers: list[str] = []
     next_worker = 0
-    for _ in range(data.draw(st.integers(1, 4), label="workers")):
+
+    def add_worker() -> None:
+        nonlocal next_worker
         workers.append(f"w{next_worker}")
         sched.add_worker(workers[-1])
         next_worker += 1
-    dispatched = dict.fromkeys(range(n), 0)
-    put_back = dict.fromkeys(range(n), 0)
+
+    def replace_worker(w: str) -> None:
+        """The worker goes (what it ran goes back), a new one comes, as xdist restarts one."""
+        for i in sched.remove_worker(w):
+            put_back[i] += 1
+        workers.remove(w)
+        add_worker()
+
+    for _ in range(data.draw(st.integers(1, 4), label="workers")):
+        add_worker()
     events: dict[int, str] = {}
     outcomes = st.sampled_from(["passed"] * 6 + ["failed", "error", "skipped", "xfailed"])
     for _step in range(20 * n + 20):
@@ -857,20 +860,9 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
             assert sched.finished(t, "crashed")
             events[t] = "crashed"
             sched.validate()
-            for i in sched.remove_worker(w):
-                put_back[i] += 1
-            workers.remove(w)
-            workers.append(f"w{next_worker}")
-            sched.add_worker(workers[-1])
-            next_worker += 1
+            replace_worker(w)
         elif action == "churn" and next_worker < 8:
-            w = data.draw(st.sampled_from(workers), label="remove")
-            for i in sched.remove_worker(w):
-                put_back[i] += 1
-            workers.remove(w)
-            workers.append(f"w{next_worker}")
-            sched.add_worker(workers[-1])
-            next_worker += 1
+            replace_worker(data.draw(st.sampled_from(workers), label="remove"))
         else:
             w = data.draw(st.sampled_from(workers), label="taker")
             limit = data.draw(st.integers(1, 3), label="limit")
