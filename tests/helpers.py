@@ -23,9 +23,10 @@ import pytest
 LOG_NAME = "ran.log"
 
 
-def base_args() -> list[str]:
-    """Options every inner run gets: no cache; no pytest-benchmark where it exists."""
-    args = ["-p", "no:cacheprovider"]
+def base_args(*, cache: bool = False) -> list[str]:
+    """Options every inner run gets: no cache (unless ``cache``); no pytest-benchmark
+    where it exists."""
+    args = [] if cache else ["-p", "no:cacheprovider"]
     if importlib.util.find_spec("pytest_benchmark") is not None:
         args += ["-p", "no:benchmark"]
     return args

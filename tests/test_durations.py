@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
-from helpers import make_modules, read_log, write_ini
+from helpers import base_args, make_modules, read_log, write_ini
 
 TIMEOUT = 120.0
 CACHE_FILE = (".pytest_cache", "v", "dagorder", "durations")
@@ -14,8 +13,7 @@ CACHE_FILE = (".pytest_cache", "v", "dagorder", "durations")
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """An inner run with pytest's cache on (the point of these tests)."""
-    extra = ["-p", "no:benchmark"] if importlib.util.find_spec("pytest_benchmark") else []
-    return pytester.runpytest_subprocess(*extra, *args, timeout=TIMEOUT)
+    return pytester.runpytest_subprocess(*base_args(cache=True), *args, timeout=TIMEOUT)
 
 
 def recorded(pytester: pytest.Pytester) -> dict[str, float]:

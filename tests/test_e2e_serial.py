@@ -667,25 +667,29 @@ def test_help_shows_the_options(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*dag_on_failure*", "*dag_affinity*"], consecutive=False)
 
 
+# A module fixture whose teardown fails after its last test (test_b).
+MODULE_TEARDOWN_ERROR = """
+@pytest.fixture(scope="module")
+def res():
+    yield
+    raise RuntimeError("module teardown broke")
+
+
+def test_a(res):
+    mark("test_a")
+
+
+@depends_on("test_a")
+def test_b(res):
+    mark("test_b")
+"""
+
+
 def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(
         pytester,
-        test_mfix="""
-        @pytest.fixture(scope="module")
-        def res():
-            yield
-            raise RuntimeError("module teardown broke")
-
-
-        def test_a(res):
-            mark("test_a")
-
-
-        @depends_on("test_a")
-        def test_b(res):
-            mark("test_b")
-    """,
+        test_mfix=MODULE_TEARDOWN_ERROR,
         test_other="""
         def test_z():
             mark("test_z")

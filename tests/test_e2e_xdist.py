@@ -17,7 +17,15 @@ from helpers import (
     read_log,
     write_ini,
 )
-from test_e2e_serial import BAD, SKIP_REASONS, SKIPS, SKIPS_CONFTEST, check_skips, check_validation
+from test_e2e_serial import (
+    BAD,
+    MODULE_TEARDOWN_ERROR,
+    SKIP_REASONS,
+    SKIPS,
+    SKIPS_CONFTEST,
+    check_skips,
+    check_validation,
+)
 
 TIMEOUT = 120.0
 
@@ -432,21 +440,7 @@ def test_module_fixture_teardown_error_under_xdist(pytester: pytest.Pytester) ->
     write_ini(pytester)
     make_modules(
         pytester,
-        test_mfix="""
-        @pytest.fixture(scope="module")
-        def res():
-            yield
-            raise RuntimeError("module teardown broke")
-
-
-        def test_a(res):
-            mark("test_a")
-
-
-        @depends_on("test_a")
-        def test_b(res):
-            mark("test_b")
-    """,
+        test_mfix=MODULE_TEARDOWN_ERROR,
         test_other="""
         @pytest.mark.parametrize("n", range(4))
         def test_z(n):
