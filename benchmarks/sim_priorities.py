@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_xdist import shape  # this directory (run as a script)
+from bench_xdist import lower_bound, shape  # this directory (run as a script)
 
 from pytest_dagorder.graph import Graph
 from pytest_dagorder.scheduler import Scheduler
@@ -33,10 +33,7 @@ Tests = list[tuple[str, float, list[str]]]
 
 
 def bound(tests: Tests, n: int) -> float:
-    finish: dict[str, float] = {}
-    for name, secs, deps in tests:  # generated in topological order
-        finish[name] = secs + max((finish[d] for d in deps), default=0.0)
-    return max(max(finish.values()), sum(s for _, s, _ in tests) / n)
+    return lower_bound(tests, {name: secs for name, secs, _ in tests}, n)
 
 
 def makespan(tests: Tests, n: int, known: bool, cost: float) -> float:
