@@ -615,8 +615,8 @@ class Scheduler:
         """Drop entries that are no longer ready from the tops of ``worker``'s
         local queue and of the heap; returns that local queue.
 
-        Entries left behind when a task started or ended elsewhere are only
-        ever dropped here, so the top of each queue is a live one afterwards.
+        Entries of tasks that started or ended elsewhere stay in the queues
+        until a reader meets them; afterwards the top of each is a live one.
         """
         local = self._local[worker]
         state = self.state
