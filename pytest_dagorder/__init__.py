@@ -1,6 +1,15 @@
-"""pytest-dagorder: run tests (or plain callables) as a dependency DAG."""
+"""pytest-dagorder: run tests (or plain callables) as a dependency DAG.
+
+The standalone runner (:class:`DagScheduler`, :class:`Task`) and the errors
+import without pytest; the declaration decorators (:func:`depends_on`,
+:func:`run_after`) need pytest and are loaded on first use.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
 
 from .errors import (
     CycleError,
@@ -10,7 +19,9 @@ from .errors import (
     UnknownDependencyError,
 )
 from .executor import DagScheduler, Task, TaskResult
-from .markers import depends_on, run_after
+
+if TYPE_CHECKING:
+    from .markers import depends_on, run_after
 
 __all__ = [
     "CycleError",
@@ -21,6 +32,21 @@ __all__ = [
     "Task",
     "TaskResult",
     "UnknownDependencyError",
+    "__version__",
     "depends_on",
     "run_after",
 ]
+
+_LAZY = frozenset({"depends_on", "run_after"})
+
+
+def __getattr__(name: str) -> object:
+    # The decorators build pytest marks: importing pytest (most of this
+    # package's import time) waits until a test module asks for them.
+    if name in _LAZY:
+        from . import markers
+
+        value = getattr(markers, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,6 +32,23 @@ class Problem:
 
 
 @dataclass
+class Declared:
+    """What one reader found on one item: edges (indices into the index's items) and more.
+
+    ``unknown`` lists the string targets that named nothing (the planner may
+    collect more files and read again); ``skip`` is a reason to skip the
+    test at run time, where the original plugin would have.  A reader
+    returns this and touches nothing else: not the item, not the index.
+    """
+
+    requires: list[int] = field(default_factory=list)
+    after: list[int] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    skip: str | None = None
+
+
+@dataclass
 class Resolution:
     """Edges over ``items`` (indices into it), plus every problem found."""
 
@@ -40,13 +57,12 @@ class Resolution:
     problems: list[Problem] = field(default_factory=list)
     declared: int = 0  # number of markers seen: zero means "no DAG here"
     unknown: list[str] = field(default_factory=list)  # string targets that named nothing
+    skips: dict[int, str] = field(default_factory=dict)  # item index -> run-time skip reason
 
 
-#: Extra marker readers (pytest-dependency and friends register here).
-#: Each returns (requires_targets, after_targets, problems) for one item.
-ForeignReader = Callable[
-    [pytest.Item, "Index"], tuple[list[int], list[int], list[Problem]]
-]
+#: Readers of other plugins' markers (pytest-dependency and friends, see
+#: the migration package): one :class:`Declared` per item.
+ForeignReader = Callable[[pytest.Item, "Index"], Declared]
 
 
 class Index:
@@ -54,7 +70,6 @@ class Index:
 
     def __init__(self, items: Sequence[pytest.Item]) -> None:
         self.items = items
-        self.misses: list[str] = []
         self.by_key: dict[str, list[int]] = {}
         self.by_function: dict[int, list[int]] = {}
         for i, item in enumerate(items):
@@ -97,11 +112,11 @@ class Index:
         return out
 
     def resolve(self, item: pytest.Item, target: str) -> list[int] | None:
+        """The items ``target`` names as seen from ``item`` (None: nothing)."""
         for prefix in self.scopes(item):
             hit = self.lookup(prefix + target)
             if hit is not None:
                 return hit
-        self.misses.append(target)
         return None
 
     def suggest(self, item: pytest.Item, target: str) -> list[str]:
@@ -132,20 +147,27 @@ def resolve_items(
     """Read every item's declarations and resolve them against ``items``."""
     index = Index(items)
     res = Resolution([[] for _ in items], [[] for _ in items])
+    unknown: dict[str, None] = {}
     for i, item in enumerate(items):
         for name, bucket in ((DEPENDS_ON, res.requires), (RUN_AFTER, res.after)):
             for node, mark in item.iter_markers_with_node(name):
                 res.declared += 1
                 own = node is item
-                bucket[i].extend(_resolve_mark(index, i, item, name, mark, own, res.problems))
+                found = _resolve_mark(index, i, item, name, mark, own)
+                bucket[i].extend(found.requires)
+                res.problems.extend(found.problems)
+                unknown.update(dict.fromkeys(found.unknown))
         for reader in readers:
-            req, aft, problems = reader(item, index)
-            if req or aft or problems:
+            found = reader(item, index)
+            if found.requires or found.after or found.problems:
                 res.declared += 1
-            res.requires[i].extend(req)
-            res.after[i].extend(aft)
-            res.problems.extend(problems)
-    res.unknown = list(dict.fromkeys(index.misses))
+            res.requires[i].extend(found.requires)
+            res.after[i].extend(found.after)
+            res.problems.extend(found.problems)
+            unknown.update(dict.fromkeys(found.unknown))
+            if found.skip is not None and i not in res.skips:
+                res.skips[i] = found.skip
+    res.unknown = list(unknown)
     return res
 
 
@@ -156,8 +178,10 @@ def _resolve_mark(
     name: str,
     mark: pytest.Mark,
     own: bool,
-    problems: list[Problem],
-) -> list[int]:
+) -> Declared:
+    """The targets of one marker, as a requires list (the caller files them by kind)."""
+    found = Declared()
+    problems = found.problems
     where = f"@{name} on {item.nodeid}" if own else f"@{name} inherited by {item.nodeid}"
     if mark.kwargs:
         problems.append(Problem(item.nodeid, (
@@ -167,11 +191,11 @@ def _resolve_mark(
         problems.append(Problem(item.nodeid, (
             f"{where}: no target given; name at least one test, e.g. "
             f"@{name}('test_create')")))
-    out: list[int] = []
     for target in mark.args:
         if isinstance(target, str) and target.strip():
             hit = index.resolve(item, target.strip())
             if hit is None:
+                found.unknown.append(target.strip())
                 hint = index.suggest(item, target.strip())
                 extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
                     "; use a test name, Class::test, or a node id relative to the rootdir")
@@ -204,5 +228,5 @@ def _resolve_mark(
             # A class or module marker that names a member of itself applies to
             # the other members: the named test is not its own prerequisite.
             hit = [j for j in hit if j != i]
-        out.extend(hit)
-    return out
+        found.requires.extend(hit)
+    return found

@@ -1,21 +1,24 @@
 """Turn a collected (and possibly filtered) session into a validated run plan.
 
-Shared by the serial runner and the xdist worker, so both see exactly the
-same graph: the tests that will run (``items``, in a stable topological
-order), the graph over them plus the prerequisites that were deselected,
-and every declaration problem.
+Shared by the serial runner and the xdist worker (both are a
+:class:`Planner`), so both see exactly the same graph: the tests that will
+run (``items``, in a stable topological order), the graph over them plus the
+prerequisites that were deselected, and every declaration problem.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
+from . import migration
 from .declarations import ForeignReader, Problem, resolve_items
 from .errors import DependencyError, name_of
 from .graph import Graph, prerequisites_of
+from .internals import collect_quietly, module_outside_session, undo_deselected
+from .settings import settings_of
 
 
 @dataclass
@@ -28,6 +31,8 @@ class Plan:
     pulled_back: list[pytest.Item] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     declared: bool = False
+    #: Tests a foreign plugin would skip at run time, with its reason.
+    skips: list[tuple[pytest.Item, str]] = field(default_factory=list)
 
     @property
     def nodeids(self) -> list[str]:
@@ -62,8 +67,9 @@ def make_plan(
         if extra:
             universe.extend(extra)
             res = resolve_items(universe, readers)
+    skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
-        return Plan(list(selected), None)
+        return Plan(list(selected), None, skips=skips)
     n_sel = len(selected)
     run = list(range(n_sel))
     if with_prerequisites:
@@ -82,6 +88,7 @@ def make_plan(
         pulled_back=[universe[i] for i in run if i >= n_sel],
         problems=problems,
         declared=True,
+        skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
     )
     ids = [universe[u].nodeid for u in order]
     try:
@@ -152,9 +159,7 @@ def _collect_files(
         if not path.is_file():
             continue
         modules.add(rel)
-        # Hung directly under the session: pytest's directory nodes hold no
-        # fixtures of their own, so only the node chain differs.
-        new.append(pytest.Module.from_parent(session, path=path))
+        new.append(module_outside_session(session, path))
     return _items_below(new, have)
 
 
@@ -171,8 +176,52 @@ def _items_below(roots: Sequence[pytest.Collector], have: set[str]) -> list[pyte
                     found.append(node)
                 continue
             try:
-                children = list(node.collect())
+                children = collect_quietly(node)
             except Exception:  # its targets then stay unknown and are reported as such
                 continue
             stack[0:0] = children
     return found
+
+
+def collect_plan(config: pytest.Config, items: list[pytest.Item],
+                 collected: list[pytest.Item]) -> Plan:
+    """The plan for this session; pulled-back prerequisites are put into ``items``."""
+    settings = settings_of(config)
+    items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
+    plan = make_plan(
+        items,
+        collected,
+        with_prerequisites=settings.with_prerequisites,
+        narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
+        readers=migration.readers(settings),
+    )
+    if plan.pulled_back:
+        undo_deselected(config, plan.pulled_back)
+    for item, reason in plan.skips:
+        item.add_marker(pytest.mark.skip(reason=reason))
+    if plan.graph is not None and not plan.problems:
+        items[:] = plan.items
+    return plan
+
+
+class Planner:
+    """Makes the plan once collection is final (base of the serial runner and the worker).
+
+    The wrapper is the outermost one: it sees the items before any plugin
+    deselects (``-k``, ``-m``, ``--lf``) and plans after all of them did.
+    """
+
+    plan: Plan | None = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> Generator[None, object, object]:
+        collected = list(items)
+        result = yield
+        self.plan = collect_plan(config, items, collected)
+        self.planned(config, self.plan, items)
+        return result
+
+    def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        """What the subclass does with the plan (nothing here)."""

@@ -1,7 +1,7 @@
 """State of one test run, shared by the serial runner and the xdist controller.
 
 Wraps the scheduler core with what pytest needs around it: node ids for
-names, outcome folding from reports, the wording of skip reasons, and the
+names, outcome folding from reports, the deselected-prerequisite hint, and the
 end-of-run summary.
 """
 
@@ -12,12 +12,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from . import wording
 from .declarations import Problem
 from .graph import Graph
 from .outcomes import OutcomeTracker
 from .scheduler import FailurePolicy, Scheduler, Skip
-
-DESELECTED_HINT = "; add --dag-with-prerequisites to run it"
 
 
 def short_name(nodeid: str) -> str:
@@ -58,7 +57,7 @@ class DagRun:
 
     def reason(self, skip: Skip) -> str:
         if skip.root_outcome == "deselected":
-            return skip.reason + DESELECTED_HINT
+            return skip.reason + wording.DESELECTED_HINT
         return skip.reason
 
     def pop_skips(self) -> list[tuple[int, str, bool]]:
@@ -104,13 +103,9 @@ class DagRun:
                 stops[skip.reason.split(": ")[-1]] += 1
             else:
                 blocked[skip.root] += 1
-        lines = []
-        for root in sorted(blocked):
-            outcome = self.sched.outcome[root]
-            n = blocked[root]
-            lines.append(f"{self.nodeids[root]} {outcome}: blocked {n} test{'s' * (n != 1)}")
-        for reason, n in sorted(stops.items()):
-            lines.append(f"{reason}: {n} test{'s' * (n != 1)} not started")
+        lines = [wording.blocked_line(self.nodeids[root], str(self.sched.outcome[root]),
+                                      blocked[root]) for root in sorted(blocked)]
+        lines += [wording.not_started_line(reason, n) for reason, n in sorted(stops.items())]
         return lines
 
 
@@ -127,5 +122,12 @@ def report_problems(config: pytest.Config, problems: Sequence[Problem]) -> None:
 
 
 def interrupted_message(problems: Sequence[Problem]) -> str:
-    n = len(problems)
-    return f"{n} error{'s' * (n != 1)} during collection"
+    return wording.collection_errors(len(problems))
+
+
+def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun) -> None:
+    lines = run.summary_lines()
+    if lines:
+        terminalreporter.write_sep("=", wording.SUMMARY_TITLE)
+        for line in lines:
+            terminalreporter.write_line(line)

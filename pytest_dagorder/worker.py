@@ -21,16 +21,18 @@ comes next.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
+from . import wire
+from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .outcomes import OutcomeTracker
-from .plugin import FAILURE_POLICIES, Planner, setting, skip_here
+from .planning import Planner
 from .run import short_name
 from .scheduler import Skip, blocked_skip
+from .settings import settings_of
 
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
@@ -88,17 +90,14 @@ class DagWorker(Planner):
         self._below: dict[int, list[pytest.Item]] = {}
         # Gating of speculatively sent tests (see Scheduler.take): outcomes
         # of the tests this worker ran, in the order they ended.
-        self.gating = setting(config, "on_failure", FAILURE_POLICIES) == "skip"
+        self.gating = settings_of(config).on_failure == "skip"
         self.tracker = OutcomeTracker()
         self.outcome: dict[int, str] = {}
         self.ended: dict[int, int] = {}
         self.local_skips: dict[int, Skip] = {}
         self.index: dict[str, int] = {}
-        relay = config.pluginmanager.hook
-        # The one pluggy detail we depend on: HookRelay holds hook callers as
-        # plain attributes, which is how xdist's worker loop looks them up.
-        hook_name = "pytest_runtest_protocol"
-        setattr(relay, hook_name, _ProtocolGate(getattr(relay, hook_name), self))
+        replace_hook_caller(config, "pytest_runtest_protocol",
+                            lambda caller: _ProtocolGate(caller, self))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -107,9 +106,7 @@ class DagWorker(Planner):
         items = list(session.items)
         self.index = {it.nodeid: k for k, it in enumerate(items)}
         if self.channel is not None:
-            # One JSON string: execnet serialises nested lists object by object
-            # in Python, which for thousands of tests costs more than the plan.
-            self.channel.send(json.dumps(self._payload(items), separators=(",", ":")))
+            self.channel.send(wire.encode(self._payload(items)))
         result = yield
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
@@ -173,35 +170,31 @@ class DagWorker(Planner):
                     return other
         return None
 
-    def _payload(self, items: list[pytest.Item]) -> dict[str, Any]:
+    def _payload(self, items: list[pytest.Item]) -> wire.Payload:
         plan = self.plan
-        payload: dict[str, Any] = {
-            "ids": [it.nodeid for it in items],
-            "barrier": len(items),
-            "locations": [list(_location(it)) for it in items],
-            "module": [_scope(it, pytest.Module) for it in items],
-            "class": [_scope(it, pytest.Class) for it in items],
-            "xdist_group": [_xdist_group(it) for it in items],
-            "graph": None,
-            "problems": [],
-        }
-        if plan is None:
-            return payload
-        payload["problems"] = [[p.nodeid, p.message] for p in plan.problems]
-        if plan.graph is not None and not plan.problems:
-            g = plan.graph
-            payload["graph"] = {
-                "ids": [str(x) for x in g.ids],
-                "requires": [list(r) for r in g.requires],
-                "after": [list(a) for a in g.after],
-            }
-        return payload
+        graph: wire.GraphData | None = None
+        problems: list[tuple[str, str]] = []
+        if plan is not None:
+            problems = [(p.nodeid, p.message) for p in plan.problems]
+            if plan.graph is not None and not plan.problems:
+                g = plan.graph
+                graph = wire.GraphData([str(x) for x in g.ids], [list(r) for r in g.requires],
+                                       [list(a) for a in g.after])
+        return wire.Payload(
+            ids=[it.nodeid for it in items],
+            barrier=len(items),
+            locations=[_location(it) for it in items],
+            module_scopes=[_scope(it, pytest.Module) for it in items],
+            class_scopes=[_scope(it, pytest.Class) for it in items],
+            xdist_groups=[_xdist_group(it) for it in items],
+            graph=graph,
+            problems=problems,
+        )
 
     def run_barrier(self, barrier: Barrier, nextitem: pytest.Item | None) -> bool:
         """Tear down what the next item does not share, as pytest would have."""
-        setupstate = barrier.session._setupstate  # pytest's fixture stack; no public API
         call = pytest.CallInfo.from_call(
-            lambda: setupstate.teardown_exact(nextitem),
+            lambda: teardown_towards(barrier.session, nextitem),
             when="teardown",
             reraise=(pytest.exit.Exception, KeyboardInterrupt),
         )
@@ -210,16 +203,10 @@ class DagWorker(Planner):
             # pytest reports a failing module/class fixture teardown on the last
             # test that used it; xdist checks that a report's node id matches
             # the item being run, so the barrier takes that test's id.
-            _take_nodeid(barrier, last)
+            take_nodeid(barrier, last)
             report = last.ihook.pytest_runtest_makereport(item=last, call=call)
             last.ihook.pytest_runtest_logreport(report=report)
         return True
-
-
-def _take_nodeid(barrier: Barrier, item: pytest.Item) -> None:
-    """Give the barrier ``item``'s node id (pytest keeps it in ``_id`` since 9.2)."""
-    attr = "_id" if hasattr(item, "_id") else "_nodeid"
-    setattr(barrier, attr, getattr(item, attr))
 
 
 def _location(item: pytest.Item) -> tuple[str, int | None, str]:

@@ -7,28 +7,28 @@ so :class:`DagController` feeds the test reports to it from
 the core: it only translates xdist events into core events and core
 decisions into ``send_runtest_some`` calls and SKIPPED reports.
 
-Relies on xdist internals that are not a public API (pinned in
-pyproject.toml): the Scheduling protocol and ``WorkerController``'s
-``send_runtest_some`` / ``shutting_down`` / ``workerinput`` / ``gateway``.
+Relies on xdist's Scheduling protocol and ``WorkerController``'s
+``send_runtest_some`` / ``shutting_down`` / ``workerinput`` / ``gateway``
+(pinned in pyproject.toml); xdist's private helpers are reached through
+:mod:`~pytest_dagorder.internals` only.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from typing import Any, NoReturn
 
 import pytest
 
-from . import durations
+from . import durations, wire, wording
 from .affinity import affinity_groups
 from .declarations import Problem
 from .graph import Graph
-from .plugin import AFFINITY_MODES, setting, write_summary
-from .run import DagRun, interrupted_message, report_problems
-from .scheduler import FailurePolicy
+from .internals import xdist_collection_diff, xdist_node_count
+from .run import DagRun, interrupted_message, report_problems, write_summary
+from .settings import settings_of
 from .worker import CHANNEL_KEY, DAG_MODES, DIST_KEY
 
 #: Seconds to wait for a worker's graph; it was sent before its collection
@@ -56,9 +56,9 @@ LOW_WATER = 2
 class DagController:
     """Controller plugin: the side channel, the scheduler factory, report feed."""
 
-    def __init__(self, config: pytest.Config, policy: FailurePolicy) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.policy = policy
+        self.policy = settings_of(config).on_failure
         self.sched: DagScheduling | None = None
         self.channels: dict[Any, Any] = {}
 
@@ -68,20 +68,21 @@ class DagController:
         node.workerinput[DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
 
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
+            None, Any, Any]:
+        # A wrapper receives the scheduler xdist (or another plugin) made for
+        # the chosen --dist mode: the DAG modes get ours instead; any other
+        # mode runs xdist's behind a guard that refuses a suite declaring
+        # dependencies.
+        inner = yield
         dist = config.getvalue("dist")
         if dist in DAG_MODES:
             self.sched = DagScheduling(config, log, self)
             return self.sched
-        # Another mode chosen explicitly: xdist's own scheduler runs it, behind
-        # a guard that refuses the run if the suite declares dependencies.
-        dsession = config.pluginmanager.get_plugin("dsession")
-        if dsession is None:
-            return None
-        inner = dsession.pytest_xdist_make_scheduler(config=config, log=log)
         return None if inner is None else GuardedScheduling(inner, self, dist)
 
-    def receive_payload(self, node: Any, nodes: Sequence[Any]) -> dict[str, Any]:
+    def receive_payload(self, node: Any, nodes: Sequence[Any]) -> wire.Payload:
         """The plan ``node`` shipped on the side channel.
 
         If it cannot be had, the session ends (every one of ``nodes`` is shut down).
@@ -93,11 +94,13 @@ class DagController:
                 "pass -p dagorder or install it where the workers run"))])
         try:
             raw = channel.receive(timeout=RECEIVE_TIMEOUT)
-            payload: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else raw
         except Exception as exc:
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
-        return payload
+        try:
+            return wire.decode(raw)
+        except wire.WireError as exc:
+            abort(self.config, nodes, [Problem("", f"worker {node.gateway.id}: {exc}")])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -124,9 +127,7 @@ class DagScheduling:
     """xdist's scheduler protocol, driven by the pure core (see module docstring)."""
 
     def __init__(self, config: pytest.Config, log: Any, controller: DagController) -> None:
-        from xdist.workermanage import parse_tx_spec_config
-
-        self.numnodes = len(parse_tx_spec_config(config))
+        self.numnodes = xdist_node_count(config)
         self.config = config
         self.log = log.dagsched
         self.controller = controller
@@ -187,12 +188,10 @@ class DagScheduling:
 
         Shown as a collection error (as xdist does); the worker gets no work.
         """
-        from xdist.report import report_collection_diff
-
         assert self.collection is not None
         first = next(iter(self.node2collection))
-        msg = report_collection_diff(self.collection, collection,
-                                     first.gateway.id, node.gateway.id)
+        msg = xdist_collection_diff(self.collection, collection,
+                                    first.gateway.id, node.gateway.id)
         self.log(msg)
         self.unusable.add(node)
         self.config.hook.pytest_collectreport(report=pytest.CollectReport(
@@ -274,37 +273,34 @@ class DagScheduling:
             if collection != self.collection:
                 self._refuse(node, collection)
         payload = self.controller.receive_payload(first, list(self.sent))
-        if payload["problems"]:
+        if payload.problems:
             self.aborted = True
-            abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload["problems"]])
-        ids = list(payload["ids"])
+            abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload.problems])
+        ids = payload.ids
         n = len(ids)
-        self.barrier = int(payload["barrier"])
-        self.locations = [(str(p), ln, str(d)) for p, ln, d in payload["locations"]]
-        g = payload["graph"]
-        nodeids = ids if g is None else list(g["ids"])
+        self.barrier = payload.barrier
+        self.locations = payload.locations
+        g = payload.graph
+        nodeids = ids if g is None else g.ids
         recorded = durations.load(self.config)
-        known = {nid: recorded[nid] for nid in nodeids if nid in recorded}
+        known: dict[Hashable, float] = {nid: recorded[nid] for nid in nodeids if nid in recorded}
         if g is None:
             graph = Graph.build((i, ()) for i in ids)
         else:
             # Priorities: the longest remaining path in recorded seconds (tests
             # with no record count as the mean of those with one).
             graph = Graph.build(
-                ((nodeids[k], [nodeids[p] for p in g["requires"][k]])
+                ((nodeids[k], [nodeids[p] for p in g.requires[k]])
                  for k in range(len(nodeids))),
-                after={nodeids[k]: [nodeids[p] for p in a] for k, a in enumerate(g["after"]) if a},
+                after={nodeids[k]: [nodeids[p] for p in a] for k, a in enumerate(g.after) if a},
                 durations=known,
             )
         if known:
             # Pipeline depth from the first dispatch, not only once tests ran.
             self.avg_duration = sum(known.values()) / len(known)
-        mode = setting(self.config, "affinity", AFFINITY_MODES)
-        scopes: list[str | None] = (
-            payload[mode] if mode != "none" else [None] * n
-        )
+        mode = settings_of(self.config).affinity
         groups = affinity_groups(
-            scopes, graph.requires[:n], graph.after[:n], payload["xdist_group"]
+            payload.scopes(mode), graph.requires[:n], graph.after[:n], payload.xdist_groups
         )
         groups += [None] * (len(graph) - n)
         # affinity none: tests share no process state, so a released test
@@ -313,13 +309,9 @@ class DagScheduling:
                           groups=groups, locality=mode != "none")
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and g is not None:
-            ranked = (f"recorded durations of {len(known)}/{len(nodeids)} tests"
-                      if known else "test counts")
-            terminal.write_line(
-                f"dagorder: {n} tests, {graph.edge_count} dependencies, longest chain "
-                f"{graph.longest_chain()}; xdist scheduling, affinity {mode} "
-                f"({len(self.run.sched.groups)} groups); critical path by {ranked}"
-            )
+            terminal.write_line(wording.xdist_header(
+                n, graph.edge_count, graph.longest_chain(), mode,
+                len(self.run.sched.groups), len(known), len(nodeids)))
         self.emit_skips()
 
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
@@ -458,9 +450,9 @@ class GuardedScheduling:
             self._checked = True
             nodes = list(self._inner.nodes)
             payload = self._controller.receive_payload(nodes[0], nodes)
-            problems = [Problem(n, m) for n, m in payload["problems"]]
-            if payload["graph"] is not None or problems:
-                declared = problems[0].nodeid if problems else payload["graph"]["ids"][0]
+            problems = [Problem(n, m) for n, m in payload.problems]
+            if payload.graph is not None or problems:
+                declared = problems[0].nodeid if problems else payload.ids[0]
                 problems.insert(0, Problem(declared, (
                     f"--dist {self._dist} cannot honour depends_on/run_after declarations; "
                     "drop --dist (or use --dist load) to schedule the dependency graph, "

@@ -15,6 +15,7 @@ and ``tests_finished`` is true exactly when every test has a final report.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from xdist.scheduler import LoadScheduling
 
+from pytest_dagorder import wire
 from pytest_dagorder.scheduler import Skip, blocked_skip
 from pytest_dagorder.xdist import RECEIVE_TIMEOUT, DagController, DagScheduling, GuardedScheduling
 
@@ -34,7 +36,7 @@ Outcome = Literal["passed", "failed", "error", "skipped"]
 When = Any
 Longrepr = tuple[str, int, str] | str | None
 Phase = tuple[When, str, Longrepr]
-Payload = dict[str, Any]
+Payload = wire.Payload
 
 MODULE = "test_m.py"
 
@@ -84,15 +86,17 @@ class FakeNode:
 class FakeChannel:
     """The side channel a worker ships its plan on: returns it, or raises."""
 
-    def __init__(self, payload: Payload | BaseException) -> None:
+    def __init__(self, payload: Payload | str | BaseException) -> None:
         self.payload = payload
         self.timeouts: list[float | None] = []
 
-    def receive(self, timeout: float | None = None) -> Payload:
+    def receive(self, timeout: float | None = None) -> str:
         self.timeouts.append(timeout)
         if isinstance(self.payload, BaseException):
             raise self.payload
-        return self.payload
+        if isinstance(self.payload, str):
+            return self.payload
+        return wire.encode(self.payload)
 
 
 class FakeLog:
@@ -164,24 +168,21 @@ def make_payload(
     mods = [(modules or {}).get(n, MODULE) for n in names]
     ids = [nodeid(n, m) for n, m in zip(names, mods, strict=True)]
     pos = {n: k for k, n in enumerate(names)}
-    payload: Payload = {
-        "ids": ids,
-        "barrier": len(ids),
-        "locations": [[m, 10 * k, f"test_{n}"]
-                      for k, (n, m) in enumerate(zip(names, mods, strict=True))],
-        "module": mods,
-        "class": [None] * len(ids),
-        "xdist_group": [(groups or {}).get(n) for n in names],
-        "graph": None,
-        "problems": [list(p) for p in problems],
-    }
-    if graph and not problems:
-        payload["graph"] = {
-            "ids": list(ids),
-            "requires": [[pos[p] for p in spec[n].split()] for n in names],
-            "after": [[pos[p] for p in (after or {}).get(n, "").split()] for n in names],
-        }
-    return payload
+    return wire.Payload(
+        ids=ids,
+        barrier=len(ids),
+        locations=[(m, 10 * k, f"test_{n}")
+                   for k, (n, m) in enumerate(zip(names, mods, strict=True))],
+        module_scopes=list(mods),
+        class_scopes=[None] * len(ids),
+        xdist_groups=[(groups or {}).get(n) for n in names],
+        graph=wire.GraphData(
+            list(ids),
+            [[pos[p] for p in spec[n].split()] for n in names],
+            [[pos[p] for p in (after or {}).get(n, "").split()] for n in names],
+        ) if graph and not problems else None,
+        problems=list(problems),
+    )
 
 
 # ------------------------------------------------------------------ the harness
@@ -216,10 +217,10 @@ class Harness:
         self.recorder = recorder
         self.payload = payload
         self.policy = policy
-        self.ids: list[str] = list(payload["ids"])
-        self.barrier: int = payload["barrier"]
+        self.ids: list[str] = list(payload.ids)
+        self.barrier: int = payload.barrier
         self.log = FakeLog()
-        self.controller = DagController(config, policy)
+        self.controller = DagController(config)
         self.sched = DagScheduling(config, self.log, self.controller)
         self.controller.sched = self.sched  # what pytest_xdist_make_scheduler does
         self.nodes: list[FakeNode] = []
@@ -264,7 +265,7 @@ class Harness:
                longrepr: Longrepr = None) -> None:
         i = self.index(name)
         nid = self.ids[i]
-        path, line, domain = self.payload["locations"][i]
+        path, line, domain = self.payload.locations[i]
         rep = pytest.TestReport(nid, (path, line, domain), {}, outcome, longrepr, when)
         rep.node = node  # type: ignore[attr-defined]  # xdist sets it on the controller
         if when == "teardown":
@@ -274,18 +275,18 @@ class Harness:
 
     def gate(self, node: FakeNode, i: int) -> str | None:
         """worker.py's gate: the skip reason if a prerequisite failed on ``node``."""
-        graph = self.payload["graph"]
+        graph = self.payload.graph
         if self.policy != "skip" or graph is None:
             return None
         outcomes = self.local.setdefault(node, {})
-        failed = [p for p in graph["requires"][i] if outcomes.get(p, "passed") != "passed"]
+        failed = [p for p in graph.requires[i] if outcomes.get(p, "passed") != "passed"]
         if not failed:
             return None
         order = list(outcomes)
         p = min(failed, key=order.index)
         skips = self.local_skips.setdefault(node, {})
         skip = blocked_skip(i, p, outcomes[p], skips.get(p),
-                            lambda k: str(graph["ids"][k]).split("::", 1)[1])
+                            lambda k: str(graph.ids[k]).split("::", 1)[1])
         skips[i] = skip
         return skip.reason
 
@@ -299,7 +300,7 @@ class Harness:
         if reason is not None:
             self.gated[self.ids[i]] = reason
             outcome = "skipped"
-            path, line, _ = self.payload["locations"][i]
+            path, line, _ = self.payload.locations[i]
             reports: list[Phase] = [
                 ("setup", "skipped", (path, line + 1, f"Skipped: {reason}")),
                 ("teardown", "passed", None)]
@@ -429,8 +430,9 @@ def harness(pytester: pytest.Pytester, recorder: Recorder) -> Any:
 
     def make(payload: Payload, *args: str, nodes: int = 2,
              policy: Literal["skip", "stop", "run"] = "skip") -> Harness:
-        return Harness(make_config(pytester, recorder, *args, nodes=nodes), recorder, payload,
-                       policy=policy)
+        config = make_config(pytester, recorder, f"--dag-on-failure={policy}", *args,
+                             nodes=nodes)
+        return Harness(config, recorder, payload, policy=policy)
 
     return make
 
@@ -968,9 +970,9 @@ def test_a_deselected_prerequisite_skips_its_dependent_with_a_hint(harness: Any)
     payload = make_payload({"a": "", "b": "a"})
     # The worker's graph lists deselected prerequisites after the tests of the run.
     z = nodeid("z")
-    payload["graph"]["ids"].append(z)
-    payload["graph"]["requires"] = [[], [2], []]
-    payload["graph"]["after"] = [[], [], []]
+    assert payload.graph is not None
+    payload = dataclasses.replace(payload, graph=wire.GraphData(
+        [*payload.graph.ids, z], [[], [2], []], [[], [], []]))
     h: Harness = harness(payload, "--dag-affinity=none")
     n1, _ = h.start("gw0", "gw1")
     assert h.recorder.skipped() == {
@@ -1023,13 +1025,13 @@ class FakeInner:
 def guarded(pytester: pytest.Pytester, recorder: Recorder,
             payload: Payload) -> tuple[GuardedScheduling, LoadScheduling, list[FakeNode]]:
     config = make_config(pytester, recorder)
-    controller = DagController(config, "skip")
+    controller = DagController(config)
     inner = LoadScheduling(config)
     nodes = [FakeNode("gw0"), FakeNode("gw1")]
     for node in nodes:
         controller.channels[node] = FakeChannel(payload)
         inner.add_node(node)
-        inner.add_node_collection(node, payload["ids"])
+        inner.add_node_collection(node, payload.ids)
     return GuardedScheduling(inner, controller, "loadfile"), inner, nodes
 
 
@@ -1054,7 +1056,7 @@ def test_guarded_scheduling_forwards_every_call(
     pytester: pytest.Pytester, recorder: Recorder
 ) -> None:
     config = make_config(pytester, recorder)
-    controller = DagController(config, "skip")
+    controller = DagController(config)
     node = FakeNode("gw0")
     controller.channels[node] = FakeChannel(make_payload({"a": ""}, graph=False))
     inner = FakeInner([node])
@@ -1142,8 +1144,8 @@ def test_any_dag_runs_to_the_end_without_deadlock(
     """
     payload, outcomes = case
     recorder = Recorder()
-    h = Harness(make_config(pytester, recorder, f"--dag-affinity={affinity}"), recorder,
-                payload, policy=policy)
+    h = Harness(make_config(pytester, recorder, f"--dag-affinity={affinity}",
+                            f"--dag-on-failure={policy}"), recorder, payload, policy=policy)
     rng = random.Random(seed)
     nodes = h.start("gw0", "gw1")
     ran: list[str] = []  # names, in the order their bodies ran
@@ -1193,12 +1195,13 @@ def test_any_dag_runs_to_the_end_without_deadlock(
 
     not_passed = {short(k) for k in range(len(h.ids))
                   if short(k) not in ran or outcomes[short(k)] != "passed"}
-    g = payload["graph"]
-    for k, reqs in enumerate(g["requires"]):
+    g = payload.graph
+    assert g is not None
+    for k, reqs in enumerate(g.requires):
         if short(k) in ran:
             # It ran after every prerequisite ended (one skipped never ran).
             pos = ran.index(short(k))
             assert all(p not in ran or ran.index(p) < pos
-                       for p in map(short, (*reqs, *g["after"][k])))
+                       for p in map(short, (*reqs, *g.after[k])))
             if policy == "skip":
                 assert not not_passed & set(map(short, reqs)), f"{short(k)} ran ungated"

@@ -1,0 +1,109 @@
+"""Every use of a pytest, pluggy or pytest-xdist internal, one function each.
+
+Checked against pytest 8.4 and 9.2, pluggy 1.5 and 1.6, pytest-xdist 3.8
+(the ranges pyproject.toml pins).  Each function says what it touches and
+why no public API does the job; a new release that breaks one breaks it
+here.  pytest-dependency's internals have their own module
+(``migration/runtime.py``), as they are that plugin's, not pytest's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import pytest
+
+
+def skip_here(reason: str) -> NoReturn:
+    """Skip the current test, reported at the test's own location.
+
+    ``_use_item_location`` is pytest's private switch for exactly this (the
+    skip marker uses it); without it the report would point into this file.
+    """
+    raise pytest.skip.Exception(reason, _use_item_location=True)
+
+
+def teardown_towards(session: pytest.Session, nextitem: pytest.Item | None) -> None:
+    """Tear down the fixtures ``nextitem`` does not share, as pytest does between tests.
+
+    ``Session._setupstate`` is pytest's fixture stack; nothing public tears
+    down "up to" an item.
+    """
+    session._setupstate.teardown_exact(nextitem)
+
+
+def take_nodeid(item: pytest.Item, other: pytest.Item) -> None:
+    """Give ``item`` the node id of ``other`` (kept in ``_id`` since pytest 9.2)."""
+    attr = "_id" if hasattr(other, "_id") else "_nodeid"
+    setattr(item, attr, getattr(other, attr))
+
+
+def replace_hook_caller(config: pytest.Config, name: str,
+                        make: Callable[[Any], object]) -> None:
+    """Put ``make(original)`` in place of one hook caller on the relay.
+
+    pluggy's ``HookRelay`` holds hook callers as plain attributes, which is
+    how xdist's worker loop looks ``pytest_runtest_protocol`` up.
+    """
+    relay = config.pluginmanager.hook
+    setattr(relay, name, make(getattr(relay, name)))
+
+
+def undo_deselected(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Remove ``items`` from the terminal's "deselected" count.
+
+    They were deselected (``-k``, ``--lf``) and then pulled back in as
+    prerequisites; ``pytest_deselected`` has no inverse, so the terminal
+    reporter's ``stats`` list is edited.
+    """
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None or "deselected" not in terminal.stats:
+        return
+    gone = {id(it) for it in items}
+    terminal.stats["deselected"] = [it for it in terminal.stats["deselected"]
+                                    if id(it) not in gone]
+
+
+def collect_quietly(collector: pytest.Collector) -> list[pytest.Item | pytest.Collector]:
+    """``collector``'s children, without the hooks that would report them.
+
+    The planner looks for a prerequisite outside the session's selection;
+    ``session.perform_collect`` would add it to the run and report it.
+    """
+    return list(collector.collect())
+
+
+def module_outside_session(session: pytest.Session, path: Any) -> pytest.Module:
+    """A module node for a file the session did not collect (hung under the session).
+
+    pytest's directory nodes hold no fixtures of their own, so only the node
+    chain differs from a normal collection.
+    """
+    return pytest.Module.from_parent(session, path=path)
+
+
+# -- pytest-xdist -----------------------------------------------------------------
+
+
+def xdist_controller_active(config: pytest.Config) -> bool:
+    """Whether xdist's DSession runs this session (it registers as "dsession").
+
+    Asked after xdist's own ``pytest_configure`` (ours is trylast).
+    """
+    return config.pluginmanager.has_plugin("dsession")
+
+
+def xdist_node_count(config: pytest.Config) -> int:
+    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``)."""
+    from xdist.workermanage import parse_tx_spec_config
+
+    return len(parse_tx_spec_config(config))
+
+
+def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
+                          first_id: str, other_id: str) -> str:
+    """xdist's own message for workers that collected different tests."""
+    from xdist.report import report_collection_diff
+
+    return str(report_collection_diff(list(first), list(other), first_id, other_id))

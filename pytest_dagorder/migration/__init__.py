@@ -1,0 +1,75 @@
+"""Suites written for pytest-dependency, pytest-depends and pytest-order run unedited.
+
+Their markers become edges of the same graph as ``depends_on`` (requires-pass)
+and ``run_after`` (ordering only), resolved and validated once after
+collection:
+
+* :mod:`.takeover` blocks the original plugins when they are installed too
+  (two plugins must never both reorder or skip) and says so in the header;
+* one reader per foreign plugin (:mod:`.dependency`, :mod:`.depends`,
+  :mod:`.order`) turns its markers into :class:`~pytest_dagorder.declarations.Declared`
+  records and touches nothing else;
+* :mod:`.runtime` keeps pytest-dependency's run-time ``depends()`` working.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ..declarations import ForeignReader
+from ..settings import GROUP, Settings
+from .dependency import DependencyReader, dependency_defines_options
+from .depends import DependsReader
+from .order import OrderReader, apply_ordinals
+from .runtime import RuntimeDepends
+from .takeover import Takeover
+
+__all__ = ["addoption", "apply_ordinals", "configure", "readers"]
+
+DEPENDENCY_MARKER = (
+    "dependency(name=None, depends=[], scope='module'): pytest-dependency "
+    "declaration, read by pytest-dagorder"
+)
+DEPENDS_MARKER = "depends(on=[], name=None): pytest-depends declaration, read by pytest-dagorder"
+ORDER_MARKER = (
+    "order(index=None, before=None, after=None): pytest-order declaration, "
+    "read by pytest-dagorder"
+)
+
+
+def addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """pytest-dependency's option names, unless pytest-dependency defines them itself."""
+    if dependency_defines_options(pluginmanager):
+        return
+    parser.addini(
+        "automark_dependency",
+        "Treat every test as marked with @pytest.mark.dependency (pytest-dependency)",
+        type="bool",
+        default=False,
+    )
+    parser.getgroup(GROUP).addoption(
+        "--ignore-unknown-dependency",
+        action="store_true",
+        default=False,
+        help="Ignore pytest-dependency dependencies on tests that are not run or not marked",
+    )
+
+
+def configure(config: pytest.Config) -> None:
+    """Register the foreign markers, block the originals, keep ``depends()`` working."""
+    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, ORDER_MARKER):
+        config.addinivalue_line("markers", line)
+    takeover = Takeover()
+    config.pluginmanager.register(takeover, Takeover.NAME)
+    takeover.take_over(config)
+    config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
+
+
+def readers(settings: Settings) -> tuple[ForeignReader, ...]:
+    """One reader per foreign plugin, for one plan."""
+    return (
+        DependencyReader(automark=settings.automark_dependency,
+                         ignore_unknown=settings.ignore_unknown_dependency),
+        DependsReader(),
+        OrderReader(),
+    )

@@ -1,0 +1,140 @@
+"""pytest-dependency's ``@pytest.mark.dependency(name=, depends=, scope=)``: requires-pass edges.
+
+Names per scope as that plugin defines them.  Only a test marked with
+``dependency`` (or every test, with ``automark_dependency``) can be depended
+upon: a dependency on an existing but unmarked test is skipped at run time,
+as pytest-dependency does, with a reason saying what to mark.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from .. import wording
+from ..declarations import Declared, Index, Problem
+from .common import Reader, Tables, drop_self, names, unknown, where
+
+MARK = "dependency"
+SCOPES = ("session", "package", "module", "class")
+SCOPE_CLS: dict[str, type[pytest.Collector]] = {
+    "session": pytest.Session,
+    "package": pytest.Package,
+    "module": pytest.Module,
+    "class": pytest.Class,
+}
+
+
+def dependency_defines_options(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-dependency itself adds ``automark_dependency`` and its flag."""
+    if pluginmanager.is_blocked("dependency"):
+        return False
+    return (
+        pluginmanager.has_plugin("dependency")
+        or importlib.util.find_spec("pytest_dependency") is not None
+    )
+
+
+def scope_name(nodeid: str, scope: str) -> str:
+    """pytest-dependency's default name of a test in ``scope``."""
+    if scope == "module":
+        return nodeid.split("::", 1)[-1]
+    if scope == "class":
+        return nodeid.split("::", 2)[-1]
+    return nodeid
+
+
+class DependencyReader(Reader):
+    """``@pytest.mark.dependency``: pytest-dependency's names per scope, requires-pass."""
+
+    def __init__(self, *, automark: bool, ignore_unknown: bool) -> None:
+        super().__init__()
+        self.automark = automark
+        self.ignore_unknown = ignore_unknown
+
+    def build(self, t: Tables) -> None:
+        for k, item in enumerate(t.index.items):
+            marker = item.get_closest_marker(MARK)
+            if marker is None and not self.automark:
+                continue
+            t.registered.add(k)
+            custom = marker.kwargs.get("name") if marker is not None else None
+            for scope, cls in SCOPE_CLS.items():
+                node = item.getparent(cls)
+                if node is None:
+                    continue
+                name = custom if isinstance(custom, str) else scope_name(item.nodeid, scope)
+                t.names.setdefault((scope, node.nodeid, name), []).append(k)
+
+    def __call__(self, item: pytest.Item, index: Index) -> Declared:
+        marker = item.get_closest_marker(MARK)
+        if marker is None:
+            return Declared()
+        t = self.tables(index)
+        i = t.pos[id(item)]
+        at = where(MARK, item)
+        found = Declared()
+        problems = found.problems
+        if marker.args:
+            problems.append(Problem(item.nodeid, (
+                f"{at}: takes keyword arguments only (name=, depends=, scope=), "
+                f"got positional {', '.join(map(repr, marker.args))}")))
+        extra = sorted(set(marker.kwargs) - {"name", "depends", "scope"})
+        if extra:
+            problems.append(Problem(item.nodeid, (
+                f"{at}: unexpected keyword argument(s) {', '.join(extra)}; "
+                "use name=, depends= and scope=")))
+        name = marker.kwargs.get("name")
+        if name is not None and not (isinstance(name, str) and name):
+            problems.append(Problem(item.nodeid, f"{at}: name={name!r} must be a string"))
+        scope = marker.kwargs.get("scope", "module")
+        depends = marker.kwargs.get("depends") or []
+        targets = None if isinstance(depends, str) else names(depends)
+        if targets is None:
+            problems.append(Problem(item.nodeid, (
+                f"{at}: depends={depends!r} must be a list of test names, "
+                "e.g. depends=['test_a']")))
+            targets = []
+        if scope not in SCOPE_CLS:
+            problems.append(Problem(item.nodeid, (
+                f"{at}: scope={scope!r} is not one of {', '.join(map(repr, SCOPES))}")))
+            return found
+        node = item.getparent(SCOPE_CLS[scope])
+        if node is None:
+            if targets:
+                problems.append(Problem(item.nodeid, (
+                    f"{at}: scope={scope!r} but the test is not in a {scope}")))
+            return found
+        unmarked: list[str] = []
+        for target in targets:
+            hits = t.names.get((scope, node.nodeid, target))
+            if hits is None:
+                by_id = self._by_node_id(index, node, scope, target)
+                if by_id and all(j in t.registered for j in by_id):
+                    hits = by_id
+                elif by_id:
+                    unmarked.append(target)
+                    continue
+            if hits is None:
+                if not self.ignore_unknown:
+                    found.unknown.append(target)
+                    problems.append(unknown(index, item, MARK, target))
+                continue
+            if self.ignore_unknown:
+                # Its documented meaning: a dependency that is not run is ignored.
+                chosen = {id(x) for x in item.session.items}
+                hits = [j for j in hits if id(index.items[j]) in chosen]
+            found.requires.extend(drop_self(hits, i))
+        if unmarked and not self.ignore_unknown and not problems:
+            found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
+        return found
+
+    @staticmethod
+    def _by_node_id(index: Index, node: pytest.Collector, scope: str, target: str) -> list[int]:
+        """Items a name reaches as a node id in ``scope`` (base names, classes too)."""
+        prefix = f"{node.nodeid}::" if scope in ("module", "class") else ""
+        hits = index.lookup(prefix + target) or []
+        if scope == "package":
+            hits = [j for j in hits if node in index.items[j].listchain()]
+        return hits

@@ -1,0 +1,137 @@
+"""pytest-order's ``@pytest.mark.order(index, before=, after=)``.
+
+``before``/``after`` are ordering-only edges; ordinals reorder the
+collected items stably (:func:`apply_ordinals`) before the plan is made, so
+an ordinal never beats an edge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pytest
+
+from ..declarations import Declared, Index, Problem
+from .common import Reader, Tables, drop_self, names, unknown, where
+
+MARK = "order"
+# pytest-order's ordinal words; negative ones count from the end.
+_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+ORDINAL_WORDS: dict[str, int] = {
+    **{w: k for k, w in enumerate(_WORDS)},
+    "last": -1,
+    **{f"{w}_to_last": -(k + 1) for k, w in enumerate(_WORDS) if k},
+}
+_INDEX_KEYS = ("index", "after", "before")
+
+
+class OrderReader(Reader):
+    """``@pytest.mark.order``: ``before``/``after`` as ordering-only edges."""
+
+    def build(self, t: Tables) -> None:
+        index = t.index
+        for k, item in enumerate(index.items):
+            problems = t.problems.setdefault(k, [])
+            for mark in item.iter_markers(MARK):
+                problems.extend(_ordinal_problems(item, mark))
+                for key in ("after", "before"):
+                    if key not in mark.kwargs:
+                        continue
+                    value = mark.kwargs[key]
+                    targets = names(value)
+                    if targets is None:
+                        problems.append(Problem(item.nodeid, (
+                            f"{where(MARK, item)}: {key}={value!r} must be a test name "
+                            "or a list of them")))
+                        continue
+                    for target in targets:
+                        hits = _order_resolve(index, item, target)
+                        if hits is None:
+                            t.unknown.setdefault(k, []).append(target)
+                            problems.append(unknown(index, item, MARK, target))
+                            continue
+                        for j in drop_self(hits, k):
+                            if key == "after":
+                                t.after.setdefault(k, []).append(j)
+                            else:  # before=X: X runs after this test
+                                t.after.setdefault(j, []).append(k)
+
+    def __call__(self, item: pytest.Item, index: Index) -> Declared:
+        t = self.tables(index)
+        i = t.pos[id(item)]
+        return Declared(after=list(dict.fromkeys(t.after.get(i, []))),
+                        problems=list(t.problems.get(i, [])),
+                        unknown=list(t.unknown.get(i, [])))
+
+
+def _order_resolve(index: Index, item: pytest.Item, target: str) -> list[int] | None:
+    hits = index.resolve(item, target)
+    if hits is None and ".py::" in target:
+        # pytest-order also accepts a module path relative to the test's directory.
+        mod = item.getparent(pytest.Module)
+        if mod is not None and "/" in mod.nodeid:
+            hits = index.lookup(mod.nodeid.rsplit("/", 1)[0] + "/" + target)
+    return hits
+
+
+def _ordinal_value(mark: pytest.Mark) -> object:
+    if mark.args:
+        return mark.args[0]
+    return mark.kwargs.get("index")
+
+
+def _ordinal_problems(item: pytest.Item, mark: pytest.Mark) -> list[Problem]:
+    at = where(MARK, item)
+    out: list[Problem] = []
+    extra = sorted(set(mark.kwargs) - set(_INDEX_KEYS))
+    if len(mark.args) > 1 or extra or (mark.args and "index" in mark.kwargs):
+        out.append(Problem(item.nodeid, (
+            f"{at}: takes one ordinal (or index=) plus before= and after=; "
+            f"got {mark.args!r} {sorted(mark.kwargs)!r}")))
+    value = _ordinal_value(mark)
+    if value is not None and _ordinal(value) is None:
+        out.append(Problem(item.nodeid, (
+            f"{at}: {value!r} is not an ordinal; use an integer (negative counts from "
+            f"the end) or one of {', '.join(ORDINAL_WORDS)}")))
+    return out
+
+
+def _ordinal(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        if re.fullmatch(r"-?\d+", value.strip()):
+            return int(value)
+        return ORDINAL_WORDS.get(value.strip())
+    return None
+
+
+def ordinal_of(item: pytest.Item) -> int | None:
+    """The pytest-order ordinal of ``item`` (closest marker that has one), if valid."""
+    for mark in item.iter_markers(MARK):
+        value = _ordinal_value(mark)
+        if value is not None:
+            return _ordinal(value)
+    return None
+
+
+def apply_ordinals(items: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """``items`` stably sorted by pytest-order ordinals.
+
+    Non-negative ordinals first (ascending), then unordered tests, then
+    negative ordinals (``-2`` before ``-1``, which is "last").  Dependencies
+    are applied afterwards by the plan, so an ordinal never beats an edge.
+    """
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+        k, item = pair
+        value = ordinal_of(item)
+        if value is None:
+            return (1, 0, k)
+        return (0 if value >= 0 else 2, value, k)
+
+    if not any(ordinal_of(it) is not None for it in items):
+        return list(items)
+    return [it for _, it in sorted(enumerate(items), key=key)]

@@ -1,0 +1,144 @@
+"""pytest-dependency's run-time ``depends(request, [...])`` under this plugin.
+
+pytest-dependency's own plugin is blocked (see :mod:`.takeover`), so nothing
+else records results where its ``depends()`` looks for them: this module
+does, through its public ``DependencyManager`` classes, and gives the skips
+of ``depends()`` reasons that say why a result is missing.
+
+The one module that touches pytest-dependency's internals.  Checked against
+pytest-dependency 0.5 and 0.6.1: ``DependencyManager.get_manager`` /
+``getManager``, ``add_result`` / ``addResult``, ``checkDepend`` /
+``check_depend``, ``results`` and ``scope``; a result's ``isSuccess()`` and
+``results``.  The patch is undone in ``pytest_unconfigure``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator, Iterable
+from typing import Any, ClassVar
+
+import pytest
+
+from .. import wording
+from ..internals import skip_here
+from ..settings import settings_of
+from .dependency import MARK, SCOPE_CLS, SCOPES, scope_name
+
+
+class RuntimeDepends:
+    """Feeds pytest-dependency's result stores; patches its ``checkDepend``."""
+
+    NAME: ClassVar[str] = "dagorder-depends"
+
+    def __init__(self) -> None:
+        self._restore: list[tuple[type, str, object]] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._patch()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The test modules may have imported pytest_dependency only now (its
+        # plugin not loaded, e.g. -p no:dependency).
+        self._patch()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        while self._restore:
+            cls, attr, value = self._restore.pop()
+            setattr(cls, attr, value)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        # Whenever pytest_dependency is imported: its own plugin is never active
+        # next to ours (blocked by the takeover, or by -p no:dependency).
+        _feed_results(item, report)
+        return report
+
+    def _patch(self) -> None:
+        """Give pytest-dependency's ``depends()`` reasons that say why.
+
+        Its ``DependencyManager.checkDepend`` skips with "test_b depends on
+        test_a" whatever happened; :func:`_check_depend` says whether
+        ``test_a`` did not pass, has not run in this process (under ``-n``:
+        not in the same affinity group) or names no test.
+        """
+        if self._restore:
+            return
+        manager_cls = _manager_class()
+        if manager_cls is None:
+            return
+        for attr in ("checkDepend", "check_depend"):
+            original = manager_cls.__dict__.get(attr)
+            if callable(original):
+                self._restore.append((manager_cls, attr, original))
+                setattr(manager_cls, attr, _check_depend)
+
+
+def _manager_class() -> type | None:
+    module: Any = sys.modules.get("pytest_dependency")
+    manager_cls = getattr(module, "DependencyManager", None)
+    return manager_cls if isinstance(manager_cls, type) else None
+
+
+def _check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> None:
+    """pytest-dependency's ``DependencyManager.checkDepend`` with clearer reasons."""
+    settings = settings_of(item.config)
+    for name in depends:
+        status = manager.results.get(name)
+        if status is not None:
+            if status.isSuccess():
+                continue
+            failed = [f"{w} {o}" for w, o in status.results.items() if o not in (None, "passed")]
+            how = f" ({', '.join(failed)})" if failed else ""
+            skip_here(wording.depends_not_passed(item.name, name, how))
+        if settings.ignore_unknown_dependency:
+            continue
+        scope = str(manager.scope)
+        if not _names_a_test(item, scope, name, settings.automark_dependency):
+            skip_here(wording.depends_no_test(item.name, name, scope))
+        if hasattr(item.config, "workerinput"):
+            skip_here(wording.depends_other_process(item.name, name, settings.affinity))
+        skip_here(wording.depends_not_run_yet(item.name, name))
+
+
+def _names_a_test(item: pytest.Item, scope: str, name: str, automark: bool) -> bool:
+    """Whether ``name`` is pytest-dependency's name of a test of the run in ``scope``."""
+    cls = SCOPE_CLS.get(scope)
+    if cls is None:
+        return False
+    node = item.getparent(cls)
+    if node is None:
+        return False
+    for other in item.session.items:
+        marker = other.get_closest_marker(MARK)
+        if marker is None and not automark:
+            continue
+        if other.getparent(cls) is not node:
+            continue
+        custom = marker.kwargs.get("name") if marker is not None else None
+        if name in (custom, scope_name(other.nodeid, scope)):
+            return True
+    return False
+
+
+def _feed_results(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Record the result where pytest-dependency's own ``depends()`` looks for it."""
+    manager_cls: Any = _manager_class()
+    if manager_cls is None:
+        return
+    marker = item.get_closest_marker(MARK)
+    if marker is None and not settings_of(item.config).automark_dependency:
+        return
+    name = marker.kwargs.get("name") if marker is not None else None
+    get = getattr(manager_cls, "get_manager", None) or getattr(manager_cls, "getManager", None)
+    if get is None:
+        return
+    for scope in SCOPES:
+        manager = get(item, scope=scope)
+        add = getattr(manager, "add_result", None) or getattr(manager, "addResult", None)
+        if add is not None:
+            add(item, name, report)

@@ -1,0 +1,118 @@
+"""Block pytest-dependency, pytest-depends and pytest-order when they are installed too.
+
+Two plugins must never both reorder or skip.  Their ``pytest_addoption`` and
+``pytest_configure`` have run by the time ours does (pytest calls them for
+every plugin first); every registration after that is blocked as it happens
+(:meth:`Takeover.pytest_plugin_registered`), and a header line says what was
+taken over.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+#: Registration names and module names of the originals, by what users call them.
+#: Checked against pytest-dependency 0.6.1, pytest-depends 1.0.1 and pytest-order
+#: 1.5.0: their ``pytest11`` entry points are ``dependency``, ``depends`` and
+#: ``pytest_order``; ``pytest_plugins = [...]`` registers them under the module
+#: name; pytest-order registers its sorter as ``orderingplugin`` from its own
+#: ``pytest_configure``, which may run after ours.
+ORIGINALS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "pytest-dependency": (
+        frozenset({"dependency", "pytest_dependency"}),
+        frozenset({"pytest_dependency"}),
+    ),
+    "pytest-depends": (
+        frozenset({"depends", "pytest_depends"}),
+        frozenset({"pytest_depends"}),
+    ),
+    "pytest-order": (
+        frozenset({"pytest_order", "pytest_order.plugin", "orderingplugin"}),
+        frozenset({"pytest_order", "pytest_order.plugin"}),
+    ),
+}
+#: Options of the originals that they still define (pytest adds them before
+#: anyone can block the plugin) but that do nothing under takeover:
+#: (dest, flag) per plugin, named in the header when given.
+IGNORED_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pytest-depends": (
+        ("failed_dependency_action", "--failed-dependency-action"),
+        ("missing_dependency_action", "--missing-dependency-action"),
+        ("list_dependency_names", "--list-dependency-names"),
+        ("list_processed_dependencies", "--list-processed-dependencies"),
+    ),
+    "pytest-order": (
+        ("indulgent_ordering", "--indulgent-ordering"),
+        ("order_scope", "--order-scope"),
+        ("order_scope_level", "--order-scope-level"),
+        ("order_group_scope", "--order-group-scope"),
+        ("sparse_ordering", "--sparse-ordering"),
+        ("order_dependencies", "--order-dependencies"),
+        ("order_marker_prefix", "--order-marker-prefix"),
+        ("error_on_failed_ordering", "--error-on-failed-ordering"),
+        ("fail_all_on_failed_ordering", "--fail-all-on-failed-ordering"),
+        ("order_after_ff", "--order-after-ff"),
+    ),
+}
+
+
+class Takeover:
+    """Blocks the originals (idempotent) and names them in the header."""
+
+    NAME: ClassVar[str] = "dagorder-compat"
+
+    def __init__(self) -> None:
+        self.taken: dict[str, None] = {}
+
+    def take_over(self, config: pytest.Config) -> None:
+        """Block every original that is registered."""
+        pm = config.pluginmanager
+        for name, plugin in list(pm.list_name_plugin()):
+            self._block(pm, name, plugin)
+
+    def _block(self, pm: pytest.PytestPluginManager, name: str | None, plugin: object) -> None:
+        if plugin is None:  # blocked already, e.g. by -p no:NAME: not ours to take over
+            return
+        module = getattr(plugin, "__name__", None)
+        for label, (names, modules) in ORIGINALS.items():
+            if name in names or module in modules:
+                if name is not None:
+                    pm.set_blocked(name)
+                for other in names:  # e.g. pytest-order's sorter, registered later
+                    if not pm.is_blocked(other) and pm.get_plugin(other) is None:
+                        pm.set_blocked(other)
+                self.taken[label] = None
+
+    def pytest_plugin_registered(
+        self, plugin: object, plugin_name: str | None, manager: pytest.PytestPluginManager
+    ) -> None:
+        # An original registered after our pytest_configure (a conftest's
+        # ``pytest_plugins``, pytest-order's sorter): block it at once.
+        if manager.get_plugin(plugin_name or "") is plugin:
+            self._block(manager, plugin_name, plugin)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Belt and braces: look again before anything is collected.
+        self.take_over(session.config)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.taken:
+            return []
+        lines = [
+            f"dagorder: took over from {', '.join(self.taken)}: their markers are "
+            "read by pytest-dagorder, their plugins are disabled"
+        ]
+        ignored = [
+            flag
+            for label in self.taken
+            for dest, flag in IGNORED_OPTIONS.get(label, ())
+            if getattr(config.option, dest, None)
+        ]
+        if ignored:
+            lines.append(
+                f"dagorder: ignored options of the disabled plugins: {', '.join(ignored)}"
+            )
+        return lines

@@ -1,0 +1,77 @@
+"""The serial driver: runs the DAG in-process when xdist does not distribute.
+
+pytest runs ``session.items`` in order, so the plan's stable topological
+order is the schedule; this driver only settles outcomes in the core and
+skips a test before its fixtures are set up when the core decided so.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from . import durations, wording
+from .internals import skip_here
+from .planning import Plan, Planner
+from .run import DagRun, report_problems, write_summary
+from .settings import settings_of
+
+WORKER = "serial"
+
+
+class SerialRunner(Planner):
+    """Runs the DAG in-process: stable topological order, skips before fixtures."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.run: DagRun | None = None
+
+    def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        if plan.problems:
+            report_problems(config, plan.problems)
+            items[:] = []  # even --continue-on-collection-errors must run nothing
+        elif plan.graph is not None:
+            self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
+                              on_failure=settings_of(config).on_failure)
+            self.run.sched.add_worker(WORKER)
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        if self.run is None:
+            return []
+        g = self.run.graph
+        return [wording.serial_header(self.run.n_run, g.edge_count, g.longest_chain())]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        run = self.run
+        if run is None:
+            return
+        i = run.index.get(item.nodeid)
+        if i is None:
+            return
+        sched = run.sched
+        skip = sched.skips.get(i)
+        if skip is not None:
+            run.reported.add(i)
+            skip_here(run.reason(skip))
+        state = sched.state[i]
+        if state.value == "ready":
+            sched.claim(i, WORKER)
+            return
+        if state.value == "waiting":
+            # Another plugin moved this test before its prerequisites: do not run blind.
+            missing = [run.nodeids[p] for p in (*run.graph.requires[i], *run.graph.after[i])
+                       if not sched.state[p].terminal]
+            sched.finished(i, "not run")
+            skip_here(wording.not_run_yet(missing[0]))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.run is not None:
+            self.run.record(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.run is not None:
+            durations.save(session.config, self.run.measured())
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.run is not None:
+            write_summary(terminalreporter, self.run)

@@ -1,0 +1,116 @@
+"""The plugin's settings: options, ini keys, and one frozen record read at configure.
+
+Every driver reads :func:`settings_of` instead of the command line, so a
+value is parsed and checked once (a bad ini value is a usage error before
+anything is collected) and every vocabulary has one spelling: the Literal
+types below, whose members are also the option choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, cast, get_args
+
+import pytest
+
+from .scheduler import FailurePolicy
+
+#: Which tests must share a worker (see affinity.py): chains inside a module,
+#: inside a class, or none (pure per-test scheduling).
+AffinityMode = Literal["module", "class", "none"]
+AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
+FAILURE_POLICIES: tuple[FailurePolicy, ...] = get_args(FailurePolicy)
+
+GROUP = "dagorder"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the command line and the ini file say, checked."""
+
+    affinity: AffinityMode
+    on_failure: FailurePolicy
+    with_prerequisites: bool
+    ignore_durations: bool
+    #: pytest-dependency's ``automark_dependency`` and ``--ignore-unknown-dependency``.
+    automark_dependency: bool
+    ignore_unknown_dependency: bool
+
+
+SETTINGS = pytest.StashKey[Settings]()
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup(GROUP, "dependency DAG scheduling (pytest-dagorder)")
+    group.addoption(
+        "--dag-with-prerequisites",
+        action="store_true",
+        default=False,
+        help="Also run every (transitive) prerequisite of the selected tests",
+    )
+    group.addoption(
+        "--dag-affinity",
+        choices=AFFINITY_MODES,
+        default=None,
+        help="Keep dependency chains inside a module or class on one worker "
+        "(default: ini dag_affinity, else module)",
+    )
+    group.addoption(
+        "--dag-on-failure",
+        choices=FAILURE_POLICIES,
+        default=None,
+        help="What a failed prerequisite does: skip its dependents, stop the run, "
+        "or run them anyway (default: ini dag_on_failure, else skip)",
+    )
+    group.addoption(
+        "--dag-ignore-durations",
+        action="store_true",
+        default=False,
+        help="Rank ready tests by the number of tests left on their longest path, "
+        "not by the durations recorded in pytest's cache (they are still recorded)",
+    )
+    parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
+    parser.addini("dag_on_failure", "Default for --dag-on-failure", default="skip")
+
+
+def configure(config: pytest.Config) -> Settings:
+    """Read and check every setting once; kept in ``config.stash``."""
+    settings = Settings(
+        affinity=cast(AffinityMode, _choice(config, "affinity", AFFINITY_MODES)),
+        on_failure=cast(FailurePolicy, _choice(config, "on_failure", FAILURE_POLICIES)),
+        with_prerequisites=bool(config.getoption("dag_with_prerequisites", False)),
+        ignore_durations=bool(config.getoption("dag_ignore_durations", False)),
+        automark_dependency=_truthy(_ini(config, "automark_dependency")),
+        ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
+    )
+    config.stash[SETTINGS] = settings
+    return settings
+
+
+def settings_of(config: pytest.Config) -> Settings:
+    """The settings read at configure (read now if the plugin was not configured)."""
+    found = config.stash.get(SETTINGS, None)
+    return found if found is not None else configure(config)
+
+
+def _choice(config: pytest.Config, name: str, choices: tuple[str, ...]) -> str:
+    """A setting from the command line, else the ini file, checked against ``choices``."""
+    value = config.getoption(f"dag_{name}") or config.getini(f"dag_{name}")
+    if value not in choices:
+        raise pytest.UsageError(
+            f"dag_{name} = {value!r} is not valid; choose one of {', '.join(choices)}"
+        )
+    return str(value)
+
+
+def _ini(config: pytest.Config, name: str) -> object:
+    try:
+        return config.getini(name)
+    except ValueError:  # nobody defined it (the original is installed but not loaded)
+        return False
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "yes", "y", "true", "t", "on")
+    return bool(value)

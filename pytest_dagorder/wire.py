@@ -1,0 +1,140 @@
+"""What a worker tells the controller about its collection: one typed message.
+
+The controller of an xdist run does not collect, so each worker ships what
+only a collection knows (the plan's graph, where each test sits, its
+scopes) on the side channel opened in ``pytest_configure_node``.  This
+module is the only place that knows the message's shape: the worker calls
+:func:`encode`, the controller :func:`decode`.
+
+The message is one JSON string: execnet serialises nested lists object by
+object in Python, which for thousands of tests costs more than the plan.
+It carries the plugin's version; a worker running another version is
+refused with both versions named (its message may mean something else even
+where the shape still fits).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import __version__
+from .settings import AffinityMode
+
+#: Bumped whenever the fields below change meaning.
+FORMAT = 1
+
+Location = tuple[str, int | None, str]
+
+
+class WireError(ValueError):
+    """A message from a worker that this controller cannot read.
+
+    ``worker_version`` is the version the worker announced (None if the
+    message did not say).
+    """
+
+    def __init__(self, message: str, worker_version: str | None = None) -> None:
+        super().__init__(message)
+        self.worker_version = worker_version
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """The validated graph of the plan: indices into ``ids`` (run first, then deselected)."""
+
+    ids: list[str]
+    requires: list[list[int]]
+    after: list[list[int]]
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A worker's collection, as the controller needs it.
+
+    Indices ``0 .. barrier - 1`` are the tests xdist's ids list names, in the
+    same order; ``barrier`` is the hidden item's index.  ``graph`` is None
+    when the suite declares no dependencies; ``problems`` are declaration
+    problems as (node id, message), reported as collection errors.
+    """
+
+    ids: list[str]
+    barrier: int
+    locations: list[Location]
+    module_scopes: list[str | None]
+    class_scopes: list[str | None]
+    xdist_groups: list[str | None]
+    graph: GraphData | None = None
+    problems: Sequence[tuple[str, str]] = ()
+    version: str = __version__
+
+    def scopes(self, mode: AffinityMode) -> list[str | None]:
+        """The scope of each test that ``--dag-affinity=mode`` keeps together."""
+        if mode == "module":
+            return self.module_scopes
+        if mode == "class":
+            return self.class_scopes
+        return [None] * len(self.ids)
+
+
+def encode(payload: Payload) -> str:
+    graph = payload.graph
+    return json.dumps({
+        "format": FORMAT,
+        "version": payload.version,
+        "ids": payload.ids,
+        "barrier": payload.barrier,
+        "locations": payload.locations,
+        "module": payload.module_scopes,
+        "class": payload.class_scopes,
+        "xdist_group": payload.xdist_groups,
+        "graph": None if graph is None else {
+            "ids": graph.ids, "requires": graph.requires, "after": graph.after,
+        },
+        "problems": [list(p) for p in payload.problems],
+    }, separators=(",", ":"))
+
+
+def decode(raw: object) -> Payload:
+    """The payload in ``raw``; :class:`WireError` if it is not one this version reads."""
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else raw
+        version = data.get("version") if isinstance(data, dict) else None
+    except (TypeError, ValueError):
+        data, version = None, None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or version != __version__:
+        theirs = f"pytest-dagorder {version}" if isinstance(version, str) else (
+            "an unknown version of pytest-dagorder")
+        raise WireError(
+            f"a worker runs {theirs}, this process runs pytest-dagorder {__version__}; "
+            "install the same version where the workers run",
+            version if isinstance(version, str) else None,
+        )
+    try:
+        return _fields(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"a worker sent a malformed collection message ({exc!r}); "
+                        "install the same pytest-dagorder version everywhere",
+                        version) from None
+
+
+def _fields(data: dict[str, Any]) -> Payload:
+    g = data["graph"]
+    return Payload(
+        ids=[str(x) for x in data["ids"]],
+        barrier=int(data["barrier"]),
+        locations=[(str(p), None if ln is None else int(ln), str(d))
+                   for p, ln, d in data["locations"]],
+        module_scopes=list(data["module"]),
+        class_scopes=list(data["class"]),
+        xdist_groups=list(data["xdist_group"]),
+        graph=None if g is None else GraphData(
+            [str(x) for x in g["ids"]],
+            [[int(p) for p in r] for r in g["requires"]],
+            [[int(p) for p in a] for a in g["after"]],
+        ),
+        problems=[(str(n), str(m)) for n, m in data["problems"]],
+        version=str(data["version"]),
+    )

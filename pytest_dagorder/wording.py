@@ -1,0 +1,127 @@
+"""Every sentence a user reads about a skip, a stop or the run's summary.
+
+Pure (no pytest), so the core, the drivers and the migration layer word a
+decision alike: a test skipped by the controller, by a worker that held it,
+or by the serial runner reads the same.  tests/test_wording.py pins each
+text; change one there and here together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+# How an outcome reads after a test's name ("test_a failed", "test_a was skipped").
+PHRASES: Final[Mapping[str, str]] = {
+    "failed": "failed",
+    "error": "had an error",
+    "skipped": "was skipped",
+    "xfailed": "xfailed",
+    "crashed": "crashed its worker",
+    "deselected": "was deselected",
+    "not run": "did not run",
+}
+
+#: The stop reason when nothing more specific is known.
+STOPPED: Final = "run stopped"
+#: Why a task of the standalone runner did not start after cancel().
+CANCELLED: Final = "cancelled"
+#: Added to a skip whose root cause is a prerequisite left out of the run.
+DESELECTED_HINT: Final = "; add --dag-with-prerequisites to run it"
+#: Title of the end-of-run summary section.
+SUMMARY_TITLE: Final = "blocked by prerequisites (pytest-dagorder)"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def outcome_phrase(outcome: str) -> str:
+    return PHRASES[outcome]
+
+
+def prerequisite_ended(prereq: str, outcome: str) -> str:
+    """A direct prerequisite that ran (or was never run) and did not pass."""
+    return f"prerequisite {prereq} {PHRASES[outcome]}"
+
+
+def prerequisite_skipped(prereq: str, root: str, root_outcome: str) -> str:
+    """A prerequisite that was itself skipped because ``root`` did not pass."""
+    return f"prerequisite {prereq} was skipped: {root} {PHRASES[root_outcome]}"
+
+
+def prerequisite_skipped_for(prereq: str, reason: str) -> str:
+    """A prerequisite skipped for a reason with no root test (a stop, a cancel)."""
+    return f"prerequisite {prereq} was skipped: {reason}"
+
+
+def stopped_after(task: str, outcome: str) -> str:
+    """Policy ``stop``: why every test not yet started is skipped."""
+    return f"run stopped after {task} {PHRASES[outcome]}"
+
+
+def not_run_yet(prereq: str) -> str:
+    """Serial run: another plugin moved a test before one of its prerequisites."""
+    return f"prerequisite {prereq} has not run yet (tests were reordered)"
+
+
+def blocked_line(nodeid: str, outcome: str, count: int) -> str:
+    """Summary: one root cause and how many tests it blocked."""
+    return f"{nodeid} {outcome}: blocked {_plural(count, 'test')}"
+
+
+def not_started_line(reason: str, count: int) -> str:
+    """Summary: tests a stop left unstarted."""
+    return f"{reason}: {_plural(count, 'test')} not started"
+
+
+def collection_errors(count: int) -> str:
+    """The session's end when declarations are broken, as pytest words it."""
+    return f"{_plural(count, 'error')} during collection"
+
+
+# -- pytest-dependency's runtime depends() -----------------------------------------
+
+
+def depends_not_passed(test: str, name: str, how: str) -> str:
+    return f"{test} depends on {name}, which did not pass{how}"
+
+
+def depends_no_test(test: str, name: str, scope: str) -> str:
+    return (f"{test} depends on {name}, which names no test of this run marked "
+            f"with @pytest.mark.dependency in its {scope} scope")
+
+
+def depends_other_process(test: str, name: str, affinity: str) -> str:
+    return (f"{test} depends on {name}, which did not run in this worker process "
+            f"before it: a runtime depends() sees only tests of {test}'s own "
+            f"affinity group (--dag-affinity={affinity}) that an edge runs first; declare the "
+            "dependency with @pytest.mark.dependency(depends=[...]) to have it scheduled")
+
+
+def depends_not_run_yet(test: str, name: str) -> str:
+    return (f"{test} depends on {name}, which has not run yet: a runtime depends() "
+            "does not order tests; declare the dependency with "
+            "@pytest.mark.dependency(depends=[...]) to have it run first")
+
+
+def depends_unmarked(test: str, names: str) -> str:
+    return (f"{test} depends on {names}, which is not marked with "
+            "@pytest.mark.dependency (mark it, or set automark_dependency = true)")
+
+
+# -- header lines ------------------------------------------------------------------
+
+
+def serial_header(tests: int, edges: int, chain: int) -> str:
+    return f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain} (serial)"
+
+
+def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
+                 recorded: int, nodes: int) -> str:
+    """``recorded`` of the graph's ``nodes`` have a recorded duration (0: ranked by counts)."""
+    ranked = (f"recorded durations of {recorded}/{nodes} tests" if recorded
+              else "test counts")
+    return (f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain}; "
+            f"xdist scheduling, affinity {affinity} ({groups} groups); "
+            f"critical path by {ranked}")
