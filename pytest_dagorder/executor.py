@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Literal, final
 
+from . import wording
 from .graph import Graph
+from .pacing import Pacing
 from .scheduler import FailurePolicy, Scheduler
 
 Status = Literal["passed", "failed", "skipped"]
@@ -26,6 +28,8 @@ Status = Literal["passed", "failed", "skipped"]
 #: Tasks shorter than this (moving average, seconds) are taken BATCH at a time.
 FAST_TASK = 0.001
 BATCH = 8
+#: Unknown yet: a task counts as slow (one at a time) until measured.
+_FIRST_GUESS = 1.0
 #: How long an idle slot sleeps at most before it looks again (a bound, not a poll:
 #: completions and cancel() wake it at once).
 _POLL_SECONDS = 0.25
@@ -129,7 +133,8 @@ class DagScheduler:
             # hand-off to another thread; it sleeps only when nothing is ready.
             ran: list[tuple[int, BaseException | None, object]] = []
             skipped: list[int] = []
-            avg = 1.0  # seconds per task, moving average: unknown yet
+            pace = Pacing(fast=FAST_TASK, seconds=FAST_TASK * BATCH, cap=BATCH,
+                          initial=_FIRST_GUESS)
             while True:
                 with cond:
                     for index, error, value in ran:
@@ -141,22 +146,23 @@ class DagScheduler:
                             sched.finished(index, "failed")
                     for index in skipped:
                         # Taken in a batch but not begun: a stop or cancel came first.
-                        unstarted[index] = sched.stopped or "cancelled"
+                        unstarted[index] = sched.stopped or wording.CANCELLED
                         sched.finished(index, "not run")
                     if ran and (sched.ready_count or sched.done):
                         cond.notify_all()
                     ran, skipped = [], []
                     while True:
                         if cancel.is_set() and sched.stopped is None:
-                            sched.stop("cancelled")
+                            sched.stop(wording.CANCELLED)
                             cond.notify_all()
                         if sched.done:
                             return
                         # Tiny tasks go in batches: the lock hand-off then costs
                         # more than the tasks.  A batch is taken only while there
                         # is work for every slot, so it never starves another.
-                        batch = (BATCH if avg < FAST_TASK
-                                 and sched.ready_count > BATCH * max_workers else 1)
+                        batch = pace.batch()
+                        if sched.ready_count <= batch * max_workers:
+                            batch = 1
                         got = sched.take(slot, batch)
                         if got:
                             break
@@ -170,7 +176,7 @@ class DagScheduler:
                         ran.append((index, None, tasks[index].fn()))
                     except BaseException as exc:  # recorded, never lost: the run goes on
                         ran.append((index, exc, None))
-                    avg = 0.8 * avg + 0.2 * (perf_counter() - start)
+                    pace.record(perf_counter() - start)
 
         with ThreadPoolExecutor(self.max_workers, thread_name_prefix="dagorder") as pool:
             futures = [pool.submit(slot_loop, slot) for slot in range(self.max_workers)]

@@ -27,6 +27,7 @@ from .affinity import affinity_groups
 from .declarations import Problem
 from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
+from .pacing import Pacing
 from .run import DagRun, interrupted_message, report_problems, write_summary
 from .settings import settings_of
 from .worker import CHANNEL_KEY, DAG_MODES, DIST_KEY
@@ -141,7 +142,9 @@ class DagScheduling:
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: list[tuple[str, int | None, str]] = []
         self.aborted = False
-        self.avg_duration = FAST_TEST  # unknown yet: start with the careful depth
+        # Unknown yet: start with the careful depth (one test in flight).
+        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
+                           initial=FAST_TEST)
         self.core_workers: set[Any] = set()  # nodes the core knows, by identity
         # Tests skipped while a worker held them: (that worker, reason) until
         # the worker's own SKIPPED report for them arrives.
@@ -201,13 +204,10 @@ class DagScheduling:
         pending = self.sent.get(node)
         if pending is not None and item_index in pending:
             pending.remove(item_index)
-        if 0 <= item_index < self.barrier:
-            was_fast = self.avg_duration < FAST_TEST
-            self.avg_duration = 0.8 * self.avg_duration + 0.2 * duration
-            if (self.avg_duration < FAST_TEST) != was_fast:
-                # The pipeline depth changed.  Otherwise there is nothing to
-                # do: the test's last report, which came first, dispatched.
-                self._dispatch()
+        if 0 <= item_index < self.barrier and self.pace.record(duration):
+            # The pipeline depth changed.  Otherwise there is nothing to do:
+            # the test's last report, which came first, dispatched.
+            self._dispatch()
 
     def mark_test_pending(self, item: str) -> None:
         # Called by pytest_handlecrashitem implementations that want a crashed
@@ -297,7 +297,7 @@ class DagScheduling:
             )
         if known:
             # Pipeline depth from the first dispatch, not only once tests ran.
-            self.avg_duration = sum(known.values()) / len(known)
+            self.pace.average = sum(known.values()) / len(known)
         mode = settings_of(self.config).affinity
         groups = affinity_groups(
             payload.scopes(mode), graph.requires[:n], graph.after[:n], payload.xdist_groups
@@ -396,10 +396,9 @@ class DagScheduling:
     def _want(self, node: Any, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""
         assert self.run is not None
-        avg = self.avg_duration
-        if avg >= FAST_TEST:
+        if not self.pace.is_fast:
             return MAX_PIPELINE
-        batch = min(FAST_PIPELINE, int(BATCH_SECONDS / max(avg, 1e-6)))
+        batch = self.pace.batch()
         if self.speculate and self.run.sched.bound_group(node) is not None:
             # Its group's chain is the node's alone: hand it out ahead.
             return batch
