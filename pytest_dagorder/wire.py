@@ -68,7 +68,6 @@ class Payload:
     xdist_groups: list[str | None]
     graph: GraphData | None = None
     problems: Sequence[tuple[str, str]] = ()
-    version: str = __version__
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -83,7 +82,7 @@ def encode(payload: Payload) -> str:
     graph = payload.graph
     return json.dumps({
         "format": FORMAT,
-        "version": payload.version,
+        "version": __version__,
         "ids": payload.ids,
         "barrier": payload.barrier,
         "locations": payload.locations,
@@ -136,5 +135,4 @@ def _fields(data: dict[str, Any]) -> Payload:
             [[int(p) for p in a] for a in g["after"]],
         ),
         problems=[(str(n), str(m)) for n, m in data["problems"]],
-        version=str(data["version"]),
     )

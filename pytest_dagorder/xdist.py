@@ -101,7 +101,10 @@ class DagController:
         try:
             return wire.decode(raw)
         except wire.WireError as exc:
-            abort(self.config, nodes, [Problem("", f"worker {node.gateway.id}: {exc}")])
+            # Not the suite's fault: a usage error (exit status 4), as for a bad option.
+            for other in nodes:
+                other.shutdown()
+            raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:

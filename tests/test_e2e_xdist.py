@@ -27,6 +27,8 @@ from test_e2e_serial import (
     check_validation,
 )
 
+import pytest_dagorder
+
 TIMEOUT = 120.0
 
 
@@ -482,6 +484,32 @@ def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.P
     assert not (pytester.path / LOG_NAME).exists()
     result.stdout.fnmatch_lines(["*--dist loadfile cannot honour depends_on*"])
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR)
+
+
+def test_a_worker_of_another_plugin_version_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    # The workers announce another version (as an older install there would).
+    pytester.makeconftest("""
+        import os
+
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            import pytest_dagorder.wire
+
+            pytest_dagorder.wire.__version__ = "0.0.1"
+    """)
+    make_modules(pytester, test_x="""
+        def test_a():
+            mark("a")
+    """)
+    result = run(pytester, "-n", "2")
+    assert not (pytester.path / LOG_NAME).exists()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    ours = pytest_dagorder.__version__
+    result.stderr.fnmatch_lines([
+        f"*a worker runs pytest-dagorder 0.0.1, this process runs pytest-dagorder {ours}; "
+        "install the same version where the workers run*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
 # -- faults and stops -----------------------------------------------------------------

@@ -820,6 +820,40 @@ def test_no_graph_from_the_worker_shuts_down_every_node(harness: Any) -> None:
     assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
 
 
+@pytest.mark.parametrize("raw", [
+    '{"format": 1, "version": "0.0.1", "ids": []}',
+    '{"ids": ["a"]}',
+    "not json",
+])
+def test_a_message_of_another_version_is_a_usage_error_naming_both(
+        harness: Any, raw: str) -> None:
+    h: Harness = harness(make_payload(CHAIN))
+    n1 = h.add("gw0", channel=FakeChannel(raw))
+    n2 = h.add("gw1")
+    with pytest.raises(pytest.UsageError) as info:
+        h.sched.schedule()
+    theirs = "pytest-dagorder 0.0.1" if "0.0.1" in raw else "an unknown version"
+    assert str(info.value) == (
+        f"pytest-dagorder: worker gw0: a worker runs {theirs}"
+        f"{'' if '0.0.1' in raw else ' of pytest-dagorder'}, this process runs "
+        f"pytest-dagorder {wire.__version__}; install the same version where the workers run")
+    assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
+    assert n1.sends == n2.sends == []
+
+
+def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> None:
+    h: Harness = harness(make_payload(CHAIN))
+    h.add("gw0", channel=FakeChannel(f'{{"format": 1, "version": "{wire.__version__}"}}'))
+    h.add("gw1")
+    with pytest.raises(pytest.UsageError, match="malformed collection message"):
+        h.sched.schedule()
+
+
+def test_the_payload_survives_its_wire_format() -> None:
+    payload = make_payload(CHAIN, after={"c": "a"}, groups={"a": "g"})
+    assert wire.decode(wire.encode(payload)) == payload
+
+
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
     n1 = h.add("gw0")
