@@ -25,6 +25,11 @@ from .settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning.
 FORMAT = 1
+#: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
+#: the side channel the payload travels on, and the controller's ``--dist``
+#: (workers do not see it; only the DAG modes get barrier items).
+CHANNEL_KEY = "dagorder_channel"
+DIST_KEY = "dagorder_dist"
 
 Location = tuple[str, int | None, str]
 

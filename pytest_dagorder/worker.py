@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from . import wire
+from .settings import DAG_MODES
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .outcomes import OutcomeTracker
 from .planning import Planner
@@ -34,11 +35,6 @@ from .run import short_name
 from .scheduler import Skip, blocked_skip
 from .settings import settings_of
 
-CHANNEL_KEY = "dagorder_channel"
-DIST_KEY = "dagorder_dist"
-#: --dist modes the DAG scheduler takes over: the default, and loadgroup, whose
-#: xdist_group marks it honours as affinity groups.
-DAG_MODES = ("load", "loadgroup")
 BARRIER_NAME = "<dagorder-barrier>"
 
 
@@ -85,7 +81,7 @@ class _ProtocolGate:
 class DagWorker(Planner):
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.channel: Any = config.workerinput.get(CHANNEL_KEY)  # type: ignore[attr-defined]
+        self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
         self.last_real: pytest.Item | None = None
         self._below: dict[int, list[pytest.Item]] = {}
         # Gating of speculatively sent tests (see Scheduler.take): outcomes
@@ -111,7 +107,7 @@ class DagWorker(Planner):
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
-        dist = self.config.workerinput.get(DIST_KEY, "load")  # type: ignore[attr-defined]
+        dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
         if dist in DAG_MODES:
             self._index_scopes(items)
             # After xdist sent the ids: the barrier's index is past every real test.

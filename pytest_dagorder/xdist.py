@@ -29,8 +29,7 @@ from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
 from .pacing import Pacing
 from .run import DagRun, interrupted_message, report_problems, write_summary
-from .settings import settings_of
-from .worker import CHANNEL_KEY, DAG_MODES, DIST_KEY
+from .settings import DAG_MODES, settings_of
 
 #: Seconds to wait for a worker's graph; it was sent before its collection
 #: ids on the same connection, so it is normally there already.
@@ -65,8 +64,8 @@ class DagController:
 
     def pytest_configure_node(self, node: Any) -> None:
         channel = node.gateway.newchannel()
-        node.workerinput[CHANNEL_KEY] = channel
-        node.workerinput[DIST_KEY] = self.config.getvalue("dist")
+        node.workerinput[wire.CHANNEL_KEY] = channel
+        node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
 
     @pytest.hookimpl(wrapper=True)

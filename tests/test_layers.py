@@ -1,0 +1,120 @@
+"""The package's layers: imports point one way, and the core stays free of pytest.
+
+Read from the source (ast), so an import inside a function counts too: a
+cycle dodged that way still fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_dagorder"
+
+#: Lower number = lower layer.  A module may import its own layer or lower ones.
+LAYERS: dict[str, int] = {
+    # core: plain values in, decisions out
+    "errors": 0, "wording": 0, "pacing": 0, "graph": 0, "affinity": 0, "scheduler": 0,
+    "executor": 0,
+    # pytest glue
+    "markers": 1, "settings": 1, "wire": 1, "internals": 1, "outcomes": 1, "durations": 1,
+    "declarations": 1, "planning": 1, "run": 1,
+    "migration": 1, "migration.common": 1, "migration.dependency": 1,
+    "migration.depends": 1, "migration.order": 1, "migration.runtime": 1,
+    "migration.takeover": 1,
+    # drivers
+    "serial": 2, "xdist": 2, "worker": 2,
+    # the entry point
+    "plugin": 3,
+}
+CORE_FORBIDDEN = ("pytest", "_pytest", "xdist", "execnet", "pluggy")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        if name != "__init__":
+            out[name] = path
+    return out
+
+
+def imports_of(name: str, path: Path) -> tuple[set[str], set[str]]:
+    """(package modules, outside top-level modules) that ``name`` imports anywhere."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    inside: set[str] = set()
+    outside: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pytest_dagorder."):
+                    inside.add(alias.name.removeprefix("pytest_dagorder."))
+                else:
+                    outside.add(alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                outside.add((node.module or "").split(".")[0])
+                continue
+            base = package[: len(package) - (node.level - 1)]
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            if node.module is None:  # from . import x, y: each may be a module
+                for alias in node.names:
+                    inside.add(".".join([*target, alias.name]))
+            else:
+                inside.add(".".join(target))
+    known = set(modules()) | {""}
+    return {m for m in inside if m in known and m}, outside
+
+
+def test_every_module_has_a_layer() -> None:
+    assert sorted(set(modules()) - set(LAYERS)) == []
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_imports_point_down(name: str) -> None:
+    inside, outside = imports_of(name, modules()[name])
+    up = sorted(m for m in inside if LAYERS[m] > LAYERS[name])
+    assert not up, f"{name} (layer {LAYERS[name]}) imports higher layers: {up}"
+    assert "plugin" not in inside, "nothing imports the entry point"
+    if LAYERS[name] == 0:
+        assert not set(CORE_FORBIDDEN) & outside, f"core module {name} imports {outside}"
+
+
+def test_no_import_cycle() -> None:
+    graph = {name: imports_of(name, path)[0] for name, path in modules().items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, node, nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+
+
+def test_the_standalone_runner_imports_without_pytest() -> None:
+    code = ("import sys; from pytest_dagorder import DagScheduler, Task; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            f"{CORE_FORBIDDEN!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_decorators_still_come_from_the_package_top() -> None:
+    code = ("import pytest_dagorder, pytest_dagorder.markers as m; "
+            "assert pytest_dagorder.depends_on is m.depends_on; "
+            "from pytest_dagorder import run_after; assert run_after is m.run_after")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
