@@ -19,13 +19,15 @@ from collections.abc import Mapping
 
 import pytest
 
+from .settings import settings_of
+
 CACHE_KEY = "dagorder/durations"
 
 
 def load(config: pytest.Config) -> dict[str, float]:
     """Recorded seconds per node id; empty if there are none or they are not to be used."""
     cache = getattr(config, "cache", None)
-    if cache is None or config.getoption("dag_ignore_durations", False):
+    if cache is None or settings_of(config).ignore_durations:
         return {}
     return _sound(cache.get(CACHE_KEY, None))
 

@@ -27,13 +27,12 @@ from typing import Any
 import pytest
 
 from . import wire
-from .settings import DAG_MODES
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .outcomes import OutcomeTracker
 from .planning import Planner
 from .run import short_name
 from .scheduler import Skip, blocked_skip
-from .settings import settings_of
+from .settings import DAG_MODES, settings_of
 
 BARRIER_NAME = "<dagorder-barrier>"
 
