@@ -9,6 +9,11 @@ import pytest
 #: Marker names, as registered by the plugin.
 DEPENDS_ON = "depends_on"
 RUN_AFTER = "run_after"
+#: ``@pytest.mark.dag_resource("postgres", ...)``: tests naming the same
+#: resource run at most ``--dag-limit`` at a time (default 1).
+RESOURCE = "dag_resource"
+#: ``@pytest.mark.dag_exclusive``: nothing else runs anywhere meanwhile.
+EXCLUSIVE = "dag_exclusive"
 
 Target = str | Callable[..., object]
 

@@ -18,6 +18,7 @@ from .declarations import ForeignReader, Problem, resolve_items
 from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
 from .internals import collect_quietly, module_outside_session, undo_deselected
+from .resources import Needs, read_needs
 from .settings import settings_of
 
 
@@ -33,6 +34,8 @@ class Plan:
     declared: bool = False
     #: Tests a foreign plugin would skip at run time, with its reason.
     skips: list[tuple[pytest.Item, str]] = field(default_factory=list)
+    #: Resources and exclusivity of the tests that have any, by id(item).
+    needs: dict[int, Needs] = field(default_factory=dict)
 
     @property
     def nodeids(self) -> list[str]:
@@ -202,6 +205,10 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:
         items[:] = plan.items
+    needs, problems = read_needs(items)
+    plan.problems += problems
+    plan.needs = {id(it): n for it, n in zip(items, needs, strict=True) if n.resources
+                  or n.exclusive}
     return plan
 
 

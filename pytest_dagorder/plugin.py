@@ -19,7 +19,7 @@ import pytest
 
 from . import migration, settings
 from .internals import xdist_controller_active
-from .markers import DEPENDS_ON, RUN_AFTER
+from .markers import DEPENDS_ON, RESOURCE, RUN_AFTER
 from .serial import SerialRunner
 from .worker import DagWorker
 from .xdist import DagController
@@ -65,6 +65,12 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{RUN_AFTER}(*targets): run after the targets ended, whatever their "
         "outcome (pytest-dagorder)",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{RESOURCE}(*names): at most --dag-limit NAME=N tests naming a resource run at "
+        "once, across workers (default 1) (pytest-dagorder)",
+    )
+
     settings.configure(config)
     migration.configure(config)
     if hasattr(config, "workerinput"):

@@ -8,7 +8,7 @@ end-of-run summary.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -34,6 +34,8 @@ class DagRun:
         on_failure: FailurePolicy,
         groups: Sequence[str | None] | None = None,
         locality: bool = True,
+        resources: Sequence[Sequence[str]] | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         self.graph = graph
         self.nodeids = list(nodeids)
@@ -45,6 +47,8 @@ class DagRun:
             groups=groups,
             name=lambda i: short_name(self.nodeids[i]),
             locality=locality,
+            resources=resources,
+            limits=limits,
         )
         self.tracker = OutcomeTracker()
         # Seconds per test (all phases), recorded for the next run's priorities.

@@ -8,7 +8,9 @@ types below, whose members are also the option choices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal, cast, get_args
 
 import pytest
@@ -38,6 +40,8 @@ class Settings:
     #: pytest-dependency's ``automark_dependency`` and ``--ignore-unknown-dependency``.
     automark_dependency: bool
     ignore_unknown_dependency: bool
+    #: How many tests naming each resource may run at once (unnamed ones: 1).
+    limits: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -72,7 +76,17 @@ def addoption(parser: pytest.Parser) -> None:
         help="Rank ready tests by the number of tests left on their longest path, "
         "not by the durations recorded in pytest's cache (they are still recorded)",
     )
+    group.addoption(
+        "--dag-limit",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="Let up to N tests that use resource NAME run at once (repeatable; "
+        "default 1 per resource; adds to ini dag_limits)",
+    )
     parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
+    parser.addini("dag_limits", "Resource limits, one NAME=N per line", type="linelist",
+                  default=[])
     parser.addini("dag_on_failure", "Default for --dag-on-failure", default="skip")
 
 
@@ -85,6 +99,10 @@ def configure(config: pytest.Config) -> Settings:
         ignore_durations=bool(config.getoption("dag_ignore_durations", False)),
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
+        limits=MappingProxyType({
+            **_limits(config.getini("dag_limits"), "ini dag_limits"),
+            **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
+        }),
     )
     config.stash[SETTINGS] = settings
     return settings
@@ -104,6 +122,25 @@ def _choice(config: pytest.Config, name: str, choices: tuple[str, ...]) -> str:
             f"dag_{name} = {value!r} is not valid; choose one of {', '.join(choices)}"
         )
     return str(value)
+
+
+def _limits(entries: Iterable[str], where: str) -> dict[str, int]:
+    """``NAME=N`` entries; a malformed or non-positive one is a usage error."""
+    out: dict[str, int] = {}
+    for entry in entries:
+        name, sep, count = str(entry).partition("=")
+        name = name.strip()
+        try:
+            limit = int(count.strip()) if sep else 0
+        except ValueError:
+            limit = 0
+        if not name or limit < 1:
+            raise pytest.UsageError(
+                f"{where} {entry!r} is not valid; write NAME=N with N a whole number of at "
+                "least 1, e.g. --dag-limit postgres=2"
+            )
+        out[name] = limit
+    return out
 
 
 def _ini(config: pytest.Config, name: str) -> object:

@@ -73,6 +73,10 @@ class Payload:
     xdist_groups: list[str | None]
     graph: GraphData | None = None
     problems: Sequence[tuple[str, str]] = ()
+    #: Per test: resources it holds while it runs (empty: none), and whether
+    #: it runs alone.  Empty sequences: no test has either.
+    resources: Sequence[Sequence[str]] = ()
+    exclusive: Sequence[bool] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -127,6 +131,8 @@ class Payload:
             xdist_groups=[self.xdist_groups[k] for k in old],
             graph=graph,
             problems=self.problems,
+            resources=[self.resources[k] for k in old] if self.resources else (),
+            exclusive=[self.exclusive[k] for k in old] if self.exclusive else (),
         )
 
 
@@ -145,6 +151,8 @@ def encode(payload: Payload) -> str:
             "ids": graph.ids, "requires": graph.requires, "after": graph.after,
         },
         "problems": [list(p) for p in payload.problems],
+        "resources": [list(r) for r in payload.resources],
+        "exclusive": list(payload.exclusive),
     }, separators=(",", ":"))
 
 
@@ -187,4 +195,6 @@ def _fields(data: dict[str, Any]) -> Payload:
             [[int(p) for p in a] for a in g["after"]],
         ),
         problems=[(str(n), str(m)) for n, m in data["problems"]],
+        resources=[[str(r) for r in rs] for rs in data["resources"]] or (),
+        exclusive=[bool(x) for x in data["exclusive"]] or (),
     )

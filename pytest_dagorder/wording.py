@@ -8,7 +8,7 @@ text; change one there and here together.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 # How an outcome reads after a test's name ("test_a failed", "test_a was skipped").
@@ -115,6 +115,17 @@ def depends_unmarked(test: str, names: str) -> str:
 
 def serial_header(tests: int, edges: int, chain: int) -> str:
     return f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain} (serial)"
+
+
+def limits_header(limits: Mapping[str, int], used: Sequence[str],
+                  unused: Sequence[str]) -> str:
+    """The resource limits in force; names given a limit that no test uses are a warning."""
+    parts = [f"{name}={limits.get(name, 1)}" for name in used]
+    line = f"dagorder: resource limits {', '.join(parts) or 'none in use'}"
+    if unused:
+        line += (f"; warning: no test uses {', '.join(map(repr, unused))} "
+                 "(check the name in --dag-limit / dag_limits)")
+    return line
 
 
 def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,

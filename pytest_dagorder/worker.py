@@ -21,6 +21,7 @@ comes next.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Generator, Iterable
 from typing import Any, SupportsIndex, overload
@@ -31,6 +32,7 @@ from . import wire
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .outcomes import OutcomeTracker
 from .planning import Planner
+from .resources import NONE
 from .run import short_name
 from .scheduler import Skip, blocked_skip
 from .settings import DAG_MODES, settings_of
@@ -221,6 +223,11 @@ class DagWorker(Planner):
             graph=graph,
             problems=problems,
         )
+        if plan is not None and plan.needs:
+            needs = [plan.needs.get(id(it), NONE) for it in planned]
+            payload = dataclasses.replace(
+                payload, resources=[list(n.resources) for n in needs],
+                exclusive=[n.exclusive for n in needs])
         try:
             return payload.in_order([it.nodeid for it in final])
         except ValueError:

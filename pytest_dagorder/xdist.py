@@ -28,6 +28,7 @@ from .declarations import Problem
 from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
 from .pacing import Pacing
+from .resources import resources_in_use, unused_limits
 from .run import DagRun, interrupted_message, report_problems, write_summary
 from .settings import DAG_MODES, settings_of
 
@@ -306,20 +307,29 @@ class DagScheduling:
         if known:
             # Pipeline depth from the first dispatch, not only once tests ran.
             self.pace.average = sum(known.values()) / len(known)
-        mode = settings_of(self.config).affinity
+        settings = settings_of(self.config)
+        mode = settings.affinity
         groups = affinity_groups(
             payload.scopes(mode), graph.requires[:n], graph.after[:n], payload.xdist_groups
         )
         groups += [None] * (len(graph) - n)
         # affinity none: tests share no process state, so a released test
         # need not prefer the worker that released it; priority alone decides.
+        # Deselected prerequisites (past the run) never start: they hold nothing.
+        resources = ([*payload.resources, *[()] * (len(graph) - n)]
+                     if payload.resources else None)
         self.run = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
-                          groups=groups, locality=mode != "none")
+                          groups=groups, locality=mode != "none",
+                          resources=resources, limits=settings.limits)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             terminal.write_line(wording.xdist_header(
                 n, graph.edge_count, graph.longest_chain(), mode,
                 len(self.run.sched.groups), len(known), len(nodeids)))
+            if payload.resources or settings.limits:
+                terminal.write_line(wording.limits_header(
+                    settings.limits, resources_in_use(payload.resources),
+                    unused_limits(settings.limits, payload.resources)))
         self.emit_skips()
 
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:

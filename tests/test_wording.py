@@ -59,6 +59,11 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.depends_unmarked("test_b", "'test_a'"),
      "test_b depends on 'test_a', which is not marked with @pytest.mark.dependency (mark "
      "it, or set automark_dependency = true)"),
+    (lambda: wording.limits_header({"db": 2}, ["db", "broker"], []),
+     "dagorder: resource limits db=2, broker=1"),
+    (lambda: wording.limits_header({"dbb": 2}, [], ["dbb"]),
+     "dagorder: resource limits none in use; warning: no test uses 'dbb' (check the name "
+     "in --dag-limit / dag_limits)"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
     (lambda: wording.xdist_header(5, 4, 3, "module", 2, 0, 5),

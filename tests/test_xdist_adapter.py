@@ -876,6 +876,15 @@ def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> N
 def test_the_payload_survives_its_wire_format() -> None:
     payload = make_payload(CHAIN, after={"c": "a"}, groups={"a": "g"})
     assert wire.decode(wire.encode(payload)) == payload
+    payload = dataclasses.replace(payload, resources=[["db"], [], ["db", "mq"]],
+                                  exclusive=[False, True, False])
+    assert wire.decode(wire.encode(payload)) == payload
+    # Reordered as a worker runs them, every per-test field moves along.
+    moved = payload.in_order(list(reversed(payload.ids)))
+    assert moved.resources == [["db", "mq"], [], ["db"]]
+    assert moved.exclusive == [False, True, False]
+    assert moved.graph is not None
+    assert moved.graph.requires == [[1], [2], []]
 
 
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
