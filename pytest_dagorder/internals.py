@@ -83,6 +83,29 @@ def module_outside_session(session: pytest.Session, path: Any) -> pytest.Module:
     return pytest.Module.from_parent(session, path=path)
 
 
+def keep_in_lastfailed(config: pytest.Config, nodeids: Sequence[str]) -> None:
+    """Add ``nodeids`` to the set ``--lf`` re-runs (pytest's cache key "cache/lastfailed").
+
+    pytest drops a skipped test from that set; a test skipped because its
+    prerequisite failed never passed, so the next ``--lf`` must run it
+    again.  Called after pytest's own plugin saved the set at session end.
+    """
+    cache = getattr(config, "cache", None)
+    if cache is None or not nodeids:
+        return
+    saved = cache.get("cache/lastfailed", {})
+    if not isinstance(saved, dict):
+        return
+    merged = {**saved, **dict.fromkeys(nodeids, True)}
+    if merged != saved:
+        cache.set("cache/lastfailed", merged)
+
+
+def resuming(config: pytest.Config) -> bool:
+    """Whether ``--lf`` or ``--sw`` may narrow the run to where the last one failed."""
+    return bool(config.getoption("lf", False) or config.getoption("stepwise", False))
+
+
 # -- pytest-xdist -----------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from . import migration
 from .declarations import ForeignReader, Problem, resolve_items
 from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
-from .internals import collect_quietly, module_outside_session, undo_deselected
+from .internals import collect_quietly, module_outside_session, resuming, undo_deselected
 from .resources import Needs, read_needs
 from .settings import settings_of
 
@@ -195,7 +195,9 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     plan = make_plan(
         items,
         collected,
-        with_prerequisites=settings.with_prerequisites,
+        # --lf and --sw re-run where the last run failed: a failed dependent
+        # needs its prerequisites again, whether they failed or passed.
+        with_prerequisites=settings.with_prerequisites or resuming(config),
         narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
         readers=migration.readers(settings),
     )

@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from . import wording
+from . import durations, wording
 from .declarations import Problem
 from .graph import Graph
+from .internals import keep_in_lastfailed
 from .outcomes import OutcomeTracker
 from .scheduler import FailurePolicy, Scheduler, Skip
 
@@ -96,6 +97,20 @@ class DagRun:
         skipped = self.sched.skips
         return {self.nodeids[i]: secs for i, secs in self.elapsed.items()
                 if i not in skipped and self.sched.outcome[i] != "crashed"}
+
+    def blocked(self) -> list[str]:
+        """Node ids of the tests of the run skipped because a prerequisite did not pass."""
+        return [self.nodeids[i] for i, skip in self.sched.skips.items()
+                if skip.root is not None and i < self.n_run and i in self.reported]
+
+    def finish(self, config: pytest.Config) -> None:
+        """At session end, after every other plugin's own: what the next run needs.
+
+        Durations rank the next run; tests skipped for a prerequisite stay in
+        the set ``--lf`` re-runs (pytest's cache would drop them as skipped).
+        """
+        durations.save(config, self.measured())
+        keep_in_lastfailed(config, self.blocked())
 
     def summary_lines(self) -> list[str]:
         """One line per root cause: what it was and how many tests it blocked."""

@@ -7,9 +7,11 @@ skips a test before its fixtures are set up when the core decided so.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import pytest
 
-from . import durations, wording
+from . import wording
 from .internals import skip_here
 from .planning import Plan, Planner
 from .run import DagRun, report_problems, write_summary
@@ -68,9 +70,12 @@ class SerialRunner(Planner):
         if self.run is not None:
             self.run.record(report)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
+        result = yield
         if self.run is not None:
-            durations.save(session.config, self.run.measured())
+            self.run.finish(session.config)
+        return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.run is not None:

@@ -118,9 +118,12 @@ class DagController:
             self.sched.emit_skips()
         return result
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
+        result = yield
         if self.sched is not None and self.sched.run is not None:
-            durations.save(session.config, self.sched.run.measured())
+            self.sched.run.finish(session.config)
+        return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
