@@ -12,6 +12,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def serial_modules(modules: Sequence[str | None],
+                   flagged: Sequence[bool]) -> dict[str, list[int]]:
+    """The tests (in index order) of each module holding a flagged test.
+
+    Such a module must run on one worker in that order (pytest-dependency's
+    runtime ``depends()`` looks for results in its own process).
+    """
+    if not flagged:
+        return {}
+    chosen = {modules[k] for k, flag in enumerate(flagged) if flag and modules[k] is not None}
+    out: dict[str, list[int]] = {}
+    for k, module in enumerate(modules):
+        if module is not None and module in chosen:
+            out.setdefault(module, []).append(k)
+    return out
+
+
 def affinity_groups(
     scopes: Sequence[str | None],
     requires: Sequence[Sequence[int]],

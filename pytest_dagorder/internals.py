@@ -83,6 +83,14 @@ def module_outside_session(session: pytest.Session, path: Any) -> pytest.Module:
     return pytest.Module.from_parent(session, path=path)
 
 
+def fixture_functions(item: pytest.Item) -> list[Any]:
+    """The functions of the fixtures ``item`` uses (``Function._fixtureinfo``; no public API)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    return [defs[-1].func for defs in info.name2fixturedefs.values() if defs]
+
+
 def keep_in_lastfailed(config: pytest.Config, nodeids: Sequence[str]) -> None:
     """Add ``nodeids`` to the set ``--lf`` re-runs (pytest's cache key "cache/lastfailed").
 

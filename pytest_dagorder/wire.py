@@ -77,6 +77,9 @@ class Payload:
     #: it runs alone.  Empty sequences: no test has either.
     resources: Sequence[Sequence[str]] = ()
     exclusive: Sequence[bool] = ()
+    #: Per test: its module (or a fixture it uses) calls pytest-dependency's
+    #: runtime depends().  Empty: no test does.
+    runtime_depends: Sequence[bool] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -133,6 +136,8 @@ class Payload:
             problems=self.problems,
             resources=[self.resources[k] for k in old] if self.resources else (),
             exclusive=[self.exclusive[k] for k in old] if self.exclusive else (),
+            runtime_depends=([self.runtime_depends[k] for k in old]
+                             if self.runtime_depends else ()),
         )
 
 
@@ -153,6 +158,7 @@ def encode(payload: Payload) -> str:
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
         "exclusive": list(payload.exclusive),
+        "runtime_depends": list(payload.runtime_depends),
     }, separators=(",", ":"))
 
 
@@ -197,4 +203,5 @@ def _fields(data: dict[str, Any]) -> Payload:
         problems=[(str(n), str(m)) for n, m in data["problems"]],
         resources=[[str(r) for r in rs] for rs in data["resources"]] or (),
         exclusive=[bool(x) for x in data["exclusive"]] or (),
+        runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
     )

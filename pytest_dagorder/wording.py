@@ -128,6 +128,11 @@ def limits_header(limits: Mapping[str, int], used: Sequence[str],
     return line
 
 
+def runtime_depends_header(modules: int) -> str:
+    return (f"dagorder: runtime depends() in {modules} module{'s' * (modules != 1)}: "
+            "each runs on one worker, in collection order")
+
+
 def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
                  recorded: int, nodes: int) -> str:
     """``recorded`` of the graph's ``nodes`` have a recorded duration (0: ranked by counts)."""

@@ -30,6 +30,7 @@ import pytest
 
 from . import wire
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
+from .migration.runtime import RuntimeUsers
 from .outcomes import OutcomeTracker
 from .planning import Planner
 from .resources import NONE
@@ -223,6 +224,10 @@ class DagWorker(Planner):
             graph=graph,
             problems=problems,
         )
+        uses = RuntimeUsers()
+        runtime = [uses(it) for it in planned]
+        if any(runtime):
+            payload = dataclasses.replace(payload, runtime_depends=runtime)
         if plan is not None and plan.needs:
             needs = [plan.needs.get(id(it), NONE) for it in planned]
             payload = dataclasses.replace(

@@ -15,6 +15,7 @@ Relies on xdist's Scheduling protocol and ``WorkerController``'s
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Generator, Hashable, Sequence
@@ -23,8 +24,9 @@ from typing import Any, NoReturn
 import pytest
 
 from . import durations, wire, wording
-from .affinity import affinity_groups
+from .affinity import affinity_groups, serial_modules
 from .declarations import Problem
+from .errors import DependencyError
 from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
 from .pacing import Pacing
@@ -302,18 +304,39 @@ class DagScheduling:
         # Priorities: the longest remaining path in recorded seconds, declared
         # dependencies or not (tests with no record count as the mean of those
         # with one).
-        graph = Graph.build(
-            ((k, () if g is None else g.requires[k]) for k in range(len(nodeids))),
-            after=None if g is None else {k: a for k, a in enumerate(g.after) if a},
-            durations=known,
-        )
+        settings = settings_of(self.config)
+        mode = settings.affinity
+        after: dict[Hashable, list[int]] = {} if g is None else {
+            k: list(a) for k, a in enumerate(g.after) if a}
+        explicit = list(payload.xdist_groups)
+        chains = ({} if mode == "none" else
+                  serial_modules(payload.module_scopes, payload.runtime_depends))
+        chained = {k: list(a) for k, a in after.items()}
+        for module, members in chains.items():
+            # A runtime depends() checks results in its own process: the module
+            # runs as one group (a label joins it), in collection order (edges).
+            for prev, nxt in itertools.pairwise(members):
+                chained.setdefault(nxt, []).append(prev)
+            for k in members:
+                explicit[k] = explicit[k] or f"runtime depends() in {module}"
+
+        def build(edges: dict[Hashable, list[int]]) -> Graph:
+            return Graph.build(
+                ((k, () if g is None else g.requires[k]) for k in range(len(nodeids))),
+                after=edges, durations=known)
+
+        try:
+            graph = build(chained)
+        except DependencyError:
+            # The worker's order contradicts a declared edge (a hook reordered
+            # the tests after the plan): the declared order wins.
+            self.log("runtime depends() modules not chained: their order contradicts an edge")
+            graph = build(after)
         if known:
             # Pipeline depth from the first dispatch, not only once tests ran.
             self.pace.average = sum(known.values()) / len(known)
-        settings = settings_of(self.config)
-        mode = settings.affinity
         groups = affinity_groups(
-            payload.scopes(mode), graph.requires[:n], graph.after[:n], payload.xdist_groups
+            payload.scopes(mode), graph.requires[:n], graph.after[:n], explicit
         )
         groups += [None] * (len(graph) - n)
         # affinity none: tests share no process state, so a released test
@@ -329,6 +352,8 @@ class DagScheduling:
             terminal.write_line(wording.xdist_header(
                 n, graph.edge_count, graph.longest_chain(), mode,
                 len(self.run.sched.groups), len(known), len(nodeids)))
+            if chains:
+                terminal.write_line(wording.runtime_depends_header(len(chains)))
             if payload.resources or settings.limits:
                 terminal.write_line(wording.limits_header(
                     settings.limits, resources_in_use(payload.resources),

@@ -1060,3 +1060,71 @@ def test_runtime_depends_without_affinity(pytester: pytest.Pytester) -> None:
                     "dependency with @pytest.mark.dependency(depends=[...]) to have it "
                     "scheduled"
                 ), message
+
+
+UNEDITED = """
+import pathlib
+
+from pytest_dependency import depends
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("shared")
+
+
+@pytest.fixture(scope="module")
+def account(request, workdir):
+    # A module-scoped fixture that checks its prerequisite at run time.
+    depends(request, ["test_create"])
+    return (workdir / "account").read_text()
+
+
+@pytest.mark.dependency()
+def test_create(workdir):
+    (workdir / "account").write_text("42")
+    mark("create")
+
+
+@pytest.mark.dependency()
+def test_read(request, workdir):
+    depends(request, ["test_create"])
+    assert (workdir / "account").read_text() == "42"
+    mark("read")
+
+
+def test_uses_fixture(account):
+    assert account == "42"
+    mark("uses_fixture")
+
+
+@pytest.mark.dependency()
+def test_update(request, workdir):
+    depends(request, ["test_read"])
+    (workdir / "account").write_text("43")
+    mark("update")
+
+
+def test_delete(request, workdir):
+    depends(request, ["test_update"])
+    (workdir / "account").unlink()
+    mark("delete")
+"""
+
+
+@needs("pytest-dependency")
+@pytest.mark.parametrize("mode", XMODES)
+def test_an_unedited_runtime_depends_module_gives_its_serial_result(
+        pytester: pytest.Pytester, mode: str) -> None:
+    write(pytester, test_flow=UNEDITED, test_busy1=BUSY, test_busy2=BUSY)
+    for attempt in range(2 if mode == "xdist4" else 1):
+        (pytester.path / "ran.log").unlink(missing_ok=True)
+        result = run_n(pytester, mode)
+        result.assert_outcomes(passed=21)
+        pids = {int(line.split()[1]) for name, line in _raw_log(pytester).items()
+                if name in ("create", "read", "uses_fixture", "update", "delete")}
+        assert len(pids) == 1, (attempt, pids)
+        if mode != "serial":
+            result.stdout.fnmatch_lines([
+                "dagorder: runtime depends() in 1 module: each runs on one worker, "
+                "in collection order"])

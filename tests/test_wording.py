@@ -64,6 +64,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.limits_header({"dbb": 2}, [], ["dbb"]),
      "dagorder: resource limits none in use; warning: no test uses 'dbb' (check the name "
      "in --dag-limit / dag_limits)"),
+    (lambda: wording.runtime_depends_header(2),
+     "dagorder: runtime depends() in 2 modules: each runs on one worker, in collection order"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
     (lambda: wording.xdist_header(5, 4, 3, "module", 2, 0, 5),

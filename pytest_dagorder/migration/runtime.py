@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import pytest
 
 from .. import wording
-from ..internals import skip_here
+from ..internals import fixture_functions, skip_here
 from ..settings import settings_of
 from .dependency import MARK, SCOPE_CLS, SCOPES, scope_name
 
@@ -76,6 +76,39 @@ class RuntimeDepends:
             if callable(original):
                 self._restore.append((manager_cls, attr, original))
                 setattr(manager_cls, attr, _check_depend)
+
+
+class RuntimeUsers:
+    """Which tests live where pytest-dependency's runtime ``depends()`` is used.
+
+    A module that imports ``depends`` (or ``pytest_dependency``), or whose
+    tests use a fixture from such a module, checks results at run time in
+    its own process: under ``-n`` it keeps its serial result only as one
+    affinity group run in collection order.  Namespaces are looked at once.
+    """
+
+    def __init__(self) -> None:
+        module: Any = sys.modules.get("pytest_dependency")
+        self._targets = (module, getattr(module, "depends", None))
+        self._seen: dict[int, bool] = {}
+
+    def __call__(self, item: pytest.Item) -> bool:
+        if self._targets[0] is None:
+            return False  # nothing imported pytest_dependency: nobody calls depends()
+        module = getattr(item, "module", None)
+        spaces = [vars(module)] if module is not None else []
+        spaces += [getattr(fn, "__globals__", {}) for fn in fixture_functions(item)]
+        return any(self._uses(ns) for ns in spaces)
+
+    def _uses(self, namespace: dict[str, Any]) -> bool:
+        key = id(namespace)
+        found = self._seen.get(key)
+        if found is None:
+            module, depends = self._targets
+            found = any(v is module or (depends is not None and v is depends)
+                        for v in namespace.values())
+            self._seen[key] = found
+        return found
 
 
 def _manager_class() -> type | None:
