@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .dag_executor import DagExecutor, PrerequisiteFailed
 from .errors import (
     CycleError,
     DependencyError,
@@ -14,9 +15,11 @@ from .markers import depends_on, run_after
 
 __all__ = [
     "CycleError",
+    "DagExecutor",
     "DagScheduler",
     "DependencyError",
     "DuplicateTaskError",
+    "PrerequisiteFailed",
     "SelfDependencyError",
     "Task",
     "TaskResult",
