@@ -101,9 +101,11 @@ def bench_fanout(repeat: int) -> tuple[float, int]:
     return best, steals
 
 
-def stress_once(seed: int) -> str | None:
-    """One round; None when every task ran exactly once, else what went wrong."""
+def stress_once(seed: int) -> tuple[str | None, int]:
+    """One round: what went wrong (None when every task ran exactly once), and how
+    many children were submitted while the executor drained."""
     runs = [0] * 1200
+    late = [0]
     lock = threading.Lock()
     ex = DagExecutor(WORKERS, seed=seed)
 
@@ -114,6 +116,8 @@ def stress_once(seed: int) -> str | None:
     def root(r: int) -> None:
         body(r)
         for c in range(5):
+            if ex.phase == "draining":
+                late[0] += 1
             ex.submit(body, 200 + r * 5 + c)
 
     for r in range(200):
@@ -122,12 +126,12 @@ def stress_once(seed: int) -> str | None:
     worker = threading.Thread(target=lambda: (ex.shutdown(wait=True), done.set()), daemon=True)
     worker.start()
     if not done.wait(HANG_SECONDS):
-        return f"seed {seed}: shutdown did not finish in {HANG_SECONDS} s ({ex.stats()})"
+        return f"seed {seed}: shutdown did not finish in {HANG_SECONDS} s ({ex.stats()})", 0
     ex.validate()
     wrong = [k for k, n in enumerate(runs) if n != 1]
     if wrong:
-        return f"seed {seed}: tasks {wrong[:10]} ran {[runs[k] for k in wrong[:10]]} times"
-    return None
+        return f"seed {seed}: tasks {wrong[:10]} ran {[runs[k] for k in wrong[:10]]} times", 0
+    return None, late[0]
 
 
 def main() -> int:
@@ -171,10 +175,13 @@ def main() -> int:
 
     def stress_part() -> None:
         start = time.perf_counter()
-        failures = [f for f in (stress_once(seed) for seed in range(rounds)) if f]
+        outcomes = [stress_once(seed) for seed in range(rounds)]
         elapsed = time.perf_counter() - start
+        failures = [f for f, _ in outcomes if f]
+        late = sum(n for _, n in outcomes)
         print(f"(c) stress: {rounds:,} rounds of 200 roots x 5 children, shutdown right after"
-              f" the roots: {len(failures)} failed ({elapsed:.1f} s)\n")
+              f" the roots: {len(failures)} failed ({elapsed:.1f} s); {late:,} of"
+              f" {rounds * 1000:,} children were submitted during the drain\n")
         for failure in failures[:5]:
             print("   ", failure)
         if failures:

@@ -260,6 +260,7 @@ def _resolve_skipped(skipped: list[_DagFuture]) -> None:
         error = PrerequisiteFailed(task._dag_name, prereq._dag_name, root._dag_name, outcome)
         if outcome == "failed":
             error.__cause__ = root.exception(0)
+        task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}  # never runs
         # Its user may have cancelled it first: cancelled is as final as failed.
         with contextlib.suppress(InvalidStateError):
             task.set_exception(error)
@@ -439,6 +440,7 @@ class DagExecutor:
             self._maybe_terminate()
         if cancelled or skipped:
             for task in cancelled:
+                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
                 task.cancel()
             _resolve_skipped(skipped)
             with self._lock:
@@ -492,9 +494,10 @@ class DagExecutor:
 
     def _check_depends_on(self, depends_on: Iterable[Future[Any]]) -> list[_DagFuture]:
         if isinstance(depends_on, (str, bytes, Future)) or not isinstance(depends_on, Iterable):
+            hint = ": wrap a single future in a list" if isinstance(depends_on, Future) else ""
             raise TypeError(
                 f"depends_on must be an iterable of futures, not {type(depends_on).__name__}"
-                f" {depends_on!r}: wrap a single future in a list"
+                f" {depends_on!r}{hint}"
             )
         deps: list[_DagFuture] = []
         for dep in depends_on:
@@ -629,6 +632,7 @@ class DagExecutor:
             # cancelled it.  (A retry is running already.)
             if task._state != _RUNNING and not task.set_running_or_notify_cancel():
                 task._dag_state = CANCELLED
+                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
                 done = task
                 continue
             task._dag_attempts += 1

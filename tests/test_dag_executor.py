@@ -225,7 +225,8 @@ def test_depends_on_accepts_any_iterable_and_duplicates(make: Make) -> None:
     ("depends_on", "error", "match"),
     [
         ("abc", TypeError, "depends_on must be an iterable of futures, not str 'abc'"),
-        (5, TypeError, "depends_on must be an iterable of futures, not int 5"),
+        (5, TypeError, "depends_on must be an iterable of futures, not int 5$"),
+        (None, TypeError, "depends_on must be an iterable of futures, not NoneType None$"),
         ([5], TypeError, "expected futures returned by submit\\(\\), got int 5"),
         ([Future()], ValueError, "was not returned by this executor's submit\\(\\)"),
     ],
