@@ -9,6 +9,7 @@ executor made through the ``make`` fixture is shut down, awaited and
 from __future__ import annotations
 
 import pickle
+import random
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import (
@@ -604,9 +605,27 @@ def test_idle_workers_steal_children(make: Make) -> None:
     assert ex.stats().steals >= 2
 
 
-def test_steal_victims_are_seeded(make: Make) -> None:
-    ex = make(3, seed=7)
-    assert [f.result(WAIT) for f in [ex.submit(fetch) for _ in range(20)]] == [1] * 20
+def test_a_thief_takes_the_oldest_in_a_bounded_batch(make: Make) -> None:
+    ex = make(3)
+    stand_ins = [object() for _ in range(10)]  # _steal moves items, never looks inside
+    with ex._lock:
+        victim, own = ex._deques[2], ex._deques[0]
+        victim.extend(stand_ins)
+        first = ex._steal(0, random.Random(0))
+        taken = [first, *reversed(own)]  # the order worker 0 would run them in
+        # 4 at most (STEAL_BATCH), oldest first; the owner keeps its newest
+        assert taken == stand_ins[:4]
+        assert list(victim) == stand_ins[4:]
+        small = ex._deques[1]
+        own.clear()
+        victim.clear()
+        small.extend(stand_ins[:3])
+        assert ex._steal(0, random.Random(1)) is stand_ins[0]
+        assert list(own) == [stand_ins[1]] and list(small) == [stand_ins[2]]  # half, rounded up
+        own.clear()
+        small.clear()
+        assert ex._steal(0, random.Random(2)) is None
+        assert ex._steals == 6
 
 
 # ---------------------------------------------------------------- exactly once, no loss
