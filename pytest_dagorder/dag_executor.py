@@ -31,11 +31,12 @@ the lock: ``submit`` when it has no unfinished prerequisite; the settling
 of a prerequisite whose success brings the task's counter of unfinished
 prerequisites to zero (the counter is decremented once per registration,
 so exactly one decrement reaches zero); the worker holding it, for a
-retry.  It leaves a deque only under the lock, by one ``pop``/``popleft``
-of one worker, which marks it RUNNING in the same critical section, or by
-``shutdown(cancel_futures=True)``, which removes it before marking it
-CANCELLED.  So each attempt is taken by exactly one worker, and a task that
-is WAITING, SKIPPED or CANCELLED is in no deque.
+retry.  It leaves a deque only under the lock (a steal moves it to the
+thief's deque), by one ``pop``/``popleft`` of one worker, which marks it
+RUNNING in the same critical section, or by ``shutdown(cancel_futures=True)``,
+which removes it before marking it CANCELLED.  So each attempt is taken by
+exactly one worker, and a task that is WAITING, SKIPPED or CANCELLED is in
+no deque.
 
 *No loss.*  ``_outstanding`` counts accepted tasks whose future is not yet
 resolved *and* accounted for.  It goes up in ``submit`` and down only in
