@@ -16,7 +16,7 @@ from typing import cast
 
 import pytest
 
-from . import compat, durations
+from . import compat, durations, visual
 from .declarations import ForeignReader
 from .markers import DEPENDS_ON, RUN_AFTER
 from .planning import Plan, make_plan
@@ -81,6 +81,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         help="Rank ready tests by the number of tests left on their longest path, "
         "not by the durations recorded in pytest's cache (they are still recorded)",
     )
+    visual.addoption(group)
     parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
     parser.addini("dag_on_failure", "Default for --dag-on-failure", default="skip")
     compat.addoption(parser, pluginmanager)
@@ -120,6 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(DagController(config, policy), PLUGIN_NAME)
     else:
         config.pluginmanager.register(SerialRunner(config, policy), PLUGIN_NAME)
+    visual.configure(config)
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
