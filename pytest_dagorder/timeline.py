@@ -310,7 +310,7 @@ def _svg(intervals: Sequence[Interval], lanes: Sequence[str], path: Sequence[str
         bx = x(iv.start)
         bw = max(iv.duration * scale, MIN_BAR)
         colour = BAR_COLOURS.get(iv.outcome, _OTHER_COLOUR)
-        cls = ' class="crit"' if iv.nodeid in crit else ""
+        cls = ' class="bar crit"' if iv.nodeid in crit else ' class="bar"'
         tip = f"{iv.nodeid} - {_seconds(iv.duration)} - {iv.outcome}"
         if iv.nodeid in crit:
             tip += " - critical path"
