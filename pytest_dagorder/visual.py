@@ -261,29 +261,32 @@ class Visuals:
                 self.notes.append(f"dagorder: graph not written to {path}: "
                                   "the dependency declarations have errors")
                 continue
+            t = time.perf_counter()
             nodes, edges = self.graph(view)
             self._write(path, graph_export.render(path.suffix, nodes, edges),
-                        f"graph ({len(nodes)} tests, {len(edges)} dependencies)")
+                        f"graph ({len(nodes)} tests, {len(edges)} dependencies)", t)
         if self.timeline_path is not None:
+            t = time.perf_counter()
             intervals, skipped, pairs = self.timeline(view)
             render = (timeline.render_trace if self.timeline_path.suffix.lower() == ".json"
                       else timeline.render_html)
             lanes = self.lanes or ([MAIN_LANE] if not intervals else [])
             self._write(self.timeline_path, render(intervals, skipped, pairs, lanes=lanes),
-                        f"timeline ({len(intervals)} tests, {len(skipped)} skipped by the graph)")
+                        f"timeline ({len(intervals)} tests, {len(skipped)} skipped by the graph)",
+                        t)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         for note in self.notes:
             terminalreporter.write_line(note)
 
-    def _write(self, path: Path, text: str, what: str) -> None:
-        t = time.perf_counter()
+    def _write(self, path: Path, text: str, what: str, began: float) -> None:
+        """Write ``text``; the note says how long it took since ``began`` (rendering included)."""
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             self.notes.append(f"dagorder: could not write the {what} to {path}: {exc}")
             return
-        ms = (time.perf_counter() - t) * 1000
+        ms = (time.perf_counter() - began) * 1000
         self.notes.append(f"dagorder: wrote the {what} to {path} "
                           f"({len(text.encode()) // 1024} KiB, {ms:.0f} ms)")
 
