@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import base_args, make_modules, read_log, write_ini
+from test_e2e_serial import MODULE_TEARDOWN_ERROR
 from test_visual_render import (
     _unquote_dot,
     assert_self_contained,
@@ -265,3 +266,79 @@ def test_b():
     result.stdout.fnmatch_lines(["dagorder: graph not written to *g.dot: the dependency "
                                  "declarations have errors"])
     assert not (pytester.path / "g.dot").exists()
+
+
+def test_a_deselected_prerequisite_is_a_node_outside_the_run(suite: pytest.Pytester) -> None:
+    out = suite.path
+    result = run(suite, "-p", "no:xdist", "-k", "test_after_ok", f"--dag-graph={out / 'g.json'}",
+                 f"--dag-timeline={out / 't.html'}")
+    result.assert_outcomes(skipped=1)
+    doc = json.loads((out / "g.json").read_text(encoding="utf-8"))
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    assert sorted(nodes) == [f"{A}test_after_ok", f"{A}test_ok"]
+    assert (nodes[f"{A}test_ok"]["selected"], nodes[f"{A}test_ok"]["outcome"]) == (
+        False, "deselected")
+    assert nodes[f"{A}test_after_ok"]["reason"] == (
+        "prerequisite test_ok was deselected; add --dag-with-prerequisites to run it")
+    assert doc["edges"] == [{"from": f"{A}test_ok", "to": f"{A}test_after_ok",
+                             "kind": "requires-pass"}]
+    page = (out / "t.html").read_text(encoding="utf-8")
+    assert bars(page) == [] and lanes(page) == ["main"]
+    assert f"{A}test_ok</code>: blocked 1 test" in page
+
+
+def test_a_crashed_worker_shows_as_a_crashed_test(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_crash="""
+def test_crash():
+    mark("crash")
+    # Not at once: a worker that dies while the controller is still sending
+    # it its first tests can make xdist.py's dispatch write to a closed
+    # channel (an INTERNALERROR, seen without these options too).
+    time.sleep(0.5)
+    os._exit(1)
+
+
+@depends_on("test_crash")
+def test_after_crash():
+    mark("after_crash")
+
+
+def test_fine():
+    mark("fine")
+""")
+    out = pytester.path
+    result = run(pytester, "-n", "2", f"--dag-graph={out / 'g.json'}",
+                 f"--dag-timeline={out / 't.json'}")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    doc = json.loads((out / "g.json").read_text(encoding="utf-8"))
+    assert {n["id"]: n["outcome"] for n in doc["nodes"]} == {
+        "test_crash.py::test_crash": "crashed", "test_crash.py::test_after_crash": "skipped",
+        "test_crash.py::test_fine": "passed"}
+    events = json.loads((out / "t.json").read_text(encoding="utf-8"))["traceEvents"]
+    complete = {e["name"]: e["cat"] for e in events if e["ph"] == "X"}
+    # The crashed test's setup report arrived before its worker died: it is a bar.
+    assert complete == {"test_crash.py::test_crash": "crashed",
+                        "test_crash.py::test_fine": "passed"}
+
+
+def test_a_deferred_module_teardown_error_stays_on_its_test(pytester: pytest.Pytester) -> None:
+    """Under -n a module fixture may be torn down after its last test's own teardown
+    (by the barrier, when the next test is known); its error is still one bar."""
+    write_ini(pytester)
+    make_modules(pytester, test_mfix=MODULE_TEARDOWN_ERROR,
+                 test_other='@pytest.mark.parametrize("n", range(4))\n'
+                            'def test_z(n):\n    mark(f"test_z{n}")\n')
+    out = pytester.path
+    result = run(pytester, "-n", "2", f"--dag-timeline={out / 't.json'}",
+                 f"--dag-graph={out / 'g.json'}")
+    result.assert_outcomes(passed=6, errors=1)
+    events = json.loads((out / "t.json").read_text(encoding="utf-8"))["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert sorted(e["name"] for e in complete) == [
+        "test_mfix.py::test_a", "test_mfix.py::test_b",
+        *(f"test_other.py::test_z[{n}]" for n in range(4))]
+    outcome = {e["name"]: e["cat"] for e in complete}
+    assert outcome["test_mfix.py::test_b"] == "error"
+    doc = json.loads((out / "g.json").read_text(encoding="utf-8"))
+    assert {n["id"]: n["outcome"] for n in doc["nodes"]}["test_mfix.py::test_b"] == "error"
