@@ -70,6 +70,11 @@ class Index:
 
     def __init__(self, items: Sequence[pytest.Item]) -> None:
         self.items = items
+        seen: set[str] = set()
+        #: Node ids collected more than once (--keep-duplicates): naming one is ambiguous.
+        self.repeated: set[str] = set()
+        for item in items:
+            (self.repeated if item.nodeid in seen else seen).add(item.nodeid)
         self.by_key: dict[str, list[int]] = {}
         self.by_function: dict[int, list[int]] = {}
         for i, item in enumerate(items):
@@ -223,6 +228,13 @@ def _resolve_mark(
             problems.append(Problem(item.nodeid, (
                 f"{where}: {target!r} is not a test name or test function; "
                 "pass strings such as 'test_create' or 'TestA::test_x'")))
+            continue
+        twice = sorted({index.items[j].nodeid for j in hit} & index.repeated)
+        if twice:
+            problems.append(Problem(item.nodeid, (
+                f"{where}: {target!r} is ambiguous: {', '.join(twice)} was collected more "
+                "than once (--keep-duplicates, or a collector yielding a name twice); "
+                "collect it once to depend on it")))
             continue
         if not own:
             # A class or module marker that names a member of itself applies to

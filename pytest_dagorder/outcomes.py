@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pytest
 
 # A phase's outcome, worst first: the first phase that did not pass decides.
@@ -31,15 +33,17 @@ class OutcomeTracker:
     """
 
     def __init__(self) -> None:
-        self._partial: dict[str, str] = {}
+        self._partial: dict[Hashable, str] = {}
 
-    def feed(self, report: pytest.TestReport) -> str | None:
+    def feed(self, report: pytest.TestReport, key: Hashable = None) -> str | None:
+        """``key`` tells tests apart whose node ids repeat (default: the node id)."""
+        key = report.nodeid if key is None else key
         word = phase_outcome(report)
-        current = self._partial.get(report.nodeid, _DEFAULT)
+        current = self._partial.get(key, _DEFAULT)
         if current == _DEFAULT:
             current = word
         if str(report.when) in ("teardown", "???"):
-            self._partial.pop(report.nodeid, None)
+            self._partial.pop(key, None)
             return current
-        self._partial[report.nodeid] = current
+        self._partial[key] = current
         return None

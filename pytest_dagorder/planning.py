@@ -15,7 +15,7 @@ import pytest
 
 from . import migration
 from .declarations import ForeignReader, Problem, resolve_items
-from .errors import DependencyError, name_of
+from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
 from .internals import collect_quietly, module_outside_session, undo_deselected
 from .settings import settings_of
@@ -90,18 +90,19 @@ def make_plan(
         declared=True,
         skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
     )
-    ids = [universe[u].nodeid for u in order]
     try:
         # Built even when declarations had problems: cycles among the edges
-        # that did resolve are reported in the same run.
+        # that did resolve are reported in the same run.  Graph ids are
+        # positions (node ids may repeat, with --keep-duplicates); names
+        # come from plan.nodeids.
         graph = Graph.build(
-            ((ids[k], [ids[pos[p]] for p in res.requires[u]] if u in in_run else ())
+            ((k, [pos[p] for p in res.requires[u]] if u in in_run else ())
              for k, u in enumerate(order)),
-            after={ids[pos[u]]: [ids[pos[p]] for p in res.after[u]]
-                   for u in run if res.after[u]},
+            after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
         )
     except DependencyError as exc:
-        plan.problems += [_problem_of(err) for err in exc.errors]
+        ids = [universe[u].nodeid for u in order]
+        plan.problems += [_problem_of(err, ids) for err in exc.errors]
         return plan
     if problems:
         return plan
@@ -114,17 +115,17 @@ def make_plan(
     return plan
 
 
-def _problem_of(err: DependencyError) -> Problem:
-    cycle = getattr(err, "cycle", None)
-    if cycle:
-        return Problem(name_of(cycle[0]), str(err))
-    missing = getattr(err, "missing", None)
-    if missing:
-        first = next(iter(missing.values()))
-        return Problem(name_of(first[0]), str(err))
-    dups = getattr(err, "duplicates", None)
-    if dups:
-        return Problem(name_of(dups[0]), str(err) + " (is a test collected twice?)")
+def _problem_of(err: DependencyError, ids: Sequence[str]) -> Problem:
+    """The problem ``err`` reports, with the graph's positions named by node id.
+
+    Edges come from resolved indices, so a cycle is the only error the graph
+    can find here.
+    """
+    if isinstance(err, CycleError):
+        named = [ids[k] for k in err.cycle if isinstance(k, int)]
+        again = (SelfDependencyError(named[0]) if isinstance(err, SelfDependencyError)
+                 else CycleError(named))
+        return Problem(named[0], str(again))
     return Problem("", str(err))
 
 

@@ -70,17 +70,18 @@ class DagRun:
         return [(s.task, self.reason(s), s.remote)
                 for s in self.sched.pop_skipped() if s.task < self.n_run]
 
-    def record(self, report: pytest.TestReport) -> int | None:
+    def record(self, report: pytest.TestReport, index: int | None = None) -> int | None:
         """Feed a report; the test's index once its last report arrived, else None.
 
-        The core learns the outcome then (a test it had already settled, as a
-        skip, keeps that).
+        ``index`` says which test it is about where the node id alone cannot
+        (repeated node ids); by default the node id decides.  The core learns
+        the outcome then (a test it had already settled, as a skip, keeps that).
         """
-        i = self.index.get(report.nodeid)
+        i = self.index.get(report.nodeid) if index is None else index
         if i is None:
             return None
         self.elapsed[i] = self.elapsed.get(i, 0.0) + report.duration
-        word = self.tracker.feed(report)
+        word = self.tracker.feed(report, i)
         if word is None:
             return None
         self.sched.finished(i, word)

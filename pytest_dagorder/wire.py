@@ -83,6 +83,53 @@ class Payload:
         return [None] * len(self.ids)
 
 
+    def in_order(self, ids: Sequence[str]) -> Payload:
+        """The same payload, indexed in the order of ``ids`` (what xdist will run).
+
+        A ``pytest_collection_finish`` of a conftest or plugin may reorder
+        ``session.items`` after this payload was made; xdist's ids list is the
+        order the controller's indices refer to.  Repeated node ids (with
+        ``--keep-duplicates``) pair up by occurrence.  ValueError if ``ids``
+        names other tests.
+        """
+        if list(ids) == self.ids:
+            return self
+        if sorted(ids) != sorted(self.ids):
+            raise ValueError("the workers collected other tests than they planned")
+        slots: dict[str, list[int]] = {}
+        for j, nid in enumerate(ids):
+            slots.setdefault(nid, []).append(j)
+        taken: dict[str, int] = {}
+        new = [0] * len(self.ids)  # old index -> new index
+        for k, nid in enumerate(self.ids):
+            n = taken.get(nid, 0)
+            new[k] = slots[nid][n]
+            taken[nid] = n + 1
+        old = [0] * len(new)
+        for k, j in enumerate(new):
+            old[j] = k
+        graph = self.graph
+        if graph is not None:
+            # Prerequisites outside the run (indices past the run) keep theirs.
+            to = [*new, *range(len(new), len(graph.ids))]
+            back = [*old, *range(len(old), len(graph.ids))]
+            graph = GraphData(
+                [graph.ids[k] for k in back],
+                [[to[p] for p in graph.requires[k]] for k in back],
+                [[to[p] for p in graph.after[k]] for k in back],
+            )
+        return Payload(
+            ids=[self.ids[k] for k in old],
+            barrier=self.barrier,
+            locations=[self.locations[k] for k in old],
+            module_scopes=[self.module_scopes[k] for k in old],
+            class_scopes=[self.class_scopes[k] for k in old],
+            xdist_groups=[self.xdist_groups[k] for k in old],
+            graph=graph,
+            problems=self.problems,
+        )
+
+
 def encode(payload: Payload) -> str:
     graph = payload.graph
     return json.dumps({

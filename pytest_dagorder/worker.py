@@ -21,8 +21,9 @@ comes next.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+import operator
+from collections.abc import Generator, Iterable
+from typing import Any, SupportsIndex, overload
 
 import pytest
 
@@ -45,6 +46,31 @@ class Barrier(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, ""
+
+
+class ItemsWithBarrier(list[pytest.Item]):
+    """``session.items`` on a worker: the real tests, and the barrier one past the end.
+
+    xdist's worker loop fetches what it runs by index (``session.items[i]``),
+    so the barrier needs an index; everything else that reads the list
+    (its length, iteration, a conftest's ``pytest_sessionfinish``) sees
+    only the real tests.
+    """
+
+    def __init__(self, items: Iterable[pytest.Item], barrier: Barrier) -> None:
+        super().__init__(items)
+        self.barrier = barrier
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> pytest.Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[pytest.Item]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> pytest.Item | list[pytest.Item]:
+        if not isinstance(index, slice) and operator.index(index) == len(self):
+            return self.barrier
+        return super().__getitem__(index)
 
 
 class _ProtocolGate:
@@ -96,21 +122,28 @@ class DagWorker(Planner):
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> Generator[None, None, None]:
-        # Runs before xdist's own hook sends "collectionfinish" on the same
-        # connection, so the controller has the graph when it needs it.
-        items = list(session.items)
-        self.index = {it.nodeid: k for k, it in enumerate(items)}
-        if self.channel is not None:
-            self.channel.send(wire.encode(self._payload(items)))
+        # The plan's indices follow the order the planner left; the outermost
+        # wrapper sees that order before, and the order the worker will run
+        # after, every other hook (a conftest may still reorder session.items
+        # here, and xdist sends its ids from here, before or after that).
+        planned = list(session.items)
+        self.index = {it.nodeid: k for k, it in enumerate(planned)}
         result = yield
+        final = list(session.items)
+        if self.channel is not None:
+            # The controller's indices are positions in the list this worker
+            # runs from: ship the plan in that order.  The controller waits
+            # for it (bounded) once every worker's collection is in.
+            self.channel.send(wire.encode(self._payload(planned, final)))
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
         dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
         if dist in DAG_MODES:
-            self._index_scopes(items)
+            self._index_scopes(final)
             # After xdist sent the ids: the barrier's index is past every real test.
-            session.items.append(Barrier.from_parent(session, name=BARRIER_NAME))
+            session.items = ItemsWithBarrier(
+                final, Barrier.from_parent(session, name=BARRIER_NAME))
         return result
 
     @pytest.hookimpl(tryfirst=True)
@@ -132,8 +165,10 @@ class DagWorker(Planner):
         if not failed:
             return
         p = min(failed, key=self.ended.__getitem__)
+        assert self.plan is not None
+        nodeids = self.plan.nodeids
         skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p),
-                            lambda k: short_name(str(graph.ids[k])))
+                            lambda k: short_name(nodeids[k]))
         self.local_skips[i] = skip
         skip_here(skip.reason)
 
@@ -165,7 +200,8 @@ class DagWorker(Planner):
                     return other
         return None
 
-    def _payload(self, items: list[pytest.Item]) -> wire.Payload:
+    def _payload(self, planned: list[pytest.Item], final: list[pytest.Item]) -> wire.Payload:
+        """The plan, indexed like ``final`` (what this worker runs from)."""
         plan = self.plan
         graph: wire.GraphData | None = None
         problems: list[tuple[str, str]] = []
@@ -173,18 +209,25 @@ class DagWorker(Planner):
             problems = [(p.nodeid, p.message) for p in plan.problems]
             if plan.graph is not None and not plan.problems:
                 g = plan.graph
-                graph = wire.GraphData([str(x) for x in g.ids], [list(r) for r in g.requires],
+                graph = wire.GraphData(plan.nodeids, [list(r) for r in g.requires],
                                        [list(a) for a in g.after])
-        return wire.Payload(
-            ids=[it.nodeid for it in items],
-            barrier=len(items),
-            locations=[_location(it) for it in items],
-            module_scopes=[_scope(it, pytest.Module) for it in items],
-            class_scopes=[_scope(it, pytest.Class) for it in items],
-            xdist_groups=[_xdist_group(it) for it in items],
+        payload = wire.Payload(
+            ids=[it.nodeid for it in planned],
+            barrier=len(planned),
+            locations=[_location(it) for it in planned],
+            module_scopes=[_scope(it, pytest.Module) for it in planned],
+            class_scopes=[_scope(it, pytest.Class) for it in planned],
+            xdist_groups=[_xdist_group(it) for it in planned],
             graph=graph,
             problems=problems,
         )
+        try:
+            return payload.in_order([it.nodeid for it in final])
+        except ValueError:
+            return wire.Payload([], 0, [], [], [], [], None, [("", (
+                "a pytest_collection_finish hook added or removed tests after "
+                "pytest-dagorder made its plan; select tests in "
+                "pytest_collection_modifyitems instead"))])
 
     def run_barrier(self, barrier: Barrier, nextitem: pytest.Item | None) -> bool:
         """Tear down what the next item does not share, as pytest would have."""

@@ -139,6 +139,7 @@ class DagScheduling:
         self.inflight: dict[Any, int] = {}  # real tests sent and not yet settled
         self.running_at: dict[int, Any] = {}
         self.unusable: set[Any] = set()
+        self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
         self.collection: list[str] | None = None
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
@@ -151,6 +152,7 @@ class DagScheduling:
         # Tests skipped while a worker held them: (that worker, reason) until
         # the worker's own SKIPPED report for them arrives.
         self.awaiting: dict[int, tuple[Any, str]] = {}
+        self.emitting: int | None = None  # the test _report_skip reports right now
         # Speculative hand-out needs workers to gate, which they do under "skip".
         self.speculate = controller.policy == "skip"
 
@@ -218,6 +220,7 @@ class DagScheduling:
         self.log(f"not re-running crashed test {item}: its outcome is final")
 
     def remove_node(self, node: Any) -> str | None:
+        self.dead.discard(node)
         pending = self.sent.pop(node, deque())
         self.inflight.pop(node, None)
         run = self.run
@@ -278,25 +281,28 @@ class DagScheduling:
         if payload.problems:
             self.aborted = True
             abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload.problems])
-        ids = payload.ids
-        n = len(ids)
+        if sorted(payload.ids) != sorted(self.collection):
+            self.aborted = True
+            abort(self.config, list(self.sent), [Problem(first.gateway.id, (
+                "the worker's plan names other tests than it collected; "
+                "select tests in pytest_collection_modifyitems, not later"))])
+        n = len(payload.ids)
         self.barrier = payload.barrier
         self.locations = payload.locations
         g = payload.graph
-        nodeids = ids if g is None else g.ids
+        nodeids = payload.ids if g is None else g.ids
         recorded = durations.load(self.config)
-        known: dict[Hashable, float] = {nid: recorded[nid] for nid in nodeids if nid in recorded}
-        if g is None:
-            graph = Graph.build((i, ()) for i in ids)
-        else:
-            # Priorities: the longest remaining path in recorded seconds (tests
-            # with no record count as the mean of those with one).
-            graph = Graph.build(
-                ((nodeids[k], [nodeids[p] for p in g.requires[k]])
-                 for k in range(len(nodeids))),
-                after={nodeids[k]: [nodeids[p] for p in a] for k, a in enumerate(g.after) if a},
-                durations=known,
-            )
+        # Graph ids are positions: node ids may repeat (--keep-duplicates).
+        known: dict[Hashable, float] = {
+            k: recorded[nid] for k, nid in enumerate(nodeids) if nid in recorded}
+        # Priorities: the longest remaining path in recorded seconds, declared
+        # dependencies or not (tests with no record count as the mean of those
+        # with one).
+        graph = Graph.build(
+            ((k, () if g is None else g.requires[k]) for k in range(len(nodeids))),
+            after=None if g is None else {k: a for k, a in enumerate(g.after) if a},
+            durations=known,
+        )
         if known:
             # Pipeline depth from the first dispatch, not only once tests ran.
             self.pace.average = sum(known.values()) / len(known)
@@ -310,7 +316,7 @@ class DagScheduling:
         self.run = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
                           groups=groups, locality=mode != "none")
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None and g is not None:
+        if terminal is not None:
             terminal.write_line(wording.xdist_header(
                 n, graph.edge_count, graph.longest_chain(), mode,
                 len(self.run.sched.groups), len(known), len(nodeids)))
@@ -320,7 +326,7 @@ class DagScheduling:
         run = self.run
         if run is None:
             return
-        i = run.record(report)
+        i = run.record(report, self._index_of(report))
         if i is None:
             return
         if self.awaiting.pop(i, None) is not None:
@@ -329,6 +335,24 @@ class DagScheduling:
         if node is not None and node in self.inflight:
             self.inflight[node] -= 1
         self._dispatch(emit=emit)
+
+    def _index_of(self, report: pytest.TestReport) -> int | None:
+        """Which test ``report`` is about: node ids may repeat (--keep-duplicates).
+
+        A worker's reports are about the first test it was sent and has not
+        completed with that node id (a worker runs what it holds in order);
+        a skip this controller reports itself names its index in ``emitting``.
+        """
+        if self.emitting is not None:
+            return self.emitting
+        assert self.run is not None
+        nodeids = self.run.nodeids
+        sent = self.sent.get(getattr(report, "node", None))
+        if sent:
+            for i in sent:
+                if i < self.barrier and nodeids[i] == report.nodeid:
+                    return i
+        return self.run.index.get(report.nodeid)
 
     def emit_skips(self) -> None:
         run = self.run
@@ -357,13 +381,17 @@ class DagScheduling:
         loc = self.locations[i]
         now = time.time()
         line = (loc[1] or 0) + 1
-        hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
-        hook.pytest_runtest_logreport(report=pytest.TestReport(
-            nodeid, loc, {}, "skipped", (loc[0], line, f"Skipped: {reason}"), "setup",
-            (), 0.0, now, now))
-        hook.pytest_runtest_logreport(report=pytest.TestReport(
-            nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
-        hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
+        self.emitting = i
+        try:
+            hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
+            hook.pytest_runtest_logreport(report=pytest.TestReport(
+                nodeid, loc, {}, "skipped", (loc[0], line, f"Skipped: {reason}"), "setup",
+                (), 0.0, now, now))
+            hook.pytest_runtest_logreport(report=pytest.TestReport(
+                nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
+            hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
+        finally:
+            self.emitting = None
 
     def _dispatch(self, *, emit: bool = True) -> None:
         run = self.run
@@ -371,6 +399,7 @@ class DagScheduling:
             return
         sched = run.sched
         nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
+                 and n not in self.dead
                  and n not in self.unusable]
         if not nodes:
             if emit:
@@ -412,11 +441,20 @@ class DagScheduling:
         if not tasks:
             return
         indices = [*tasks, self.barrier]
+        try:
+            node.send_runtest_some(indices)
+        except (OSError, ValueError, EOFError) as exc:
+            # The worker died before xdist noticed (its channel is closed).
+            # xdist's removal of the node follows and puts these tasks back;
+            # they were never delivered, so none of them can be the one that
+            # crashed it, and nothing more goes there.
+            self.log(f"could not send to {node.gateway.id}: {exc}")
+            self.dead.add(node)
+            return
         for i in tasks:
             self.running_at[i] = node
         self.inflight[node] += len(tasks)
         self.sent[node].extend(indices)
-        node.send_runtest_some(indices)
 
 
 def abort(config: pytest.Config, nodes: Sequence[Any], problems: Sequence[Problem]) -> NoReturn:

@@ -820,6 +820,30 @@ def test_no_graph_from_the_worker_shuts_down_every_node(harness: Any) -> None:
     assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
 
 
+class DeadNode(FakeNode):
+    """A worker whose process died before xdist noticed: sending to it fails."""
+
+    def send_runtest_some(self, indices: Sequence[int]) -> None:
+        raise OSError("cannot send (already closed?)")
+
+
+def test_a_worker_dead_before_xdist_noticed_gets_nothing_and_loses_nothing(
+        harness: Any) -> None:
+    h: Harness = harness(make_payload({"a": "", "b": "", "c": "a"}), "--dag-affinity=none")
+    dead = DeadNode("gw0", h.journal)
+    h.nodes.append(dead)
+    h.controller.channels[dead] = FakeChannel(h.payload)
+    h.sched.add_node(dead)
+    h.sched.add_node_collection(dead, list(h.ids))
+    n2 = h.add("gw1")
+    h.schedule()  # the send to gw0 fails: no INTERNALERROR
+    assert dead.sends == []
+    assert h.remove(dead) is None, "nothing it never received can have crashed it"
+    h.drain(n2)
+    assert h.terminal() == set(h.ids)
+    assert h.sched.tests_finished
+
+
 @pytest.mark.parametrize("raw", [
     '{"format": 1, "version": "0.0.1", "ids": []}',
     '{"ids": ["a"]}',
