@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+from .dag_executor import DagExecutor, PrerequisiteFailed
 from .errors import (
     CycleError,
     DependencyError,
@@ -25,9 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CycleError",
+    "DagExecutor",
     "DagScheduler",
     "DependencyError",
     "DuplicateTaskError",
+    "PrerequisiteFailed",
     "SelfDependencyError",
     "Task",
     "TaskResult",

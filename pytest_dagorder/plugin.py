@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import pytest
 
-from . import migration, settings
+from . import migration, settings, visual
 from .internals import xdist_controller_active
 from .markers import DEPENDS_ON, RESOURCE, RUN_AFTER
 from .serial import SerialRunner
+from .settings import DRIVER_NAME
 from .worker import DagWorker
 from .xdist import DagController
-
-#: The registration name of whichever driver runs the session.
-DRIVER_NAME = "dagorder-run"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -52,6 +50,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     settings.addoption(parser)
     migration.addoption(parser, pluginmanager)
+    visual.addoption(parser.getgroup(settings.GROUP))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     migration.configure(config)
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(DagWorker(config), DRIVER_NAME)
+    visual.configure(config)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -24,6 +24,9 @@ AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = get_args(FailurePolicy)
 
 GROUP = "dagorder"
+#: The registration name of whichever driver runs the session (serial.py,
+#: xdist.py, worker.py); other parts find the run state under it.
+DRIVER_NAME = "dagorder-run"
 #: --dist modes the DAG scheduler takes over: the default, and loadgroup, whose
 #: xdist_group marks it honours as affinity groups.
 DAG_MODES = ("load", "loadgroup")

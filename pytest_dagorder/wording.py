@@ -20,6 +20,8 @@ PHRASES: Final[Mapping[str, str]] = {
     "crashed": "crashed its worker",
     "deselected": "was deselected",
     "not run": "did not run",
+    # DagExecutor: a future cancelled before it ran.
+    "cancelled": "was cancelled",
 }
 
 #: The stop reason when nothing more specific is known.

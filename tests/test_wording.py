@@ -22,6 +22,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("test_a", "deselected"),
      "prerequisite test_a was deselected"),
     (lambda: wording.prerequisite_ended("test_a", "not run"), "prerequisite test_a did not run"),
+    (lambda: wording.prerequisite_ended("fetch", "cancelled"), "prerequisite fetch was cancelled"),
     (lambda: wording.prerequisite_skipped("test_b", "test_a", "failed"),
      "prerequisite test_b was skipped: test_a failed"),
     (lambda: wording.prerequisite_skipped_for("test_b", "run stopped"),
@@ -85,4 +86,4 @@ def test_each_sentence_reads_as_users_know_it(make: Callable[[], str], expected:
 def test_every_outcome_that_can_block_has_a_phrase() -> None:
     from pytest_dagorder.scheduler import OUTCOMES
 
-    assert set(wording.PHRASES) == OUTCOMES - {"passed"}
+    assert set(wording.PHRASES) == (OUTCOMES - {"passed"}) | {"cancelled"}
