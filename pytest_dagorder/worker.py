@@ -30,7 +30,7 @@ from . import wire
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .outcomes import OutcomeTracker
 from .planning import Planner
-from .run import short_name
+from .run import short_names
 from .scheduler import Skip, blocked_skip
 from .settings import DAG_MODES, settings_of
 
@@ -91,6 +91,7 @@ class DagWorker(Planner):
         self.ended: dict[int, int] = {}
         self.local_skips: dict[int, Skip] = {}
         self.index: dict[str, int] = {}
+        self.names: list[str] = []  # of the plan's graph, as the controller names them
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
 
@@ -100,6 +101,8 @@ class DagWorker(Planner):
         # connection, so the controller has the graph when it needs it.
         items = list(session.items)
         self.index = {it.nodeid: k for k, it in enumerate(items)}
+        if self.plan is not None and self.plan.graph is not None:
+            self.names = short_names([str(x) for x in self.plan.graph.ids])
         if self.channel is not None:
             self.channel.send(wire.encode(self._payload(items)))
         result = yield
@@ -133,7 +136,7 @@ class DagWorker(Planner):
             return
         p = min(failed, key=self.ended.__getitem__)
         skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p),
-                            lambda k: short_name(str(graph.ids[k])))
+                            self.names.__getitem__)
         self.local_skips[i] = skip
         skip_here(skip.reason)
 
