@@ -291,8 +291,8 @@ def _resolve_mark(
             if hit is None and (gone := index.unreachable(target.strip())) is not None:
                 module, why = gone
                 if not why.skipped:
-                    problems.append(Problem(item.nodeid, (
-                        f"{where}: " + wording.target_uncollectable(target, module, why.reason))))
+                    tail = wording.target_uncollectable(target, module, why.reason)
+                    problems.append(Problem(item.nodeid, f"{where}: {tail}", (lead, tail)))
                 elif name == DEPENDS_ON:
                     # Its tests never exist; after-edges to them are simply void.
                     found.skip = found.skip or wording.prerequisite_module_skipped(

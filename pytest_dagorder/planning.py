@@ -157,19 +157,27 @@ def _collection_order(
             if p in in_run:
                 needed_by.setdefault(p, []).append(d)
     last = (float("inf"), 0, 0)
-
-    def key_of(u: int, visiting: set[int]) -> tuple[float, int, int]:
-        if u in key:
-            return key[u]
-        if u in visiting:  # a cycle: reported by the graph; any place does
-            return last
-        visiting.add(u)
-        firsts = [key_of(d, visiting) for d in needed_by.get(u, ())]
-        first = min(firsts, default=last)
-        key[u] = (first[0], first[1] - 1, u)
-        return key[u]
-
-    return sorted(run, key=lambda u: key_of(u, set()))
+    # Depth first, without recursion (a pulled-back chain can be long): a test
+    # gets its place once every test needing it has one.
+    for start in run:
+        if start in key:
+            continue
+        stack, on_path = [start], {start}
+        while stack:
+            u = stack[-1]
+            todo = next((d for d in needed_by.get(u, ()) if d not in key and d not in on_path),
+                        None)
+            if todo is not None:
+                stack.append(todo)
+                on_path.add(todo)
+                continue
+            stack.pop()
+            on_path.discard(u)
+            # A dependent still on the path closes a cycle (reported by the
+            # graph); it counts as "last".
+            first = min((key.get(d, last) for d in needed_by.get(u, ())), default=last)
+            key[u] = (first[0], first[1] - 1, u)
+    return sorted(run, key=key.__getitem__)
 
 
 def _problem_of(err: DependencyError) -> Problem:
