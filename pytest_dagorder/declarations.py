@@ -15,20 +15,62 @@ class or directory: every test below it).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
+from . import wording
 from .markers import DEPENDS_ON, RUN_AFTER
 
 
 @dataclass
 class Problem:
-    """A declaration that cannot be honoured, reported against ``nodeid``."""
+    """A declaration that cannot be honoured, reported against ``nodeid``.
+
+    ``shared`` marks a problem that many tests can have alike (a typo in a
+    module-wide ``pytestmark``): ``(lead, tail)`` with ``message`` being
+    ``f"{lead} {nodeid}: {tail}"``; :func:`merge_shared` reports those once.
+    """
 
     nodeid: str
     message: str
+    shared: tuple[str, str] | None = None
+
+
+def merge_shared(problems: Sequence[Problem]) -> list[Problem]:
+    """One problem per distinct shared problem, naming every test that has it.
+
+    Reported against the first such test, in place of it; the others are dropped.
+    """
+    tests: dict[tuple[str, str], list[str]] = {}
+    for p in problems:
+        if p.shared is not None:
+            tests.setdefault(p.shared, []).append(p.nodeid)
+    out: list[Problem] = []
+    for p in problems:
+        if p.shared is None:
+            out.append(p)
+            continue
+        names = tests.pop(p.shared, None)
+        if names is None:
+            continue  # merged into the first one
+        lead, tail = p.shared
+        out.append(Problem(p.nodeid, f"{lead} {wording.some_of(names)}: {tail}", p.shared))
+    return out
+
+
+@dataclass(frozen=True)
+class Uncollectable:
+    """Why the planner could not collect a module a target names.
+
+    ``skipped``: the module skipped itself at import (``pytest.importorskip``,
+    ``pytest.skip(..., allow_module_level=True)``), ``reason`` is its reason;
+    otherwise it raised (or exited) and ``reason`` names the exception.
+    """
+
+    skipped: bool
+    reason: str
 
 
 @dataclass
@@ -68,14 +110,20 @@ ForeignReader = Callable[[pytest.Item, "Index"], Declared]
 class Index:
     """Every way a target can name items, over one list of items."""
 
-    def __init__(self, items: Sequence[pytest.Item]) -> None:
+    def __init__(self, items: Sequence[pytest.Item],
+                 uncollectable: Mapping[str, Uncollectable] | None = None) -> None:
         self.items = items
         seen: set[str] = set()
         #: Node ids collected more than once (--keep-duplicates): naming one is ambiguous.
         self.repeated: set[str] = set()
         for item in items:
             (self.repeated if item.nodeid in seen else seen).add(item.nodeid)
+        self.uncollectable = uncollectable or {}
         self.by_key: dict[str, list[int]] = {}
+        # Suggestions by (scopes, target): a typo in a module-wide pytestmark
+        # is looked up once, not once per test (difflib is the slow part).
+        self._suggested: dict[tuple[tuple[str, ...], str], list[str]] = {}
+        self._names: dict[tuple[str, ...], list[str]] = {}
         self.by_function: dict[int, list[int]] = {}
         for i, item in enumerate(items):
             for key in self._keys(item):
@@ -86,8 +134,17 @@ class Index:
             if fn is not None:
                 self.by_function.setdefault(id(fn), []).append(i)
 
+    @classmethod
+    def _keys(cls, item: pytest.Item) -> Iterable[str]:
+        for key in cls._plain_keys(item):
+            yield key
+            if not key.isascii():
+                # disable_test_id_escaping_and_forfeit_all_rights_to_community_support
+                # is set: the escaped spelling must find the test too.
+                yield escaped_id(key)
+
     @staticmethod
-    def _keys(item: pytest.Item) -> Iterable[str]:
+    def _plain_keys(item: pytest.Item) -> Iterable[str]:
         yield item.nodeid
         suffix = _xdist_group_suffix(item)
         if suffix and item.nodeid.endswith(suffix):
@@ -104,6 +161,13 @@ class Index:
     def lookup(self, key: str) -> list[int] | None:
         return self.by_key.get(key)
 
+    def unreachable(self, target: str) -> tuple[str, Uncollectable] | None:
+        """The collector (a module skipped or broken at import) holding ``target``, if any."""
+        for nodeid, why in self.uncollectable.items():
+            if target == nodeid or target.startswith(nodeid + "::"):
+                return nodeid, why
+        return None
+
     def scopes(self, item: pytest.Item) -> list[str]:
         """Prefixes a relative name is tried under, innermost first."""
         out: list[str] = []
@@ -118,22 +182,44 @@ class Index:
 
     def resolve(self, item: pytest.Item, target: str) -> list[int] | None:
         """The items ``target`` names as seen from ``item`` (None: nothing)."""
+        spellings = dict.fromkeys((target, escaped_id(target)))
         for prefix in self.scopes(item):
-            hit = self.lookup(prefix + target)
-            if hit is not None:
-                return hit
+            for spelling in spellings:
+                hit = self.lookup(prefix + spelling)
+                if hit is not None:
+                    return hit
         return None
 
     def suggest(self, item: pytest.Item, target: str) -> list[str]:
         """Close existing names, written the way the target was written."""
-        names: dict[str, None] = {}
-        for prefix in self.scopes(item):
-            for key in self.by_key:
-                if prefix and key.startswith(prefix):
-                    names[key[len(prefix):]] = None
-                elif not prefix:
-                    names[key] = None
-        return difflib.get_close_matches(target, list(names), n=3, cutoff=0.6)
+        scopes = tuple(self.scopes(item))
+        found = self._suggested.get((scopes, target))
+        if found is None:
+            names = self._names.get(scopes)
+            if names is None:
+                seen: dict[str, None] = {}
+                for prefix in scopes:
+                    for key in self.by_key:
+                        if prefix and key.startswith(prefix):
+                            seen[key[len(prefix):]] = None
+                        elif not prefix:
+                            seen[key] = None
+                names = self._names[scopes] = list(seen)
+            found = difflib.get_close_matches(target, names, n=3, cutoff=0.6)
+            self._suggested[(scopes, target)] = found
+        return found
+
+
+def escaped_id(name: str) -> str:
+    """``name`` with its parametrize id written as pytest writes it in node ids.
+
+    pytest escapes non-ascii ids (``test_p[ünï]`` is ``test_p[\\xfcn\\xef]``)
+    with ``unicode_escape``; names before the ``[`` are never escaped.
+    """
+    head, bracket, ids = name.partition("[")
+    if not bracket or ids.isascii():
+        return name
+    return head + bracket + ids.encode("unicode_escape").decode("ascii")
 
 
 def _xdist_group_suffix(item: pytest.Item) -> str:
@@ -148,9 +234,14 @@ def _xdist_group_suffix(item: pytest.Item) -> str:
 def resolve_items(
     items: Sequence[pytest.Item],
     readers: Sequence[ForeignReader] = (),
+    uncollectable: Mapping[str, Uncollectable] | None = None,
 ) -> Resolution:
-    """Read every item's declarations and resolve them against ``items``."""
-    index = Index(items)
+    """Read every item's declarations and resolve them against ``items``.
+
+    ``uncollectable``: collectors (by node id) the planner failed to collect;
+    a target below one of them is not "unknown" but skipped or broken.
+    """
+    index = Index(items, uncollectable)
     res = Resolution([[] for _ in items], [[] for _ in items])
     unknown: dict[str, None] = {}
     for i, item in enumerate(items):
@@ -161,6 +252,8 @@ def resolve_items(
                 found = _resolve_mark(index, i, item, name, mark, own)
                 bucket[i].extend(found.requires)
                 res.problems.extend(found.problems)
+                if found.skip is not None and i not in res.skips:
+                    res.skips[i] = found.skip
                 unknown.update(dict.fromkeys(found.unknown))
         for reader in readers:
             found = reader(item, index)
@@ -187,7 +280,8 @@ def _resolve_mark(
     """The targets of one marker, as a requires list (the caller files them by kind)."""
     found = Declared()
     problems = found.problems
-    where = f"@{name} on {item.nodeid}" if own else f"@{name} inherited by {item.nodeid}"
+    lead = f"@{name} on" if own else f"@{name} inherited by"
+    where = f"{lead} {item.nodeid}"
     if mark.kwargs:
         problems.append(Problem(item.nodeid, (
             f"{where}: unexpected keyword argument(s) {', '.join(sorted(mark.kwargs))}; "
@@ -199,13 +293,23 @@ def _resolve_mark(
     for target in mark.args:
         if isinstance(target, str) and target.strip():
             hit = index.resolve(item, target.strip())
+            if hit is None and (gone := index.unreachable(target.strip())) is not None:
+                module, why = gone
+                if not why.skipped:
+                    tail = wording.target_uncollectable(target, module, why.reason)
+                    problems.append(Problem(item.nodeid, f"{where}: {tail}", (lead, tail)))
+                elif name == DEPENDS_ON:
+                    # Its tests never exist; after-edges to them are simply void.
+                    found.skip = found.skip or wording.prerequisite_module_skipped(
+                        module, why.reason)
+                continue
             if hit is None:
                 found.unknown.append(target.strip())
                 hint = index.suggest(item, target.strip())
                 extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
                     "; use a test name, Class::test, or a node id relative to the rootdir")
-                problems.append(Problem(item.nodeid, (
-                    f"{where}: target {target!r} matches no collected test{extra}")))
+                tail = f"target {target!r} matches no collected test{extra}"
+                problems.append(Problem(item.nodeid, f"{where}: {tail}", (lead, tail)))
                 continue
         elif callable(target) and not isinstance(target, str):
             fn = getattr(target, "__func__", target)

@@ -8,6 +8,8 @@ import pytest
 
 # A phase's outcome, worst first: the first phase that did not pass decides.
 _DEFAULT = "passed"
+#: The outcome pytest-rerunfailures gives the report of an attempt it will rerun.
+RERUN = "rerun"
 
 
 def phase_outcome(report: pytest.TestReport) -> str:
@@ -30,20 +32,38 @@ class OutcomeTracker:
     A test counts as passed only if every phase passed (an XPASS that pytest
     reports as passed counts as passed).  ``feed`` returns the final word
     once the teardown report (or a crash report) arrives.
+
+    Only a test's final attempt gates.  A plugin that reruns a test through
+    pytest's protocol (pytest-rerunfailures) reports the discarded attempt's
+    failing phase with the outcome ``"rerun"`` and then runs setup, call and
+    teardown again.  The rest of a discarded attempt (pytest-rerunfailures
+    still logs its teardown, passed) is ignored, and a setup report starts
+    the fold afresh.
     """
 
     def __init__(self) -> None:
         self._partial: dict[Hashable, str] = {}
+        self._discarding: set[Hashable] = set()
 
     def feed(self, report: pytest.TestReport, key: Hashable = None) -> str | None:
         """``key`` tells tests apart whose node ids repeat (default: the node id)."""
         key = report.nodeid if key is None else key
+        if report.outcome == RERUN:
+            self._partial.pop(key, None)
+            self._discarding.add(key)
+            return None
+        if report.when == "setup":
+            self._partial.pop(key, None)
+            self._discarding.discard(key)
+        elif key in self._discarding and str(report.when) != "???":
+            return None
         word = phase_outcome(report)
         current = self._partial.get(key, _DEFAULT)
         if current == _DEFAULT:
             current = word
         if str(report.when) in ("teardown", "???"):
             self._partial.pop(key, None)
+            self._discarding.discard(key)
             return current
         self._partial[key] = current
         return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from . import migration
-from .declarations import ForeignReader, Problem, resolve_items
+from .declarations import ForeignReader, Problem, Uncollectable, merge_shared, resolve_items
 from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
 from .internals import collect_quietly, module_outside_session, resuming, undo_deselected
@@ -65,11 +65,12 @@ def make_plan(
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
     res = resolve_items(universe, readers)
     if res.unknown:
-        extra = _collect_siblings(universe) if narrowed else []
-        extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra})
-        if extra:
+        failed: dict[str, Uncollectable] = {}
+        extra = _collect_siblings(universe, failed) if narrowed else []
+        extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra}, failed)
+        if extra or failed:
             universe.extend(extra)
-            res = resolve_items(universe, readers)
+            res = resolve_items(universe, readers, failed)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips)
@@ -78,12 +79,16 @@ def make_plan(
     if with_prerequisites:
         run = sorted(set(run) | prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
-    # Nodes of the graph: the run, then deselected direct prerequisites of it.
+    # Deselected direct prerequisites of the run: settled before anything runs.
     outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
-    order = run + outside
+    run = _collection_order(run, n_sel, universe, collected, res.requires, res.after)
+    # Nodes of the graph as built: the deselected ones first, so that, free
+    # from the start, they hold back no test of the run in the stable
+    # topological order; then the run in collection order.
+    order = outside + run
     pos = {u: k for k, u in enumerate(order)}
     run_ids = {universe[i].nodeid for i in run}
-    problems = [p for p in res.problems if p.nodeid in run_ids]
+    problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
     plan = Plan(
         items=[universe[i] for i in run],
         graph=None,
@@ -110,12 +115,73 @@ def make_plan(
     if problems:
         return plan
     # Stable topological order of the run: collection order unless forced later.
-    n_run = len(run)
-    topo = [k for k in graph.topo if k < n_run]
-    plan.items = [plan.items[k] for k in topo]
-    # Renumber so that index == position in items.
-    plan.graph = graph.permuted([*topo, *range(n_run, len(graph))])
+    n_out = len(outside)
+    topo = [k for k in graph.topo if k >= n_out]
+    plan.items = [universe[order[k]] for k in topo]
+    # Renumber so that index == position in items, the deselected ones last.
+    plan.graph = graph.permuted([*topo, *range(n_out)])
     return plan
+
+
+def _collection_order(
+    run: Sequence[int],
+    n_sel: int,
+    universe: Sequence[pytest.Item],
+    collected: Sequence[pytest.Item],
+    requires: Sequence[Sequence[int]],
+    after: Sequence[Sequence[int]],
+) -> list[int]:
+    """``run`` (indices into ``universe``) in the order the session would have had.
+
+    The selected tests (``universe[:n_sel]``) keep the session's order; a
+    prerequisite pulled back into the run takes its place in ``collected``
+    (before the first selected test collected after it).  One the session
+    never collected (a sibling or another file, collected by the planner)
+    goes just before the first test of the run that needs it.
+    """
+    cpos = {id(it): k for k, it in enumerate(collected)}
+    pulled = sorted((cpos[id(universe[i])], i) for i in run
+                    if i >= n_sel and id(universe[i]) in cpos)
+    merged: list[int] = []
+    k = 0
+    for i in run:
+        if i >= n_sel:
+            continue
+        here = cpos.get(id(universe[i]))
+        while here is not None and k < len(pulled) and pulled[k][0] < here:
+            merged.append(pulled[k][1])
+            k += 1
+        merged.append(i)
+    merged += [i for _, i in pulled[k:]]
+    key: dict[int, tuple[float, int, int]] = {i: (p, 0, i) for p, i in enumerate(merged)}
+    in_run = set(run)
+    needed_by: dict[int, list[int]] = {}
+    for d in run:
+        for p in (*requires[d], *after[d]):
+            if p in in_run:
+                needed_by.setdefault(p, []).append(d)
+    last = (float("inf"), 0, 0)
+    # Depth first, without recursion (a pulled-back chain can be long): a test
+    # gets its place once every test needing it has one.
+    for start in run:
+        if start in key:
+            continue
+        stack, on_path = [start], {start}
+        while stack:
+            u = stack[-1]
+            todo = next((d for d in needed_by.get(u, ()) if d not in key and d not in on_path),
+                        None)
+            if todo is not None:
+                stack.append(todo)
+                on_path.add(todo)
+                continue
+            stack.pop()
+            on_path.discard(u)
+            # A dependent still on the path closes a cycle (reported by the
+            # graph); it counts as "last".
+            first = min((key.get(d, last) for d in needed_by.get(u, ())), default=last)
+            key[u] = (first[0], first[1] - 1, u)
+    return sorted(run, key=key.__getitem__)
 
 
 def _problem_of(err: DependencyError, ids: Sequence[str]) -> Problem:
@@ -132,20 +198,26 @@ def _problem_of(err: DependencyError, ids: Sequence[str]) -> Problem:
     return Problem("", str(err))
 
 
-def _collect_siblings(known: Sequence[pytest.Item]) -> list[pytest.Item]:
+def _collect_siblings(known: Sequence[pytest.Item],
+                      failed: dict[str, Uncollectable]) -> list[pytest.Item]:
     """Items of the modules of ``known`` that were not collected (node-id selection)."""
     modules: dict[str, pytest.Module] = {}
     for it in known:
         mod = it.getparent(pytest.Module)
         if mod is not None:
             modules.setdefault(mod.nodeid, mod)
-    return _items_below(list(modules.values()), {it.nodeid for it in known})
+    return _items_below(list(modules.values()), {it.nodeid for it in known}, failed)
 
 
 def _collect_files(
-    known: Sequence[pytest.Item], targets: Sequence[str], also: set[str]
+    known: Sequence[pytest.Item], targets: Sequence[str], also: set[str],
+    failed: dict[str, Uncollectable],
 ) -> list[pytest.Item]:
-    """Items of the test files that ``targets`` name but that were never collected."""
+    """Items of the test files that ``targets`` name but that have no collected test.
+
+    Also the files of the session that skipped themselves at import, so that
+    a target inside one is known as such.
+    """
     if not known:
         return []
     session = known[0].session
@@ -164,11 +236,16 @@ def _collect_files(
             continue
         modules.add(rel)
         new.append(module_outside_session(session, path))
-    return _items_below(new, have)
+    return _items_below(new, have, failed)
 
 
-def _items_below(roots: Sequence[pytest.Collector], have: set[str]) -> list[pytest.Item]:
-    """Every item below ``roots`` whose node id is not in ``have`` (which grows)."""
+def _items_below(roots: Sequence[pytest.Collector], have: set[str],
+                 failed: dict[str, Uncollectable]) -> list[pytest.Item]:
+    """Every item below ``roots`` whose node id is not in ``have`` (which grows).
+
+    A collector that skips or raises while collected goes into ``failed``
+    (by node id), as pytest would report it, never out of this function.
+    """
     found: list[pytest.Item] = []
     for root in roots:
         stack: list[pytest.Item | pytest.Collector] = [root]
@@ -181,10 +258,22 @@ def _items_below(roots: Sequence[pytest.Collector], have: set[str]) -> list[pyte
                 continue
             try:
                 children = collect_quietly(node)
-            except Exception:  # its targets then stay unknown and are reported as such
+            except (KeyboardInterrupt, pytest.exit.Exception):
+                raise  # the user's or a test's request to end the session
+            except pytest.skip.Exception as exc:
+                failed[node.nodeid] = Uncollectable(True, str(exc.msg))
+                continue
+            except BaseException as exc:  # SystemExit too: pytest makes it a collection error
+                failed[node.nodeid] = Uncollectable(False, _describe(exc))
                 continue
             stack[0:0] = children
     return found
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception in one line, as a collection error names it (no traceback)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def collect_plan(config: pytest.Config, items: list[pytest.Item],

@@ -20,9 +20,28 @@ from .outcomes import OutcomeTracker
 from .scheduler import FailurePolicy, Scheduler, Skip
 
 
-def short_name(nodeid: str) -> str:
-    """A node id without its file part: what users write in @depends_on."""
-    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+def short_names(nodeids: Sequence[str]) -> list[str]:
+    """How skip reasons name each test: the shortest name unambiguous among ``nodeids``.
+
+    The node id without its file part (``test_base``, ``TestA::test_x``: what
+    users write in @depends_on) when no other test of the run has it; else
+    with the file's base name (``test_same.py::test_base``); else the whole
+    node id.  Computed once per run over every node id of the graph, so the
+    serial runner, the controller and a worker gating a test word alike.
+    """
+    def within_file(nid: str) -> str:
+        return nid.split("::", 1)[1] if "::" in nid else nid
+
+    def with_base(nid: str) -> str:
+        path, sep, rest = nid.partition("::")
+        return path.rsplit("/", 1)[-1] + sep + rest
+
+    names = list(nodeids)
+    for form in (with_base, within_file):  # the longer form first: the shortest unique wins
+        counts = Counter(form(nid) for nid in nodeids)
+        names = [form(nid) if counts[form(nid)] == 1 else name
+                 for nid, name in zip(nodeids, names, strict=True)]
+    return names
 
 
 class DagRun:
@@ -41,12 +60,13 @@ class DagRun:
         self.graph = graph
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
+        self.names = short_names(self.nodeids)
         self.n_run = n_run
         self.sched = Scheduler(
             graph,
             on_failure=on_failure,
             groups=groups,
-            name=lambda i: short_name(self.nodeids[i]),
+            name=self.names.__getitem__,
             locality=locality,
             resources=resources,
             limits=limits,

@@ -26,6 +26,7 @@ class SerialRunner(Planner):
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.run: DagRun | None = None
+        self.pulled_back = 0
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
         if plan.problems:
@@ -35,12 +36,17 @@ class SerialRunner(Planner):
             self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
                               on_failure=settings_of(config).on_failure)
             self.run.sched.add_worker(WORKER)
+            self.pulled_back = len(plan.pulled_back)
 
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if self.run is None:
             return []
         g = self.run.graph
-        return [wording.serial_header(self.run.n_run, g.edge_count, g.longest_chain())]
+        lines = [wording.serial_header(self.run.n_run, g.edge_count, g.longest_chain())]
+        if self.pulled_back:
+            # pytest's "collected N items" counted before they were pulled back.
+            lines.append(wording.pulled_back_line(self.pulled_back, self.run.n_run))
+        return lines
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -57,6 +57,17 @@ def prerequisite_skipped_for(prereq: str, reason: str) -> str:
     return f"prerequisite {prereq} was skipped: {reason}"
 
 
+def prerequisite_module_skipped(module: str, reason: str) -> str:
+    """A target inside a module that skipped itself at import (its tests never exist)."""
+    return f"prerequisite module {module} was skipped: {reason}"
+
+
+def target_uncollectable(target: str, module: str, error: str) -> str:
+    """A target inside a file that raised or exited when imported (a declaration problem)."""
+    return (f"target {target!r} is in {module}, which cannot be collected ({error}); "
+            "fix that file or the target")
+
+
 def stopped_after(task: str, outcome: str) -> str:
     """Policy ``stop``: why every test not yet started is skipped."""
     return f"run stopped after {task} {PHRASES[outcome]}"
@@ -75,6 +86,13 @@ def blocked_line(nodeid: str, outcome: str, count: int) -> str:
 def not_started_line(reason: str, count: int) -> str:
     """Summary: tests a stop left unstarted."""
     return f"{reason}: {_plural(count, 'test')} not started"
+
+
+def some_of(names: Sequence[str], shown: int = 3) -> str:
+    """Names in a message: all of a few, else the first ``shown`` and how many more."""
+    if len(names) <= shown + 1:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def collection_errors(count: int) -> str:
@@ -133,6 +151,12 @@ def limits_header(limits: Mapping[str, int], used: Sequence[str],
 def runtime_depends_header(modules: int) -> str:
     return (f"dagorder: runtime depends() in {modules} module{'s' * (modules != 1)}: "
             "each runs on one worker, in collection order")
+
+
+def pulled_back_line(pulled: int, tests: int) -> str:
+    """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
+    return (f"dagorder: {_plural(pulled, 'prerequisite')} pulled back into the run "
+            f"(--dag-with-prerequisites): {_plural(tests, 'test')} in all")
 
 
 def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,

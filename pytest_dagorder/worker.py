@@ -34,7 +34,7 @@ from .migration.runtime import RuntimeUsers
 from .outcomes import OutcomeTracker
 from .planning import Planner
 from .resources import NONE
-from .run import short_name
+from .run import short_names
 from .scheduler import Skip, blocked_skip
 from .settings import DAG_MODES, settings_of
 
@@ -120,6 +120,7 @@ class DagWorker(Planner):
         self.ended: dict[int, int] = {}
         self.local_skips: dict[int, Skip] = {}
         self.index: dict[str, int] = {}
+        self.names: list[str] = []  # of the plan's graph, as the controller names them
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
 
@@ -131,6 +132,8 @@ class DagWorker(Planner):
         # here, and xdist sends its ids from here, before or after that).
         planned = list(session.items)
         self.index = {it.nodeid: k for k, it in enumerate(planned)}
+        if self.plan is not None and self.plan.graph is not None:
+            self.names = short_names(self.plan.nodeids)
         result = yield
         final = list(session.items)
         if self.channel is not None:
@@ -168,10 +171,8 @@ class DagWorker(Planner):
         if not failed:
             return
         p = min(failed, key=self.ended.__getitem__)
-        assert self.plan is not None
-        nodeids = self.plan.nodeids
         skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p),
-                            lambda k: short_name(nodeids[k]))
+                            self.names.__getitem__)
         self.local_skips[i] = skip
         skip_here(skip.reason)
 

@@ -42,6 +42,19 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.not_started_line("run stopped after test_a failed", 2),
      "run stopped after test_a failed: 2 tests not started"),
     (lambda: wording.collection_errors(1), "1 error during collection"),
+    (lambda: wording.prerequisite_module_skipped("t.py", "could not import 'x'"),
+     "prerequisite module t.py was skipped: could not import 'x'"),
+    (lambda: wording.target_uncollectable("h.py::test_x", "h.py", "SystemExit: boom"),
+     "target 'h.py::test_x' is in h.py, which cannot be collected (SystemExit: boom); "
+     "fix that file or the target"),
+    (lambda: wording.some_of(["a", "b", "c", "d"]), "a, b, c, d"),
+    (lambda: wording.some_of(["a", "b", "c", "d", "e"]), "a, b, c and 2 more"),
+    (lambda: wording.pulled_back_line(2, 4),
+     "dagorder: 2 prerequisites pulled back into the run (--dag-with-prerequisites): "
+     "4 tests in all"),
+    (lambda: wording.pulled_back_line(1, 1),
+     "dagorder: 1 prerequisite pulled back into the run (--dag-with-prerequisites): "
+     "1 test in all"),
     (lambda: wording.collection_errors(2), "2 errors during collection"),
     (lambda: wording.depends_not_passed("test_b", "test_a", " (call failed)"),
      "test_b depends on test_a, which did not pass (call failed)"),
