@@ -15,7 +15,7 @@ import pytest
 from .declarations import Problem
 from .graph import Graph
 from .outcomes import OutcomeTracker
-from .scheduler import FailurePolicy, Scheduler, Skip
+from .scheduler import FailurePolicy, Scheduler, Skip, as_outcome
 
 DESELECTED_HINT = "; add --dag-with-prerequisites to run it"
 
@@ -84,7 +84,7 @@ class DagRun:
         word = self.tracker.feed(report)
         if word is None:
             return None
-        self.sched.finished(i, word)
+        self.sched.finished(i, as_outcome(word))
         return i
 
     def measured(self) -> dict[str, float]:
