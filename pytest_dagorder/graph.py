@@ -75,13 +75,8 @@ class Graph:
         self.index: dict[Hashable, int] = {t: i for i, t in enumerate(self.ids)}
         self.requires: tuple[tuple[int, ...], ...] = tuple(tuple(r) for r in requires)
         self.after: tuple[tuple[int, ...], ...] = tuple(tuple(a) for a in after)
-        dependents: list[list[int]] = [[] for _ in range(n)]
-        followers: list[list[int]] = [[] for _ in range(n)]
-        for i in range(n):
-            for p in self.requires[i]:
-                dependents[p].append(i)
-            for p in self.after[i]:
-                followers[p].append(i)
+        dependents = _reverse(n, self.requires)
+        followers = _reverse(n, self.after)
         self.dependents: tuple[tuple[int, ...], ...] = tuple(map(tuple, dependents))
         self.followers: tuple[tuple[int, ...], ...] = tuple(map(tuple, followers))
         known = [d for d in durations if d is not None]
@@ -252,16 +247,27 @@ def prerequisites_of(
     return seen
 
 
+def _reverse(n: int, edges: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The reverse of ``edges`` (task -> prerequisites), each list in index order."""
+    out: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for p in edges[i]:
+            out[p].append(i)
+    return out
+
+
 def _kahn(
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
-    *successors: Sequence[Sequence[int]],
+    dependents: Sequence[Sequence[int]],
+    followers: Sequence[Sequence[int]],
+    *,
     lowest_first: bool,
 ) -> list[int]:
     """Kahn's algorithm: tasks in an order where each comes after its prerequisites.
 
-    ``successors`` are the reverse edges of ``requires`` and ``after``
-    (together, in any number of lists).  The order is shorter than the graph
+    ``dependents`` / ``followers`` are the reverse edges of ``requires`` /
+    ``after`` (see :func:`_reverse`).  The order is shorter than the graph
     exactly when there is a cycle: what is left out lies on a cycle or
     behind one.  ``lowest_first`` takes the lowest free index each time (a
     heap: the stable order); otherwise the most recently freed one (a plain
@@ -277,8 +283,8 @@ def _kahn(
     while ready:
         i = pop(ready)
         order.append(i)
-        for succ in successors:
-            for d in succ[i]:
+        for succ in (dependents[i], followers[i]):
+            for d in succ:
                 indegree[d] -= 1
                 if not indegree[d]:
                     push(ready, d)
@@ -294,13 +300,10 @@ def _find_cycles(
     on".  The fast path (Kahn peeling) proves most graphs acyclic in O(V + E);
     Tarjan only runs on what is left.
     """
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        for p in (*requires[i], *after[i]):
-            dependents[p].append(i)
     # What Kahn cannot order lies on a cycle or behind one.
     alive = [True] * n
-    ordered = _kahn(requires, after, dependents, lowest_first=False)
+    ordered = _kahn(requires, after, _reverse(n, requires), _reverse(n, after),
+                    lowest_first=False)
     if len(ordered) == n:
         return []
     for i in ordered:
