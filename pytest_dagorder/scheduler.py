@@ -73,6 +73,7 @@ from .placement import (
 from .states import TERMINAL, State, Worker, check
 
 __all__ = [
+    "FAILURE_POLICIES",
     "OUTCOMES",
     "FailurePolicy",
     "Outcome",
@@ -93,7 +94,7 @@ OUTCOMES: Final[frozenset[str]] = frozenset(get_args(Outcome))
 #: What a failure does to the rest of the run: skip its dependents, stop the
 #: run, or run its dependents anyway.
 FailurePolicy = Literal["skip", "stop", "run"]
-_POLICIES: Final[tuple[str, ...]] = get_args(FailurePolicy)
+FAILURE_POLICIES: Final[tuple[FailurePolicy, ...]] = get_args(FailurePolicy)
 
 # How a root cause's outcome reads inside a skip reason.
 _PHRASES: Final[Mapping[str, str]] = {
@@ -180,7 +181,7 @@ class Scheduler:
         name: Callable[[int], str] | None = None,
         locality: bool = True,
     ) -> None:
-        if on_failure not in _POLICIES:
+        if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
         n = len(graph)
         self.graph: Final = graph
