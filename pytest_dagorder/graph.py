@@ -75,8 +75,7 @@ class Graph:
         self.index: dict[Hashable, int] = {t: i for i, t in enumerate(self.ids)}
         self.requires: tuple[tuple[int, ...], ...] = tuple(tuple(r) for r in requires)
         self.after: tuple[tuple[int, ...], ...] = tuple(tuple(a) for a in after)
-        dependents = _reverse(n, self.requires)
-        followers = _reverse(n, self.after)
+        dependents, followers = _reverse(self.requires, self.after)
         self.dependents: tuple[tuple[int, ...], ...] = tuple(map(tuple, dependents))
         self.followers: tuple[tuple[int, ...], ...] = tuple(map(tuple, followers))
         known = [d for d in durations if d is not None]
@@ -247,13 +246,19 @@ def prerequisites_of(
     return seen
 
 
-def _reverse(n: int, edges: Sequence[Sequence[int]]) -> list[list[int]]:
-    """The reverse of ``edges`` (task -> prerequisites), each list in index order."""
-    out: list[list[int]] = [[] for _ in range(n)]
+def _reverse(
+    requires: Sequence[Sequence[int]], after: Sequence[Sequence[int]]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """The reverse edges (dependents, followers), each list in index order."""
+    n = len(requires)
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    followers: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
-        for p in edges[i]:
-            out[p].append(i)
-    return out
+        for p in requires[i]:
+            dependents[p].append(i)
+        for p in after[i]:
+            followers[p].append(i)
+    return dependents, followers
 
 
 def _kahn(
@@ -302,8 +307,7 @@ def _find_cycles(
     """
     # What Kahn cannot order lies on a cycle or behind one.
     alive = [True] * n
-    ordered = _kahn(requires, after, _reverse(n, requires), _reverse(n, after),
-                    lowest_first=False)
+    ordered = _kahn(requires, after, *_reverse(requires, after), lowest_first=False)
     if len(ordered) == n:
         return []
     for i in ordered:
