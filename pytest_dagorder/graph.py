@@ -75,13 +75,7 @@ class Graph:
         self.index: dict[Hashable, int] = {t: i for i, t in enumerate(self.ids)}
         self.requires: tuple[tuple[int, ...], ...] = tuple(tuple(r) for r in requires)
         self.after: tuple[tuple[int, ...], ...] = tuple(tuple(a) for a in after)
-        dependents: list[list[int]] = [[] for _ in range(n)]
-        followers: list[list[int]] = [[] for _ in range(n)]
-        for i in range(n):
-            for p in self.requires[i]:
-                dependents[p].append(i)
-            for p in self.after[i]:
-                followers[p].append(i)
+        dependents, followers = _reverse(self.requires, self.after)
         self.dependents: tuple[tuple[int, ...], ...] = tuple(map(tuple, dependents))
         self.followers: tuple[tuple[int, ...], ...] = tuple(map(tuple, followers))
         known = [d for d in durations if d is not None]
@@ -92,17 +86,7 @@ class Graph:
         # Any topological order (a stack, no heap): the acyclicity proof, and
         # the order critical paths are computed in.  The stable order that
         # serial runs need is derived only when asked for (``topo``).
-        indegree = [len(self.requires[i]) + len(self.after[i]) for i in range(n)]
-        stack = [i for i in range(n) if not indegree[i]]
-        order: list[int] = []
-        while stack:
-            i = stack.pop()
-            order.append(i)
-            for succ in (dependents[i], followers[i]):
-                for d in succ:
-                    indegree[d] -= 1
-                    if not indegree[d]:
-                        stack.append(d)
+        order = _kahn(self.requires, self.after, dependents, followers, lowest_first=False)
         if len(order) != n:
             raise _CycleFound
         self._order = order
@@ -128,8 +112,8 @@ class Graph:
     def topo(self) -> tuple[int, ...]:
         """The stable topological order: among tasks free to go, the lowest index first."""
         if self._topo is None:
-            self._topo = tuple(_stable_topological_order(
-                len(self.ids), self.requires, self.after, self.dependents, self.followers))
+            self._topo = tuple(_kahn(self.requires, self.after, self.dependents,
+                                     self.followers, lowest_first=True))
         return self._topo
 
     @property
@@ -262,19 +246,45 @@ def prerequisites_of(
     return seen
 
 
-def _stable_topological_order(
-    n: int,
+def _reverse(
+    requires: Sequence[Sequence[int]], after: Sequence[Sequence[int]]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """The reverse edges (dependents, followers), each list in index order."""
+    n = len(requires)
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    followers: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for p in requires[i]:
+            dependents[p].append(i)
+        for p in after[i]:
+            followers[p].append(i)
+    return dependents, followers
+
+
+def _kahn(
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
     dependents: Sequence[Sequence[int]],
     followers: Sequence[Sequence[int]],
+    *,
+    lowest_first: bool,
 ) -> list[int]:
-    """Kahn's algorithm taking the lowest ready index first (a stable order)."""
+    """Kahn's algorithm: tasks in an order where each comes after its prerequisites.
+
+    ``dependents`` / ``followers`` are the reverse edges of ``requires`` /
+    ``after`` (see :func:`_reverse`).  The order is shorter than the graph
+    exactly when there is a cycle: what is left out lies on a cycle or
+    behind one.  ``lowest_first`` takes the lowest free index each time (a
+    heap: the stable order); otherwise the most recently freed one (a plain
+    stack, cheaper: any order will do).
+    """
+    n = len(requires)
     indegree = [len(requires[i]) + len(after[i]) for i in range(n)]
+    # In index order, so already a valid heap.
     ready = [i for i in range(n) if not indegree[i]]
-    # ``ready`` is already sorted, so it is a valid heap.
+    pop: Callable[[list[int]], int] = heapq.heappop if lowest_first else list.pop
+    push: Callable[[list[int], int], None] = heapq.heappush if lowest_first else list.append
     order: list[int] = []
-    push, pop = heapq.heappush, heapq.heappop
     while ready:
         i = pop(ready)
         order.append(i)
@@ -295,26 +305,13 @@ def _find_cycles(
     on".  The fast path (Kahn peeling) proves most graphs acyclic in O(V + E);
     Tarjan only runs on what is left.
     """
-    outdeg = [len(requires[i]) + len(after[i]) for i in range(n)]
-    rev: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        for p in requires[i]:
-            rev[p].append(i)
-        for p in after[i]:
-            rev[p].append(i)
-    # Peel tasks with no remaining prerequisites; what stays is on or behind a cycle.
-    stack = [i for i in range(n) if not outdeg[i]]
-    removed = 0
-    while stack:
-        i = stack.pop()
-        removed += 1
-        for d in rev[i]:
-            outdeg[d] -= 1
-            if not outdeg[d]:
-                stack.append(d)
-    if removed == n:
+    # What Kahn cannot order lies on a cycle or behind one.
+    alive = [True] * n
+    ordered = _kahn(requires, after, *_reverse(requires, after), lowest_first=False)
+    if len(ordered) == n:
         return []
-    alive = [outdeg[i] > 0 for i in range(n)]
+    for i in ordered:
+        alive[i] = False
 
     def succ(i: int) -> list[int]:
         return sorted(p for p in (*requires[i], *after[i]) if alive[p])

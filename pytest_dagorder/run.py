@@ -17,7 +17,7 @@ from .declarations import Problem
 from .graph import Graph
 from .internals import keep_in_lastfailed
 from .outcomes import OutcomeTracker
-from .scheduler import FailurePolicy, Scheduler, Skip
+from .scheduler import FailurePolicy, Scheduler, Skip, as_outcome
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:
@@ -109,7 +109,7 @@ class DagRun:
         word = self.tracker.feed(report, i)
         if word is None:
             return None
-        self.sched.finished(i, word)
+        self.sched.finished(i, as_outcome(word))
         return i
 
     def measured(self) -> dict[str, float]:

@@ -1,0 +1,629 @@
+"""Placement: which ready task a worker runs next.
+
+The state machine (:mod:`.scheduler`) decides *whether* a task may run: it
+counts prerequisites down, moves a task to READY, RUNNING and a terminal
+state, skips what cannot pass.  Placement decides *where and in which order*
+READY tasks run.  The state machine talks to it through one small protocol,
+:class:`Placement`: it reports tasks released (now READY), started, ended
+(no longer running) and settled (terminal), workers added and removed, and
+asks :meth:`~Placement.next_for` for a worker's next task.  Placement never
+changes a task's state; it reads the shared state list to drop queue
+entries that went stale (a task started or ended elsewhere), so nothing it
+holds can make a task run twice.
+
+The policies, each one class:
+
+* :class:`ReadyQueues` (always): a task released by a completion on worker
+  W joins W's local queue (its fixtures are warm there); W pops its newest
+  entry first (depth-first along a chain) unless the global heap holds a
+  task with a strictly longer remaining path.  Tasks with no such origin
+  (the roots) wait in the global heap, ordered by :data:`Rank`.  A worker
+  with an empty local queue takes from the heap, else steals the oldest
+  entry of the longest local queue (ties: the worker added first).  With
+  ``locality=False`` every task goes to the heap: pure priority order, the
+  shortest makespan when tasks share no process state.
+* :class:`AffinityGroups` (a :class:`ReadyQueues` that also binds groups):
+  a group is startable once every prerequisite it has outside itself is
+  terminal; it is queued in the global heap under the rank of its first
+  ready task; the worker that takes it runs only the group's tasks until
+  all are terminal.  Groups whose outside prerequisites would form a cycle
+  between groups are dissolved into free tasks (the only way such a group
+  could ever start).
+* :class:`ResourceLimits` (wraps either): a task whose resource is at its
+  limit is parked until a holder ends, so it never idles a worker while
+  other work is ready.  Whatever restricts where or when a task may start
+  beyond its prerequisites belongs here.
+* :class:`HandOutAhead` (called by ``take(speculate=True)`` and ``ahead()``):
+  picks WAITING tasks a worker may hold behind the tasks it runs now.
+
+The remaining path of a task is its own duration plus the longest path after
+it, in the durations the graph carries (equal when none are known).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, final
+
+from .graph import Graph, strongly_connected
+from .states import TERMINAL, State, Worker, check
+
+#: A task's place in priority order: (-remaining path, index); the smaller runs
+#: first, so the longest remaining path goes first, then collection order.
+#: The heaps hold the ranks themselves, built once per task.  A bare tuple,
+#: not a NamedTuple: heapq orders both as fast, but building 50,000 named
+#: ones took 0.028 s against 0.005 s, paid at every Scheduler construction
+#: (docs/performance.md); the two fields are documented here instead.
+Rank = tuple[float, int]
+
+_READY = State.READY
+
+
+class Placement(Protocol):
+    """What the state machine tells placement and asks of it.
+
+    Events arrive after the state machine has made the change they report,
+    except :meth:`started`, which comes first so that a policy may still
+    refuse the start (raise) with nothing changed.
+    """
+
+    def worker_added(self, worker: Worker) -> None: ...
+
+    def worker_removed(self, worker: Worker) -> None:
+        """``worker`` is gone; its running tasks were already put back (released)."""
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        """``tasks`` became READY together, in the order given; ``origin`` is the
+        worker whose completion released them (None: no origin)."""
+
+    def next_for(self, worker: Worker) -> int | None:
+        """A READY task that may start on ``worker`` now, taken off the queues."""
+
+    def started(self, task: int, worker: Worker) -> None:
+        """``task`` is about to run on ``worker`` (taken, claimed or held)."""
+
+    def ended(self, task: int) -> None:
+        """``task`` no longer runs: it finished, was skipped, or was put back."""
+
+    def settled(self, task: int) -> None:
+        """``task`` became terminal."""
+
+    def has_ready(self) -> bool:
+        """Whether some task could be handed out now, resource limits aside."""
+
+    def ready_for(self, worker: Worker) -> bool:
+        """Whether :meth:`next_for` would give ``worker`` a task now, resource limits aside."""
+
+    def held_back(self) -> bool:
+        """Whether a READY task waits off the queues until a running one ends."""
+
+    def validate(self) -> None:
+        """Check this policy's invariants (raise AssertionError)."""
+
+
+class ReadyQueues:
+    """Per-worker local queues, one global heap, stealing (see the module docstring)."""
+
+    def __init__(self, rank: Sequence[Rank], state: Sequence[State], *, locality: bool) -> None:
+        self._rank = rank
+        self._state = state
+        self._locality = locality
+        # Workers in the order they were added: the tie-break when stealing.
+        self._local: dict[Worker, deque[int]] = {}
+        self._heap: list[Rank] = []
+
+    def worker_added(self, worker: Worker) -> None:
+        self._local[worker] = deque()
+
+    def worker_removed(self, worker: Worker) -> None:
+        heap, rank, state = self._heap, self._rank, self._state
+        for i in self._local.pop(worker):
+            if state[i] is _READY:
+                heapq.heappush(heap, rank[i])
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        if origin is not None and self._locality and origin in self._local:
+            if len(tasks) > 1:
+                # Pushed in reverse priority so the LIFO pops the most urgent first.
+                tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
+            self._local[origin].extend(tasks)
+            return
+        self._push(tasks)
+
+    def _push(self, tasks: Sequence[int]) -> None:
+        heap, rank, push = self._heap, self._rank, heapq.heappush
+        for i in tasks:
+            push(heap, rank[i])
+
+    def next_for(self, worker: Worker) -> int | None:
+        local = self._drop_ended(worker)
+        heap = self._heap
+        # Locality yields to priority: the worker's newest released task is
+        # taken unless the heap holds one with a longer remaining path.
+        if local and (not heap or self._rank[local[-1]][0] <= heap[0][0]):
+            return local.pop()
+        if heap:
+            return heapq.heappop(heap)[1]
+        # Steal the oldest entry of the longest local queue.
+        state = self._state
+        while True:
+            victim = None
+            best = 0
+            for w, q in self._local.items():
+                if len(q) > best:
+                    victim, best = w, len(q)
+            if victim is None:
+                return None
+            q = self._local[victim]
+            while q:
+                i = q.popleft()
+                if state[i] is _READY:
+                    return i
+
+    def started(self, task: int, worker: Worker) -> None:
+        pass
+
+    def ended(self, task: int) -> None:
+        pass
+
+    def settled(self, task: int) -> None:
+        pass
+
+    def has_ready(self) -> bool:
+        state = self._state
+        if any(state[i] is _READY for q in self._local.values() for i in q):
+            return True
+        return any(self._live(i) for _, i in self._heap)
+
+    def ready_for(self, worker: Worker) -> bool:
+        if self._drop_ended(worker) or self._heap:
+            return True
+        # Only other workers' local queues hold ready tasks: next_for would steal one.
+        state = self._state
+        return any(state[i] is _READY for q in self._local.values() for i in q)
+
+    def held_back(self) -> bool:
+        return False
+
+    def validate(self) -> None:
+        pass
+
+    def _live(self, task: int) -> bool:
+        """Whether the heap entry of ``task`` still stands for something to run."""
+        return self._state[task] is _READY
+
+    def _drop_ended(self, worker: Worker) -> deque[int]:
+        """Drop stale entries from the tops of ``worker``'s local queue and of the
+        heap (the top of each is then a live one); returns that local queue.
+
+        Entries of tasks that started or ended elsewhere stay in the queues
+        until a reader meets them.
+        """
+        local = self._local[worker]
+        state = self._state
+        while local and state[local[-1]] is not _READY:
+            local.pop()
+        self._drop_heap()
+        return local
+
+    def _drop_heap(self) -> None:
+        heap, state = self._heap, self._state
+        while heap and state[heap[0][1]] is not _READY:
+            heapq.heappop(heap)
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """One affinity group: tasks that run on one worker, contiguously."""
+
+    gid: int
+    members: list[int]
+    #: Prerequisites outside the group not yet terminal: startable at 0.
+    outside_left: int
+    #: Members not yet terminal: the binding ends at 0.
+    left: int
+    #: Ranks of members released while the group was startable (a heap; may hold stale ones).
+    ready: list[Rank] = field(default_factory=list)
+    #: Whether the global heap holds an entry for the group.
+    queued: bool = False
+    #: The worker bound to the group, if any, and what that worker already ran
+    #: when it took the group (those may end alongside it; nothing else may start there).
+    worker: Worker | None = None
+    over: frozenset[int] = frozenset()
+
+
+@final
+class AffinityGroups(ReadyQueues):
+    """:class:`ReadyQueues` where a group's tasks go to one worker, contiguously.
+
+    A startable, unbound group is queued in the global heap under the rank of
+    its first ready member (an entry of a grouped task stands for its group);
+    taking that entry binds the worker, which then takes only the group's
+    tasks until all are terminal, and nothing while they run elsewhere.
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        labels: Sequence[Hashable | None],
+        rank: Sequence[Rank],
+        state: Sequence[State],
+        running_on: Mapping[Worker, set[int]],
+        *,
+        locality: bool,
+    ) -> None:
+        super().__init__(rank, state, locality=locality)
+        n = len(graph)
+        if len(labels) != n:
+            raise ValueError(f"groups has {len(labels)} entries for {n} tasks")
+        self._running_on = running_on
+        ids: dict[Hashable, int] = {}
+        of = [-1] * n
+        for i, label in enumerate(labels):
+            if label is not None:
+                of[i] = ids.setdefault(label, len(ids))
+        of = _dissolve_group_cycles(graph, of, len(ids))
+        members: dict[int, list[int]] = {}
+        for i in range(n):
+            if of[i] >= 0:
+                members.setdefault(of[i], []).append(i)
+        #: Per task, its group (None: a free task).
+        self.of: list[Group | None] = [None] * n
+        self.groups: list[Group] = []
+        self._outside_of: dict[int, list[Group]] = {}
+        # Number the surviving groups densely, in order of their first task.
+        for old in sorted(members, key=lambda k: members[k][0]):
+            tasks = members[old]
+            inside = set(tasks)
+            outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
+                              if p not in inside})
+            group = Group(len(self.groups), tasks, len(outside), len(tasks))
+            self.groups.append(group)
+            for i in tasks:
+                self.of[i] = group
+            for p in outside:
+                self._outside_of.setdefault(p, []).append(group)
+        self._bound: dict[Worker, Group] = {}
+
+    def bound_group(self, worker: Worker) -> int | None:
+        group = self._bound.get(worker)
+        return None if group is None else group.gid
+
+    def worker_removed(self, worker: Worker) -> None:
+        super().worker_removed(worker)
+        group = self._bound.pop(worker, None)
+        if group is not None:
+            group.worker = None
+            self._queue(group)
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        if len(tasks) > 1:
+            # In reverse priority, as the local queues want them; the order
+            # also decides which member a group is queued under.
+            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
+        free: list[int] = []
+        of = self.of
+        for i in tasks:
+            group = of[i]
+            if group is None:
+                free.append(i)
+            else:
+                self._offer(group, i)
+        if not free:
+            return
+        if origin is not None and self._locality and origin in self._local:
+            self._local[origin].extend(free)
+        else:
+            self._push(free)
+
+    def next_for(self, worker: Worker) -> int | None:
+        while True:
+            group = self._bound.get(worker)
+            if group is not None:
+                # Contiguity: None while the group's next tasks still wait on running ones.
+                return self._pop_member(group)
+            i = super().next_for(worker)
+            if i is None:
+                return None
+            group = self.of[i]
+            if group is None:
+                return i
+            group.queued = False  # the entry was taken off the heap
+            self._bind(group, worker)
+
+    def started(self, task: int, worker: Worker) -> None:
+        group = self.of[task]
+        if group is not None:
+            self._bind(group, worker)
+
+    def settled(self, task: int) -> None:
+        group = self.of[task]
+        if group is not None:
+            group.left -= 1
+            if not group.left and group.worker is not None:
+                del self._bound[group.worker]
+                group.worker = None
+                group.over = frozenset()
+        for waiting in self._outside_of.get(task, ()):
+            waiting.outside_left -= 1
+            if not waiting.outside_left:
+                for m in waiting.members:
+                    if self._state[m] is _READY:
+                        self._offer(waiting, m)
+
+    def has_ready(self) -> bool:
+        return super().has_ready() or any(g.ready for g in self._bound.values())
+
+    def validate(self) -> None:
+        for group in self.groups:
+            w = group.worker
+            if w is None:
+                continue
+            check(self._bound.get(w) is group, "group binding asymmetric")
+            others = [i for i in self._running_on.get(w, ())
+                      if self.of[i] is not group and i not in group.over]
+            check(not others, f"worker {w!r} runs {others} outside its group {group.gid}")
+
+    def _offer(self, group: Group, i: int) -> None:
+        """Put READY member ``i`` where its group's worker will find it."""
+        if group.outside_left:
+            return  # offered when the group becomes startable
+        heapq.heappush(group.ready, self._rank[i])
+        if group.worker is None:
+            self._queue(group)
+
+    def _queue(self, group: Group) -> None:
+        if group.ready and not group.queued and group.worker is None:
+            group.queued = True
+            heapq.heappush(self._heap, group.ready[0])
+
+    def _pop_member(self, group: Group) -> int | None:
+        ready, state = group.ready, self._state
+        while ready:
+            i = heapq.heappop(ready)[1]
+            if state[i] is _READY:
+                return i
+        return None
+
+    def _bind(self, group: Group, worker: Worker) -> None:
+        current = self._bound.get(worker)
+        if current is group:
+            return
+        if current is not None or group.worker is not None:
+            raise ValueError(f"group {group.gid} cannot be bound to worker {worker!r}")
+        self._bound[worker] = group
+        group.worker = worker
+        group.over = frozenset(self._running_on[worker])
+
+    def _live(self, task: int) -> bool:
+        group = self.of[task]
+        if group is None:
+            return self._state[task] is _READY
+        # Drop entries of members that ended while queued (a "deselected" report):
+        # binding a worker to a group with nothing left would idle it for good.
+        ready, state = group.ready, self._state
+        while ready and state[ready[0][1]] is not _READY:
+            heapq.heappop(ready)
+        return bool(ready) and group.worker is None
+
+    def _drop_heap(self) -> None:
+        heap = self._heap
+        while heap and not self._live(heap[0][1]):
+            group = self.of[heapq.heappop(heap)[1]]
+            if group is not None:
+                group.queued = False
+
+
+@final
+class ResourceLimits:
+    """Parks a task whose resource is at its limit until a holder ends.
+
+    Wraps the queues: it sees every task before it starts and every end.
+    """
+
+    def __init__(
+        self,
+        inner: Placement,
+        resources: Sequence[Sequence[str]] | None,
+        limits: Mapping[str, int] | None,
+        state: Sequence[State],
+        n: int,
+    ) -> None:
+        self._limits = dict(limits or {})
+        for r, k in self._limits.items():
+            if k < 1:
+                raise ValueError(f"limit for resource {r!r} must be at least 1, not {k}")
+        self._inner = inner
+        self._state = state
+        self._res: list[tuple[str, ...]] = (
+            [tuple(dict.fromkeys(r)) for r in resources] if resources else [()] * n
+        )
+        self._in_use: dict[str, int] = {}
+        self._parked: dict[str, list[int]] = {}
+
+    def constrained(self, task: int) -> bool:
+        """Whether ``task`` needs a resource (it is then never handed out ahead)."""
+        return bool(self._res[task])
+
+    def worker_added(self, worker: Worker) -> None:
+        self._inner.worker_added(worker)
+
+    def worker_removed(self, worker: Worker) -> None:
+        self._inner.worker_removed(worker)
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        self._inner.released(tasks, origin)
+
+    def next_for(self, worker: Worker) -> int | None:
+        while True:
+            i = self._inner.next_for(worker)
+            if i is None or self._fits(i):
+                return i
+
+    def started(self, task: int, worker: Worker) -> None:
+        self._inner.started(task, worker)
+        for r in self._res[task]:
+            self._in_use[r] = self._in_use.get(r, 0) + 1
+
+    def ended(self, task: int) -> None:
+        self._inner.ended(task)
+        for r in self._res[task]:
+            self._in_use[r] -= 1
+            parked = self._parked.pop(r, None)
+            if parked:
+                for j in parked:
+                    if self._state[j] is _READY:
+                        self._inner.released((j,), None)
+
+    def settled(self, task: int) -> None:
+        self._inner.settled(task)
+
+    def has_ready(self) -> bool:
+        return self._inner.has_ready()
+
+    def ready_for(self, worker: Worker) -> bool:
+        return self._inner.ready_for(worker)
+
+    def held_back(self) -> bool:
+        return any(self._parked.values()) or self._inner.held_back()
+
+    def validate(self) -> None:
+        for r, used in self._in_use.items():
+            check(0 <= used <= self._limits.get(r, 1) or used == 0,
+                  f"resource {r!r} over its limit: {used}")
+        self._inner.validate()
+
+    def _fits(self, i: int) -> bool:
+        """Whether i's resources have room; if not, park it until they do."""
+        for r in self._res[i]:
+            if self._in_use.get(r, 0) >= self._limits.get(r, 1):
+                self._parked.setdefault(r, []).append(i)
+                return False
+        return True
+
+
+@final
+class HandOutAhead:
+    """Picks WAITING tasks a worker may hold behind the tasks it runs now.
+
+    Only a task that could not start anywhere before the worker's running
+    tasks end qualifies: every open prerequisite of it runs on that worker.
+    Tasks that need a resource never qualify (a hold bypasses the limits).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        rank: Sequence[Rank],
+        state: Sequence[State],
+        where: Mapping[int, Worker],
+        running_on: Mapping[Worker, set[int]],
+        group_of: Sequence[Group | None] | None,
+        constrained: Callable[[int], bool] | None,
+    ) -> None:
+        self._graph = graph
+        self._rank = rank
+        self._state = state
+        self._where = where
+        self._running_on = running_on
+        self._group_of = group_of
+        self._constrained = constrained
+
+    def successor(self, worker: Worker) -> int | None:
+        """The most urgent free WAITING task whose open prerequisites all run on ``worker``."""
+        g, state, rank = self._graph, self._state, self._rank
+        of, constrained = self._group_of, self._constrained
+        best: int | None = None
+        for r in self._running_on[worker]:
+            for d in (*g.dependents[r], *g.followers[r]):
+                if (state[d] is not State.WAITING
+                        or (of is not None and of[d] is not None)
+                        or (constrained is not None and constrained(d))
+                        or (best is not None and rank[best] <= rank[d])):
+                    continue
+                if self._waits_only_on(d, worker):
+                    best = d
+        return best
+
+    def group_tasks(self, worker: Worker, gid: int, limit: int,
+                    hold: Callable[[int], None]) -> list[int]:
+        """Up to ``limit`` tasks of group ``gid`` whose open prerequisites all run on
+        ``worker``, most urgent first, each passed to ``hold`` as it is found (a
+        held task's own dependents then qualify in turn)."""
+        g, state, rank = self._graph, self._state, self._rank
+        of, constrained = self._group_of, self._constrained
+        assert of is not None  # a worker is bound to a group only where groups exist
+        frontier = sorted(self._running_on[worker], key=rank.__getitem__)
+        out: list[int] = []
+        k = 0
+        while k < len(frontier) and len(out) < limit:
+            r = frontier[k]
+            k += 1
+            for d in sorted((*g.dependents[r], *g.followers[r]), key=rank.__getitem__):
+                group = of[d]
+                if (len(out) >= limit or state[d] is not State.WAITING
+                        or group is None or group.gid != gid
+                        or (constrained is not None and constrained(d))
+                        or not self._waits_only_on(d, worker)):
+                    continue
+                hold(d)
+                out.append(d)
+                frontier.append(d)
+        return out
+
+    def _waits_only_on(self, d: int, worker: Worker) -> bool:
+        """Whether every open prerequisite of ``d`` is running on ``worker``.
+
+        Requires-pass prerequisites must have passed or be running there;
+        ordering-only ones must have ended or be running there.
+        """
+        state, where = self._state, self._where
+        return all(
+            state[p] is State.PASSED or (state[p] is State.RUNNING and where.get(p) == worker)
+            for p in self._graph.requires[d]
+        ) and all(
+            state[p] in TERMINAL or (state[p] is State.RUNNING and where.get(p) == worker)
+            for p in self._graph.after[d]
+        )
+
+
+def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]:
+    """Drop groups that could never start: those on a cycle of the group-level graph.
+
+    ``of[i]`` is task i's group number, -1 for none.  A group starts only
+    when all its outside prerequisites are terminal, so group G waiting
+    (through other tasks) on a task that waits on G would deadlock.
+    Dissolving only refines the graph, so it is repeated until no cycle is
+    left (each round removes at least one group).
+    """
+    of = list(of)
+    n = len(graph)
+    while count:
+        # Node ids: tasks not in a group keep i; group g becomes n + g.
+        node = [n + g if g >= 0 else i for i, g in enumerate(of)]
+        succ: dict[int, set[int]] = {}
+        for i in range(n):
+            a = node[i]
+            for p in (*graph.requires[i], *graph.after[i]):
+                b = node[p]
+                if a != b:
+                    succ.setdefault(a, set()).add(b)
+        cyclic = _nodes_on_cycles(succ)
+        bad = {v - n for v in cyclic if v >= n}
+        if not bad:
+            return of
+        of = [-1 if g in bad else g for g in of]
+    return of
+
+
+def _nodes_on_cycles(succ: Mapping[int, set[int]]) -> set[int]:
+    """Nodes that lie on some cycle (members of strongly connected components > 1).
+
+    Peeling sources and sinks alone is not enough: a node on a path from one
+    cycle to another survives both peels without being on a cycle itself.
+    """
+    comps = strongly_connected(sorted(succ), lambda v: sorted(succ.get(v, ())))
+    return {v for comp in comps for v in comp}

@@ -1,0 +1,43 @@
+"""Task states: the vocabulary the scheduler's state machine and its placement share.
+
+Only the state machine (:mod:`.scheduler`) changes a task's state; placement
+(:mod:`.placement`) reads it to tell live queue entries from stale ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from enum import Enum
+from typing import Final
+
+#: Whatever a driver names its workers by (an xdist node, a thread slot).
+Worker = Hashable
+
+
+class State(Enum):
+    WAITING = "waiting"
+    READY = "ready"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    # Members are singletons compared by identity: hash them the same way, in C
+    # (Enum's own __hash__ is Python code, and the hot paths test membership).
+    __hash__ = object.__hash__
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL: Final = frozenset((State.PASSED, State.FAILED, State.SKIPPED))
+
+
+def check(cond: bool, message: str) -> None:
+    """Raise AssertionError(message) unless ``cond``: the invariant checks' one idiom.
+
+    Not an ``assert`` statement, so the checks also run under ``python -O``.
+    """
+    if not cond:
+        raise AssertionError(message)
