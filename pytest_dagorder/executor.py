@@ -41,7 +41,9 @@ class Task:
 
     ``after`` orders without gating (wait for those to end, whatever their
     outcome); ``resources`` names limited resources the task holds while it
-    runs; ``duration`` estimates its run time in seconds, to run the longest
+    runs (at most ``limits[name]`` tasks naming it at once, default 1);
+    ``exclusive`` runs it alone, no other task at the same time;
+    ``duration`` estimates its run time in seconds, to run the longest
     remaining path first.
     """
 
@@ -51,6 +53,7 @@ class Task:
     after: Sequence[Hashable] = ()
     resources: Sequence[str] = ()
     duration: float | None = None
+    exclusive: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class DagScheduler:
             self.graph,
             on_failure=self.on_failure,
             resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,
+            exclusive=[t.exclusive for t in tasks] if any(t.exclusive for t in tasks) else None,
             limits=self.limits,
             locality=False,  # threads share no fixtures: priority order alone
         )

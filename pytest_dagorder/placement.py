@@ -506,6 +506,93 @@ class ResourceLimits:
 
 
 @final
+class Exclusive:
+    """Tests that run alone: nothing else runs anywhere while one runs.
+
+    Wraps the other policies (outermost).  An exclusive task that comes up
+    while other tasks run is parked and the run drains: no new task starts,
+    except that a worker bound to an affinity group finishes its group (an
+    exclusive task is never a group member, and a group starts only once
+    its outside prerequisites ended, so a group never waits on it).  The
+    first unbound worker that asks once nothing runs gets the parked task;
+    while it runs, nothing else starts.  Draining idles workers: that is
+    what running alone costs.
+    """
+
+    def __init__(self, inner: Placement, alone: Sequence[bool], state: Sequence[State],
+                 bound: Callable[[Worker], bool]) -> None:
+        self._inner = inner
+        self._alone = list(alone)
+        self._state = state
+        self._bound = bound
+        self._running = 0  # tasks started and not ended, anywhere
+        self._active: int | None = None  # the exclusive task running now
+        self._parked: list[int] = []  # exclusive tasks waiting for the run to drain
+
+    def constrained(self, task: int) -> bool:
+        """Whether ``task`` runs alone (it is then never handed out ahead)."""
+        return self._alone[task]
+
+    def worker_added(self, worker: Worker) -> None:
+        self._inner.worker_added(worker)
+
+    def worker_removed(self, worker: Worker) -> None:
+        self._inner.worker_removed(worker)
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        self._inner.released(tasks, origin)
+
+    def next_for(self, worker: Worker) -> int | None:
+        if self._active is not None:
+            return None
+        if self._bound(worker):
+            return self._inner.next_for(worker)  # its group: never an exclusive task
+        if self._parked:
+            if self._running:
+                return None  # draining
+            while self._parked:
+                parked = self._parked.pop(0)
+                if self._state[parked] is _READY:
+                    return parked
+        i = self._inner.next_for(worker)
+        if i is not None and self._alone[i] and self._running:
+            self._parked.append(i)
+            return None
+        return i
+
+    def started(self, task: int, worker: Worker) -> None:
+        self._inner.started(task, worker)
+        self._running += 1
+        if self._alone[task]:
+            self._active = task
+
+    def ended(self, task: int) -> None:
+        self._inner.ended(task)
+        self._running -= 1
+        if task == self._active:
+            self._active = None
+
+    def settled(self, task: int) -> None:
+        self._inner.settled(task)
+
+    def has_ready(self) -> bool:
+        return self._inner.has_ready()
+
+    def ready_for(self, worker: Worker) -> bool:
+        # A parked task counts as ready: nothing is handed out ahead meanwhile.
+        return bool(self._parked) or self._inner.ready_for(worker)
+
+    def held_back(self) -> bool:
+        return bool(self._parked) or self._inner.held_back()
+
+    def validate(self) -> None:
+        check(self._running >= 0, "negative running count")
+        check(self._active is None or self._running == 1,
+              f"exclusive task {self._active} runs beside {self._running - 1} others")
+        self._inner.validate()
+
+
+@final
 class HandOutAhead:
     """Picks WAITING tasks a worker may hold behind the tasks it runs now.
 

@@ -19,7 +19,7 @@ import pytest
 
 from . import migration, settings, visual
 from .internals import xdist_controller_active
-from .markers import DEPENDS_ON, RESOURCE, RUN_AFTER
+from .markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
 from .serial import SerialRunner
 from .settings import DRIVER_NAME
 from .worker import DagWorker
@@ -68,6 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{RESOURCE}(*names): at most --dag-limit NAME=N tests naming a resource run at "
         "once, across workers (default 1) (pytest-dagorder)",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{EXCLUSIVE}: nothing else runs on any worker while this test runs (pytest-dagorder)",
     )
 
     settings.configure(config)

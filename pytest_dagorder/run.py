@@ -56,6 +56,7 @@ class DagRun:
         locality: bool = True,
         resources: Sequence[Sequence[str]] | None = None,
         limits: Mapping[str, int] | None = None,
+        exclusive: Sequence[bool] | None = None,
     ) -> None:
         self.graph = graph
         self.nodeids = list(nodeids)
@@ -70,6 +71,7 @@ class DagRun:
             locality=locality,
             resources=resources,
             limits=limits,
+            exclusive=exclusive,
         )
         self.tracker = OutcomeTracker()
         # Seconds per test (all phases), recorded for the next run's priorities.

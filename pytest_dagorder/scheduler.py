@@ -60,10 +60,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, final, get_args
 
+from . import wording
 from .errors import name_of
 from .graph import Graph
 from .placement import (
     AffinityGroups,
+    Exclusive,
     HandOutAhead,
     Placement,
     Rank,
@@ -95,18 +97,6 @@ OUTCOMES: Final[frozenset[str]] = frozenset(get_args(Outcome))
 #: run, or run its dependents anyway.
 FailurePolicy = Literal["skip", "stop", "run"]
 FAILURE_POLICIES: Final[tuple[FailurePolicy, ...]] = get_args(FailurePolicy)
-
-# How a root cause's outcome reads inside a skip reason.
-_PHRASES: Final[Mapping[str, str]] = {
-    "failed": "failed",
-    "error": "had an error",
-    "skipped": "was skipped",
-    "xfailed": "xfailed",
-    "crashed": "crashed its worker",
-    "deselected": "was deselected",
-    "not run": "did not run",
-}
-
 
 _AS_OUTCOME: Final[Mapping[str, Outcome]] = {word: word for word in get_args(Outcome)}
 
@@ -157,14 +147,14 @@ def blocked_skip(
     p = name(prereq)
     if upstream is not None:
         if upstream.root is None:
-            return Skip(task, f"prerequisite {p} was skipped: {upstream.reason}", prereq,
+            return Skip(task, wording.prerequisite_skipped_for(p, upstream.reason), prereq,
                         None, None)
         root, outcome = upstream.root, upstream.root_outcome
         assert outcome is not None
-        reason = f"prerequisite {p} was skipped: {name(root)} {_PHRASES[outcome]}"
+        reason = wording.prerequisite_skipped(p, name(root), outcome)
         return Skip(task, reason, prereq, root, outcome)
     outcome = prereq_outcome or "not run"
-    return Skip(task, f"prerequisite {p} {_PHRASES[outcome]}", prereq, prereq, outcome)
+    return Skip(task, wording.prerequisite_ended(p, outcome), prereq, prereq, outcome)
 
 
 @final
@@ -180,6 +170,7 @@ class Scheduler:
         priority: Sequence[float] | None = None,
         name: Callable[[int], str] | None = None,
         locality: bool = True,
+        exclusive: Sequence[bool] | None = None,
     ) -> None:
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
@@ -204,6 +195,12 @@ class Scheduler:
         # Placement, outermost policy last: each wraps or extends the one before.
         self._groups: AffinityGroups | None = None
         placement: Placement
+        alone = list(exclusive) if exclusive is not None and any(exclusive) else None
+        if alone is not None and len(alone) != n:
+            raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
+        if groups is not None and alone is not None:
+            # A task that runs alone is never bound to a group's worker.
+            groups = [None if a else g for g, a in zip(groups, alone, strict=True)]
         if groups is not None:
             self._groups = AffinityGroups(graph, groups, self._rank, self.state,
                                           self._running_on, locality=locality)
@@ -214,11 +211,20 @@ class Scheduler:
         if resources or limits:
             limited = ResourceLimits(placement, resources, limits, self.state, n)
             placement = limited
+        constrained = None if limited is None else limited.constrained
+        if alone is not None:
+            grouped = self._groups
+            placement = Exclusive(
+                placement, alone, self.state,
+                (lambda w: False) if grouped is None
+                else (lambda w: grouped.bound_group(w) is not None))
+            constrained = (placement.constrained if limited is None
+                           else lambda t, a=alone, c=limited.constrained: a[t] or c(t))
         self._placement = placement
         self._ahead = HandOutAhead(
             graph, self._rank, self.state, self.where, self._running_on,
             None if self._groups is None else self._groups.of,
-            None if limited is None else limited.constrained,
+            constrained,
         )
         for i in range(n):
             if not self._pending[i]:
@@ -356,10 +362,10 @@ class Scheduler:
         self.outcome[task] = outcome
         self._set_terminal(task, State.PASSED if outcome == "passed" else State.FAILED, worker)
         if outcome != "passed" and self.on_failure == "stop":
-            self.stop(f"run stopped after {self._name(task)} {_PHRASES[outcome]}")
+            self.stop(wording.stopped_after(self._name(task), outcome))
         return True
 
-    def stop(self, reason: str = "run stopped") -> list[int]:
+    def stop(self, reason: str = wording.STOPPED) -> list[int]:
         """Admit nothing new: every task not yet started is skipped with ``reason``.
 
         Running tasks are left to finish.  Returns the tasks skipped now.

@@ -141,6 +141,19 @@ class Payload:
         )
 
 
+def hello() -> str:
+    """The first message of every worker: which format and version it speaks.
+
+    Every worker's is read (a cheap check), the payload of the first only.
+    """
+    return json.dumps({"format": FORMAT, "version": __version__})
+
+
+def check_hello(raw: object) -> None:
+    """:class:`WireError` if ``raw`` is not the hello of this format and version."""
+    _checked(raw)
+
+
 def encode(payload: Payload) -> str:
     graph = payload.graph
     return json.dumps({
@@ -164,6 +177,18 @@ def encode(payload: Payload) -> str:
 
 def decode(raw: object) -> Payload:
     """The payload in ``raw``; :class:`WireError` if it is not one this version reads."""
+    data = _checked(raw)
+    version = data.get("version")
+    try:
+        return _fields(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"a worker sent a malformed collection message ({exc!r}); "
+                        "install the same pytest-dagorder version everywhere",
+                        version) from None
+
+
+def _checked(raw: object) -> dict[str, Any]:
+    """The message as a dict, if its format and version are this process's."""
     try:
         data = json.loads(raw) if isinstance(raw, str) else raw
         version = data.get("version") if isinstance(data, dict) else None
@@ -177,12 +202,7 @@ def decode(raw: object) -> Payload:
             "install the same version where the workers run",
             version if isinstance(version, str) else None,
         )
-    try:
-        return _fields(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise WireError(f"a worker sent a malformed collection message ({exc!r}); "
-                        "install the same pytest-dagorder version everywhere",
-                        version) from None
+    return data
 
 
 def _fields(data: dict[str, Any]) -> Payload:

@@ -148,6 +148,11 @@ def limits_header(limits: Mapping[str, int], used: Sequence[str],
     return line
 
 
+def exclusive_header(tests: int) -> str:
+    return (f"dagorder: {_plural(tests, 'test')} run alone (dag_exclusive): nothing else "
+            "runs meanwhile")
+
+
 def runtime_depends_header(modules: int) -> str:
     return (f"dagorder: runtime depends() in {modules} module{'s' * (modules != 1)}: "
             "each runs on one worker, in collection order")

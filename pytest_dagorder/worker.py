@@ -140,6 +140,7 @@ class DagWorker(Planner):
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller waits
             # for it (bounded) once every worker's collection is in.
+            self.channel.send(wire.hello())
             self.channel.send(wire.encode(self._payload(planned, final)))
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each

@@ -86,27 +86,48 @@ class DagController:
         return None if inner is None else GuardedScheduling(inner, self, dist)
 
     def receive_payload(self, node: Any, nodes: Sequence[Any]) -> wire.Payload:
-        """The plan ``node`` shipped on the side channel.
+        """The plan ``node`` shipped on the side channel, after its version check.
 
         If it cannot be had, the session ends (every one of ``nodes`` is shut down).
         """
+        raw = self._receive(node, nodes, read=True)
+        try:
+            return wire.decode(raw)
+        except wire.WireError as exc:
+            self._refuse_version(node, nodes, exc)
+
+    def admit(self, node: Any, nodes: Sequence[Any]) -> None:
+        """Check the version of a worker whose plan is not needed (another one's is read).
+
+        Its plan is received and dropped unread: nothing stays queued.
+        """
+        self._receive(node, nodes, read=False)
+
+    def _receive(self, node: Any, nodes: Sequence[Any], *, read: bool) -> object:
         channel = self.channels.get(node)
         if channel is None:
             abort(self.config, nodes, [Problem("", (
                 "the dagorder plugin is not active on the workers; "
                 "pass -p dagorder or install it where the workers run"))])
         try:
+            first = channel.receive(timeout=RECEIVE_TIMEOUT)
+            try:
+                wire.check_hello(first)
+            except wire.WireError as exc:
+                self._refuse_version(node, nodes, exc)
             raw = channel.receive(timeout=RECEIVE_TIMEOUT)
+        except (pytest.UsageError, pytest.Session.Interrupted):
+            raise
         except Exception as exc:
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
-        try:
-            return wire.decode(raw)
-        except wire.WireError as exc:
-            # Not the suite's fault: a usage error (exit status 4), as for a bad option.
-            for other in nodes:
-                other.shutdown()
-            raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
+        return raw if read else None
+
+    def _refuse_version(self, node: Any, nodes: Sequence[Any], exc: Exception) -> NoReturn:
+        # Not the suite's fault: a usage error (exit status 4), as for a bad option.
+        for other in nodes:
+            other.shutdown()
+        raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -146,6 +167,7 @@ class DagScheduling:
         self.running_at: dict[int, Any] = {}
         self.unusable: set[Any] = set()
         self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
+        self.planner: Any = None  # the worker whose plan the run follows
         self.collection: list[str] | None = None
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
@@ -263,6 +285,8 @@ class DagScheduling:
         for node in self.sent:
             if (node not in self.core_workers and node in self.node2collection
                     and node not in self.unusable):
+                if node is not self.planner:
+                    self.controller.admit(node, list(self.sent))
                 self.run.sched.add_worker(node)
                 self.core_workers.add(node)
         if not self.run.sched.done and self.sent and all(n in self.unusable for n in self.sent):
@@ -279,6 +303,7 @@ class DagScheduling:
 
     def _start(self) -> None:
         first = next(iter(self.node2collection))
+        self.planner = first
         self.collection = self.node2collection[first]
         for node, collection in list(self.node2collection.items())[1:]:
             if collection != self.collection:
@@ -344,9 +369,11 @@ class DagScheduling:
         # Deselected prerequisites (past the run) never start: they hold nothing.
         resources = ([*payload.resources, *[()] * (len(graph) - n)]
                      if payload.resources else None)
+        alone = ([*payload.exclusive, *[False] * (len(graph) - n)]
+                 if any(payload.exclusive) else None)
         self.run = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
                           groups=groups, locality=mode != "none",
-                          resources=resources, limits=settings.limits)
+                          resources=resources, limits=settings.limits, exclusive=alone)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             terminal.write_line(wording.xdist_header(
@@ -358,6 +385,8 @@ class DagScheduling:
                 terminal.write_line(wording.limits_header(
                     settings.limits, resources_in_use(payload.resources),
                     unused_limits(settings.limits, payload.resources)))
+            if alone is not None:
+                terminal.write_line(wording.exclusive_header(sum(alone)))
         self.emit_skips()
 
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
@@ -398,10 +427,11 @@ class DagScheduling:
             return
         # Skips a worker was to report itself, but it is gone: nobody else will now.
         if self.awaiting:
-            for i, (holder, reason) in list(self.awaiting.items()):
-                if holder not in self.sent:
-                    del self.awaiting[i]
-                    self._report_skip(i, reason)
+            for i, (holder, _) in list(self.awaiting.items()):
+                # Reporting a skip runs the report hooks, which come back here:
+                # an entry may be gone by the time the loop reaches it.
+                if holder not in self.sent and (gone := self.awaiting.pop(i, None)):
+                    self._report_skip(i, gone[1])
         for i, reason, remote in run.pop_skips():
             holder = self.running_at.get(i) if remote else None
             if holder is not None and holder in self.sent:

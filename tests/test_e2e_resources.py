@@ -150,3 +150,49 @@ def test_a_malformed_marker_is_a_collection_error(pytester: pytest.Pytester,
         "*@pytest.mark.dag_resource on test_bad.py::test_b: 3 is not a resource name*",
     ])
     assert not (pytester.path / "ran.log").exists()
+
+
+@pytest.mark.parametrize("affinity", ["module", "none"])
+def test_an_exclusive_test_runs_alone(pytester: pytest.Pytester, affinity: str) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_x=db_suite(4, 8, 0.1) + """
+
+@pytest.mark.dag_exclusive
+def test_alone():
+    mark("alone", 0.2)
+
+
+@depends_on("test_free0")
+@pytest.mark.dag_exclusive
+def test_alone_after():
+    mark("alone_after", 0.1)
+
+
+@depends_on("test_alone_after")
+def test_after_alone():
+    mark("after_alone", 0.1)
+""")
+    result = run(pytester, "-n", "4", f"--dag-affinity={affinity}", "--dag-limit=db=2")
+    result.assert_outcomes(passed=15)
+    ran = read_log(pytester)
+    for name in ("alone", "alone_after"):
+        lone = ran[name]
+        overlapping = [r.name for r in ran.values() if r.name != name
+                       and r.start < lone.end and lone.start < r.end]
+        assert overlapping == [], (name, overlapping)
+    assert most_at_once([r for n, r in ran.items() if n.startswith("db")]) <= 2
+    result.stdout.fnmatch_lines(["dagorder: 2 tests run alone (dag_exclusive)*"])
+
+
+def test_an_exclusive_test_serially(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_x="""
+        @pytest.mark.dag_exclusive
+        def test_alone():
+            mark("alone")
+
+
+        def test_other():
+            mark("other")
+    """)
+    run(pytester, "-p", "no:xdist").assert_outcomes(passed=2)

@@ -448,3 +448,32 @@ def test_cancel_during_batches_of_tiny_tasks() -> None:
     statuses = [r.status for r in result.values()]
     assert statuses.count("passed") == count[0] < 2000
     assert all(r.reason == "cancelled" for r in result.values() if r.status == "skipped")
+
+
+def test_an_exclusive_task_runs_alone_and_limits_hold_per_kind() -> None:
+    import time
+
+    lock = threading.Lock()
+    running: set[str] = set()
+    seen: list[tuple[str, frozenset[str]]] = []
+
+    def body(name: str) -> Callable[[], None]:
+        def run() -> None:
+            with lock:
+                running.add(name)
+                seen.append((name, frozenset(running)))
+            time.sleep(0.02)
+            with lock:
+                running.discard(name)
+        return run
+
+    tasks = [Task(f"free{k}", body(f"free{k}")) for k in range(6)]
+    tasks += [Task(f"db{k}", body(f"db{k}"), resources=["db"]) for k in range(4)]
+    tasks += [Task("alone", body("alone"), exclusive=True)]
+    results = DagScheduler(tasks, max_workers=4, limits={"db": 2}).execute()
+    assert all(r.status == "passed" for r in results.values())
+    for name, others in seen:
+        if name == "alone":
+            assert others == {"alone"}, others
+        assert "alone" not in others or others == {"alone"}, (name, others)
+        assert sum(1 for o in others if o.startswith("db")) <= 2, others

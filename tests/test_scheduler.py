@@ -751,6 +751,7 @@ class Case:
     limits: dict[str, int]
     groups: list[str | None] | None
     durations: dict[str, float] = field(default_factory=dict)
+    exclusive: list[bool] | None = None
 
     def graph(self) -> Graph:
         # Graph.build's mappings are keyed by Hashable: mypy wants that key type.
@@ -784,7 +785,9 @@ def cases(draw: st.DrawFn, *, with_groups: bool = True) -> Case:
     if with_groups and draw(st.booleans()):
         groups = [draw(st.sampled_from([None, None, "G", "H"])) for _ in range(n)]
     durations = {t: float(draw(st.integers(1, 3))) for t in names}
-    return Case(spec, after, resources, limits, groups, durations)
+    exclusive = ([draw(st.integers(0, 5)) == 0 for _ in range(n)]
+                 if draw(st.booleans()) else None)
+    return Case(spec, after, resources, limits, groups, durations, exclusive)
 
 
 def requires_closure(graph: Graph, roots: set[int]) -> set[int]:
@@ -812,8 +815,9 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
     graph = case.graph()
     n = len(graph)
     sched = Scheduler(graph, on_failure=policy, resources=case.resources, limits=case.limits,
-                      groups=case.groups)
+                      groups=case.groups, exclusive=case.exclusive)
     sched.validate()
+    alone = case.exclusive or [False] * n
     dispatched = dict.fromkeys(range(n), 0)
     put_back = dict.fromkeys(range(n), 0)
     workers: list[str] = []
@@ -903,6 +907,9 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
                 use[r] = use.get(r, 0) + 1
         for r, k in use.items():
             assert k <= case.limits.get(r, 1)
+        # A task that runs alone runs alone.
+        if any(alone[i] for i in sched.where):
+            assert len(sched.where) == 1, sorted(sched.where)
     # Drain: deterministic, to be sure the run can always finish.
     guard = 0
     while not sched.done:
@@ -919,6 +926,8 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
                     assert sched.state[p].terminal
         sched.validate()
         running = sorted(sched.where)
+        if any(alone[i] for i in running):
+            assert len(running) == 1, running
         assert running or got_any, "stuck: nothing running, nothing dispatched"
         for t in running:
             assert sched.finished(t, "passed")
@@ -1224,3 +1233,53 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
             sched.validate()
     assert sched.done, "the run did not end"
     assert ran == {t for t in range(n) if sched.state[t] in (State.PASSED, State.FAILED)}
+
+
+# ---------------------------------------------------------------- tests that run alone
+
+
+def test_an_exclusive_task_waits_for_the_run_to_drain_and_runs_alone() -> None:
+    graph = graph_of({"a": "", "x": "", "b": "", "c": ""})
+    sched = Scheduler(graph, exclusive=[False, True, False, False], locality=False)
+    for w in ("w1", "w2"):
+        sched.add_worker(w)
+    assert sched.take("w1") == [0]  # a
+    # x is next by priority, but a runs: x is parked, and nothing else starts.
+    assert sched.take("w2") == []
+    sched.validate()
+    assert sched.finished(0, "passed")
+    assert sched.take("w2") == [1]  # nothing runs now: x alone
+    assert sched.take("w1") == []
+    sched.validate()
+    assert sched.finished(1, "passed")
+    assert sorted(sched.take("w1") + sched.take("w2")) == [2, 3]
+
+
+def test_an_exclusive_task_is_never_handed_out_ahead_nor_bound_to_a_group() -> None:
+    graph = graph_of({"a": "", "x": "a", "b": "x"})
+    sched = Scheduler(graph, exclusive=[False, True, False], groups=["g", "g", "g"])
+    sched.add_worker("w")
+    assert sched.take("w", speculate=True) == [0]
+    assert sched.ahead("w", 3) == []  # x waits on a but runs alone: not held
+    assert sched.group_of(1) is None
+    assert sched.finished(0, "passed")
+    assert sched.take("w") == [1]
+    sched.validate()
+
+
+def test_a_group_in_progress_finishes_while_an_exclusive_task_waits() -> None:
+    # g1, g2: one group (an edge); x: runs alone; w1 works through the group.
+    graph = graph_of({"g1": "", "g2": "g1", "x": ""})
+    sched = Scheduler(graph, exclusive=[False, False, True], groups=["g", "g", None])
+    for w in ("w1", "w2"):
+        sched.add_worker(w)
+    assert sched.take("w1") == [0]
+    assert sched.take("w2") == []  # x is parked while g1 runs
+    assert sched.finished(0, "passed")
+    assert sched.take("w1") == [1]  # the bound worker goes on with its group
+    assert sched.take("w2") == []
+    assert sched.finished(1, "passed")
+    assert sched.take("w2") == [2]
+    sched.validate()
+    assert sched.finished(2, "passed")
+    assert sched.done

@@ -78,6 +78,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.limits_header({"dbb": 2}, [], ["dbb"]),
      "dagorder: resource limits none in use; warning: no test uses 'dbb' (check the name "
      "in --dag-limit / dag_limits)"),
+    (lambda: wording.exclusive_header(1),
+     "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"),
     (lambda: wording.runtime_depends_header(2),
      "dagorder: runtime depends() in 2 modules: each runs on one worker, in collection order"),
     (lambda: wording.serial_header(4, 3, 2),
