@@ -218,8 +218,8 @@ def test_durations_stay_on_controller(pytester: pytest.Pytester, tmp_path: Path)
         assert not list((tmp_path / r / "remote-home").rglob(".pytest_cache"))
 
 
-def test_version_mismatch_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """A worker machine with another pytest-dagorder: refused, both versions named."""
+def other_version(tmp_path: Path) -> dict[str, str]:
+    """The environment of a worker machine with another pytest-dagorder installed."""
     other = tmp_path / "other-install"
     shutil.copytree(Path(pytest_dagorder.__file__).parent, other / "pytest_dagorder",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -229,12 +229,40 @@ def test_version_mismatch_is_a_usage_error(pytester: pytest.Pytester, tmp_path: 
     assert f'__version__ = "{mine}"' in source
     init.write_text(source.replace(f'__version__ = "{mine}"', '__version__ = "0.0.0+other"'),
                     encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(other))
-    project = make_project(pytester)
-    with socket_server(tmp_path / "remote-home", env) as spec:
-        proc = inner_run(project, "-p", "no:cacheprovider", *remote_args(project, spec))
+    return dict(os.environ, PYTHONPATH=str(other))
+
+
+def check_refused(project: Path, proc: subprocess.CompletedProcess[str]) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out
     assert "INTERNALERROR" not in out
-    assert "0.0.0+other" in out and mine in out, out
+    assert "0.0.0+other" in out and pytest_dagorder.__version__ in out, out
     assert not (project / LOG_NAME).exists(), "a test ran although the versions differ"
+
+
+def test_version_mismatch_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A worker machine with another pytest-dagorder: refused, both versions named."""
+    project = make_project(pytester)
+    tests = project / "tests"
+    with socket_server(tmp_path / "remote-home", other_version(tmp_path)) as spec:
+        proc = inner_run(project, "-p", "no:cacheprovider", "--dist=load", f"--tx={spec}",
+                         f"--rsyncdir={tests}", str(tests))
+    check_refused(project, proc)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known bug: xdist.py DagScheduling._start decodes (and version-checks) the plan "
+    "of the first worker whose collection arrived only; the other workers' plans are "
+    "never read, so a mismatched worker that collects later runs tests"))
+def test_version_mismatch_on_a_later_worker_is_a_usage_error(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    project = make_project(pytester)
+    # The remote worker collects last, for certain: its plan is not the first one.
+    (project / "tests" / "conftest.py").write_text(
+        "import os, time\n\n\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    if os.environ.get('PYTEST_XDIST_WORKER') == 'sock':\n"
+        "        time.sleep(3)\n")
+    with socket_server(tmp_path / "remote-home", other_version(tmp_path)) as spec:
+        proc = inner_run(project, "-p", "no:cacheprovider", *remote_args(project, spec))
+    check_refused(project, proc)
