@@ -38,6 +38,11 @@ def pytest_configure(config):
         _profiler[0].enable()
 
 
+def pytest_runtest_call(item):
+    if os.environ.get("PROFILE_SCALE_STARTUP"):
+        raise AssertionError("--startup: the first test fails, -x ends the run")
+
+
 def pytest_unconfigure(config):
     if _profiler:
         _profiler[0].disable()
@@ -96,6 +101,9 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--plain", action="store_true",
                     help="profile plain xdist (no declarations, -p no:dagorder) instead")
+    ap.add_argument("--startup", action="store_true",
+                    help="profile the start only: the first test fails and -x ends the run "
+                         "(one run, not warmed up)")
     ap.add_argument("--keep", type=Path, help="write suite and profiles here and keep them")
     opts = ap.parse_args()
     compile_plugin()
@@ -111,11 +119,19 @@ def main() -> None:
         env = dict(os.environ, PYTHONHASHSEED="0", PROFILE_SCALE_OUT=str(out))
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         args = ["-q", "-n", str(opts.n), *(["-p", "no:dagorder"] if opts.plain else [])]
-        for _ in range(2):  # the first run writes bytecode and records durations
+        if opts.startup:
+            env["PROFILE_SCALE_STARTUP"] = "1"
+            args.append("-x")
+        # Twice: the first run writes bytecode and records durations.
+        for _ in range(1 if opts.startup else 2):
             proc = subprocess.run(
                 [sys.executable, "-m", "cProfile", "-o", str(out / "controller.prof"),
                  "-m", "pytest", *args], cwd=suite, env=env, capture_output=True, text=True)
-            if proc.returncode != 0:
+            # cProfile swallows pytest's exit status: read the summary line instead.
+            last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+            ok = ("stopping after" in proc.stdout if opts.startup
+                  else " passed" in last and " failed" not in last and "error" not in last)
+            if not ok:
                 raise SystemExit(proc.stdout[-3000:] + proc.stderr[-2000:])
         print(f"{opts.modules * opts.tests:,} tests, {edges:,} edges, -n {opts.n}, "
               f"{'plain xdist' if opts.plain else 'pytest-dagorder'}; "
