@@ -1,0 +1,252 @@
+"""Big suites: wall time, time to the first test and peak memory against plain pytest/xdist.
+
+Generates ``--modules`` modules of ``--tests`` trivial tests each; every test
+depends on up to two earlier tests of its module (deterministic seed, about
+1.9 edges per test: 20 x 1,000 tests give about 38,000 edges).  The plain
+side runs the same tests without declarations (``-p no:dagorder``).
+
+Default (20 x 1,000 tests, a few minutes): wall time of ``-n 2``, ``-n 4``
+and serial, the plugin against plain pytest/xdist, pytest's cache on, each
+command run once untimed first (warm: bytecode written, durations recorded),
+then ``--rounds`` interleaved rounds; best of the rounds.
+
+``--big`` (100 x 1,000 tests, 2 edges each: 100,000 tests, about 200,000
+edges): time to collect, validate and order (``--collect-only -q``, serial),
+time from the command's start to the first test body under ``-n 2`` (not
+run warm first: each takes minutes), and the peak RSS of the controller and
+of a worker (a conftest in the generated suite writes ``ru_maxrss`` of its
+process at the end of the session).
+
+Run: ``python benchmarks/bench_scale.py [--rounds 3] [--big] [--modules M --tests T]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_cpu import compile_plugin
+
+# Written into each generated suite: when a process started its first test
+# body, and its peak RSS at the end (files named after the process's role).
+CONFTEST = '''\
+import os
+import resource
+import time
+
+OUT = os.environ.get("BENCH_SCALE_OUT")
+ROLE = os.environ.get("PYTEST_XDIST_WORKER", "main")
+_first = []
+
+
+def pytest_runtest_call(item):
+    if OUT and not _first:
+        _first.append(time.time())
+        with open(os.path.join(OUT, "first-" + ROLE), "w") as f:
+            f.write(repr(_first[0]))
+
+
+def pytest_unconfigure(config):
+    if OUT:
+        with open(os.path.join(OUT, "rss-" + ROLE), "w") as f:
+            f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+'''
+
+
+def edges_of(modules: int, tests: int, seed: int, two_always: bool) -> list[list[list[int]]]:
+    """Per module, per test: the earlier tests of its module it depends on."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(modules):
+        mod: list[list[int]] = []
+        for j in range(tests):
+            k = min(j, 2 if two_always or rng.random() < 0.9 else 1)
+            mod.append(sorted(rng.sample(range(j), k)))
+        out.append(mod)
+    return out
+
+
+def write_suite(root: Path, deps: list[list[list[int]]], declare: bool) -> int:
+    """The suite under ``root``; returns its number of edges (declared or not)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "conftest.py").write_text(CONFTEST)
+    edges = 0
+    for m, mod in enumerate(deps):
+        lines = ["from pytest_dagorder import depends_on", ""] if declare else []
+        for j, pre in enumerate(mod):
+            edges += len(pre)
+            if declare and pre:
+                lines.append("@depends_on(" + ", ".join(f'"test_{p}"' for p in pre) + ")")
+            lines.append(f"def test_{j}():\n    pass\n")
+        (root / f"test_m{m:03d}.py").write_text("\n".join(lines))
+    return edges
+
+
+@dataclass
+class Measure:
+    wall: float
+    first_test: float | None  # seconds from the command's start to the first test body
+    rss_main_kib: int | None
+    rss_worker_kib: int | None  # the largest worker's
+    rss_children_kib: int  # RUSAGE_CHILDREN of a wrapper: the largest process of the run
+
+
+WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "rc = subprocess.run(sys.argv[1:]).returncode\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(rc)\n"
+)
+
+
+def run(root: Path, args: list[str], expect: str) -> Measure:
+    """One pytest run in ``root`` (through a wrapper that reports its children's peak RSS)."""
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, PYTHONHASHSEED="0", BENCH_SCALE_OUT=out)
+        # Bytecode (of the test modules too) as on a developer's machine.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "pytest", "-q", *args]
+        start = time.time()
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        tail = proc.stdout[-3000:]
+        if proc.returncode != 0 or not re.search(expect, proc.stdout):
+            raise SystemExit(f"{' '.join(args)} in {root}: exit {proc.returncode}, "
+                             f"expected /{expect}/:\n{tail}\n{proc.stderr[-2000:]}")
+        files = {p.name: p.read_text() for p in Path(out).iterdir()}
+    firsts = [float(v) for k, v in files.items() if k.startswith("first-")]
+    workers = [int(v) for k, v in files.items() if k.startswith("rss-gw")]
+    return Measure(
+        wall=wall,
+        first_test=min(firsts) - start if firsts else None,
+        rss_main_kib=int(files["rss-main"]) if "rss-main" in files else None,
+        rss_worker_kib=max(workers) if workers else None,
+        rss_children_kib=int(proc.stderr.strip().splitlines()[-1]),
+    )
+
+
+def mib(kib: int | None) -> str:
+    return "-" if kib is None else f"{kib / 1024:.0f}"
+
+
+def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
+            warm: bool = True) -> dict[str, Measure]:
+    """Each run once untimed (``warm``), then ``rounds`` interleaved rounds; the best."""
+    for root, args, expect in runs.values() if warm else ():
+        run(root, args, expect)
+    best: dict[str, Measure] = {}
+    for _ in range(rounds):
+        for name, (root, args, expect) in runs.items():
+            m = run(root, args, expect)
+            print(f"  {name}: {m.wall:.2f} s", file=sys.stderr, flush=True)
+            if name not in best or m.wall < best[name].wall:
+                best[name] = m
+    return best
+
+
+def default_case(tmp: Path, opts: argparse.Namespace) -> None:
+    deps = edges_of(opts.modules, opts.tests, opts.seed, two_always=False)
+    dag, plain = tmp / "dag", tmp / "plain"
+    edges = write_suite(dag, deps, declare=True)
+    write_suite(plain, deps, declare=False)
+    total = opts.modules * opts.tests
+    ok = f"{total} passed"
+    off = ["-p", "no:dagorder"]
+    pairs = [
+        ("-n 2", ["-n", "2"]),
+        ("-n 4", ["-n", "4"]),
+        ("serial", ["-p", "no:xdist"]),
+    ]
+    runs: dict[str, tuple[Path, list[str], str]] = {}
+    for label, args in pairs:
+        runs[f"dagorder {label}"] = (dag, args, ok)
+        runs[f"plain {label}"] = (plain, [*args, *off], ok)
+    best = compare(runs, opts.rounds)
+    print(f"{opts.modules} modules x {opts.tests} tests = {total:,} tests, {edges:,} edges; "
+          f"cache on, warm; best of {opts.rounds}")
+    print("| run | plain s | dagorder s | ratio | first test: plain / dagorder s |")
+    print("|---|---:|---:|---:|---|")
+    for label, _ in pairs:
+        p, d = best[f"plain {label}"], best[f"dagorder {label}"]
+        first = ("-" if p.first_test is None or d.first_test is None
+                 else f"{p.first_test:.2f} / {d.first_test:.2f}")
+        print(f"| {label} | {p.wall:.2f} | {d.wall:.2f} | {d.wall / p.wall:.2f} | {first} |")
+    print("| peak RSS MiB (controller, worker) | plain | dagorder |")
+    print("|---|---|---|")
+    for label, _ in pairs:
+        p, d = best[f"plain {label}"], best[f"dagorder {label}"]
+        print(f"| {label} | {mib(p.rss_main_kib)}, {mib(p.rss_worker_kib)} "
+              f"| {mib(d.rss_main_kib)}, {mib(d.rss_worker_kib)} |")
+
+
+def big_case(tmp: Path, opts: argparse.Namespace) -> None:
+    deps = edges_of(opts.big_modules, opts.tests, opts.seed, two_always=True)
+    dag, plain = tmp / "bigdag", tmp / "bigplain"
+    edges = write_suite(dag, deps, declare=True)
+    write_suite(plain, deps, declare=False)
+    total = opts.big_modules * opts.tests
+    off = ["-p", "no:dagorder"]
+    # -q twice (the run's own -q too): one line per module, "test_m000.py: 1000".
+    collected = rf"test_m{opts.big_modules - 1:03d}\.py: {opts.tests}\n"
+    ok = f"{total} passed"
+    runs: dict[str, tuple[Path, list[str], str]] = {
+        "collect dagorder": (dag, ["--collect-only", "-q", "-p", "no:xdist"], collected),
+        "collect plain": (plain, ["--collect-only", "-q", "-p", "no:xdist", *off],
+                          collected),
+    }
+    # The collection runs warm up the bytecode of the test modules; the -n 2
+    # runs are not repeated first (each takes minutes): the plugin's durations
+    # are then not recorded yet, which changes nothing at the start.
+    best = compare(runs, opts.big_rounds)
+    if not opts.collect_only:
+        best.update(compare({
+            "-n 2 dagorder": (dag, ["-n", "2"], ok),
+            "-n 2 plain": (plain, ["-n", "2", *off], ok),
+        }, opts.big_rounds, warm=False))
+    print(f"{opts.big_modules} modules x {opts.tests} tests = {total:,} tests, {edges:,} edges; "
+          f"cache on, warm; best of {opts.big_rounds}")
+    print("| run | wall s | first test s | peak RSS MiB: controller | worker | largest process |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, m in best.items():
+        first = "-" if m.first_test is None or name.startswith("collect") else (
+            f"{m.first_test:.2f}")
+        print(f"| {name} | {m.wall:.2f} | {first} | {mib(m.rss_main_kib)} "
+              f"| {mib(m.rss_worker_kib)} | {mib(m.rss_children_kib)} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modules", type=int, default=20)
+    ap.add_argument("--tests", type=int, default=1000, help="tests per module")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3, help="best of K (default case)")
+    ap.add_argument("--big", action="store_true", help="also the 100,000-test case")
+    ap.add_argument("--big-only", action="store_true", help="only the 100,000-test case")
+    ap.add_argument("--big-modules", type=int, default=100)
+    ap.add_argument("--big-rounds", type=int, default=1)
+    ap.add_argument("--collect-only", action="store_true",
+                    help="big case: only --collect-only (no -n 2 runs)")
+    ap.add_argument("--keep", type=Path, help="write the suites here and keep them")
+    opts = ap.parse_args()
+    compile_plugin()
+    with tempfile.TemporaryDirectory() as t:
+        tmp = opts.keep or Path(t)
+        if not opts.big_only:
+            default_case(tmp, opts)
+        if opts.big or opts.big_only:
+            big_case(tmp, opts)
+
+
+if __name__ == "__main__":
+    main()
