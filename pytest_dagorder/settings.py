@@ -15,13 +15,12 @@ from typing import Literal, cast, get_args
 
 import pytest
 
-from .scheduler import FailurePolicy
+from .scheduler import FAILURE_POLICIES, FailurePolicy
 
 #: Which tests must share a worker (see affinity.py): chains inside a module,
 #: inside a class, or none (pure per-test scheduling).
 AffinityMode = Literal["module", "class", "none"]
 AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
-FAILURE_POLICIES: tuple[FailurePolicy, ...] = get_args(FailurePolicy)
 
 GROUP = "dagorder"
 #: The registration name of whichever driver runs the session (serial.py,
