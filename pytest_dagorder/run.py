@@ -134,20 +134,31 @@ class DagRun:
         durations.save(config, self.measured())
         keep_in_lastfailed(config, self.blocked())
 
-    def summary_lines(self) -> list[str]:
-        """One line per root cause: what it was and how many tests it blocked."""
-        blocked: Counter[int] = Counter()
-        stops: Counter[str] = Counter()
+    def summary_lines(self, verbose: bool = False) -> list[str]:
+        """One line per root cause: what it was and how many tests it blocked.
+
+        ``verbose`` (pytest's ``-v``) lists the blocked tests under each line,
+        in collection order.
+        """
+        blocked: dict[int, list[int]] = {}
+        stops: dict[str, list[int]] = {}
         for skip in self.sched.skips.values():
             if skip.task not in self.reported:
                 continue
             if skip.root is None:
-                stops[skip.reason.split(": ")[-1]] += 1
+                stops.setdefault(skip.reason.split(": ")[-1], []).append(skip.task)
             else:
-                blocked[skip.root] += 1
-        lines = [wording.blocked_line(self.nodeids[root], str(self.sched.outcome[root]),
-                                      blocked[root]) for root in sorted(blocked)]
-        lines += [wording.not_started_line(reason, n) for reason, n in sorted(stops.items())]
+                blocked.setdefault(skip.root, []).append(skip.task)
+        lines: list[str] = []
+        for root in sorted(blocked):
+            lines.append(wording.blocked_line(
+                self.nodeids[root], str(self.sched.outcome[root]), len(blocked[root])))
+            if verbose:
+                lines += [wording.listed(self.nodeids[i]) for i in sorted(blocked[root])]
+        for reason in sorted(stops):
+            lines.append(wording.not_started_line(reason, len(stops[reason])))
+            if verbose:
+                lines += [wording.listed(self.nodeids[i]) for i in sorted(stops[reason])]
         return lines
 
 
@@ -168,7 +179,7 @@ def interrupted_message(problems: Sequence[Problem]) -> str:
 
 
 def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun) -> None:
-    lines = run.summary_lines()
+    lines = run.summary_lines(verbose=terminalreporter.verbosity > 0)
     if lines:
         terminalreporter.write_sep("=", wording.SUMMARY_TITLE)
         for line in lines:

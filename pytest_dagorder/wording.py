@@ -83,6 +83,11 @@ def blocked_line(nodeid: str, outcome: str, count: int) -> str:
     return f"{nodeid} {outcome}: blocked {_plural(count, 'test')}"
 
 
+def listed(nodeid: str) -> str:
+    """Summary with ``-v``: one of the tests counted on the line above."""
+    return f"  {nodeid}"
+
+
 def not_started_line(reason: str, count: int) -> str:
     """Summary: tests a stop left unstarted."""
     return f"{reason}: {_plural(count, 'test')} not started"

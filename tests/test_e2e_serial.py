@@ -449,13 +449,20 @@ def check_skips(result: pytest.RunResult, pytester: pytest.Pytester, xml_name: s
     assert "pytest_dagorder" not in "\n".join(
         ln for ln in result.outlines if ln.startswith("SKIPPED")
     )
-    result.stdout.fnmatch_lines(
-        [
-            "*= blocked by prerequisites (pytest-dagorder) =*",
-            "test_skips.py::test_create failed: blocked 2 tests",
-            "test_skips.py::test_err error: blocked 1 test",
-        ]
-    )
+    # -v lists the blocked tests under each root cause, in collection order.
+    start = next(i for i, line in enumerate(result.outlines)
+                 if "= blocked by prerequisites (pytest-dagorder) =" in line)
+    summary = result.outlines[start:]
+    assert summary[1:9] == [
+        "test_skips.py::test_create failed: blocked 2 tests",
+        "  test_skips.py::test_login",
+        "  test_skips.py::test_checkout",
+        "test_skips.py::test_err error: blocked 1 test",
+        "  test_skips.py::test_after_err",
+        "test_skips.py::test_skip skipped: blocked 1 test",
+        "  test_skips.py::test_after_skip",
+        "test_skips.py::test_xf xfailed: blocked 1 test",
+    ], summary
     cases, n_cases = read_junit(pytester.path / xml_name)
     assert n_cases == 12
     for name, reason in SKIP_REASONS.items():
@@ -623,12 +630,20 @@ def test_d():
 def test_on_failure_stop(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_policy=POLICY)
-    result = run(pytester, "--dag-on-failure=stop", "-rs")
+    result = run(pytester, "--dag-on-failure=stop", "-rs", "-v")
     result.assert_outcomes(failed=1, skipped=3)
     assert set(read_log(pytester)) == {"test_a"}
     skips = [ln for ln in result.outlines if ln.startswith("SKIPPED")]
     assert len(skips) == 3
     assert sum("run stopped after" in ln for ln in skips) >= 2, skips
+    # -v names the tests behind each count.
+    result.stdout.fnmatch_lines([
+        "test_policy.py::test_a failed: blocked 1 test",
+        "  test_policy.py::test_b",
+        "run stopped after test_a failed: 2 tests not started",
+        "  test_policy.py::test_c",
+        "  test_policy.py::test_d",
+    ], consecutive=True)
 
 
 def test_on_failure_run_from_option_and_ini(pytester: pytest.Pytester) -> None:
@@ -722,6 +737,7 @@ def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester)
     full = run(pytester)
     full.assert_outcomes(failed=1, skipped=1)
     full.stdout.fnmatch_lines(["test_p.py::test_a failed: blocked 1 test"])
+    assert "  test_p.py::test_b" not in full.outlines, "only -v lists the blocked tests"
 
 
 def test_ambiguous_function_target_is_a_clean_error(pytester: pytest.Pytester) -> None:

@@ -39,6 +39,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "t.py::test_a failed: blocked 1 test"),
     (lambda: wording.blocked_line("t.py::test_a", "error", 3),
      "t.py::test_a error: blocked 3 tests"),
+    (lambda: wording.listed("t.py::test_b"), "  t.py::test_b"),
     (lambda: wording.not_started_line("run stopped after test_a failed", 2),
      "run stopped after test_a failed: 2 tests not started"),
     (lambda: wording.collection_errors(1), "1 error during collection"),

@@ -984,6 +984,8 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
     }
     assert h.recorder.skipped() == {}
     assert run.summary_lines() == [f"{nodeid('b')} failed: blocked 2 tests"]
+    assert run.summary_lines(verbose=True) == [
+        f"{nodeid('b')} failed: blocked 2 tests", f"  {nodeid('c')}", f"  {nodeid('d')}"]
     assert h.remove(n1) is None
 
 
