@@ -45,10 +45,11 @@ def addoption(group: Any) -> None:
     )
     group.addoption(
         "--dag-timeline",
-        default=None,
+        action="append",
+        default=[],
         metavar="PATH",
         help="Write the run as a per-worker timeline to PATH: a self-contained HTML "
-        "page (.html) or a Chrome trace (.json)",
+        "page (.html) or a Chrome trace (.json) (repeatable)",
     )
 
 
@@ -58,11 +59,10 @@ def configure(config: pytest.Config) -> None:
         return  # the controller writes; workers only re-parse the same options
     graphs = [_checked(config, raw, "--dag-graph", tuple(graph_export.FORMATS))
               for raw in config.getoption("dag_graph") or ()]
-    raw_timeline = config.getoption("dag_timeline")
-    timeline_path = (None if raw_timeline is None
-                     else _checked(config, raw_timeline, "--dag-timeline", TIMELINE_FORMATS))
-    if graphs or timeline_path is not None:
-        config.pluginmanager.register(Visuals(graphs, timeline_path), PLUGIN_NAME)
+    timelines = [_checked(config, raw, "--dag-timeline", TIMELINE_FORMATS)
+                 for raw in config.getoption("dag_timeline") or ()]
+    if graphs or timelines:
+        config.pluginmanager.register(Visuals(graphs, timelines), PLUGIN_NAME)
 
 
 def _checked(config: pytest.Config, raw: str, option: str, suffixes: Sequence[str]) -> Path:
@@ -218,9 +218,9 @@ class Recorder:
 
 
 class Visuals:
-    def __init__(self, graphs: Sequence[Path], timeline_path: Path | None) -> None:
+    def __init__(self, graphs: Sequence[Path], timelines: Sequence[Path]) -> None:
         self.graphs = list(graphs)
-        self.timeline_path = timeline_path
+        self.timelines = list(timelines)
         self.recorder = Recorder()
         self.collected: list[str] = []
         self.resources: dict[str, tuple[str, ...]] = {}
@@ -263,15 +263,17 @@ class Visuals:
             nodes, edges = self.graph(view)
             self._write(path, graph_export.render(path.suffix, nodes, edges),
                         f"graph ({len(nodes)} tests, {len(edges)} dependencies)", t)
-        if self.timeline_path is not None:
+        if self.timelines:
             t = time.perf_counter()
             intervals, skipped, pairs = self.timeline(view)
-            render = (timeline.render_trace if self.timeline_path.suffix.lower() == ".json"
-                      else timeline.render_html)
             lanes = self.lanes or ([MAIN_LANE] if not intervals else [])
-            self._write(self.timeline_path, render(intervals, skipped, pairs, lanes=lanes),
-                        f"timeline ({len(intervals)} tests, {len(skipped)} skipped by the graph)",
-                        t)
+            for path in self.timelines:
+                render = (timeline.render_trace if path.suffix.lower() == ".json"
+                          else timeline.render_html)
+                self._write(path, render(intervals, skipped, pairs, lanes=lanes),
+                            f"timeline ({len(intervals)} tests, "
+                            f"{len(skipped)} skipped by the graph)", t)
+                t = time.perf_counter()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         for note in self.notes:

@@ -181,8 +181,11 @@ def test_xdist_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
 
 def test_xdist_trace_events(suite: pytest.Pytester) -> None:
     out = suite.path
-    result = run(suite, "-n", "2", f"--dag-timeline={out / 'trace.json'}")
+    # Repeatable, like --dag-graph: one run writes the page and the trace.
+    result = run(suite, "-n", "2", f"--dag-timeline={out / 'trace.json'}",
+                 f"--dag-timeline={out / 'page.html'}")
     result.assert_outcomes(passed=5, failed=1, skipped=3)
+    assert (out / "page.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     text = (out / "trace.json").read_text(encoding="utf-8")
     assert BARRIER not in text
     events = json.loads(text)["traceEvents"]
