@@ -21,27 +21,11 @@ Run: ``python benchmarks/bench_skewed.py [-n 4] [--rounds 5] [--cases skewed,res
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-RECORDER = '''
-import json, os, time
-import pytest
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    start = time.time()
-    try:
-        return (yield)
-    finally:
-        with open(os.environ["BENCH_RECORD"], "a") as f:
-            f.write(json.dumps([item.nodeid, start, time.time()]) + "\\n")
-'''
+from bench_xdist import RECORDER, run_recorded  # this directory (run as a script)
 
 
 def skewed_suite() -> str:
@@ -67,16 +51,8 @@ def write(root: Path, body: str) -> None:
 
 
 def run(root: Path, args: list[str]) -> list[tuple[str, float, float]]:
-    record = root / "record.jsonl"
-    record.unlink(missing_ok=True)
-    env = dict(os.environ, BENCH_RECORD=str(record))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *args]
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    rows = [json.loads(line) for line in record.read_text().splitlines()]
-    return [(r[0].split("::")[-1], r[1], r[2]) for r in rows]
+    """One run with pytest's cache on (the second run ranks by recorded durations)."""
+    return run_recorded(root, ["-p", "no:randomly", *args], cache=True)
 
 
 def makespan(rows: list[tuple[str, float, float]]) -> float:

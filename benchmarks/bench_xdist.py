@@ -85,19 +85,26 @@ def write_suite(root: Path, tests: list[tuple[str, float, list[str]]], declare: 
     (root / "pytest.ini").write_text("[pytest]\n")
 
 
-def run(root: Path, args: list[str], cache: bool = False) -> list[tuple[str, float, float]]:
-    """One pytest run; ``cache``: keep pytest's cache (recorded durations) across runs."""
+def run_recorded(root: Path, args: list[str], cache: bool) -> list[tuple[str, float, float]]:
+    """One pytest run of a suite with :data:`RECORDER`: (test name, body start, body end).
+
+    ``cache``: keep pytest's cache (recorded durations) across runs.
+    """
     record = root / "record.jsonl"
-    if record.exists():
-        record.unlink()
+    record.unlink(missing_ok=True)
     env = dict(os.environ, BENCH_RECORD=str(record))
     cmd = [sys.executable, "-m", "pytest", "-q", *([] if cache else ["-p", "no:cacheprovider"]),
            *args]
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-    if proc.returncode not in (0,):
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}")
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     rows = [json.loads(line) for line in record.read_text().splitlines()]
-    return [(r[0].split("::")[-1][5:], r[1], r[2]) for r in rows]
+    return [(r[0].split("::")[-1], r[1], r[2]) for r in rows]
+
+
+def run(root: Path, args: list[str], cache: bool = False) -> list[tuple[str, float, float]]:
+    """:func:`run_recorded`, the shapes' names without their ``test_`` prefix."""
+    return [(name.removeprefix("test_"), a, b) for name, a, b in run_recorded(root, args, cache)]
 
 
 def lower_bound(tests: list[tuple[str, float, list[str]]], dur: dict[str, float],

@@ -34,11 +34,14 @@ import sys
 import tempfile
 import textwrap
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_cpu import compile_plugin
+
+# The tests' JUnit reader: the checkout's root on the path (run as a script).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.helpers import read_junit
 
 KINDS = ["pass", "fail", "xfail", "skip", "setup_error", "teardown_error", "crash"]
 RUN_TIMEOUT = 180.0
@@ -197,23 +200,6 @@ def oracle(spec: Spec) -> list[Expected]:
     return out
 
 
-def read_junit(path: Path) -> tuple[dict[str, tuple[str, str]], int]:
-    root = ET.parse(path).getroot()
-    cases = list(root.iter("testcase"))
-    out: dict[str, tuple[str, str]] = {}
-    for case in cases:
-        key = f"{case.get('classname')}::{case.get('name')}"
-        outcome, message = "passed", ""
-        for kind in ("failure", "error", "skipped"):
-            child = case.find(kind)
-            if child is not None:
-                outcome = {"failure": "failed"}.get(kind, kind)
-                message = child.get("message", "")
-                break
-        out[key] = (outcome, message)
-    return out, len(cases)
-
-
 @dataclass
 class Result:
     problems: list[str]
@@ -267,7 +253,7 @@ def compare(spec: Spec, proc: subprocess.CompletedProcess[str], junit: Path,
         if got is None:
             problems.append(f"{key}: missing from the junit xml")
             continue
-        outcome, message = got
+        outcome, message = got.outcome, got.message
         if outcome != e.outcome:
             problems.append(f"{key} ({t.kind}): {outcome} {message!r}, expected {e.outcome}"
                             + (f" (blocked by {', '.join(e.blocked_by)})" if e.blocked_by else ""))

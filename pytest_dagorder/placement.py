@@ -417,8 +417,52 @@ class AffinityGroups(ReadyQueues):
                 group.queued = False
 
 
+class _Wrapping:
+    """Base of the policies that wrap another: every call goes to the inner one.
+
+    A wrapper overrides only what it changes; forwarding the rest here keeps
+    the wrappers from drifting apart when the protocol grows.
+    """
+
+    def __init__(self, inner: Placement) -> None:
+        self._inner = inner
+
+    def worker_added(self, worker: Worker) -> None:
+        self._inner.worker_added(worker)
+
+    def worker_removed(self, worker: Worker) -> None:
+        self._inner.worker_removed(worker)
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        self._inner.released(tasks, origin)
+
+    def next_for(self, worker: Worker) -> int | None:
+        return self._inner.next_for(worker)
+
+    def started(self, task: int, worker: Worker) -> None:
+        self._inner.started(task, worker)
+
+    def ended(self, task: int) -> None:
+        self._inner.ended(task)
+
+    def settled(self, task: int) -> None:
+        self._inner.settled(task)
+
+    def has_ready(self) -> bool:
+        return self._inner.has_ready()
+
+    def ready_for(self, worker: Worker) -> bool:
+        return self._inner.ready_for(worker)
+
+    def held_back(self) -> bool:
+        return self._inner.held_back()
+
+    def validate(self) -> None:
+        self._inner.validate()
+
+
 @final
-class ResourceLimits:
+class ResourceLimits(_Wrapping):
     """Parks a task whose resource is at its limit until a holder ends.
 
     Wraps the queues: it sees every task before it starts and every end.
@@ -436,7 +480,7 @@ class ResourceLimits:
         for r, k in self._limits.items():
             if k < 1:
                 raise ValueError(f"limit for resource {r!r} must be at least 1, not {k}")
-        self._inner = inner
+        super().__init__(inner)
         self._state = state
         self._res: list[tuple[str, ...]] = (
             [tuple(dict.fromkeys(r)) for r in resources] if resources else [()] * n
@@ -447,15 +491,6 @@ class ResourceLimits:
     def constrained(self, task: int) -> bool:
         """Whether ``task`` needs a resource (it is then never handed out ahead)."""
         return bool(self._res[task])
-
-    def worker_added(self, worker: Worker) -> None:
-        self._inner.worker_added(worker)
-
-    def worker_removed(self, worker: Worker) -> None:
-        self._inner.worker_removed(worker)
-
-    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
-        self._inner.released(tasks, origin)
 
     def next_for(self, worker: Worker) -> int | None:
         while True:
@@ -478,15 +513,6 @@ class ResourceLimits:
                     if self._state[j] is _READY:
                         self._inner.released((j,), None)
 
-    def settled(self, task: int) -> None:
-        self._inner.settled(task)
-
-    def has_ready(self) -> bool:
-        return self._inner.has_ready()
-
-    def ready_for(self, worker: Worker) -> bool:
-        return self._inner.ready_for(worker)
-
     def held_back(self) -> bool:
         return any(self._parked.values()) or self._inner.held_back()
 
@@ -506,7 +532,7 @@ class ResourceLimits:
 
 
 @final
-class Exclusive:
+class Exclusive(_Wrapping):
     """Tests that run alone: nothing else runs anywhere while one runs.
 
     Wraps the other policies (outermost).  An exclusive task that comes up
@@ -521,7 +547,7 @@ class Exclusive:
 
     def __init__(self, inner: Placement, alone: Sequence[bool], state: Sequence[State],
                  bound: Callable[[Worker], bool]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._alone = list(alone)
         self._state = state
         self._bound = bound
@@ -532,15 +558,6 @@ class Exclusive:
     def constrained(self, task: int) -> bool:
         """Whether ``task`` runs alone (it is then never handed out ahead)."""
         return self._alone[task]
-
-    def worker_added(self, worker: Worker) -> None:
-        self._inner.worker_added(worker)
-
-    def worker_removed(self, worker: Worker) -> None:
-        self._inner.worker_removed(worker)
-
-    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
-        self._inner.released(tasks, origin)
 
     def next_for(self, worker: Worker) -> int | None:
         if self._active is not None:
@@ -571,12 +588,6 @@ class Exclusive:
         self._running -= 1
         if task == self._active:
             self._active = None
-
-    def settled(self, task: int) -> None:
-        self._inner.settled(task)
-
-    def has_ready(self) -> bool:
-        return self._inner.has_ready()
 
     def ready_for(self, worker: Worker) -> bool:
         # A parked task counts as ready: nothing is handed out ahead meanwhile.
