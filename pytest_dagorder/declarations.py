@@ -15,8 +15,9 @@ class or directory: every test below it).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pytest
 
@@ -102,9 +103,14 @@ class Resolution:
     skips: dict[int, str] = field(default_factory=dict)  # item index -> run-time skip reason
 
 
-#: Readers of other plugins' markers (pytest-dependency and friends, see
-#: the migration package): one :class:`Declared` per item.
-ForeignReader = Callable[[pytest.Item, "Index"], Declared]
+class ForeignReader(Protocol):
+    """Reader of another plugin's markers (pytest-dependency and friends, see
+    the migration package): one :class:`Declared` per item."""
+
+    #: The marker it reads: a session where no item carries it skips the reader.
+    marker: str
+
+    def __call__(self, item: pytest.Item, index: Index, /) -> Declared: ...
 
 
 class Index:
@@ -124,6 +130,10 @@ class Index:
         # is looked up once, not once per test (difflib is the slow part).
         self._suggested: dict[tuple[tuple[str, ...], str], list[str]] = {}
         self._names: dict[tuple[str, ...], list[str]] = {}
+        # By id of an item's parent: the node ids of the collectors above it,
+        # and the prefixes a relative name is tried under (same for siblings).
+        self._chains: dict[int, list[str]] = {}
+        self._scopes: dict[int, list[str]] = {}
         self.by_function: dict[int, list[int]] = {}
         for i, item in enumerate(items):
             for key in self._keys(item):
@@ -134,29 +144,36 @@ class Index:
             if fn is not None:
                 self.by_function.setdefault(id(fn), []).append(i)
 
-    @classmethod
-    def _keys(cls, item: pytest.Item) -> Iterable[str]:
-        for key in cls._plain_keys(item):
+    def _keys(self, item: pytest.Item) -> Iterable[str]:
+        for key in self._plain_keys(item):
             yield key
             if not key.isascii():
                 # disable_test_id_escaping_and_forfeit_all_rights_to_community_support
                 # is set: the escaped spelling must find the test too.
                 yield escaped_id(key)
 
-    @staticmethod
-    def _plain_keys(item: pytest.Item) -> Iterable[str]:
-        yield item.nodeid
-        suffix = _xdist_group_suffix(item)
-        if suffix and item.nodeid.endswith(suffix):
-            # Under --dist loadgroup xdist appends "@<groups>" to node ids;
-            # names written without it must still find the test.
-            yield item.nodeid[: -len(suffix)]
+    def _plain_keys(self, item: pytest.Item) -> Iterable[str]:
+        nodeid = item.nodeid
+        yield nodeid
+        if "@" in nodeid:
+            suffix = _xdist_group_suffix(item)
+            if suffix and nodeid.endswith(suffix):
+                # Under --dist loadgroup xdist appends "@<groups>" to node ids;
+                # names written without it must still find the test.
+                yield nodeid[: -len(suffix)]
         original = getattr(item, "originalname", None)
         if original and item.parent is not None and item.name != original:
             yield f"{item.parent.nodeid}::{original}"
-        for node in item.listchain()[1:-1]:  # collectors between session and item
-            if node.nodeid:
-                yield node.nodeid
+        yield from self._chain(item)
+
+    def _chain(self, item: pytest.Item) -> list[str]:
+        """Node ids of the collectors between the session and ``item``."""
+        parent = item.parent
+        chain = self._chains.get(id(parent))
+        if chain is None:
+            chain = [node.nodeid for node in item.listchain()[1:-1] if node.nodeid]
+            self._chains[id(parent)] = chain
+        return chain
 
     def lookup(self, key: str) -> list[int] | None:
         return self.by_key.get(key)
@@ -170,14 +187,17 @@ class Index:
 
     def scopes(self, item: pytest.Item) -> list[str]:
         """Prefixes a relative name is tried under, innermost first."""
-        out: list[str] = []
-        cls = item.getparent(pytest.Class)
-        if cls is not None:
-            out.append(cls.nodeid + "::")
-        mod = item.getparent(pytest.Module)
-        if mod is not None:
-            out.append(mod.nodeid + "::")
-        out.append("")
+        out = self._scopes.get(id(item.parent))
+        if out is None:
+            out = []
+            cls = item.getparent(pytest.Class)
+            if cls is not None:
+                out.append(cls.nodeid + "::")
+            mod = item.getparent(pytest.Module)
+            if mod is not None:
+                out.append(mod.nodeid + "::")
+            out.append("")
+            self._scopes[id(item.parent)] = out
         return out
 
     def resolve(self, item: pytest.Item, target: str) -> list[int] | None:
@@ -244,11 +264,25 @@ def resolve_items(
     index = Index(items, uncollectable)
     res = Resolution([[] for _ in items], [[] for _ in items])
     unknown: dict[str, None] = {}
+    # One walk over each item's markers (all names at once): which markers
+    # the session uses at all, so a foreign reader with nothing to read
+    # never builds its tables.
+    present: set[str] = set()
+    ours: list[list[tuple[bool, pytest.Mark]]] = []  # (on the item itself, mark)
+    for item in items:
+        mine: list[tuple[bool, pytest.Mark]] = []
+        for node, mark in item.iter_markers_with_node():
+            present.add(mark.name)
+            if mark.name == DEPENDS_ON or mark.name == RUN_AFTER:
+                mine.append((node is item, mark))
+        ours.append(mine)
+    readers = [r for r in readers if r.marker in present]
     for i, item in enumerate(items):
         for name, bucket in ((DEPENDS_ON, res.requires), (RUN_AFTER, res.after)):
-            for node, mark in item.iter_markers_with_node(name):
+            for own, mark in ours[i]:
+                if mark.name != name:
+                    continue
                 res.declared += 1
-                own = node is item
                 found = _resolve_mark(index, i, item, name, mark, own)
                 bucket[i].extend(found.requires)
                 res.problems.extend(found.problems)

@@ -30,6 +30,9 @@ FORMAT = 1
 #: (workers do not see it; only the DAG modes get barrier items).
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
+#: workerinput key: (k, n): this worker computes the locations of every
+#: n-th test from the k-th (each worker a share; the controller merges).
+SHARE_KEY = "dagorder_share"
 
 Location = tuple[str, int | None, str]
 
@@ -67,7 +70,9 @@ class Payload:
 
     ids: list[str]
     barrier: int
-    locations: list[Location]
+    #: (path, line, domain) of each test, for the skips the controller
+    #: reports; None where another worker computes it (see SHARE_KEY).
+    locations: list[Location | None]
     module_scopes: list[str | None]
     class_scopes: list[str | None]
     xdist_groups: list[str | None]
@@ -141,10 +146,31 @@ class Payload:
         )
 
 
+def merge_locations(into: list[Location | None], other: Payload) -> None:
+    """Fill the gaps of ``into`` with the locations another worker computed.
+
+    Both payloads must index the same tests (the controller's check that the
+    workers collected the same tests makes it so); else nothing is taken.
+    """
+    if len(other.locations) != len(into):
+        return
+    for k, loc in enumerate(other.locations):
+        if loc is not None and into[k] is None:
+            into[k] = loc
+
+
+def location_of(nodeid: str) -> Location:
+    """A location from the node id alone, where no worker sent one (no line)."""
+    path, _, rest = nodeid.partition("::")
+    return path, None, rest.replace("::", ".")
+
+
 def hello() -> str:
     """The first message of every worker: which format and version it speaks.
 
-    Every worker's is read (a cheap check), the payload of the first only.
+    Every worker's is read (a cheap check).  The controller follows the
+    plan of one worker; of the others it takes only their share of the
+    locations (see :data:`SHARE_KEY`).
     """
     return json.dumps({"format": FORMAT, "version": __version__})
 
@@ -210,8 +236,9 @@ def _fields(data: dict[str, Any]) -> Payload:
     return Payload(
         ids=[str(x) for x in data["ids"]],
         barrier=int(data["barrier"]),
-        locations=[(str(p), None if ln is None else int(ln), str(d))
-                   for p, ln, d in data["locations"]],
+        locations=[None if loc is None else (str(loc[0]), None if loc[1] is None else int(loc[1]),
+                                             str(loc[2]))
+                   for loc in data["locations"]],
         module_scopes=list(data["module"]),
         class_scopes=list(data["class"]),
         xdist_groups=list(data["xdist_group"]),

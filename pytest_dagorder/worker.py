@@ -216,10 +216,13 @@ class DagWorker(Planner):
                 g = plan.graph
                 graph = wire.GraphData(plan.nodeids, [list(r) for r in g.requires],
                                        [list(a) for a in g.after])
+        # item.location is the costly part (pytest's reportinfo, per test):
+        # each worker computes its share, the controller merges them.
+        k, n = self.config.workerinput.get(wire.SHARE_KEY, (0, 1))  # type: ignore[attr-defined]
         payload = wire.Payload(
             ids=[it.nodeid for it in planned],
             barrier=len(planned),
-            locations=[_location(it) for it in planned],
+            locations=[_location(it) if j % n == k else None for j, it in enumerate(planned)],
             module_scopes=[_scope(it, pytest.Module) for it in planned],
             class_scopes=[_scope(it, pytest.Class) for it in planned],
             xdist_groups=[_xdist_group(it) for it in planned],

@@ -69,6 +69,10 @@ class DagController:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
+        # Nodes in the order they were set up; a restarted one takes the
+        # share of its number modulo the count (any gap left has a fallback).
+        count = max(1, int(node.workerinput.get("workercount", 1)))
+        node.workerinput[wire.SHARE_KEY] = (len(self.channels) % count, count)
         self.channels[node] = channel
 
     @pytest.hookimpl(wrapper=True)
@@ -97,7 +101,7 @@ class DagController:
             self._refuse_version(node, nodes, exc)
 
     def admit(self, node: Any, nodes: Sequence[Any]) -> None:
-        """Check the version of a worker whose plan is not needed (another one's is read).
+        """Check the version of a worker that joined after the start (a restart).
 
         Its plan is received and dropped unread: nothing stays queued.
         """
@@ -171,7 +175,9 @@ class DagScheduling:
         self.collection: list[str] | None = None
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
-        self.locations: list[tuple[str, int | None, str]] = []
+        self.locations: list[wire.Location | None] = []
+        # Workers whose share of the locations was merged (their version checked).
+        self.merged: set[Any] = set()
         self.aborted = False
         # Unknown yet: start with the careful depth (one test in flight).
         self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
@@ -285,7 +291,7 @@ class DagScheduling:
         for node in self.sent:
             if (node not in self.core_workers and node in self.node2collection
                     and node not in self.unusable):
-                if node is not self.planner:
+                if node is not self.planner and node not in self.merged:
                     self.controller.admit(node, list(self.sent))
                 self.run.sched.add_worker(node)
                 self.core_workers.add(node)
@@ -319,7 +325,15 @@ class DagScheduling:
                 "select tests in pytest_collection_modifyitems, not later"))])
         n = len(payload.ids)
         self.barrier = payload.barrier
-        self.locations = payload.locations
+        self.locations = list(payload.locations)
+        for node in list(self.node2collection)[1:]:
+            if node in self.sent and node not in self.unusable:
+                # Every worker computed a share of the locations: the skips
+                # this controller reports need them (gaps: wire.location_of).
+                other = self.controller.receive_payload(node, list(self.sent))
+                if other.ids == payload.ids:
+                    wire.merge_locations(self.locations, other)
+                self.merged.add(node)
         g = payload.graph
         nodeids = payload.ids if g is None else g.ids
         recorded = durations.load(self.config)
@@ -446,7 +460,7 @@ class DagScheduling:
         self.run.reported.add(i)
         hook = self.config.hook
         nodeid = self.run.nodeids[i]
-        loc = self.locations[i]
+        loc = self.locations[i] or wire.location_of(nodeid)
         now = time.time()
         line = (loc[1] or 0) + 1
         self.emitting = i

@@ -425,6 +425,34 @@ def test_blocked_tests_are_skipped_under_xdist(pytester: pytest.Pytester) -> Non
     assert (pytester.path / "fixtures.log").read_text().split() == ["test_free"]
 
 
+def test_skip_lines_name_each_test_s_own_line(pytester: pytest.Pytester) -> None:
+    """Skips the controller reports carry the test's location, as serial ones do.
+
+    The workers compute the locations in shares (every n-th test each);
+    whichever worker computed a line, -rs shows the serial run's line.
+    """
+    write_ini(pytester)
+    make_modules(pytester, test_fan="""
+        def test_root():
+            assert 0
+        """ + "".join(f"""
+
+        @depends_on("test_root")
+        def test_leaf{k}():
+            pass
+        """ for k in range(6)))
+
+    def skip_lines(result: pytest.RunResult) -> list[str]:
+        return sorted(ln for ln in result.outlines if ln.startswith("SKIPPED"))
+
+    serial = run(pytester, "-p", "no:xdist", "-rs")
+    serial.assert_outcomes(failed=1, skipped=6)
+    parallel = run(pytester, "-n", "2", "--dag-affinity=none", "-rs")
+    parallel.assert_outcomes(failed=1, skipped=6)
+    assert len(skip_lines(serial)) == 6
+    assert skip_lines(parallel) == skip_lines(serial)
+
+
 @pytest.mark.parametrize("affinity", ["module", "none"])
 def test_skips_match_the_serial_run(pytester: pytest.Pytester, affinity: str) -> None:
     # module: a connected module runs as one group, its chain handed out ahead;

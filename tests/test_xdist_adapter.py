@@ -571,6 +571,38 @@ def test_policy_stop_skips_everything_not_started(harness: Any) -> None:
     assert h.sched.tests_finished
 
 
+def test_controller_skips_take_each_location_from_the_worker_that_computed_it(
+        harness: Any) -> None:
+    """Each worker ships a share of the locations; the controller merges them.
+
+    A gap (its worker never sent a plan) falls back to the node id: no line.
+    """
+    full = make_payload(SKIP_SPEC)
+    locations = full.locations
+
+    def share(k: int) -> Payload:
+        return dataclasses.replace(full, locations=[
+            loc if j % 2 == k and ids != nodeid("e") else None
+            for j, (loc, ids) in enumerate(zip(locations, full.ids, strict=True))])
+
+    h: Harness = harness(full, "--dag-affinity=none", policy="stop")
+    n1 = h.add("gw0", channel=FakeChannel(share(0)))
+    h.add("gw1", channel=FakeChannel(share(1)))
+    h.schedule()
+    h.run(n1, "a", "failed")
+    where = {r.nodeid: r.location for r in h.recorder.reports if r.skipped}
+    assert where == {
+        nodeid("b"): locations[h.index("b")],
+        nodeid("c"): locations[h.index("c")],
+        nodeid("e"): (MODULE, None, "test_e"),  # nobody sent it: from the node id
+    }
+
+
+def test_a_location_from_the_node_id_alone() -> None:
+    assert wire.location_of("pkg/test_m.py::TestA::test_x[1]") == (
+        "pkg/test_m.py", None, "TestA.test_x[1]")
+
+
 def test_policy_run_sends_dependents_anyway(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN), policy="run")
     n1, _ = h.start("gw0", "gw1")

@@ -48,6 +48,8 @@ def scope_name(nodeid: str, scope: str) -> str:
 class DependencyReader(Reader):
     """``@pytest.mark.dependency``: pytest-dependency's names per scope, requires-pass."""
 
+    marker = MARK
+
     def __init__(self, *, automark: bool, ignore_unknown: bool) -> None:
         super().__init__()
         self.automark = automark

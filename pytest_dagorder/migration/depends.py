@@ -13,6 +13,8 @@ MARK = "depends"
 class DependsReader(Reader):
     """``@pytest.mark.depends(on=..., name=...)``: requires-pass edges."""
 
+    marker = MARK
+
     def build(self, t: Tables) -> None:
         for k, item in enumerate(t.index.items):
             for mark in item.iter_markers(MARK):

@@ -29,6 +29,8 @@ _INDEX_KEYS = ("index", "after", "before")
 class OrderReader(Reader):
     """``@pytest.mark.order``: ``before``/``after`` as ordering-only edges."""
 
+    marker = MARK
+
     def build(self, t: Tables) -> None:
         index = t.index
         for k, item in enumerate(index.items):
