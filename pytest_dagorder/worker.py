@@ -161,6 +161,9 @@ class DagWorker(Planner):
         runs the open prerequisites, so this worker knows their outcomes first;
         the wording is the core's (:func:`blocked_skip`), and the controller,
         which made the same decision, leaves the report to this worker.
+        Likewise a test sent after its prerequisite passed here, when a
+        barrier then tore down a module/class fixture of that prerequisite
+        and the teardown failed (see :meth:`pytest_runtest_logreport`).
         """
         graph = self.plan.graph if self.plan is not None else None
         if not self.gating or graph is None:
@@ -184,9 +187,18 @@ class DagWorker(Planner):
         if i is None:
             return
         word = self.tracker.feed(report)
-        if word is not None and i not in self.outcome:  # a later teardown error keeps it
+        if word is None:
+            return
+        if i not in self.outcome:
             self.outcome[i] = word
             self.ended[i] = len(self.ended)
+        elif self.outcome[i] == "passed" and word != "passed":
+            # A barrier's teardown of a module/class fixture failed after the
+            # test had passed; it is reported on that test, as serially.  The
+            # controller has settled the test already, so only the dependents
+            # that start on this worker from now on can still be held back by
+            # it (serially every dependent would be).
+            self.outcome[i] = word
 
     def _index_scopes(self, items: list[pytest.Item]) -> None:
         """Remember up to two items below every collector, for :meth:`stand_in`."""
