@@ -123,6 +123,17 @@ class DagController:
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
         return raw if read else None
 
+    def exit_request(self, node: Any) -> wire.ExitRequest | None:
+        """What ``node`` sent after its plan, if it was a ``pytest.exit()`` (never waits)."""
+        channel = self.channels.get(node)
+        if channel is None:
+            return None
+        try:
+            raw = channel.receive(timeout=0)
+        except Exception:  # nothing there (TimeoutError), or the channel is closed
+            return None
+        return wire.decode_exit(raw)
+
     def _refuse_version(self, node: Any, nodes: Sequence[Any], exc: Exception) -> NoReturn:
         # Not the suite's fault: a usage error (exit status 4), as for a bad option.
         for other in nodes:
@@ -240,10 +251,33 @@ class DagScheduling:
         pending = self.sent.get(node)
         if pending is not None and item_index in pending:
             pending.remove(item_index)
+        if self.run is not None and (item_index == self.barrier or (
+                0 <= item_index < self.barrier
+                and not self.run.sched.state[item_index].terminal)):
+            # A test ends without its last report only if pytest.exit() cut it
+            # short (the worker then said so first, see DagWorker.pass_on_exit);
+            # a barrier's teardown may call it too.  Other tests never look.
+            self._exit_if_asked(node)
         if 0 <= item_index < self.barrier and self.pace.record(duration):
             # The pipeline depth changed.  Otherwise there is nothing to do:
             # the test's last report, which came first, dispatched.
             self._dispatch()
+
+    def _exit_if_asked(self, node: Any) -> None:
+        """End the session as pytest ends it if a test on ``node`` called ``pytest.exit()``.
+
+        Raised from inside xdist's loop, the exception reaches pytest's
+        session wrapper as it would serially: its "!!! _pytest.outcomes.Exit:
+        ... !!!" line and exit status (2 unless the test gave one).  The
+        workers are told to shut down first, so that tearing them down does
+        not wait.
+        """
+        request = self.controller.exit_request(node)
+        if request is None:
+            return
+        for other in self.sent:
+            other.shutdown()
+        raise pytest.exit.Exception(request.message, request.returncode)
 
     def mark_test_pending(self, item: str) -> None:
         # Called by pytest_handlecrashitem implementations that want a crashed

@@ -127,3 +127,39 @@ def test_a_skip_is_reported_after_the_line_of_its_cause(
           for name in ("test_a", "test_b", "test_c", "test_d", "test_other")}
     assert at["test_a"] < at["test_b"] < at["test_c"] < at["test_d"], result.stdout.str()
     assert at["test_a"] < at["test_other"], result.stdout.str()
+
+
+# -- 12d. pytest.exit() in a test ------------------------------------------------------
+
+EXIT = """
+    def test_a():
+        mark("test_a")
+
+
+    @depends_on("test_a")
+    def test_exit():
+        mark("test_exit")
+        pytest.exit("enough for today"{code})
+
+
+    @depends_on("test_exit")
+    def test_after():
+        mark("test_after")
+    """
+
+
+@MODES
+@pytest.mark.parametrize("code", [None, 3])
+def test_pytest_exit_in_a_test_ends_the_session_as_serially(
+    pytester: pytest.Pytester, mode: str, code: int | None
+) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_exit=EXIT.format(code="" if code is None else f", {code}"))
+    result = run(pytester, mode)
+    assert result.ret == (2 if code is None else code)
+    result.stdout.fnmatch_lines(["!!!* _pytest.outcomes.Exit: enough for today !!!*"])
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out
+    assert "crashed" not in out
+    assert "node down" not in out
+    assert sorted(read_log(pytester)) == ["test_a", "test_exit"]

@@ -897,6 +897,14 @@ def test_the_payload_survives_its_wire_format() -> None:
     assert moved.graph.requires == [[1], [2], []]
 
 
+def test_an_exit_request_survives_its_wire_format_and_nothing_else_is_one() -> None:
+    for request in (wire.ExitRequest("enough", None), wire.ExitRequest("stop: now", 3)):
+        assert wire.decode_exit(wire.encode_exit(request)) == request
+    assert wire.decode_exit(wire.encode(make_payload(CHAIN))) is None
+    assert wire.decode_exit(wire.hello()) is None
+    assert wire.decode_exit("not json") is None
+
+
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
     n1 = h.add("gw0")
