@@ -75,42 +75,50 @@ def collect_quietly(collector: pytest.Collector) -> list[pytest.Item | pytest.Co
     return list(collector.collect())
 
 
-def module_in_tree(session: pytest.Session, path: Path,
-                   known: Sequence[pytest.Item]) -> pytest.Module | pytest.CollectReport:
-    """A module node for a file the session did not collect, where pytest would put it.
-
-    The file may lie outside the paths on the command line (``pytest
-    tests/unit`` with a target in ``tests/integration``).  Its module hangs
-    below the directory nodes of its path, as pytest's collection builds
-    them: from the deepest one the session already has (so fixtures pytest
-    registered on that node object stay visible, pytest 9.1+), then one new
-    node per directory, each made by ``pytest_collect_directory`` and
-    collected through ``pytest_make_collect_report``.  pytest's own
-    implementation of that hook is what imports a directory's conftest.py
-    (and the fixture manager's wrapper what gives that conftest's fixtures
-    to the node); nothing public loads a conftest.  Once loaded, the
-    conftest's hooks (``pytest_generate_tests``) reach the module as well.
-    The directories' other files are never imported.
-
-    A directory that fails to collect (its conftest.py raises or skips)
-    comes back as its failed report.
-    """
+def directory_nodes(known: Sequence[pytest.Item]) -> dict[Path, pytest.Collector]:
+    """The session's directory nodes above ``known``, by path (for :func:`module_in_tree`)."""
     have: dict[Path, pytest.Collector] = {}
     for item in known:
         for node in item.listchain():
             if isinstance(node, pytest.Directory):
                 have.setdefault(node.path, node)
+    return have
+
+
+def module_in_tree(
+    session: pytest.Session, path: Path, directories: dict[Path, pytest.Collector]
+) -> pytest.Module | pytest.CollectReport:
+    """A module node for a file the session did not collect, where pytest would put it.
+
+    The file may lie outside the paths on the command line (``pytest
+    tests/unit`` with a target in ``tests/integration``).  Its module hangs
+    below the directory nodes of its path, as pytest's collection builds
+    them: from the deepest one in ``directories`` (the session's own, see
+    :func:`directory_nodes`: fixtures pytest 9.1+ registered on that node
+    object stay visible), then one new node per directory, each made by
+    ``pytest_collect_directory`` and collected through
+    ``pytest_make_collect_report``, and added to ``directories`` for the next
+    file.  pytest's own implementation of that hook is what imports a
+    directory's conftest.py (and the fixture manager's wrapper what gives
+    that conftest's fixtures to the node, once); nothing public loads a
+    conftest.  Once loaded, the conftest's hooks (``pytest_generate_tests``)
+    reach the module as well.  The directories' other files are never
+    imported.
+
+    A directory that fails to collect (its conftest.py raises or skips)
+    comes back as its failed report.
+    """
     parent: pytest.Collector = session
     below: list[Path] = []
     for directory in path.parents:
-        if directory in have:
-            parent = have[directory]
+        if directory in directories:
+            parent = directories[directory]
             break
         below.insert(0, directory)
     else:
         # No directory of the session on this path: start at the rootdir.
-        below = [d for d in below if d == session.config.rootpath or
-                 session.config.rootpath in d.parents]
+        root = session.config.rootpath
+        below = [d for d in below if d == root or root in d.parents]
     for directory in below:
         made = parent.ihook.pytest_collect_directory(path=directory, parent=parent)
         if made is None:
@@ -118,7 +126,7 @@ def module_in_tree(session: pytest.Session, path: Path,
         report: pytest.CollectReport = made.ihook.pytest_make_collect_report(collector=made)
         if not report.passed:
             return report
-        parent = made
+        directories[directory] = parent = made
     return pytest.Module.from_parent(parent, path=path)
 
 

@@ -18,7 +18,13 @@ from . import migration
 from .declarations import ForeignReader, Problem, Uncollectable, merge_shared, resolve_items
 from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
-from .internals import collect_quietly, module_in_tree, resuming, undo_deselected
+from .internals import (
+    collect_quietly,
+    directory_nodes,
+    module_in_tree,
+    resuming,
+    undo_deselected,
+)
 from .resources import Needs, read_needs
 from .settings import settings_of
 
@@ -228,6 +234,7 @@ def _collect_files(
     }
     root = session.config.rootpath
     new: list[pytest.Collector] = []
+    directories = directory_nodes(known)
     for target in targets:
         rel = target.split("::", 1)[0]
         if not rel.endswith(".py") or rel in modules:
@@ -236,7 +243,7 @@ def _collect_files(
         if not path.is_file():
             continue
         modules.add(rel)
-        module = module_in_tree(session, path, known)
+        module = module_in_tree(session, path, directories)
         if isinstance(module, pytest.Module):
             new.append(module)
         else:

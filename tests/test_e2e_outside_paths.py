@@ -65,6 +65,11 @@ def layout(pytester: pytest.Pytester) -> None:
                 mark("test_store-" + flavor)
                 assert db == "db+top"
             """,
+        tests__integration__test_more="""
+            def test_more(db):
+                mark("test_more")
+                assert db == "db+top"
+            """,
         tests__unit__test_sibling="""
             def test_sibling(unit_helper):
                 mark("test_sibling")
@@ -79,8 +84,18 @@ def layout(pytester: pytest.Pytester) -> None:
             @depends_on("tests/unit/test_sibling.py::test_sibling")
             def test_api_sibling():
                 mark("test_api_sibling")
+
+
+            # A second file in the same directory: the same conftest applies.
+            @depends_on("tests/integration/test_more.py::test_more")
+            def test_api_more():
+                mark("test_api_more")
             """,
     )
+
+
+EVERY_TEST = ["test_api", "test_api_more", "test_api_sibling", "test_more", "test_sibling",
+              "test_store-lite", "test_store-pg"]
 
 
 @MODES
@@ -89,10 +104,9 @@ def test_a_prerequisite_in_another_directory_gets_its_conftests(
 ) -> None:
     layout(pytester)
     result = run(pytester, mode, "tests/unit", "--dag-with-prerequisites", "-rs")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=7)
     ran = read_log(pytester)
-    assert sorted(ran) == ["test_api", "test_api_sibling", "test_sibling",
-                           "test_store-lite", "test_store-pg"]
+    assert sorted(ran) == EVERY_TEST
     for pre in ("test_store-lite", "test_store-pg"):
         assert ran["test_api"].start >= ran[pre].end
 
@@ -103,9 +117,8 @@ def test_a_prerequisite_in_an_unselected_sibling_file_gets_its_conftests(
 ) -> None:
     layout(pytester)
     result = run(pytester, mode, "tests/unit/test_api.py", "--dag-with-prerequisites", "-rs")
-    result.assert_outcomes(passed=5)
-    assert sorted(read_log(pytester)) == ["test_api", "test_api_sibling", "test_sibling",
-                                          "test_store-lite", "test_store-pg"]
+    result.assert_outcomes(passed=7)
+    assert sorted(read_log(pytester)) == EVERY_TEST
 
 
 @MODES
