@@ -10,6 +10,7 @@ here.  pytest-dependency's internals have their own module
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -74,13 +75,59 @@ def collect_quietly(collector: pytest.Collector) -> list[pytest.Item | pytest.Co
     return list(collector.collect())
 
 
-def module_outside_session(session: pytest.Session, path: Any) -> pytest.Module:
-    """A module node for a file the session did not collect (hung under the session).
+def directory_nodes(known: Sequence[pytest.Item]) -> dict[Path, pytest.Collector]:
+    """The session's directory nodes above ``known``, by path (for :func:`module_in_tree`)."""
+    have: dict[Path, pytest.Collector] = {}
+    for item in known:
+        for node in item.listchain():
+            if isinstance(node, pytest.Directory):
+                have.setdefault(node.path, node)
+    return have
 
-    pytest's directory nodes hold no fixtures of their own, so only the node
-    chain differs from a normal collection.
+
+def module_in_tree(
+    session: pytest.Session, path: Path, directories: dict[Path, pytest.Collector]
+) -> pytest.Module | pytest.CollectReport:
+    """A module node for a file the session did not collect, where pytest would put it.
+
+    The file may lie outside the paths on the command line (``pytest
+    tests/unit`` with a target in ``tests/integration``).  Its module hangs
+    below the directory nodes of its path, as pytest's collection builds
+    them: from the deepest one in ``directories`` (the session's own, see
+    :func:`directory_nodes`: fixtures pytest 9.1+ registered on that node
+    object stay visible), then one new node per directory, each made by
+    ``pytest_collect_directory`` and collected through
+    ``pytest_make_collect_report``, and added to ``directories`` for the next
+    file.  pytest's own implementation of that hook is what imports a
+    directory's conftest.py (and the fixture manager's wrapper what gives
+    that conftest's fixtures to the node, once); nothing public loads a
+    conftest.  Once loaded, the conftest's hooks (``pytest_generate_tests``)
+    reach the module as well.  The directories' other files are never
+    imported.
+
+    A directory that fails to collect (its conftest.py raises or skips)
+    comes back as its failed report.
     """
-    return pytest.Module.from_parent(session, path=path)
+    parent: pytest.Collector = session
+    below: list[Path] = []
+    for directory in path.parents:
+        if directory in directories:
+            parent = directories[directory]
+            break
+        below.insert(0, directory)
+    else:
+        # No directory of the session on this path: start at the rootdir.
+        root = session.config.rootpath
+        below = [d for d in below if d == root or root in d.parents]
+    for directory in below:
+        made = parent.ihook.pytest_collect_directory(path=directory, parent=parent)
+        if made is None:
+            break  # not a directory pytest collects: the module hangs above it
+        report: pytest.CollectReport = made.ihook.pytest_make_collect_report(collector=made)
+        if not report.passed:
+            return report
+        directories[directory] = parent = made
+    return pytest.Module.from_parent(parent, path=path)
 
 
 def fixture_functions(item: pytest.Item) -> list[Any]:

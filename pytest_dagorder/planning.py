@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,13 @@ from . import migration
 from .declarations import ForeignReader, Problem, Uncollectable, merge_shared, resolve_items
 from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
-from .internals import collect_quietly, module_outside_session, resuming, undo_deselected
+from .internals import (
+    collect_quietly,
+    directory_nodes,
+    module_in_tree,
+    resuming,
+    undo_deselected,
+)
 from .resources import Needs, read_needs
 from .settings import settings_of
 
@@ -227,6 +234,7 @@ def _collect_files(
     }
     root = session.config.rootpath
     new: list[pytest.Collector] = []
+    directories = directory_nodes(known)
     for target in targets:
         rel = target.split("::", 1)[0]
         if not rel.endswith(".py") or rel in modules:
@@ -235,7 +243,13 @@ def _collect_files(
         if not path.is_file():
             continue
         modules.add(rel)
-        new.append(module_outside_session(session, path))
+        module = module_in_tree(session, path, directories)
+        if isinstance(module, pytest.Module):
+            new.append(module)
+        else:
+            # Its directory's conftest.py raised or skipped: the target's
+            # file is unreachable for that reason.
+            failed[rel] = _uncollectable(module, root)
     return _items_below(new, have, failed)
 
 
@@ -268,6 +282,23 @@ def _items_below(roots: Sequence[pytest.Collector], have: set[str],
                 continue
             stack[0:0] = children
     return found
+
+
+def _uncollectable(report: pytest.CollectReport, root: Path) -> Uncollectable:
+    """Why a directory failed to collect, from pytest's report of it (no traceback).
+
+    The file that raised (its conftest.py) is named: the target names another.
+    """
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple):
+        return Uncollectable(True, str(longrepr[2]).removeprefix("Skipped: "))
+    crash = getattr(longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", None) or longrepr).strip().splitlines()
+    reason = text[-1] if text else "error"
+    where = Path(str(getattr(crash, "path", "")))
+    if where.is_absolute() and where.is_relative_to(root):
+        reason = f"{where.relative_to(root).as_posix()}: {reason}"
+    return Uncollectable(False, reason)
 
 
 def _describe(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import pytest
 
@@ -42,6 +43,17 @@ def short_names(nodeids: Sequence[str]) -> list[str]:
         names = [form(nid) if counts[form(nid)] == 1 else name
                  for nid, name in zip(nodeids, names, strict=True)]
     return names
+
+
+class SkipToReport(NamedTuple):
+    """A skip decision as a driver reports it: the test, the wording, who reports it."""
+
+    task: int
+    reason: str
+    #: The worker holding the test (handed out ahead) reports it, not the driver.
+    remote: bool
+    #: The direct prerequisite that did not pass (None: a stop).
+    prerequisite: int | None
 
 
 class DagRun:
@@ -87,14 +99,14 @@ class DagRun:
             return skip.reason + wording.DESELECTED_HINT
         return skip.reason
 
-    def pop_skips(self) -> list[tuple[int, str, bool]]:
-        """New skip decisions for tests of the run: (index, wording, remote).
+    def pop_skips(self) -> list[SkipToReport]:
+        """New skip decisions for tests of the run, in the order they were made.
 
         The caller reports each of them (and adds it to :attr:`reported`),
         except ``remote`` ones, which the worker holding the test reports
         itself (they count once that report arrived).
         """
-        return [(s.task, self.reason(s), s.remote)
+        return [SkipToReport(s.task, self.reason(s), s.remote, s.prerequisite)
                 for s in self.sched.pop_skipped() if s.task < self.n_run]
 
     def record(self, report: pytest.TestReport, index: int | None = None) -> int | None:

@@ -180,6 +180,33 @@ def check_hello(raw: object) -> None:
     _checked(raw)
 
 
+@dataclass(frozen=True)
+class ExitRequest:
+    """A test on a worker called ``pytest.exit(message, returncode)``.
+
+    Sent after the plan, the only message that may follow it: the controller
+    ends the session the way pytest ends it (see ``DagScheduling``).
+    """
+
+    message: str
+    returncode: int | None
+
+
+def encode_exit(request: ExitRequest) -> str:
+    return json.dumps({"format": FORMAT, "version": __version__,
+                       "exit": [request.message, request.returncode]})
+
+
+def decode_exit(raw: object) -> ExitRequest | None:
+    """The exit request in ``raw``; None if ``raw`` is something else."""
+    try:
+        data = _checked(raw)
+        message, code = data["exit"]
+        return ExitRequest(str(message), None if code is None else int(code))
+    except (WireError, KeyError, TypeError, ValueError):
+        return None
+
+
 def encode(payload: Payload) -> str:
     graph = payload.graph
     return json.dumps({

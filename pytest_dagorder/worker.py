@@ -89,18 +89,23 @@ class _ProtocolGate:
 
     def __call__(self, **kwargs: Any) -> object:
         item = kwargs["item"]
-        if isinstance(item, Barrier):
-            return self._worker.run_barrier(item, kwargs.get("nextitem"))
-        if isinstance(kwargs.get("nextitem"), Barrier):
-            # Hooks must not see the barrier even as `nextitem`: a real test
-            # that shares the deepest possible scope with this one tears down
-            # exactly as much (only this test's own scopes), and the barrier
-            # does the rest once the real successor is known.
-            kwargs["nextitem"] = self._worker.stand_in(item)
         try:
-            return self._inner(**kwargs)
-        finally:
-            self._worker.last_real = item
+            if isinstance(item, Barrier):
+                return self._worker.run_barrier(item, kwargs.get("nextitem"))
+            if isinstance(kwargs.get("nextitem"), Barrier):
+                # Hooks must not see the barrier even as `nextitem`: a real test
+                # that shares the deepest possible scope with this one tears down
+                # exactly as much (only this test's own scopes), and the barrier
+                # does the rest once the real successor is known.
+                kwargs["nextitem"] = self._worker.stand_in(item)
+            try:
+                return self._inner(**kwargs)
+            finally:
+                self._worker.last_real = item
+        except pytest.exit.Exception as exc:
+            if not self._worker.pass_on_exit(exc):
+                raise
+            return True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -121,6 +126,8 @@ class DagWorker(Planner):
         self.local_skips: dict[int, Skip] = {}
         self.index: dict[str, int] = {}
         self.names: list[str] = []  # of the plan's graph, as the controller names them
+        self.dag_mode = False  # the controller runs the DAG scheduler (known at collection)
+        self.session: pytest.Session | None = None
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
 
@@ -146,7 +153,9 @@ class DagWorker(Planner):
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
         dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
-        if dist in DAG_MODES:
+        self.dag_mode = dist in DAG_MODES
+        self.session = session
+        if self.dag_mode:
             self._index_scopes(final)
             # After xdist sent the ids: the barrier's index is past every real test.
             session.items = ItemsWithBarrier(
@@ -161,6 +170,9 @@ class DagWorker(Planner):
         runs the open prerequisites, so this worker knows their outcomes first;
         the wording is the core's (:func:`blocked_skip`), and the controller,
         which made the same decision, leaves the report to this worker.
+        Likewise a test sent after its prerequisite passed here, when a
+        barrier then tore down a module/class fixture of that prerequisite
+        and the teardown failed (see :meth:`pytest_runtest_logreport`).
         """
         graph = self.plan.graph if self.plan is not None else None
         if not self.gating or graph is None:
@@ -184,9 +196,18 @@ class DagWorker(Planner):
         if i is None:
             return
         word = self.tracker.feed(report)
-        if word is not None and i not in self.outcome:  # a later teardown error keeps it
+        if word is None:
+            return
+        if i not in self.outcome:
             self.outcome[i] = word
             self.ended[i] = len(self.ended)
+        elif self.outcome[i] == "passed" and word != "passed":
+            # A barrier's teardown of a module/class fixture failed after the
+            # test had passed; it is reported on that test, as serially.  The
+            # controller has settled the test already, so only the dependents
+            # that start on this worker from now on can still be held back by
+            # it (serially every dependent would be).
+            self.outcome[i] = word
 
     def _index_scopes(self, items: list[pytest.Item]) -> None:
         """Remember up to two items below every collector, for :meth:`stand_in`."""
@@ -245,6 +266,25 @@ class DagWorker(Planner):
                 "a pytest_collection_finish hook added or removed tests after "
                 "pytest-dagorder made its plan; select tests in "
                 "pytest_collection_modifyitems instead"))])
+
+    def pass_on_exit(self, exc: BaseException) -> bool:
+        """Hand a test's ``pytest.exit()`` to the controller; False: let it end this worker.
+
+        Left to itself, the exception ends this worker's session and xdist
+        takes the worker for crashed (exit status 2, the default) or fails
+        an internal assertion (any other status).  Instead the controller is
+        told on the side channel, ahead of xdist's "test complete" event for
+        the same test, and ends the whole session with the same exception;
+        this worker stops taking tests (``shouldstop``) and tears down as at
+        any session end.
+        """
+        if self.channel is None or not self.dag_mode or self.session is None:
+            return False
+        # pytest.exit.Exception has no name mypy accepts as a type; its fields:
+        message, code = str(getattr(exc, "msg", exc)), getattr(exc, "returncode", None)
+        self.channel.send(wire.encode_exit(wire.ExitRequest(message, code)))
+        self.session.shouldstop = message
+        return True
 
     def run_barrier(self, barrier: Barrier, nextitem: pytest.Item | None) -> bool:
         """Tear down what the next item does not share, as pytest would have."""

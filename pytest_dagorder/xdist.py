@@ -31,7 +31,7 @@ from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
 from .pacing import Pacing
 from .resources import resources_in_use, unused_limits
-from .run import DagRun, interrupted_message, report_problems, write_summary
+from .run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
 from .settings import DAG_MODES, settings_of
 
 #: Seconds to wait for a worker's graph; it was sent before its collection
@@ -127,6 +127,17 @@ class DagController:
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
         return raw if read else None
 
+    def exit_request(self, node: Any) -> wire.ExitRequest | None:
+        """What ``node`` sent after its plan, if it was a ``pytest.exit()`` (never waits)."""
+        channel = self.channels.get(node)
+        if channel is None:
+            return None
+        try:
+            raw = channel.receive(timeout=0)
+        except Exception:  # nothing there (TimeoutError), or the channel is closed
+            return None
+        return wire.decode_exit(raw)
+
     def _refuse_version(self, node: Any, nodes: Sequence[Any], exc: Exception) -> NoReturn:
         # Not the suite's fault: a usage error (exit status 4), as for a bad option.
         for other in nodes:
@@ -187,6 +198,10 @@ class DagScheduling:
         # the worker's own SKIPPED report for them arrives.
         self.awaiting: dict[int, tuple[Any, str]] = {}
         self.emitting: int | None = None  # the test _report_skip reports right now
+        # Skips decided here whose direct prerequisite's report has not been
+        # shown yet (a worker still owes it, see awaiting): reported after it.
+        self.held: list[SkipToReport] = []
+        self._emitting_skips = False
         # Speculative hand-out needs workers to gate, which they do under "skip".
         self.speculate = controller.policy == "skip"
 
@@ -242,10 +257,33 @@ class DagScheduling:
         pending = self.sent.get(node)
         if pending is not None and item_index in pending:
             pending.remove(item_index)
+        if self.run is not None and (item_index == self.barrier or (
+                0 <= item_index < self.barrier
+                and not self.run.sched.state[item_index].terminal)):
+            # A test ends without its last report only if pytest.exit() cut it
+            # short (the worker then said so first, see DagWorker.pass_on_exit);
+            # a barrier's teardown may call it too.  Other tests never look.
+            self._exit_if_asked(node)
         if 0 <= item_index < self.barrier and self.pace.record(duration):
             # The pipeline depth changed.  Otherwise there is nothing to do:
             # the test's last report, which came first, dispatched.
             self._dispatch()
+
+    def _exit_if_asked(self, node: Any) -> None:
+        """End the session as pytest ends it if a test on ``node`` called ``pytest.exit()``.
+
+        Raised from inside xdist's loop, the exception reaches pytest's
+        session wrapper as it would serially: its "!!! _pytest.outcomes.Exit:
+        ... !!!" line and exit status (2 unless the test gave one).  The
+        workers are told to shut down first, so that tearing them down does
+        not wait.
+        """
+        request = self.controller.exit_request(node)
+        if request is None:
+            return
+        for other in self.sent:
+            other.shutdown()
+        raise pytest.exit.Exception(request.message, request.returncode)
 
     def mark_test_pending(self, item: str) -> None:
         # Called by pytest_handlecrashitem implementations that want a crashed
@@ -436,23 +474,43 @@ class DagScheduling:
         return self.run.index.get(report.nodeid)
 
     def emit_skips(self) -> None:
+        """Report the skips decided so far, each after the line of what caused it.
+
+        Reporting a skip runs the report hooks, which come back here: such a
+        re-entry returns at once, and the loop below goes on with whatever
+        the skip's report decided.
+        """
         run = self.run
-        if run is None:
+        if run is None or self._emitting_skips:
             return
+        self._emitting_skips = True
+        try:
+            self._emit_skips(run)
+        finally:
+            self._emitting_skips = False
+
+    def _emit_skips(self, run: DagRun) -> None:
         # Skips a worker was to report itself, but it is gone: nobody else will now.
         if self.awaiting:
             for i, (holder, _) in list(self.awaiting.items()):
-                # Reporting a skip runs the report hooks, which come back here:
-                # an entry may be gone by the time the loop reaches it.
                 if holder not in self.sent and (gone := self.awaiting.pop(i, None)):
                     self._report_skip(i, gone[1])
-        for i, reason, remote in run.pop_skips():
-            holder = self.running_at.get(i) if remote else None
+        todo = deque([*self.held, *run.pop_skips()])
+        self.held = []
+        while todo:
+            skip = todo.popleft()
+            holder = self.running_at.get(skip.task) if skip.remote else None
             if holder is not None and holder in self.sent:
                 # Handed out ahead: its worker skips it and reports that.
-                self.awaiting[i] = (holder, reason)
+                self.awaiting[skip.task] = (holder, skip.reason)
+            elif skip.prerequisite in self.awaiting or any(
+                    h.task == skip.prerequisite for h in self.held):
+                # Its cause's own SKIPPED line is still to come from a worker:
+                # this one follows that (on_report emits it then).
+                self.held.append(skip)
             else:
-                self._report_skip(i, reason)
+                self._report_skip(skip.task, skip.reason)
+            todo.extend(run.pop_skips())
 
     def _report_skip(self, i: int, reason: str) -> None:
         """Report test ``i`` SKIPPED from the controller, as a worker would have."""

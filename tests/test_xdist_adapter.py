@@ -407,9 +407,15 @@ class Harness:
         terminal = self.terminal()
         if terminal == set(self.ids):
             assert self.sched.tests_finished, f"every test ended: {sorted(terminal)}"
+        # A skip held back until its cause's line is shown waits for a report a
+        # worker owes (or for another held skip): it is reported, not lost.
+        owed = set(self.sched.awaiting) | {skip.task for skip in self.sched.held}
+        for skip in self.sched.held:
+            assert skip.prerequisite in owed, f"{self.ids[skip.task]} held for nothing"
         if self.sched.tests_finished:
             left = set(self.ids) - terminal
-            assert left <= held, f"finished, but {sorted(left - held)} never ran"
+            later = {self.ids[skip.task] for skip in self.sched.held}
+            assert left <= held | later, f"finished, but {sorted(left - held - later)} never ran"
 
 
 @pytest.fixture
@@ -536,7 +542,11 @@ def test_a_failure_skips_its_dependents(harness: Any, outcome: Outcome, phrase: 
     n1, n2 = h.start("gw0", "gw1")
     assert h.sends()["gw0"] == [["a", None], ["b", None]]  # b handed out ahead
     h.run(n1, "a", outcome)
-    # gw0 holds b: it skips b itself; the controller skips c, which nobody holds.
+    # gw0 holds b: it skips b itself; the controller skips c, which nobody holds,
+    # once b's own line is out (b is c's cause).
+    assert h.recorder.skipped() == {}
+    h.pass_barrier(n1)
+    h.run(n1, "b")
     assert h.recorder.skipped() == {
         nodeid("c"): f"prerequisite test_b was skipped: test_a {phrase}",
     }
@@ -917,6 +927,14 @@ def test_the_payload_survives_its_wire_format() -> None:
     assert moved.exclusive == [False, True, False]
     assert moved.graph is not None
     assert moved.graph.requires == [[1], [2], []]
+
+
+def test_an_exit_request_survives_its_wire_format_and_nothing_else_is_one() -> None:
+    for request in (wire.ExitRequest("enough", None), wire.ExitRequest("stop: now", 3)):
+        assert wire.decode_exit(wire.encode_exit(request)) == request
+    assert wire.decode_exit(wire.encode(make_payload(CHAIN))) is None
+    assert wire.decode_exit(wire.hello()) is None
+    assert wire.decode_exit("not json") is None
 
 
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
