@@ -88,7 +88,7 @@ class LocalResults:
 
     def open(self, item: pytest.Item) -> Publication:
         if id(item) not in self._users:
-            raise ReadError(wording.result_not_requested(item.nodeid), item.nodeid, "")
+            raise ReadError(wording.result_not_requested(self.name(item)), self.name(item), "")
         # A rerun starts afresh: what the discarded attempt published is dropped.
         pub = self._open[item.nodeid] = Publication(self.name(item))
         return pub

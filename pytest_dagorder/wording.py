@@ -182,10 +182,11 @@ PUBLISHABLE: Final = ("str, bytes, int, float, complex, bool, None, or lists, tu
 
 
 def _bytes(n: int) -> str:
+    """A limit, in the largest unit it is a whole number of."""
     for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}".replace(".0 ", " ")
-    return f"{n} bytes"
+        if n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n:,} bytes"
 
 
 def publish_bad_key(test: str, key: object) -> str:
@@ -211,12 +212,12 @@ def publish_too_deep(test: str, key: str, depth: int) -> str:
 
 
 def publish_value_too_big(test: str, key: str, size: int, limit: int) -> str:
-    return (f"{test} publishes {key!r}: {_bytes(size)}, over the limit of {_bytes(limit)} "
+    return (f"{test} publishes {key!r}: {size:,} bytes, over the limit of {_bytes(limit)} "
             "per value; publish an id or a file path instead")
 
 
 def publish_test_too_big(test: str, key: str, total: int, limit: int) -> str:
-    return (f"{test} publishes {key!r}: its values would total {_bytes(total)}, over the "
+    return (f"{test} publishes {key!r}: its values would total {total:,} bytes, over the "
             f"limit of {_bytes(limit)} per test; publish ids or file paths instead")
 
 
