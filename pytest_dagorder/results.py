@@ -43,6 +43,10 @@ MAX_TEST_BYTES: Final = 4 * 1024 * 1024
 MAX_DEPTH: Final = 100
 #: Bytes counted for a number, None, or one entry of a container.
 ITEM_BYTES: Final = 8
+#: execnet 2.1 writes ints up to 2**31 - 1 in four bytes and larger ones as
+#: text, but has no text form for negative ones: below this it fails while
+#: sending (struct.error), which would break the worker, not the test.
+MIN_INT: Final = -(2**31)
 
 Values = dict[str, object]
 
@@ -82,8 +86,9 @@ class UnpublishedKeyError(ResultError, KeyError):
 
 
 def size_of(value: object) -> int:
-    """What a value counts against the limits: string bytes (UTF-8), bytes, and
-    :data:`ITEM_BYTES` for every other scalar and every container entry.
+    """What a value counts against the limits: :data:`ITEM_BYTES` for every
+    scalar and container entry, plus the UTF-8 bytes of a str, the bytes of a
+    bytes value, and the bytes of an int beyond ITEM_BYTES.
 
     Only for values :func:`checked` accepted.  Close to, not exactly, the
     serialised length.
@@ -94,7 +99,7 @@ def size_of(value: object) -> int:
         v = stack.pop()
         total += ITEM_BYTES
         if isinstance(v, str):
-            total += len(v.encode("utf-8", "surrogatepass"))
+            total += len(v.encode("utf-8"))
         elif isinstance(v, bytes):
             total += len(v)
         elif isinstance(v, int) and not isinstance(v, bool):
@@ -119,6 +124,10 @@ def checked(value: object, test: str, key: str) -> object:
 def _copy(v: object, where: str, depth: int, path: set[int], test: str, key: str) -> object:
     t = type(v)
     if t in SCALARS:
+        if t is int and v < MIN_INT:  # type: ignore[operator]
+            raise PublishError(wording.publish_int_range(test, key, where, MIN_INT), test, key)
+        if t is str and not _utf8(v):  # type: ignore[arg-type]
+            raise PublishError(wording.publish_not_utf8(test, key, where), test, key)
         return v
     if t not in CONTAINERS:
         raise PublishError(wording.publish_bad_type(test, key, where, _type_name(t)), test, key)
@@ -139,6 +148,14 @@ def _copy(v: object, where: str, depth: int, path: set[int], test: str, key: str
                             for n, x in enumerate(v)])
     finally:
         path.discard(id(v))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return False
+    return True
 
 
 def _rebuilt(t: type, items: list[object]) -> object:

@@ -203,6 +203,16 @@ def publish_bad_type(test: str, key: str, where: str, type_name: str) -> str:
             f"another process; publish {PUBLISHABLE}")
 
 
+def publish_int_range(test: str, key: str, where: str, lowest: int) -> str:
+    return (f"{test} publishes {key!r}: {where} is an int below {lowest}, which execnet "
+            "cannot send; publish it as a str")
+
+
+def publish_not_utf8(test: str, key: str, where: str) -> str:
+    return (f"{test} publishes {key!r}: {where} is a str that cannot be encoded as UTF-8 "
+            "(a lone surrogate); publish bytes instead")
+
+
 def publish_cycle(test: str, key: str, where: str) -> str:
     return f"{test} publishes {key!r}: {where} contains itself; publish a tree of values"
 
