@@ -14,6 +14,7 @@ until that delivery is in.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -156,7 +157,7 @@ class Dag:
         except ResultError as exc:
             raise exc.with_traceback(None) from None
 
-    def result(self, target: object) -> Mapping[str, object]:
+    def result(self, target: object) -> Mapping[str, Any]:
         """What ``target`` published: a read-only mapping (a fresh copy each call).
 
         ``target`` is named as in ``@depends_on`` (a test name, ``Class::test``,
