@@ -324,6 +324,11 @@ def test_test_too_big(dag):
     dag.publish("last", b"x" * 1000)
 
 
+def test_below_execnet_ints(dag):
+    # execnet fails on these while sending: refused here, the worker lives on.
+    dag.publish("n", [1, -(2**40)])
+
+
 def test_self_loop(dag):
     value = []
     value.append(value)
@@ -377,6 +382,8 @@ ERROR_LINES = [
     "1 MiB per value; publish an id or a file path instead",
     "*PublishError: test_test_too_big publishes 'last': its values would total 4,194,944 "
     "bytes, over the limit of 4 MiB per test; publish ids or file paths instead",
+    "*PublishError: test_below_execnet_ints publishes 'n': value[1] is an int below "
+    "-2147483648, which execnet cannot send; publish it as a str",
     "*PublishError: test_self_loop publishes 'loop': value[0] contains itself; "
     "publish a tree of values",
     "*ReadError: test_not_a_prerequisite reads the results of test_unrelated, which is not "
@@ -407,7 +414,7 @@ def test_each_misuse_fails_its_test_with_a_message(pytester: pytest.Pytester,
                                                    mode: str) -> None:
     setup(pytester, test_errors=ERRORS)
     result = run(pytester, mode)
-    result.assert_outcomes(passed=5, failed=12)
+    result.assert_outcomes(passed=5, failed=13)
     assert result.ret == 1
     result.stdout.fnmatch_lines_random([literal(line) for line in ERROR_LINES])
     out = result.stdout.str() + result.stderr.str()
