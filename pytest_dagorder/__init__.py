@@ -22,10 +22,12 @@ from .errors import (
 from .executor import DagScheduler, Task, TaskResult
 
 if TYPE_CHECKING:
+    from .dag_fixture import Dag
     from .markers import depends_on, run_after
 
 __all__ = [
     "CycleError",
+    "Dag",
     "DagExecutor",
     "DagScheduler",
     "DependencyError",
@@ -40,16 +42,17 @@ __all__ = [
     "run_after",
 ]
 
-_LAZY = frozenset({"depends_on", "run_after"})
+#: Names that need pytest, by the module that has them.
+_LAZY = {"depends_on": "markers", "run_after": "markers", "Dag": "dag_fixture"}
 
 
 def __getattr__(name: str) -> object:
     # The decorators build pytest marks: importing pytest (most of this
     # package's import time) waits until a test module asks for them.
     if name in _LAZY:
-        from . import markers
+        import importlib
 
-        value = getattr(markers, name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

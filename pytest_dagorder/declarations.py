@@ -210,6 +210,18 @@ class Index:
                     return hit
         return None
 
+    def find(self, item: pytest.Item, target: object) -> list[int] | None:
+        """The items a ``@depends_on`` target names, seen from ``item`` (None: nothing).
+
+        A string by :meth:`resolve`, a test function (or a method of it) by
+        identity.  The one lookup both declarations and ``dag.result`` use.
+        """
+        if isinstance(target, str):
+            return self.resolve(item, target.strip()) if target.strip() else None
+        if callable(target):
+            return self.by_function.get(id(getattr(target, "__func__", target)))
+        return None
+
     def suggest(self, item: pytest.Item, target: str) -> list[str]:
         """Close existing names, written the way the target was written."""
         scopes = tuple(self.scopes(item))
@@ -326,7 +338,7 @@ def _resolve_mark(
             f"@{name}('test_create')")))
     for target in mark.args:
         if isinstance(target, str) and target.strip():
-            hit = index.resolve(item, target.strip())
+            hit = index.find(item, target)
             if hit is None and (gone := index.unreachable(target.strip())) is not None:
                 module, why = gone
                 if not why.skipped:
@@ -347,7 +359,7 @@ def _resolve_mark(
                 continue
         elif callable(target) and not isinstance(target, str):
             fn = getattr(target, "__func__", target)
-            hit = index.by_function.get(id(fn))
+            hit = index.find(item, target)
             if hit is None:
                 problems.append(Problem(item.nodeid, (
                     f"{where}: {getattr(fn, '__qualname__', fn)!r} is not a collected test "

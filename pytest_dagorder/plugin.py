@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from . import migration, settings, visual
+from .dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
 from .internals import xdist_controller_active
 from .markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
 from .serial import SerialRunner

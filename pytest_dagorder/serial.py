@@ -12,6 +12,7 @@ from collections.abc import Generator
 import pytest
 
 from . import wording
+from .dag_fixture import LocalResults, write_published
 from .internals import skip_here
 from .planning import Plan, Planner
 from .run import DagRun, report_problems, write_summary
@@ -27,8 +28,10 @@ class SerialRunner(Planner):
         self.config = config
         self.run: DagRun | None = None
         self.pulled_back = 0
+        self.results = LocalResults()
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        self.results.planned(plan, items)
         if plan.problems:
             report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
@@ -73,6 +76,7 @@ class SerialRunner(Planner):
             skip_here(wording.not_run_yet(missing[0]))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.results.on_report(report)
         if self.run is not None:
             self.run.record(report)
 
@@ -86,3 +90,4 @@ class SerialRunner(Planner):
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.run is not None:
             write_summary(terminalreporter, self.run)
+        write_published(terminalreporter, self.results.published_keys())

@@ -8,6 +8,12 @@ module is the only place that knows the message's shape: the worker calls
 
 The message is one JSON string: execnet serialises nested lists object by
 object in Python, which for thousands of tests costs more than the plan.
+
+The same channel later carries the values tests publish (``dag.publish``):
+a worker sends :func:`published` for a test that passed, the controller
+sends :func:`deliveries` ahead of the tests that read results.  Those go
+as execnet's own values (tuples, dicts), not JSON, which would turn tuples
+into lists, sets and bytes into errors.
 It carries the plugin's version; a worker running another version is
 refused with both versions named (its message may mean something else even
 where the shape still fits).
@@ -24,7 +30,7 @@ from . import __version__
 from .settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning.
-FORMAT = 1
+FORMAT = 2
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -85,6 +91,9 @@ class Payload:
     #: Per test: its module (or a fixture it uses) calls pytest-dependency's
     #: runtime depends().  Empty: no test does.
     runtime_depends: Sequence[bool] = ()
+    #: Per test: it requests the ``dag`` fixture (reads or publishes results).
+    #: Empty: no test does.
+    dag_users: Sequence[bool] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -143,6 +152,7 @@ class Payload:
             exclusive=[self.exclusive[k] for k in old] if self.exclusive else (),
             runtime_depends=([self.runtime_depends[k] for k in old]
                              if self.runtime_depends else ()),
+            dag_users=[self.dag_users[k] for k in old] if self.dag_users else (),
         )
 
 
@@ -225,6 +235,7 @@ def encode(payload: Payload) -> str:
         "resources": [list(r) for r in payload.resources],
         "exclusive": list(payload.exclusive),
         "runtime_depends": list(payload.runtime_depends),
+        "dag_users": list(payload.dag_users),
     }, separators=(",", ":"))
 
 
@@ -278,4 +289,38 @@ def _fields(data: dict[str, Any]) -> Payload:
         resources=[[str(r) for r in rs] for rs in data["resources"]] or (),
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
+        dag_users=[bool(x) for x in data["dag_users"]] or (),
     )
+
+
+# -- published values ------------------------------------------------------------
+
+PUBLISHED = "dagorder-published"
+DELIVERY = "dagorder-results"
+
+
+def published(nodeid: str, values: dict[str, object]) -> tuple[str, str, dict[str, object]]:
+    """Worker -> controller: ``nodeid`` passed, having published ``values``."""
+    return (PUBLISHED, nodeid, values)
+
+
+def read_published(raw: object) -> tuple[str, dict[str, object]]:
+    """(node id, values) of a :func:`published` message; WireError if it is not one."""
+    if (isinstance(raw, tuple) and len(raw) == 3 and raw[0] == PUBLISHED
+            and isinstance(raw[1], str) and isinstance(raw[2], dict)):
+        return raw[1], raw[2]
+    raise WireError(f"unexpected message on the dagorder channel: {type(raw).__name__}")
+
+
+def deliveries(ready: list[str], values: dict[str, dict[str, object]]) -> tuple[
+        str, list[str], dict[str, dict[str, object]]]:
+    """Controller -> worker, ahead of a dispatch: the values of prerequisites it
+    lacks (by node id), and the tests of the dispatch (``ready``) that may now read."""
+    return (DELIVERY, ready, values)
+
+
+def read_deliveries(raw: object) -> tuple[list[str], dict[str, dict[str, object]]]:
+    if (isinstance(raw, tuple) and len(raw) == 3 and raw[0] == DELIVERY
+            and isinstance(raw[1], list) and isinstance(raw[2], dict)):
+        return raw[1], raw[2]
+    raise WireError(f"unexpected message on the dagorder channel: {type(raw).__name__}")

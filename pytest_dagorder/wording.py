@@ -177,3 +177,107 @@ def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
     return (f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain}; "
             f"xdist scheduling, affinity {affinity} ({groups} groups); "
             f"critical path by {ranked}")
+
+
+# -- dag.publish / dag.result ------------------------------------------------------
+
+#: What may be published, as the errors list it.
+PUBLISHABLE: Final = ("str, bytes, int, float, complex, bool, None, or lists, tuples, dicts "
+                      "and sets of those")
+
+
+def _bytes(n: int) -> str:
+    """A limit, in the largest unit it is a whole number of."""
+    for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n:,} bytes"
+
+
+def publish_bad_key(test: str, key: object) -> str:
+    return f"{test} publishes {key!r}: a key must be a non-empty str"
+
+
+def publish_twice(test: str, key: str) -> str:
+    return f"{test} publishes {key!r} twice; publish each key once per test"
+
+
+def publish_bad_type(test: str, key: str, where: str, type_name: str) -> str:
+    """``where`` is the spot inside the value (``value['a'][2]``)."""
+    return (f"{test} publishes {key!r}: {where} is a {type_name}, which cannot be sent to "
+            f"another process; publish {PUBLISHABLE}")
+
+
+def publish_int_range(test: str, key: str, where: str, lowest: int) -> str:
+    return (f"{test} publishes {key!r}: {where} is an int below {lowest}, which execnet "
+            "cannot send; publish it as a str")
+
+
+def publish_not_utf8(test: str, key: str, where: str) -> str:
+    return (f"{test} publishes {key!r}: {where} is a str that cannot be encoded as UTF-8 "
+            "(a lone surrogate); publish bytes instead")
+
+
+def publish_cycle(test: str, key: str, where: str) -> str:
+    return f"{test} publishes {key!r}: {where} contains itself; publish a tree of values"
+
+
+def publish_too_deep(test: str, key: str, depth: int) -> str:
+    return f"{test} publishes {key!r}: the value is nested more than {depth} levels deep"
+
+
+def publish_value_too_big(test: str, key: str, size: int, limit: int) -> str:
+    return (f"{test} publishes {key!r}: {size:,} bytes, over the limit of {_bytes(limit)} "
+            "per value; publish an id or a file path instead")
+
+
+def publish_test_too_big(test: str, key: str, total: int, limit: int) -> str:
+    return (f"{test} publishes {key!r}: its values would total {total:,} bytes, over the "
+            f"limit of {_bytes(limit)} per test; publish ids or file paths instead")
+
+
+def result_unknown(reader: str, target: str) -> str:
+    return (f"{reader} reads dag.result({target!r}): it names no test of this run; name a "
+            "test it depends on (a test name, Class::test, a node id or the function)")
+
+
+def result_ambiguous(reader: str, target: str, names: Sequence[str]) -> str:
+    return (f"{reader} reads dag.result({target!r}), which matches {len(names)} tests "
+            f"({some_of(list(names))}); pick one instance, e.g. dag.result({names[0]!r})")
+
+
+def result_not_prerequisite(reader: str, target: str) -> str:
+    return (f"{reader} reads the results of {target}, which is not one of its prerequisites: "
+            f"it may still be running; declare @depends_on({target!r}) on {reader} "
+            "(directly or through another prerequisite)")
+
+
+def result_no_key(reader: str, target: str, key: object, published: Sequence[str]) -> str:
+    have = (f"published only {', '.join(map(repr, published))}" if published
+            else "published nothing (or did not pass)")
+    return f"{reader} reads {key!r} from {target}, which {have}"
+
+
+def result_not_requested(reader: str) -> str:
+    return (f"{reader} got the dag fixture from request.getfixturevalue(); request it as an "
+            "argument of the test (or of a fixture the test uses) so that its prerequisites' "
+            "results are sent ahead of it")
+
+
+def result_timeout(reader: str, seconds: float) -> str:
+    return (f"{reader}: the results of its prerequisites did not arrive from the xdist "
+            f"controller within {seconds:g} s")
+
+
+def result_no_driver(reader: str) -> str:
+    return (f"{reader} uses the dag fixture, but pytest-dagorder does not run this session "
+            "(plugin disabled, or the worker was not started by its controller)")
+
+
+def published_line(test: str, keys: Sequence[str]) -> str:
+    """-v summary: which keys a test published (never the values)."""
+    return f"{test}: {', '.join(keys)}"
+
+
+#: Title of the -v section listing published keys.
+PUBLISHED_TITLE: Final = "published results, keys only (pytest-dagorder)"

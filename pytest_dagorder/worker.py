@@ -29,10 +29,11 @@ from typing import Any, SupportsIndex, overload
 import pytest
 
 from . import wire
+from .dag_fixture import LocalResults, uses_dag
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .migration.runtime import RuntimeUsers
 from .outcomes import OutcomeTracker
-from .planning import Planner
+from .planning import Plan, Planner
 from .resources import NONE
 from .run import short_names
 from .scheduler import Skip, blocked_skip
@@ -130,6 +131,26 @@ class DagWorker(Planner):
         self.session: pytest.Session | None = None
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
+        self.results = LocalResults(self._send_published, remote=self.channel is not None)
+        if self.channel is not None:
+            # Deliveries are handled in execnet's receiver thread, in the order
+            # they were sent: one sent ahead of a dispatch is stored before
+            # xdist's own callback queues that dispatch's tests.
+            self.channel.setcallback(self._on_delivery)
+
+    def _send_published(self, nodeid: str, values: dict[str, object]) -> None:
+        if self.channel is not None:
+            self.channel.send(wire.published(nodeid, values))
+
+    def _on_delivery(self, raw: object) -> None:
+        try:
+            ready, values = wire.read_deliveries(raw)
+        except wire.WireError:
+            return  # nothing else is sent this way; a reader's wait then ends in its error
+        self.results.store.deliver(ready, values)
+
+    def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        self.results.planned(plan, items)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -189,7 +210,11 @@ class DagWorker(Planner):
         self.local_skips[i] = skip
         skip_here(skip.reason)
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Before xdist's own hook sends the report: a passed test's values
+        # reach the controller ahead of the report that lets dependents start.
+        self.results.on_report(report)
         if not self.gating:
             return  # outcomes are kept only for gating tests sent ahead
         i = self.index.get(report.nodeid)
@@ -250,6 +275,8 @@ class DagWorker(Planner):
             graph=graph,
             problems=problems,
         )
+        if any(users := [uses_dag(it) for it in planned]):
+            payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
         runtime = [uses(it) for it in planned]
         if any(runtime):

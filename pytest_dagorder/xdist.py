@@ -25,12 +25,14 @@ import pytest
 
 from . import durations, wire, wording
 from .affinity import affinity_groups, serial_modules
+from .dag_fixture import write_published
 from .declarations import Problem
 from .errors import DependencyError
 from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
 from .pacing import Pacing
 from .resources import resources_in_use, unused_limits
+from .results import Relay
 from .run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
 from .settings import DAG_MODES, settings_of
 
@@ -166,6 +168,10 @@ class DagController:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
             write_summary(terminalreporter, self.sched.run)
+            if self.sched.relay is not None:
+                nodeids = self.sched.run.nodeids
+                write_published(terminalreporter, {
+                    nodeids[i]: keys for i, keys in self.sched.relay.keys_by_test().items()})
 
 
 class DagScheduling:
@@ -204,6 +210,10 @@ class DagScheduling:
         self._emitting_skips = False
         # Speculative hand-out needs workers to gate, which they do under "skip".
         self.speculate = controller.policy == "skip"
+        # Published values (dag fixture), when some test requests it: per test,
+        # whether it does, and what the controller holds for the workers.
+        self.relay: Relay | None = None
+        self.dag_users: Sequence[bool] = ()
 
     # -- xdist's protocol ---------------------------------------------------
 
@@ -309,6 +319,8 @@ class DagScheduling:
             # xdist reports it as crashed; a skip it was to report is dropped.
             self.awaiting.pop(crashed, None)
             sched.finished(crashed, "crashed")
+        if self.relay is not None:
+            self.relay.forget(node)
         if node in self.core_workers:
             self.core_workers.discard(node)
             for i in sched.remove_worker(node):
@@ -426,6 +438,10 @@ class DagScheduling:
         self.run = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
                           groups=groups, locality=mode != "none",
                           resources=resources, limits=settings.limits, exclusive=alone)
+        if any(payload.dag_users):
+            outcome = self.run.sched.outcome
+            self.dag_users = payload.dag_users
+            self.relay = Relay(graph.requires, lambda i: outcome[i] == "passed")
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             terminal.write_line(wording.xdist_header(
@@ -445,15 +461,71 @@ class DagScheduling:
         run = self.run
         if run is None:
             return
+        if self.relay is not None:
+            self._take_published(getattr(report, "node", None))
         i = run.record(report, self._index_of(report))
         if i is None:
             return
+        if self.relay is not None:
+            self.relay.settled(i)
         if self.awaiting.pop(i, None) is not None:
             run.reported.add(i)  # the worker's own report of a skip decided here
         node = self.running_at.pop(i, None)
         if node is not None and node in self.inflight:
             self.inflight[node] -= 1
         self._dispatch(emit=emit)
+
+    def _take_published(self, node: Any) -> None:
+        """Store the values ``node``'s tests published, before their reports count.
+
+        A worker sends a passed test's values on the side channel before that
+        test's reports, on the same connection: by the time its last report is
+        handled here, they are queued on the channel.
+        """
+        channel = self.controller.channels.get(node)
+        if channel is None or self.run is None or self.relay is None:
+            return
+        while True:
+            try:
+                raw = channel.receive(timeout=0)
+            except Exception:  # empty (execnet's TimeoutError), closed, or gone
+                return
+            try:
+                nodeid, values = wire.read_published(raw)
+            except wire.WireError as exc:
+                self.log(f"ignored from {node.gateway.id}: {exc}")
+                continue
+            i = self._index_of_sent(node, nodeid)
+            if i is not None:
+                self.relay.received(node, i, values)
+
+    def _index_of_sent(self, node: Any, nodeid: str) -> int | None:
+        assert self.run is not None
+        for i in self.sent.get(node, ()):
+            if i < self.barrier and self.run.nodeids[i] == nodeid:
+                return i
+        return self.run.index.get(nodeid)
+
+    def _deliver(self, node: Any, tasks: list[int]) -> bool:
+        """Send ``node`` what the readers among ``tasks`` may read, ahead of them.
+
+        False if the worker is gone (as for a failed dispatch).
+        """
+        if self.relay is None or self.run is None:
+            return True
+        readers = [i for i in tasks if self.dag_users[i]] if self.dag_users else []
+        if not readers:
+            return True
+        nodeids = self.run.nodeids
+        values = {nodeids[p]: v for p, v in self.relay.missing(node, readers).items()}
+        try:
+            self.controller.channels[node].send(
+                wire.deliveries([nodeids[i] for i in readers], values))
+        except (OSError, ValueError, EOFError, KeyError) as exc:
+            self.log(f"could not send results to {node.gateway.id}: {exc}")
+            self.dead.add(node)
+            return False
+        return True
 
     def _index_of(self, report: pytest.TestReport) -> int | None:
         """Which test ``report`` is about: node ids may repeat (--keep-duplicates).
@@ -581,6 +653,8 @@ class DagScheduling:
         if not tasks:
             return
         indices = [*tasks, self.barrier]
+        if not self._deliver(node, tasks):
+            return
         try:
             node.send_runtest_some(indices)
         except (OSError, ValueError, EOFError) as exc:

@@ -91,6 +91,57 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "none (0 groups); critical path by recorded durations of 5/6 tests"),
+    # dag.publish / dag.result
+    (lambda: wording.publish_bad_key("test_a", 3), "test_a publishes 3: a key must be a "
+     "non-empty str"),
+    (lambda: wording.publish_twice("test_a", "k"),
+     "test_a publishes 'k' twice; publish each key once per test"),
+    (lambda: wording.publish_bad_type("test_a", "k", "value[0]", "datetime.date"),
+     "test_a publishes 'k': value[0] is a datetime.date, which cannot be sent to another "
+     "process; publish str, bytes, int, float, complex, bool, None, or lists, tuples, dicts "
+     "and sets of those"),
+    (lambda: wording.publish_int_range("test_a", "k", "value[1]", -(2**31)),
+     "test_a publishes 'k': value[1] is an int below -2147483648, which execnet cannot send; "
+     "publish it as a str"),
+    (lambda: wording.publish_not_utf8("test_a", "k", "value"),
+     "test_a publishes 'k': value is a str that cannot be encoded as UTF-8 (a lone "
+     "surrogate); publish bytes instead"),
+    (lambda: wording.publish_cycle("test_a", "k", "value"),
+     "test_a publishes 'k': value contains itself; publish a tree of values"),
+    (lambda: wording.publish_too_deep("test_a", "k", 100),
+     "test_a publishes 'k': the value is nested more than 100 levels deep"),
+    (lambda: wording.publish_value_too_big("test_a", "k", 2_000_000, 1024 * 1024),
+     "test_a publishes 'k': 2,000,000 bytes, over the limit of 1 MiB per value; publish an "
+     "id or a file path instead"),
+    (lambda: wording.publish_test_too_big("test_a", "k", 5_000_000, 4 * 1024 * 1024),
+     "test_a publishes 'k': its values would total 5,000,000 bytes, over the limit of 4 MiB "
+     "per test; publish ids or file paths instead"),
+    (lambda: wording.result_unknown("test_b", "test_x"),
+     "test_b reads dag.result('test_x'): it names no test of this run; name a test it "
+     "depends on (a test name, Class::test, a node id or the function)"),
+    (lambda: wording.result_ambiguous("test_b", "test_p", ["test_p[1]", "test_p[2]"]),
+     "test_b reads dag.result('test_p'), which matches 2 tests (test_p[1], test_p[2]); pick "
+     "one instance, e.g. dag.result('test_p[1]')"),
+    (lambda: wording.result_not_prerequisite("test_b", "test_a"),
+     "test_b reads the results of test_a, which is not one of its prerequisites: it may "
+     "still be running; declare @depends_on('test_a') on test_b (directly or through "
+     "another prerequisite)"),
+    (lambda: wording.result_no_key("test_b", "test_a", "k", ["x", "y"]),
+     "test_b reads 'k' from test_a, which published only 'x', 'y'"),
+    (lambda: wording.result_no_key("test_b", "test_a", "k", []),
+     "test_b reads 'k' from test_a, which published nothing (or did not pass)"),
+    (lambda: wording.result_not_requested("test_b"),
+     "test_b got the dag fixture from request.getfixturevalue(); request it as an argument "
+     "of the test (or of a fixture the test uses) so that its prerequisites' results are "
+     "sent ahead of it"),
+    (lambda: wording.result_timeout("test_b", 60.0),
+     "test_b: the results of its prerequisites did not arrive from the xdist controller "
+     "within 60 s"),
+    (lambda: wording.result_no_driver("test_b"),
+     "test_b uses the dag fixture, but pytest-dagorder does not run this session (plugin "
+     "disabled, or the worker was not started by its controller)"),
+    (lambda: wording.published_line("t.py::test_a", ["x", "y"]), "t.py::test_a: x, y"),
+    (lambda: wording.PUBLISHED_TITLE, "published results, keys only (pytest-dagorder)"),
 ]
 
 

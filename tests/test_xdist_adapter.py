@@ -909,7 +909,8 @@ def test_a_message_of_another_version_is_a_usage_error_naming_both(
 
 def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
-    h.add("gw0", channel=FakeChannel(f'{{"format": 1, "version": "{wire.__version__}"}}'))
+    h.add("gw0", channel=FakeChannel(
+        f'{{"format": {wire.FORMAT}, "version": "{wire.__version__}"}}'))
     h.add("gw1")
     with pytest.raises(pytest.UsageError, match="malformed collection message"):
         h.sched.schedule()
@@ -919,12 +920,14 @@ def test_the_payload_survives_its_wire_format() -> None:
     payload = make_payload(CHAIN, after={"c": "a"}, groups={"a": "g"})
     assert wire.decode(wire.encode(payload)) == payload
     payload = dataclasses.replace(payload, resources=[["db"], [], ["db", "mq"]],
-                                  exclusive=[False, True, False])
+                                  exclusive=[False, True, False],
+                                  dag_users=[True, False, False])
     assert wire.decode(wire.encode(payload)) == payload
     # Reordered as a worker runs them, every per-test field moves along.
     moved = payload.in_order(list(reversed(payload.ids)))
     assert moved.resources == [["db", "mq"], [], ["db"]]
     assert moved.exclusive == [False, True, False]
+    assert moved.dag_users == [False, False, True]
     assert moved.graph is not None
     assert moved.graph.requires == [[1], [2], []]
 
@@ -1324,3 +1327,91 @@ def test_any_dag_runs_to_the_end_without_deadlock(
                        for p in map(short, (*reqs, *g.after[k])))
             if policy == "skip":
                 assert not not_passed & set(map(short, reqs)), f"{short(k)} ran ungated"
+
+
+# ------------------------------------------------------------------ published results
+
+
+class ResultsChannel(FakeChannel):
+    """A side channel that also carries results: published messages a test
+    queues (``inbox``), deliveries the controller sends (``outbox``, with how
+    many dispatches the node had received before each)."""
+
+    def __init__(self, payload: Payload) -> None:
+        super().__init__(payload)
+        self.inbox: list[object] = []
+        self.outbox: list[tuple[int, object]] = []
+        self.node: FakeNode | None = None
+        self.handshake = 0
+
+    def receive(self, timeout: float | None = None) -> str:
+        if self.handshake < 2:  # the hello, then the plan
+            self.handshake += 1
+            return super().receive(timeout)
+        if not self.inbox:
+            raise TimeoutError("nothing queued")
+        return self.inbox.pop(0)  # type: ignore[return-value]
+
+    def send(self, item: object) -> None:
+        assert self.node is not None
+        self.outbox.append((len(self.node.sends), item))
+
+
+def results_harness(harness: Any, spec: Mapping[str, str]) -> tuple[
+        Harness, dict[str, ResultsChannel]]:
+    payload = dataclasses.replace(make_payload(spec), dag_users=[True] * len(spec))
+    # Without affinity: the module's chain would be one group on one worker.
+    h: Harness = harness(payload, "--dag-affinity=none")
+    channels: dict[str, ResultsChannel] = {}
+    for gid in ("gw0", "gw1"):
+        channel = ResultsChannel(payload)
+        channel.node = h.add(gid, channel=channel)
+        channels[gid] = channel
+    h.schedule()
+    return h, channels
+
+
+def holder(h: Harness, name: str) -> FakeNode:
+    return next(n for n in h.nodes if h.index(name) in n.queue)
+
+
+def test_values_reach_the_reader_s_worker_ahead_of_its_dispatch(harness: Any) -> None:
+    h, channels = results_harness(harness, {"a": "", "e": "", "b": "a e"})
+    for name, values in (("a", {"x": 1}), ("e", {"y": (2, b"z")})):
+        node = holder(h, name)
+        # The worker sends a passed test's values before its reports.
+        channels[node.gateway.id].inbox.append(wire.published(nodeid(name), values))
+        h.run(node, name)
+    reader = holder(h, "b")
+    channel = channels[reader.gateway.id]
+    dispatch = next(k for k, send in enumerate(reader.sends) if h.index("b") in send)
+    deliveries = [wire.read_deliveries(item) for k, item in channel.outbox if k == dispatch]
+    assert len(deliveries) == 1, channel.outbox  # sent just before that dispatch
+    ready, values = deliveries[0]
+    assert ready == [nodeid("b")]
+    # What the reader's worker published itself it has already; the other's it gets.
+    own = next(name for name in "ae" if h.local.get(reader, {}).get(h.index(name)))
+    other = "e" if own == "a" else "a"
+    assert set(values) == {nodeid(other)}
+    assert values[nodeid(other)] == ({"x": 1} if other == "a" else {"y": (2, b"z")})
+    h.drain(*h.nodes)
+
+
+def test_a_failed_test_s_values_are_dropped(harness: Any) -> None:
+    h, channels = results_harness(harness, {"a": "", "e": "", "b": "a e"})
+    node = holder(h, "e")
+    channels[node.gateway.id].inbox.append(wire.published(nodeid("e"), {"y": 1}))
+    h.run(node, "e", "failed")
+    relay = h.sched.relay
+    assert relay is not None and relay.values == {}
+    node = holder(h, "a")
+    channels[node.gateway.id].inbox.append(wire.published(nodeid("a"), {"x": 1}))
+    h.run(node, "a")
+    assert relay.keys_by_test() == {h.index("a"): ["x"]}
+
+
+def test_no_relay_without_a_dag_user(harness: Any) -> None:
+    h: Harness = harness(make_payload(CHAIN))
+    h.start("gw0", "gw1")
+    assert h.sched.relay is None
+
