@@ -17,7 +17,8 @@ run warm first: each takes minutes), and the peak RSS of the controller and
 of a worker (a conftest in the generated suite writes ``ru_maxrss`` of its
 process at the end of the session).
 
-Run: ``python benchmarks/bench_scale.py [--rounds 3] [--big] [--modules M --tests T]``.
+Run: ``python benchmarks/bench_scale.py [--rounds 3] [--modes=-n2,-n4,serial] [--big]
+[--modules M --tests T]``.
 """
 
 from __future__ import annotations
@@ -162,11 +163,11 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
     total = opts.modules * opts.tests
     ok = f"{total} passed"
     off = ["-p", "no:dagorder"]
-    pairs = [
+    pairs = [(label, args) for label, args in (
         ("-n 2", ["-n", "2"]),
         ("-n 4", ["-n", "4"]),
         ("serial", ["-p", "no:xdist"]),
-    ]
+    ) if label.replace(" ", "") in opts.modes.split(",")]
     runs: dict[str, tuple[Path, list[str], str]] = {}
     for label, args in pairs:
         runs[f"dagorder {label}"] = (dag, args, ok)
@@ -231,6 +232,8 @@ def main() -> None:
     ap.add_argument("--tests", type=int, default=1000, help="tests per module")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3, help="best of K (default case)")
+    ap.add_argument("--modes", default="-n2,-n4,serial",
+                    help="which runs of the default case (comma-separated: -n2, -n4, serial)")
     ap.add_argument("--big", action="store_true", help="also the 100,000-test case")
     ap.add_argument("--big-only", action="store_true", help="only the 100,000-test case")
     ap.add_argument("--big-modules", type=int, default=100)
