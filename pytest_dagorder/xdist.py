@@ -129,17 +129,6 @@ class DagController:
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
         return raw if read else None
 
-    def exit_request(self, node: Any) -> wire.ExitRequest | None:
-        """What ``node`` sent after its plan, if it was a ``pytest.exit()`` (never waits)."""
-        channel = self.channels.get(node)
-        if channel is None:
-            return None
-        try:
-            raw = channel.receive(timeout=0)
-        except Exception:  # nothing there (TimeoutError), or the channel is closed
-            return None
-        return wire.decode_exit(raw)
-
     def _refuse_version(self, node: Any, nodes: Sequence[Any], exc: Exception) -> NoReturn:
         # Not the suite's fault: a usage error (exit status 4), as for a bad option.
         for other in nodes:
@@ -214,6 +203,8 @@ class DagScheduling:
         # whether it does, and what the controller holds for the workers.
         self.relay: Relay | None = None
         self.dag_users: Sequence[bool] = ()
+        # pytest.exit() requests read from a worker's side channel, not yet acted on.
+        self.exit_requests: dict[Any, wire.ExitRequest] = {}
 
     # -- xdist's protocol ---------------------------------------------------
 
@@ -288,7 +279,8 @@ class DagScheduling:
         workers are told to shut down first, so that tearing them down does
         not wait.
         """
-        request = self.controller.exit_request(node)
+        self._read_side_channel(node)
+        request = self.exit_requests.pop(node, None)
         if request is None:
             return
         for other in self.sent:
@@ -462,7 +454,7 @@ class DagScheduling:
         if run is None:
             return
         if self.relay is not None:
-            self._take_published(getattr(report, "node", None))
+            self._read_side_channel(getattr(report, "node", None))
         i = run.record(report, self._index_of(report))
         if i is None:
             return
@@ -475,28 +467,35 @@ class DagScheduling:
             self.inflight[node] -= 1
         self._dispatch(emit=emit)
 
-    def _take_published(self, node: Any) -> None:
-        """Store the values ``node``'s tests published, before their reports count.
+    def _read_side_channel(self, node: Any) -> None:
+        """Take what ``node`` queued on the side channel after its plan (never waits).
 
-        A worker sends a passed test's values on the side channel before that
-        test's reports, on the same connection: by the time its last report is
-        handled here, they are queued on the channel.
+        Two kinds come: a passed test's published values, sent before that
+        test's reports on the same connection (so by the time its last report
+        is handled here they are queued), and a ``pytest.exit()`` request
+        (kept in :attr:`exit_requests`).  This is the one reader of both: a
+        reader of one kind would drop a message of the other that happened to
+        be queued first.
         """
         channel = self.controller.channels.get(node)
-        if channel is None or self.run is None or self.relay is None:
+        if channel is None or self.run is None:
             return
         while True:
             try:
                 raw = channel.receive(timeout=0)
             except Exception:  # empty (execnet's TimeoutError), closed, or gone
                 return
+            request = wire.decode_exit(raw)
+            if request is not None:
+                self.exit_requests.setdefault(node, request)
+                continue
             try:
                 nodeid, values = wire.read_published(raw)
             except wire.WireError as exc:
                 self.log(f"ignored from {node.gateway.id}: {exc}")
                 continue
             i = self._index_of_sent(node, nodeid)
-            if i is not None:
+            if i is not None and self.relay is not None:
                 self.relay.received(node, i, values)
 
     def _index_of_sent(self, node: Any, nodeid: str) -> int | None:

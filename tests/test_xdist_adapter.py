@@ -1397,6 +1397,43 @@ def test_values_reach_the_reader_s_worker_ahead_of_its_dispatch(harness: Any) ->
     h.drain(*h.nodes)
 
 
+def test_values_queued_before_a_barrier_completion_is_handled_are_kept(
+        harness: Any) -> None:
+    """The controller handles a worker's events after its side channel filled.
+
+    A barrier's completion looks for a pytest.exit() request on the side
+    channel; values the worker published just after that barrier are often
+    queued there already and must still reach the relay.
+    """
+    h, channels = results_harness(harness, {"a": "", "e": "", "b": "a e"})
+    for name in ("a", "e"):
+        h.run(holder(h, name), name)
+    reader = holder(h, "b")
+    assert reader.queue[0] == h.barrier, reader.queue  # b waits behind a barrier
+    channels[reader.gateway.id].inbox.append(wire.published(nodeid("b"), {"z": 3}))
+    h.pass_barrier(reader)
+    h.run(reader, "b")
+    relay = h.sched.relay
+    assert relay is not None
+    assert relay.keys_by_test().get(h.index("b")) == ["z"]
+
+
+def test_an_exit_request_read_with_published_values_is_kept(harness: Any) -> None:
+    """The reverse: reading values for a report must not drop a pytest.exit()."""
+    h, channels = results_harness(harness, {"a": "", "e": "", "b": "a e"})
+    node = holder(h, "a")
+    channels[node.gateway.id].inbox += [
+        wire.published(nodeid("a"), {"x": 1}),
+        wire.encode_exit(wire.ExitRequest("enough", 3)),
+    ]
+    h.run(node, "a")
+    relay = h.sched.relay
+    assert relay is not None and relay.keys_by_test() == {h.index("a"): ["x"]}
+    with pytest.raises(pytest.exit.Exception) as info:
+        h.sched.mark_test_complete(node, h.barrier)
+    assert (info.value.msg, info.value.returncode) == ("enough", 3)
+
+
 def test_a_failed_test_s_values_are_dropped(harness: Any) -> None:
     h, channels = results_harness(harness, {"a": "", "e": "", "b": "a e"})
     node = holder(h, "e")
