@@ -84,7 +84,11 @@ class FakeNode:
 
 
 class FakeChannel:
-    """The side channel a worker ships its plan on: returns it, or raises."""
+    """The side channel a worker ships its plan on: returns it, or raises.
+
+    Like execnet's, it is empty after the hello and the plan: a receive then
+    raises TimeoutError (the controller drains it without waiting).
+    """
 
     def __init__(self, payload: Payload | str | BaseException) -> None:
         self.payload = payload
@@ -94,6 +98,8 @@ class FakeChannel:
         self.timeouts.append(timeout)
         if isinstance(self.payload, BaseException):
             raise self.payload
+        if len(self.timeouts) > 2:
+            raise TimeoutError("nothing queued")
         if isinstance(self.payload, str):
             return self.payload
         return wire.encode(self.payload)
