@@ -161,16 +161,17 @@ class DagRun:
                 stops.setdefault(skip.reason.split(": ")[-1], []).append(skip.task)
             else:
                 blocked.setdefault(skip.root, []).append(skip.task)
+        sections = [
+            *((wording.blocked_line(self.nodeids[root], str(self.sched.outcome[root]),
+                                    len(tasks)), tasks) for root, tasks in sorted(blocked.items())),
+            *((wording.not_started_line(reason, len(tasks)), tasks)
+              for reason, tasks in sorted(stops.items())),
+        ]
         lines: list[str] = []
-        for root in sorted(blocked):
-            lines.append(wording.blocked_line(
-                self.nodeids[root], str(self.sched.outcome[root]), len(blocked[root])))
+        for head, tasks in sections:
+            lines.append(head)
             if verbose:
-                lines += [wording.listed(self.nodeids[i]) for i in sorted(blocked[root])]
-        for reason in sorted(stops):
-            lines.append(wording.not_started_line(reason, len(stops[reason])))
-            if verbose:
-                lines += [wording.listed(self.nodeids[i]) for i in sorted(stops[reason])]
+                lines += [wording.listed(self.nodeids[i]) for i in sorted(tasks)]
         return lines
 
 

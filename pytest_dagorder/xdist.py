@@ -179,13 +179,13 @@ class DagScheduling:
         self.running_at: dict[int, Any] = {}
         self.unusable: set[Any] = set()
         self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
-        self.planner: Any = None  # the worker whose plan the run follows
         self.collection: list[str] | None = None
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: list[wire.Location | None] = []
-        # Workers whose share of the locations was merged (their version checked).
-        self.merged: set[Any] = set()
+        # Workers whose plan was read at the start: the one the run follows and
+        # those whose share of the locations was merged (versions checked).
+        self.read_plans: set[Any] = set()
         self.aborted = False
         # Unknown yet: start with the careful depth (one test in flight).
         self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
@@ -335,7 +335,7 @@ class DagScheduling:
         for node in self.sent:
             if (node not in self.core_workers and node in self.node2collection
                     and node not in self.unusable):
-                if node is not self.planner and node not in self.merged:
+                if node not in self.read_plans:
                     self.controller.admit(node, list(self.sent))
                 self.run.sched.add_worker(node)
                 self.core_workers.add(node)
@@ -353,7 +353,7 @@ class DagScheduling:
 
     def _start(self) -> None:
         first = next(iter(self.node2collection))
-        self.planner = first
+        self.read_plans.add(first)
         self.collection = self.node2collection[first]
         for node, collection in list(self.node2collection.items())[1:]:
             if collection != self.collection:
@@ -377,7 +377,7 @@ class DagScheduling:
                 other = self.controller.receive_payload(node, list(self.sent))
                 if other.ids == payload.ids:
                     wire.merge_locations(self.locations, other)
-                self.merged.add(node)
+                self.read_plans.add(node)
         g = payload.graph
         nodeids = payload.ids if g is None else g.ids
         recorded = durations.load(self.config)
@@ -502,6 +502,7 @@ class DagScheduling:
                 self.relay.received(node, i, values)
 
     def _index_of_sent(self, node: Any, nodeid: str) -> int | None:
+        """The first test ``node`` holds with ``nodeid`` (node ids may repeat), else any."""
         assert self.run is not None
         for i in self.sent.get(node, ()):
             if i < self.barrier and self.run.nodeids[i] == nodeid:
@@ -538,14 +539,7 @@ class DagScheduling:
         """
         if self.emitting is not None:
             return self.emitting
-        assert self.run is not None
-        nodeids = self.run.nodeids
-        sent = self.sent.get(getattr(report, "node", None))
-        if sent:
-            for i in sent:
-                if i < self.barrier and nodeids[i] == report.nodeid:
-                    return i
-        return self.run.index.get(report.nodeid)
+        return self._index_of_sent(getattr(report, "node", None), report.nodeid)
 
     def emit_skips(self) -> None:
         """Report the skips decided so far, each after the line of what caused it.
@@ -571,17 +565,18 @@ class DagScheduling:
                     self._report_skip(i, gone[1])
         todo = deque([*self.held, *run.pop_skips()])
         self.held = []
+        held_tasks: set[int] = set()  # of self.held, for the membership test below
         while todo:
             skip = todo.popleft()
             holder = self.running_at.get(skip.task) if skip.remote else None
             if holder is not None and holder in self.sent:
                 # Handed out ahead: its worker skips it and reports that.
                 self.awaiting[skip.task] = (holder, skip.reason)
-            elif skip.prerequisite in self.awaiting or any(
-                    h.task == skip.prerequisite for h in self.held):
+            elif skip.prerequisite in self.awaiting or skip.prerequisite in held_tasks:
                 # Its cause's own SKIPPED line is still to come from a worker:
                 # this one follows that (on_report emits it then).
                 self.held.append(skip)
+                held_tasks.add(skip.task)
             else:
                 self._report_skip(skip.task, skip.reason)
             todo.extend(run.pop_skips())
