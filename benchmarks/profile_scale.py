@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--plain", action="store_true",
-                    help="profile plain xdist (no declarations, -p no:dagorder) instead")
+                    help="profile plain xdist (the same files, -p no:dagorder) instead")
     ap.add_argument("--startup", action="store_true",
                     help="profile the start only: the first test fails and -x ends the run "
                          "(one run, not warmed up)")
@@ -111,7 +111,7 @@ def main() -> None:
         tmp = opts.keep or Path(t)
         suite = tmp / ("plain" if opts.plain else "dag")
         deps = edges_of(opts.modules, opts.tests, opts.seed, two_always=False)
-        edges = write_suite(suite, deps, declare=not opts.plain)
+        edges = write_suite(suite, deps, declare=True)
         with (suite / "conftest.py").open("a") as f:
             f.write(PROFILE_CONFTEST)
         out = tmp / "profiles"

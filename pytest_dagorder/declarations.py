@@ -119,11 +119,14 @@ class Index:
     def __init__(self, items: Sequence[pytest.Item],
                  uncollectable: Mapping[str, Uncollectable] | None = None) -> None:
         self.items = items
-        seen: set[str] = set()
+        #: The items' node ids, read once (pytest makes the string on every read).
+        self.ids = [item.nodeid for item in items]
         #: Node ids collected more than once (--keep-duplicates): naming one is ambiguous.
         self.repeated: set[str] = set()
-        for item in items:
-            (self.repeated if item.nodeid in seen else seen).add(item.nodeid)
+        if len(set(self.ids)) != len(self.ids):
+            seen: set[str] = set()
+            for nodeid in self.ids:
+                (self.repeated if nodeid in seen else seen).add(nodeid)
         self.uncollectable = uncollectable or {}
         self.by_key: dict[str, list[int]] = {}
         # Suggestions by (scopes, target): a typo in a module-wide pytestmark
@@ -136,7 +139,7 @@ class Index:
         self._scopes: dict[int, list[str]] = {}
         self.by_function: dict[int, list[int]] = {}
         for i, item in enumerate(items):
-            for key in self._keys(item):
+            for key in self._keys(item, self.ids[i]):
                 bucket = self.by_key.setdefault(key, [])
                 if not bucket or bucket[-1] != i:
                     bucket.append(i)
@@ -144,16 +147,15 @@ class Index:
             if fn is not None:
                 self.by_function.setdefault(id(fn), []).append(i)
 
-    def _keys(self, item: pytest.Item) -> Iterable[str]:
-        for key in self._plain_keys(item):
+    def _keys(self, item: pytest.Item, nodeid: str) -> Iterable[str]:
+        for key in self._plain_keys(item, nodeid):
             yield key
             if not key.isascii():
                 # disable_test_id_escaping_and_forfeit_all_rights_to_community_support
                 # is set: the escaped spelling must find the test too.
                 yield escaped_id(key)
 
-    def _plain_keys(self, item: pytest.Item) -> Iterable[str]:
-        nodeid = item.nodeid
+    def _plain_keys(self, item: pytest.Item, nodeid: str) -> Iterable[str]:
         yield nodeid
         if "@" in nodeid:
             suffix = _xdist_group_suffix(item)
@@ -327,13 +329,14 @@ def _resolve_mark(
     found = Declared()
     problems = found.problems
     lead = f"@{name} on" if own else f"@{name} inherited by"
-    where = f"{lead} {item.nodeid}"
+    nodeid = index.ids[i]
+    where = f"{lead} {nodeid}"
     if mark.kwargs:
-        problems.append(Problem(item.nodeid, (
+        problems.append(Problem(nodeid, (
             f"{where}: unexpected keyword argument(s) {', '.join(sorted(mark.kwargs))}; "
             f"{name} takes test names or test functions only")))
     if not mark.args:
-        problems.append(Problem(item.nodeid, (
+        problems.append(Problem(nodeid, (
             f"{where}: no target given; name at least one test, e.g. "
             f"@{name}('test_create')")))
     for target in mark.args:
@@ -343,7 +346,7 @@ def _resolve_mark(
                 module, why = gone
                 if not why.skipped:
                     tail = wording.target_uncollectable(target, module, why.reason)
-                    problems.append(Problem(item.nodeid, f"{where}: {tail}", (lead, tail)))
+                    problems.append(Problem(nodeid, f"{where}: {tail}", (lead, tail)))
                 elif name == DEPENDS_ON:
                     # Its tests never exist; after-edges to them are simply void.
                     found.skip = found.skip or wording.prerequisite_module_skipped(
@@ -355,13 +358,13 @@ def _resolve_mark(
                 extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
                     "; use a test name, Class::test, or a node id relative to the rootdir")
                 tail = f"target {target!r} matches no collected test{extra}"
-                problems.append(Problem(item.nodeid, f"{where}: {tail}", (lead, tail)))
+                problems.append(Problem(nodeid, f"{where}: {tail}", (lead, tail)))
                 continue
         elif callable(target) and not isinstance(target, str):
             fn = getattr(target, "__func__", target)
             hit = index.find(item, target)
             if hit is None:
-                problems.append(Problem(item.nodeid, (
+                problems.append(Problem(nodeid, (
                     f"{where}: {getattr(fn, '__qualname__', fn)!r} is not a collected test "
                     "function; pass a test function or its name")))
                 continue
@@ -370,18 +373,18 @@ def _resolve_mark(
             if len(places) > 1:
                 # The same function object collected in several modules or
                 # classes (imported, or inherited by subclasses).
-                problems.append(Problem(item.nodeid, (
+                problems.append(Problem(nodeid, (
                     f"{where}: {getattr(fn, '__qualname__', fn)!r} is ambiguous: it is "
                     f"collected in {' and '.join(places)}; name the test by its node id")))
                 continue
         else:
-            problems.append(Problem(item.nodeid, (
+            problems.append(Problem(nodeid, (
                 f"{where}: {target!r} is not a test name or test function; "
                 "pass strings such as 'test_create' or 'TestA::test_x'")))
             continue
-        twice = sorted({index.items[j].nodeid for j in hit} & index.repeated)
+        twice = sorted({index.ids[j] for j in hit} & index.repeated) if index.repeated else []
         if twice:
-            problems.append(Problem(item.nodeid, (
+            problems.append(Problem(nodeid, (
                 f"{where}: {target!r} is ambiguous: {', '.join(twice)} was collected more "
                 "than once (--keep-duplicates, or a collector yielding a name twice); "
                 "collect it once to depend on it")))

@@ -68,8 +68,11 @@ class Graph:
         requires: Sequence[Sequence[int]],
         after: Sequence[Sequence[int]],
         durations: Sequence[float | None],
+        *,
+        order: Sequence[int] | None = None,
     ) -> None:
-        # Use Graph.build: this constructor trusts that its input is valid.
+        # Use Graph.build: this constructor trusts that its input is valid
+        # (and ``order``, if given, to be a topological order of it).
         n = len(ids)
         self.ids: tuple[Hashable, ...] = tuple(ids)
         self.index: dict[Hashable, int] = {t: i for i, t in enumerate(self.ids)}
@@ -86,10 +89,11 @@ class Graph:
         # Any topological order (a stack, no heap): the acyclicity proof, and
         # the order critical paths are computed in.  The stable order that
         # serial runs need is derived only when asked for (``topo``).
-        order = _kahn(self.requires, self.after, dependents, followers, lowest_first=False)
-        if len(order) != n:
-            raise _CycleFound
-        self._order = order
+        if order is None:
+            order = _kahn(self.requires, self.after, dependents, followers, lowest_first=False)
+            if len(order) != n:
+                raise _CycleFound
+        self._order = list(order)
         self._topo: tuple[int, ...] | None = None
         self._critical: tuple[float, ...] | None = None
 
@@ -106,6 +110,8 @@ class Graph:
             [[pos[p] for p in self.requires[old]] for old in order],
             [[pos[p] for p in self.after[old]] for old in order],
             [self.durations[old] for old in order],
+            # Renumbering keeps an order topological: no second proof needed.
+            order=[pos[i] for i in self._order],
         )
 
     @property

@@ -48,22 +48,22 @@ class OutcomeTracker:
     def feed(self, report: pytest.TestReport, key: Hashable = None) -> str | None:
         """``key`` tells tests apart whose node ids repeat (default: the node id)."""
         key = report.nodeid if key is None else key
+        when = str(report.when)
         if report.outcome == RERUN:
             self._partial.pop(key, None)
             self._discarding.add(key)
             return None
-        if report.when == "setup":
+        if when == "setup":
             self._partial.pop(key, None)
             self._discarding.discard(key)
-        elif key in self._discarding and str(report.when) != "???":
+        elif key in self._discarding and when != "???":
             return None
-        word = phase_outcome(report)
-        current = self._partial.get(key, _DEFAULT)
-        if current == _DEFAULT:
-            current = word
-        if str(report.when) in ("teardown", "???"):
-            self._partial.pop(key, None)
+        # Only a phase that did not pass is kept: most tests pass every phase,
+        # and cost a lookup per report then, no store.
+        word = "passed" if report.passed else phase_outcome(report)
+        if when in ("teardown", "???"):
             self._discarding.discard(key)
-            return current
-        self._partial[key] = current
+            return self._partial.pop(key, None) or word
+        if word != _DEFAULT and key not in self._partial:
+            self._partial[key] = word
         return None

@@ -21,10 +21,12 @@ from .graph import Graph, prerequisites_of
 from .internals import (
     collect_quietly,
     directory_nodes,
+    fill_locations,
     module_in_tree,
     resuming,
     undo_deselected,
 )
+from .memory import collector_paused
 from .resources import Needs, read_needs
 from .settings import settings_of
 
@@ -349,8 +351,10 @@ class Planner:
     ) -> Generator[None, object, object]:
         collected = list(items)
         result = yield
-        self.plan = collect_plan(config, items, collected)
-        self.planned(config, self.plan, items)
+        with collector_paused():
+            self.plan = collect_plan(config, items, collected)
+            self.planned(config, self.plan, items)
+            fill_locations(items)
         return result
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:

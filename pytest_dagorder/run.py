@@ -73,6 +73,8 @@ class DagRun:
         self.graph = graph
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
+        #: Whether every node id names one test (not so with --keep-duplicates).
+        self.unique = len(self.index) == len(self.nodeids)
         self.names = short_names(self.nodeids)
         self.n_run = n_run
         self.sched = Scheduler(

@@ -384,6 +384,11 @@ class Scheduler:
         out, self._new_skips = self._new_skips, []
         return out
 
+    @property
+    def skips_pending(self) -> bool:
+        """Whether :meth:`pop_skipped` has anything (a driver asks after every report)."""
+        return bool(self._new_skips)
+
     # ------------------------------------------------------------------ queries
 
     @property

@@ -31,6 +31,7 @@ import pytest
 from . import wire
 from .dag_fixture import LocalResults, uses_dag
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
+from .memory import collector_paused
 from .migration.runtime import RuntimeUsers
 from .outcomes import OutcomeTracker
 from .planning import Plan, Planner
@@ -126,7 +127,7 @@ class DagWorker(Planner):
         self.ended: dict[int, int] = {}
         self.local_skips: dict[int, Skip] = {}
         self.index: dict[str, int] = {}
-        self.names: list[str] = []  # of the plan's graph, as the controller names them
+        self._names: list[str] | None = None  # see names
         self.dag_mode = False  # the controller runs the DAG scheduler (known at collection)
         self.session: pytest.Session | None = None
         replace_hook_caller(config, "pytest_runtest_protocol",
@@ -160,9 +161,12 @@ class DagWorker(Planner):
         # here, and xdist sends its ids from here, before or after that).
         planned = list(session.items)
         self.index = {it.nodeid: k for k, it in enumerate(planned)}
-        if self.plan is not None and self.plan.graph is not None:
-            self.names = short_names(self.plan.nodeids)
         result = yield
+        with collector_paused():  # see memory.py
+            self._after_collection(session, planned)
+        return result
+
+    def _after_collection(self, session: pytest.Session, planned: list[pytest.Item]) -> None:
         final = list(session.items)
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
@@ -181,7 +185,13 @@ class DagWorker(Planner):
             # After xdist sent the ids: the barrier's index is past every real test.
             session.items = ItemsWithBarrier(
                 final, Barrier.from_parent(session, name=BARRIER_NAME))
-        return result
+
+    def name(self, i: int) -> str:
+        """Test ``i`` of the plan's graph as the controller names it (made on first use:
+        only a skip this worker words itself needs names)."""
+        if self._names is None:
+            self._names = short_names(self.plan.nodeids if self.plan is not None else [])
+        return self._names[i]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -205,8 +215,7 @@ class DagWorker(Planner):
         if not failed:
             return
         p = min(failed, key=self.ended.__getitem__)
-        skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p),
-                            self.names.__getitem__)
+        skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p), self.name)
         self.local_skips[i] = skip
         skip_here(skip.reason)
 
@@ -237,8 +246,12 @@ class DagWorker(Planner):
     def _index_scopes(self, items: list[pytest.Item]) -> None:
         """Remember up to two items below every collector, for :meth:`stand_in`."""
         below = self._below
+        chains: dict[int, list[Any]] = {}  # by id of the parent: siblings share it
         for it in items:
-            for node in it.listchain()[:-1]:
+            chain = chains.get(id(it.parent))
+            if chain is None:
+                chain = chains[id(it.parent)] = it.listchain()[:-1]
+            for node in chain:
                 bucket = below.setdefault(id(node), [])
                 if len(bucket) < 2:
                     bucket.append(it)
@@ -269,8 +282,8 @@ class DagWorker(Planner):
             ids=[it.nodeid for it in planned],
             barrier=len(planned),
             locations=[_location(it) if j % n == k else None for j, it in enumerate(planned)],
-            module_scopes=[_scope(it, pytest.Module) for it in planned],
-            class_scopes=[_scope(it, pytest.Class) for it in planned],
+            module_scopes=_scopes(planned, pytest.Module),
+            class_scopes=_scopes(planned, pytest.Class),
             xdist_groups=[_xdist_group(it) for it in planned],
             graph=graph,
             problems=problems,
@@ -336,9 +349,17 @@ def _location(item: pytest.Item) -> tuple[str, int | None, str]:
     return str(path), line, str(domain)
 
 
-def _scope(item: pytest.Item, kind: type[pytest.Collector]) -> str | None:
-    node = item.getparent(kind)
-    return None if node is None else node.nodeid
+def _scopes(items: list[pytest.Item], kind: type[pytest.Collector]) -> list[str | None]:
+    """Per item, the node id of its closest ``kind`` collector (looked up once per parent)."""
+    by_parent: dict[int, str | None] = {}
+    out: list[str | None] = []
+    for item in items:
+        key = id(item.parent)
+        if key not in by_parent:
+            node = item.getparent(kind)
+            by_parent[key] = None if node is None else node.nodeid
+        out.append(by_parent[key])
+    return out
 
 
 def _xdist_group(item: pytest.Item) -> str | None:

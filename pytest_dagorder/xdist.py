@@ -30,6 +30,7 @@ from .declarations import Problem
 from .errors import DependencyError
 from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
+from .memory import collector_paused
 from .pacing import Pacing
 from .resources import resources_in_use, unused_limits
 from .results import Relay
@@ -329,7 +330,8 @@ class DagScheduling:
 
     def schedule(self) -> None:
         if self.collection is None:
-            self._start()
+            with collector_paused():  # the graph and the core: see memory.py
+                self._start()
         if self.run is None:
             return
         for node in self.sent:
@@ -504,6 +506,8 @@ class DagScheduling:
     def _index_of_sent(self, node: Any, nodeid: str) -> int | None:
         """The first test ``node`` holds with ``nodeid`` (node ids may repeat), else any."""
         assert self.run is not None
+        if self.run.unique:
+            return self.run.index.get(nodeid)  # nothing to tell apart
         for i in self.sent.get(node, ()):
             if i < self.barrier and self.run.nodeids[i] == nodeid:
                 return i
@@ -551,6 +555,8 @@ class DagScheduling:
         run = self.run
         if run is None or self._emitting_skips:
             return
+        if not (self.awaiting or self.held or run.sched.skips_pending):
+            return  # the common case, after nearly every report: nothing to do
         self._emitting_skips = True
         try:
             self._emit_skips(run)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Generator, Iterable
+from importlib.util import find_spec
 from typing import Any, ClassVar
 
 import pytest
@@ -42,21 +43,18 @@ class RuntimeDepends:
         # The test modules may have imported pytest_dependency only now (its
         # plugin not loaded, e.g. -p no:dependency).
         self._patch()
+        # Results are fed only where pytest-dependency can be imported at all:
+        # elsewhere no depends() can ask for them, and a wrapper around every
+        # report of every test would cost for nothing.
+        pm = session.config.pluginmanager
+        if not pm.has_plugin(ResultFeed.NAME) and (
+                "pytest_dependency" in sys.modules or find_spec("pytest_dependency") is not None):
+            pm.register(ResultFeed(), ResultFeed.NAME)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         while self._restore:
             cls, attr, value = self._restore.pop()
             setattr(cls, attr, value)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        # Whenever pytest_dependency is imported: its own plugin is never active
-        # next to ours (blocked by the takeover, or by -p no:dependency).
-        _feed_results(item, report)
-        return report
 
     def _patch(self) -> None:
         """Give pytest-dependency's ``depends()`` reasons that say why.
@@ -76,6 +74,22 @@ class RuntimeDepends:
             if callable(original):
                 self._restore.append((manager_cls, attr, original))
                 setattr(manager_cls, attr, _check_depend)
+
+
+class ResultFeed:
+    """Records each report where pytest-dependency's ``depends()`` looks for it."""
+
+    NAME: ClassVar[str] = "dagorder-depends-results"
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        # Whenever pytest_dependency is imported: its own plugin is never active
+        # next to ours (blocked by the takeover, or by -p no:dependency).
+        _feed_results(item, report)
+        return report
 
 
 class RuntimeUsers:
