@@ -679,13 +679,16 @@ class HandOutAhead:
         ordering-only ones must have ended or be running there.
         """
         state, where = self._state, self._where
-        return all(
-            state[p] is State.PASSED or (state[p] is State.RUNNING and where.get(p) == worker)
-            for p in self._graph.requires[d]
-        ) and all(
-            state[p] in TERMINAL or (state[p] is State.RUNNING and where.get(p) == worker)
-            for p in self._graph.after[d]
-        )
+        # Plain loops: this runs for every task a batch holds ahead.
+        for p in self._graph.requires[d]:
+            s = state[p]
+            if s is not State.PASSED and (s is not State.RUNNING or where.get(p) != worker):
+                return False
+        for p in self._graph.after[d]:
+            s = state[p]
+            if s not in TERMINAL and (s is not State.RUNNING or where.get(p) != worker):
+                return False
+        return True
 
 
 def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]:
