@@ -36,9 +36,6 @@ FORMAT = 2
 #: (workers do not see it; only the DAG modes get barrier items).
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
-#: workerinput key: (k, n): this worker computes the locations of every
-#: n-th test from the k-th (each worker a share; the controller merges).
-SHARE_KEY = "dagorder_share"
 
 Location = tuple[str, int | None, str]
 
@@ -77,7 +74,7 @@ class Payload:
     ids: list[str]
     barrier: int
     #: (path, line, domain) of each test, for the skips the controller
-    #: reports; None where another worker computes it (see SHARE_KEY).
+    #: reports (None: use :func:`location_of`).
     locations: list[Location | None]
     module_scopes: list[str | None]
     class_scopes: list[str | None]
@@ -156,19 +153,6 @@ class Payload:
         )
 
 
-def merge_locations(into: list[Location | None], other: Payload) -> None:
-    """Fill the gaps of ``into`` with the locations another worker computed.
-
-    Both payloads must index the same tests (the controller's check that the
-    workers collected the same tests makes it so); else nothing is taken.
-    """
-    if len(other.locations) != len(into):
-        return
-    for k, loc in enumerate(other.locations):
-        if loc is not None and into[k] is None:
-            into[k] = loc
-
-
 def location_of(nodeid: str) -> Location:
     """A location from the node id alone, where no worker sent one (no line)."""
     path, _, rest = nodeid.partition("::")
@@ -179,8 +163,7 @@ def hello() -> str:
     """The first message of every worker: which format and version it speaks.
 
     Every worker's is read (a cheap check).  The controller follows the
-    plan of one worker; of the others it takes only their share of the
-    locations (see :data:`SHARE_KEY`).
+    plan of one worker; the others' plans are dropped unread.
     """
     return json.dumps({"format": FORMAT, "version": __version__})
 

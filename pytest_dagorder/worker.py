@@ -275,13 +275,11 @@ class DagWorker(Planner):
                 g = plan.graph
                 graph = wire.GraphData(plan.nodeids, [list(r) for r in g.requires],
                                        [list(a) for a in g.after])
-        # item.location is the costly part (pytest's reportinfo, per test):
-        # each worker computes its share, the controller merges them.
-        k, n = self.config.workerinput.get(wire.SHARE_KEY, (0, 1))  # type: ignore[attr-defined]
         payload = wire.Payload(
             ids=[it.nodeid for it in planned],
             barrier=len(planned),
-            locations=[_location(it) if j % n == k else None for j, it in enumerate(planned)],
+            # Computed in bulk by the planner (internals.fill_locations).
+            locations=[_location(it) for it in planned],
             module_scopes=_scopes(planned, pytest.Module),
             class_scopes=_scopes(planned, pytest.Class),
             xdist_groups=[_xdist_group(it) for it in planned],

@@ -77,10 +77,6 @@ class DagController:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
-        # Nodes in the order they were set up; a restarted one takes the
-        # share of its number modulo the count (any gap left has a fallback).
-        count = max(1, int(node.workerinput.get("workercount", 1)))
-        node.workerinput[wire.SHARE_KEY] = (len(self.channels) % count, count)
         self.channels[node] = channel
 
     @pytest.hookimpl(wrapper=True)
@@ -187,8 +183,8 @@ class DagScheduling:
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: list[wire.Location | None] = []
-        # Workers whose plan was read at the start: the one the run follows and
-        # those whose share of the locations was merged (versions checked).
+        # Workers whose plan was taken off the side channel (the one the run
+        # follows, and the others' dropped unread once their version was checked).
         self.read_plans: set[Any] = set()
         self.aborted = False
         # Unknown yet: start with the careful depth (one test in flight).
@@ -377,11 +373,8 @@ class DagScheduling:
         self.locations = list(payload.locations)
         for node in list(self.node2collection)[1:]:
             if node in self.sent and node not in self.unusable:
-                # Every worker computed a share of the locations: the skips
-                # this controller reports need them (gaps: wire.location_of).
-                other = self.controller.receive_payload(node, list(self.sent))
-                if other.ids == payload.ids:
-                    wire.merge_locations(self.locations, other)
+                # Every worker ships the same plan: the others' are only checked.
+                self.controller.admit(node, list(self.sent))
                 self.read_plans.add(node)
         g = payload.graph
         nodeids = payload.ids if g is None else g.ids

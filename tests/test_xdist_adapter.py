@@ -587,30 +587,31 @@ def test_policy_stop_skips_everything_not_started(harness: Any) -> None:
     assert h.sched.tests_finished
 
 
-def test_controller_skips_take_each_location_from_the_worker_that_computed_it(
+def test_controller_skips_take_their_locations_from_the_plan_it_follows(
         harness: Any) -> None:
-    """Each worker ships a share of the locations; the controller merges them.
+    """The first worker's plan carries every location; the others' are not read.
 
-    A gap (its worker never sent a plan) falls back to the node id: no line.
+    A location the plan lacks falls back to the node id: no line.
     """
     full = make_payload(SKIP_SPEC)
     locations = full.locations
-
-    def share(k: int) -> Payload:
-        return dataclasses.replace(full, locations=[
-            loc if j % 2 == k and ids != nodeid("e") else None
-            for j, (loc, ids) in enumerate(zip(locations, full.ids, strict=True))])
+    first = dataclasses.replace(full, locations=[
+        None if ids == nodeid("e") else loc
+        for loc, ids in zip(locations, full.ids, strict=True)])
+    # A second worker's plan is only checked for its version, never merged.
+    other = dataclasses.replace(full, locations=[
+        ("elsewhere.py", 99, "not_read") for _ in locations])
 
     h: Harness = harness(full, "--dag-affinity=none", policy="stop")
-    n1 = h.add("gw0", channel=FakeChannel(share(0)))
-    h.add("gw1", channel=FakeChannel(share(1)))
+    n1 = h.add("gw0", channel=FakeChannel(first))
+    h.add("gw1", channel=FakeChannel(other))
     h.schedule()
     h.run(n1, "a", "failed")
     where = {r.nodeid: r.location for r in h.recorder.reports if r.skipped}
     assert where == {
         nodeid("b"): locations[h.index("b")],
         nodeid("c"): locations[h.index("c")],
-        nodeid("e"): (MODULE, None, "test_e"),  # nobody sent it: from the node id
+        nodeid("e"): (MODULE, None, "test_e"),  # the plan had none: from the node id
     }
 
 
