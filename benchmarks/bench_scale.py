@@ -41,8 +41,10 @@ from pathlib import Path
 from bench_cpu import compile_plugin
 
 # Written into each generated suite: when a process started its first test
-# body, and its peak RSS at the end (files named after the process's role).
+# body, and at its end its peak RSS, its CPU seconds and the seconds the
+# cyclic garbage collector paused it (files named after the process's role).
 CONFTEST = '''\
+import gc
 import os
 import resource
 import time
@@ -50,6 +52,17 @@ import time
 OUT = os.environ.get("BENCH_SCALE_OUT")
 ROLE = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _first = []
+_gc = [0.0, 0.0]  # start of the current pass, total
+
+
+def _gc_timer(phase, info):
+    if phase == "start":
+        _gc[0] = time.perf_counter()
+    else:
+        _gc[1] += time.perf_counter() - _gc[0]
+
+
+gc.callbacks.append(_gc_timer)
 
 
 def pytest_runtest_call(item):
@@ -61,8 +74,13 @@ def pytest_runtest_call(item):
 
 def pytest_unconfigure(config):
     if OUT:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         with open(os.path.join(OUT, "rss-" + ROLE), "w") as f:
-            f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+            f.write(str(usage.ru_maxrss))
+        with open(os.path.join(OUT, "cpu-" + ROLE), "w") as f:
+            f.write(repr(usage.ru_utime + usage.ru_stime))
+        with open(os.path.join(OUT, "gc-" + ROLE), "w") as f:
+            f.write(repr(_gc[1]))
 '''
 
 
@@ -106,6 +124,10 @@ class Measure:
     rss_main_kib: int | None
     rss_worker_kib: int | None  # the largest worker's
     rss_children_kib: int  # RUSAGE_CHILDREN of a wrapper: the largest process of the run
+    cpu_main: float | None  # CPU seconds of the controller (or the serial process)
+    cpu_workers: float  # CPU seconds of all workers together
+    gc_main: float | None  # seconds the cyclic GC paused the controller (serial process)
+    gc_workers: float
 
 
 WRAPPER = (
@@ -134,12 +156,21 @@ def run(root: Path, args: list[str], expect: str) -> Measure:
         files = {p.name: p.read_text() for p in Path(out).iterdir()}
     firsts = [float(v) for k, v in files.items() if k.startswith("first-")]
     workers = [int(v) for k, v in files.items() if k.startswith("rss-gw")]
+
+    def seconds(prefix: str) -> tuple[float | None, float]:
+        main = files.get(prefix + "main")
+        return (None if main is None else float(main),
+                sum(float(v) for k, v in files.items() if k.startswith(prefix + "gw")))
+
+    cpu_main, cpu_workers = seconds("cpu-")
+    gc_main, gc_workers = seconds("gc-")
     return Measure(
         wall=wall,
         first_test=min(firsts) - start if firsts else None,
         rss_main_kib=int(files["rss-main"]) if "rss-main" in files else None,
         rss_worker_kib=max(workers) if workers else None,
         rss_children_kib=int(proc.stderr.strip().splitlines()[-1]),
+        cpu_main=cpu_main, cpu_workers=cpu_workers, gc_main=gc_main, gc_workers=gc_workers,
     )
 
 
@@ -203,6 +234,18 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
         p, d = best[f"plain {label}"], best[f"dagorder {label}"]
         print(f"| {label} | {mib(p.rss_main_kib)}, {mib(p.rss_worker_kib)} "
               f"| {mib(d.rss_main_kib)}, {mib(d.rss_worker_kib)} |")
+    print("| CPU s of the best runs: controller, all workers (GC pauses) | plain | dagorder |")
+    print("|---|---|---|")
+    for label, _ in pairs:
+        p, d = best[f"plain {label}"], best[f"dagorder {label}"]
+        print(f"| {label} | {cpu(p)} | {cpu(d)} |")
+
+
+def cpu(m: Measure) -> str:
+    main = "-" if m.cpu_main is None else f"{m.cpu_main:.2f} ({m.gc_main or 0.0:.2f})"
+    if not m.cpu_workers:
+        return main
+    return f"{main}, {m.cpu_workers:.2f} ({m.gc_workers:.2f})"
 
 
 def big_case(tmp: Path, opts: argparse.Namespace) -> None:
