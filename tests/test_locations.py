@@ -133,3 +133,18 @@ def test_items_located_already_are_left_alone(pytester: pytest.Pytester) -> None
     fill_locations(items)
     assert items[1].location == ("elsewhere.py", 7, "kept")
     assert items[0].location == uncached_location(items[0])
+
+
+def test_a_test_object_that_cannot_be_had_is_left_to_pytest(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_one="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
+    for item in items:
+        item.__dict__.pop("location", None)
+
+    def broken(self: pytest.Function) -> object:
+        raise RuntimeError("no object")
+
+    monkeypatch.setattr(pytest.Function, "obj", property(broken))
+    fill_locations(items)  # no exception out of the planner's hook
+    assert not any("location" in vars(it) for it in items)
