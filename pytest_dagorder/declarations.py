@@ -123,10 +123,9 @@ class Index:
         self.ids = [item.nodeid for item in items]
         #: Node ids collected more than once (--keep-duplicates): naming one is ambiguous.
         self.repeated: set[str] = set()
-        if len(set(self.ids)) != len(self.ids):
-            seen: set[str] = set()
-            for nodeid in self.ids:
-                (self.repeated if nodeid in seen else seen).add(nodeid)
+        seen: set[str] = set()
+        for nodeid in self.ids:
+            (self.repeated if nodeid in seen else seen).add(nodeid)
         self.uncollectable = uncollectable or {}
         self.by_key: dict[str, list[int]] = {}
         # Suggestions by (scopes, target): a typo in a module-wide pytestmark

@@ -162,16 +162,16 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
             continue
         try:
             code = _plain_code(item.obj)
-            if code is not None and code.co_filename not in files:
+            if code is None:
+                continue
+            line = code.co_firstlineno - 1
+            if code.co_filename not in files:
                 path, lineno, domain = item.location  # pytest's own (and now cached)
-                same = lineno == code.co_firstlineno - 1 and domain == item.getmodpath()
+                same = lineno == line and domain == item.getmodpath()
                 files[code.co_filename] = path if same else None
                 continue
         except Exception:  # pytest reports a broken test object itself, when it runs
             continue
-        if code is None:
-            continue
-        line = code.co_firstlineno - 1
         known = files[code.co_filename]
         if known is not None:
             item.__dict__["location"] = (known, line, item.getmodpath())
