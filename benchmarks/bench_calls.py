@@ -15,14 +15,13 @@ Run: ``python benchmarks/bench_calls.py [--chains 40] [--length 50] [--also ../o
 from __future__ import annotations
 
 import argparse
-import os
 import pstats
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench_cpu import compile_plugin, write_suite
+from bench_cpu import bytecode_env, compile_plugin, write_suite
 
 PROFILE_CONFTEST = '''
 import cProfile
@@ -48,8 +47,7 @@ def count(root: Path, args: list[str], total: int, path: str | None) -> dict[str
     out: dict[str, int] = {}
     for _ in range(2):
         with tempfile.TemporaryDirectory() as profiles:
-            env = dict(os.environ, PYTHONHASHSEED="0", BENCH_CALLS_OUT=profiles)
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env = bytecode_env(BENCH_CALLS_OUT=profiles)
             if path is not None:
                 env["PYTHONPATH"] = path
             proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", *args],

@@ -65,6 +65,17 @@ def compile_plugin() -> None:
     compileall.compile_dir(str(Path(pytest_dagorder.__file__).parent), quiet=1)
 
 
+def bytecode_env(**extra: str) -> dict[str, str]:
+    """The environment of a measured run: hash seed fixed, bytecode written.
+
+    Bytecode of the test modules too, as on a developer's machine (this
+    project's CI machines set PYTHONDONTWRITEBYTECODE).
+    """
+    env = dict(os.environ, PYTHONHASHSEED="0", **extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--chains", type=int, default=40)

@@ -28,7 +28,6 @@ Run: ``python benchmarks/bench_scale.py [--rounds 3] [--modes=-n2,-n4,serial] [-
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import subprocess
@@ -38,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_cpu import compile_plugin
+from bench_cpu import bytecode_env, compile_plugin
 
 # Written into each generated suite: when a process started its first test
 # body, and at its end its peak RSS, its CPU seconds and the seconds the
@@ -141,9 +140,7 @@ WRAPPER = (
 def run(root: Path, args: list[str], expect: str) -> Measure:
     """One pytest run in ``root`` (through a wrapper that reports its children's peak RSS)."""
     with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, PYTHONHASHSEED="0", BENCH_SCALE_OUT=out)
-        # Bytecode (of the test modules too) as on a developer's machine.
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = bytecode_env(BENCH_SCALE_OUT=out)
         cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "pytest", "-q", *args]
         start = time.time()
         t0 = time.perf_counter()

@@ -14,14 +14,13 @@ Run: ``python benchmarks/profile_scale.py [--modules 20 --tests 1000] [-n 2] [--
 from __future__ import annotations
 
 import argparse
-import os
 import pstats
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench_cpu import compile_plugin
+from bench_cpu import bytecode_env, compile_plugin
 from bench_scale import edges_of, write_suite
 
 PROFILE_CONFTEST = '''
@@ -116,8 +115,7 @@ def main() -> None:
             f.write(PROFILE_CONFTEST)
         out = tmp / "profiles"
         out.mkdir(exist_ok=True)
-        env = dict(os.environ, PYTHONHASHSEED="0", PROFILE_SCALE_OUT=str(out))
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = bytecode_env(PROFILE_SCALE_OUT=str(out))
         args = ["-q", "-n", str(opts.n), *(["-p", "no:dagorder"] if opts.plain else [])]
         if opts.startup:
             env["PROFILE_SCALE_STARTUP"] = "1"
