@@ -152,13 +152,19 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
     code's first line - 1 and ``getmodpath()``: the path part is the same
     for every test whose code comes from one file.  It is taken from
     pytest's own ``location`` of the first such test, and used only if that
-    answer has exactly this shape; the others' are written into the cached
-    property (pytest's values, computed once per file).  Any other item is
-    left for pytest to compute.
+    answer has exactly this shape; the others' are stored where the cached
+    property looks (pytest's values, computed once per file).  Any other item
+    is left for pytest to compute.
+
+    Stored as a plain attribute, never through ``item.__dict__`` (nor
+    ``vars(item)``): reading an instance's ``__dict__`` makes CPython build a
+    dict object for it, one more object per test for every garbage
+    collection pass to traverse, on every worker for every test, where pytest
+    builds it only for the tests a process runs.
     """
     files: dict[str, str | None] = {}
     for item in items:
-        if type(item) is not pytest.Function or "location" in vars(item):
+        if type(item) is not pytest.Function:
             continue
         try:
             code = _plain_code(item.obj)
@@ -174,7 +180,9 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
             continue
         known = files[code.co_filename]
         if known is not None:
-            item.__dict__["location"] = (known, line, item.getmodpath())
+            # One pytest cached already is this same value (the file's first
+            # test showed the shape holds); looking would build the dict.
+            item.location = (known, line, item.getmodpath())
 
 
 def _plain_code(obj: object) -> CodeType | None:

@@ -9,6 +9,8 @@ unittest and doctest items.
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from pytest_dagorder.internals import fill_locations
@@ -125,14 +127,19 @@ def test_filled_locations_are_pytests_own(pytester: pytest.Pytester,
                 "test_module.py::test_module.test_doc"} & filled
 
 
-def test_items_located_already_are_left_alone(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_one="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
-    items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
-    items[0].__dict__.pop("location", None)
-    items[1].__dict__["location"] = ("elsewhere.py", 7, "kept")
+def test_locations_are_stored_without_building_a_dict_per_test(
+        pytester: pytest.Pytester) -> None:
+    # Reading an item's __dict__ makes CPython build one dict object per
+    # item: 20,000 more objects for every garbage collection pass on every
+    # worker.  pytest builds it only for the tests a process runs.
+    pytester.makepyfile(test_one="".join(f"def test_{i}():\n    pass\n\n" for i in range(60)))
+    items, _ = pytester.inline_genitems("-p", "no:cacheprovider", "-p", "no:dagorder")
+    gc.collect()
+    before = sum(type(o) is dict for o in gc.get_objects())
     fill_locations(items)
-    assert items[1].location == ("elsewhere.py", 7, "kept")
-    assert items[0].location == uncached_location(items[0])
+    built = sum(type(o) is dict for o in gc.get_objects()) - before
+    assert built < 10  # pytest's own location of the first test builds one
+    assert [it.location for it in items] == [uncached_location(it) for it in items]
 
 
 def test_a_test_object_that_cannot_be_had_is_left_to_pytest(
