@@ -75,13 +75,13 @@ class DagRun:
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
         #: Whether every node id names one test (not so with --keep-duplicates).
         self.unique = len(self.index) == len(self.nodeids)
-        self.names = short_names(self.nodeids)
+        self._names: list[str] | None = None  # see name()
         self.n_run = n_run
         self.sched = Scheduler(
             graph,
             on_failure=on_failure,
             groups=groups,
-            name=self.names.__getitem__,
+            name=self.name,
             locality=locality,
             resources=resources,
             limits=limits,
@@ -95,6 +95,13 @@ class DagRun:
         # Prerequisites outside the run never run: settle them first.
         for i in range(n_run, len(graph)):
             self.sched.finished(i, "deselected")
+
+    def name(self, i: int) -> str:
+        """How skip reasons name test ``i`` (made on first use: a run with no
+        skip never needs them, and a big run starts sooner without)."""
+        if self._names is None:
+            self._names = short_names(self.nodeids)
+        return self._names[i]
 
     def reason(self, skip: Skip) -> str:
         if skip.root_outcome == "deselected":

@@ -137,17 +137,22 @@ class DagController:
             other.shutdown()
         raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        # Dispatch before any other plugin handles the report (a dependent
-        # starts sooner), but report skips only after all of them did: the
-        # prerequisite's own line comes first in every output.
+    # Two hook implementations rather than one wrapper: this runs for every
+    # report, and a plain call costs pluggy less than a wrapper's generator.
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Dispatch before any other plugin handles the report: a dependent
+        # starts sooner.
         if self.sched is not None:
             self.sched.on_report(report, emit=False)
-        result = yield
+
+    # (pytest registers only methods named pytest_*: hence the name.)
+    @pytest.hookimpl(trylast=True, specname="pytest_runtest_logreport")
+    def pytest_runtest_logreport_then_skips(self, report: pytest.TestReport) -> None:
+        # Report skips only after every other plugin handled the report: the
+        # prerequisite's own line comes first in every output.
         if self.sched is not None:
             self.sched.emit_skips()
-        return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -220,9 +225,12 @@ class DagScheduling:
 
     @property
     def tests_finished(self) -> bool:
-        if not self.collection_is_completed or self.collection is None:
-            return False
-        return self.aborted or (self.run is not None and self.run.sched.done)
+        # Asked on every turn of xdist's event loop: the run exists only once
+        # every collection was in (see schedule), so it decides alone.
+        run = self.run
+        if run is None:
+            return self.aborted and self.collection is not None and self.collection_is_completed
+        return self.aborted or run.sched.done
 
     @property
     def has_pending(self) -> bool:
