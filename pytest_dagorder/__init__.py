@@ -1,8 +1,11 @@
 """pytest-dagorder: run tests (or plain callables) as a dependency DAG.
 
-The standalone runner (:class:`DagScheduler`, :class:`Task`) and the errors
-import without pytest; the declaration decorators (:func:`depends_on`,
-:func:`run_after`) need pytest and are loaded on first use.
+The standalone runners (:class:`DagScheduler`, :class:`Task`,
+:class:`DagExecutor`) and the errors import without pytest; the declaration
+decorators (:func:`depends_on`, :func:`run_after`) need pytest.  Both are
+loaded on first use: every test module that imports a decorator, and every
+xdist worker, imports this package, and neither needs the thread-pool
+runners.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from .dag_executor import DagExecutor, PrerequisiteFailed
 from .errors import (
     CycleError,
     DependencyError,
@@ -19,10 +21,11 @@ from .errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from .executor import DagScheduler, Task, TaskResult
 
 if TYPE_CHECKING:
+    from .dag_executor import DagExecutor, PrerequisiteFailed
     from .dag_fixture import Dag
+    from .executor import DagScheduler, Task, TaskResult
     from .markers import depends_on, run_after
 
 __all__ = [
@@ -42,13 +45,20 @@ __all__ = [
     "run_after",
 ]
 
-#: Names that need pytest, by the module that has them.
-_LAZY = {"depends_on": "markers", "run_after": "markers", "Dag": "dag_fixture"}
+#: Names loaded on first use, by the module that has them.
+_LAZY = {
+    "depends_on": "markers",
+    "run_after": "markers",
+    "Dag": "dag_fixture",
+    "DagScheduler": "executor",
+    "Task": "executor",
+    "TaskResult": "executor",
+    "DagExecutor": "dag_executor",
+    "PrerequisiteFailed": "dag_executor",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The decorators build pytest marks: importing pytest (most of this
-    # package's import time) waits until a test module asks for them.
     if name in _LAZY:
         import importlib
 
