@@ -113,6 +113,52 @@ class ForeignReader(Protocol):
     def __call__(self, item: pytest.Item, index: Index, /) -> Declared: ...
 
 
+class MarkerCensus:
+    """Every item's markers, walked once: the marker names the session uses,
+    and each item's ``depends_on`` / ``run_after`` markers (own or inherited).
+
+    The markers of a test's collectors are read once per parent (siblings
+    share them) instead of once per test as ``iter_markers_with_node`` does,
+    in the same order (the test's own first, then upwards).  The planner asks
+    :attr:`names` to skip readers of markers no test carries.
+    """
+
+    def __init__(self, items: Iterable[pytest.Item] = ()) -> None:
+        self.names: set[str] = set()
+        self._ours: dict[int, list[tuple[bool, pytest.Mark]]] = {}  # by id(item)
+        self._above: dict[int, list[tuple[bool, pytest.Mark]]] = {}  # by id(parent)
+        for item in items:
+            self.ours(item)
+
+    def ours(self, item: pytest.Item) -> list[tuple[bool, pytest.Mark]]:
+        """``(on the item itself, marker)`` for each of its declarations, closest first."""
+        found = self._ours.get(id(item))
+        if found is None:
+            found = self._ours[id(item)] = (
+                self._read(item.own_markers, True) + self._inherited(item))
+        return found
+
+    def _inherited(self, item: pytest.Item) -> list[tuple[bool, pytest.Mark]]:
+        above = self._above.get(id(item.parent))
+        if above is None:
+            above = []
+            node = item.parent
+            while node is not None:
+                above += self._read(node.own_markers, False)
+                node = node.parent
+            self._above[id(item.parent)] = above
+        return above
+
+    def _read(self, marks: Iterable[pytest.Mark], own: bool) -> list[tuple[bool, pytest.Mark]]:
+        out: list[tuple[bool, pytest.Mark]] = []
+        for mark in marks:
+            name = mark.name
+            self.names.add(name)
+            if name in (DEPENDS_ON, RUN_AFTER):
+                out.append((own, mark))
+        return out
+
+
 class Index:
     """Every way a target can name items, over one list of items."""
 
@@ -132,47 +178,54 @@ class Index:
         # is looked up once, not once per test (difflib is the slow part).
         self._suggested: dict[tuple[tuple[str, ...], str], list[str]] = {}
         self._names: dict[tuple[str, ...], list[str]] = {}
-        # By id of an item's parent: the node ids of the collectors above it,
-        # and the prefixes a relative name is tried under (same for siblings).
+        # By id of an item's parent: the keys of the collectors above it
+        # (node ids, and their escaped spellings), and the prefixes a
+        # relative name is tried under (the same for siblings).
         self._chains: dict[int, list[str]] = {}
         self._scopes: dict[int, list[str]] = {}
-        self.by_function: dict[int, list[int]] = {}
+        self._by_function: dict[int, list[int]] | None = None  # see by_function
+        by_key = self.by_key
+        # Plain loops: this runs for every collected test in every process.
         for i, item in enumerate(items):
-            for key in self._keys(item, self.ids[i]):
-                bucket = self.by_key.setdefault(key, [])
-                if not bucket or bucket[-1] != i:
+            for key in (*self._own_keys(item, self.ids[i]), *self._chain(item)):
+                bucket = by_key.get(key)
+                if bucket is None:
+                    by_key[key] = [i]
+                elif bucket[-1] != i:
                     bucket.append(i)
-            fn = getattr(item, "function", None)
-            if fn is not None:
-                self.by_function.setdefault(id(fn), []).append(i)
 
-    def _keys(self, item: pytest.Item, nodeid: str) -> Iterable[str]:
-        for key in self._plain_keys(item, nodeid):
-            yield key
-            if not key.isascii():
-                # disable_test_id_escaping_and_forfeit_all_rights_to_community_support
-                # is set: the escaped spelling must find the test too.
-                yield escaped_id(key)
+    @property
+    def by_function(self) -> dict[int, list[int]]:
+        """Items by ``id()`` of their test function (made on first use: only a
+        target given as a function object needs it)."""
+        if self._by_function is None:
+            self._by_function = {}
+            for i, item in enumerate(self.items):
+                fn = getattr(item, "function", None)
+                if fn is not None:
+                    self._by_function.setdefault(id(fn), []).append(i)
+        return self._by_function
 
-    def _plain_keys(self, item: pytest.Item, nodeid: str) -> Iterable[str]:
-        yield nodeid
+    def _own_keys(self, item: pytest.Item, nodeid: str) -> list[str]:
+        keys = [nodeid]
         if "@" in nodeid:
             suffix = _xdist_group_suffix(item)
             if suffix and nodeid.endswith(suffix):
                 # Under --dist loadgroup xdist appends "@<groups>" to node ids;
                 # names written without it must still find the test.
-                yield nodeid[: -len(suffix)]
+                keys.append(nodeid[: -len(suffix)])
         original = getattr(item, "originalname", None)
         if original and item.parent is not None and item.name != original:
-            yield f"{item.parent.nodeid}::{original}"
-        yield from self._chain(item)
+            keys.append(f"{item.parent.nodeid}::{original}")
+        return keys if "".join(keys).isascii() else _with_escaped(keys)
 
     def _chain(self, item: pytest.Item) -> list[str]:
-        """Node ids of the collectors between the session and ``item``."""
+        """Keys of the collectors between the session and ``item``."""
         parent = item.parent
         chain = self._chains.get(id(parent))
         if chain is None:
-            chain = [node.nodeid for node in item.listchain()[1:-1] if node.nodeid]
+            chain = _with_escaped(
+                [node.nodeid for node in item.listchain()[1:-1] if node.nodeid])
             self._chains[id(parent)] = chain
         return chain
 
@@ -203,10 +256,11 @@ class Index:
 
     def resolve(self, item: pytest.Item, target: str) -> list[int] | None:
         """The items ``target`` names as seen from ``item`` (None: nothing)."""
-        spellings = dict.fromkeys((target, escaped_id(target)))
+        spellings = (target,) if target.isascii() else dict.fromkeys((target, escaped_id(target)))
+        by_key = self.by_key
         for prefix in self.scopes(item):
             for spelling in spellings:
-                hit = self.lookup(prefix + spelling)
+                hit = by_key.get(prefix + spelling)
                 if hit is not None:
                     return hit
         return None
@@ -218,7 +272,8 @@ class Index:
         identity.  The one lookup both declarations and ``dag.result`` use.
         """
         if isinstance(target, str):
-            return self.resolve(item, target.strip()) if target.strip() else None
+            target = target.strip()
+            return self.resolve(item, target) if target else None
         if callable(target):
             return self.by_function.get(id(getattr(target, "__func__", target)))
         return None
@@ -241,6 +296,21 @@ class Index:
             found = difflib.get_close_matches(target, names, n=3, cutoff=0.6)
             self._suggested[(scopes, target)] = found
         return found
+
+
+def _with_escaped(keys: list[str]) -> list[str]:
+    """``keys``, each followed by its escaped spelling where that differs.
+
+    With disable_test_id_escaping_and_forfeit_all_rights_to_community_support
+    set, a test's node id keeps non-ascii characters; the escaped spelling
+    must find the test too.
+    """
+    out: list[str] = []
+    for key in keys:
+        out.append(key)
+        if not key.isascii():
+            out.append(escaped_id(key))
+    return out
 
 
 def escaped_id(name: str) -> str:
@@ -268,28 +338,21 @@ def resolve_items(
     items: Sequence[pytest.Item],
     readers: Sequence[ForeignReader] = (),
     uncollectable: Mapping[str, Uncollectable] | None = None,
+    census: MarkerCensus | None = None,
 ) -> Resolution:
     """Read every item's declarations and resolve them against ``items``.
 
     ``uncollectable``: collectors (by node id) the planner failed to collect;
     a target below one of them is not "unknown" but skipped or broken.
+    ``census``: the markers walked already (items it has not seen are walked here).
     """
     index = Index(items, uncollectable)
     res = Resolution([[] for _ in items], [[] for _ in items])
     unknown: dict[str, None] = {}
-    # One walk over each item's markers (all names at once): which markers
-    # the session uses at all, so a foreign reader with nothing to read
-    # never builds its tables.
-    present: set[str] = set()
-    ours: list[list[tuple[bool, pytest.Mark]]] = []  # (on the item itself, mark)
-    for item in items:
-        mine: list[tuple[bool, pytest.Mark]] = []
-        for node, mark in item.iter_markers_with_node():
-            present.add(mark.name)
-            if mark.name == DEPENDS_ON or mark.name == RUN_AFTER:
-                mine.append((node is item, mark))
-        ours.append(mine)
-    readers = [r for r in readers if r.marker in present]
+    census = census if census is not None else MarkerCensus()
+    ours = [census.ours(item) for item in items]
+    # A foreign reader with nothing to read never builds its tables.
+    readers = [r for r in readers if r.marker in census.names]
     for i, item in enumerate(items):
         for name, bucket in ((DEPENDS_ON, res.requires), (RUN_AFTER, res.after)):
             for own, mark in ours[i]:

@@ -163,6 +163,7 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
     builds it only for the tests a process runs.
     """
     files: dict[str, str | None] = {}
+    prefixes: dict[int, str | None] = {}  # see _modpath
     for item in items:
         if type(item) is not pytest.Function:
             continue
@@ -182,7 +183,26 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
         if known is not None:
             # One pytest cached already is this same value (the file's first
             # test showed the shape holds); looking would build the dict.
-            item.location = (known, line, item.getmodpath())
+            item.location = (known, line, _modpath(item, prefixes))
+
+
+def _modpath(item: pytest.Function, prefixes: dict[int, str | None]) -> str:
+    """``item.getmodpath()``, with the part of its parent made once per parent.
+
+    pytest joins the names from the module down: a test in a module is its
+    own name, one in a class ``Class.name`` (``Outer.Inner.name``).
+    """
+    parent = item.parent
+    key = id(parent)
+    if key not in prefixes:
+        if isinstance(parent, pytest.Module):
+            prefixes[key] = ""
+        elif isinstance(parent, pytest.Class):
+            prefixes[key] = parent.getmodpath() + "."
+        else:
+            prefixes[key] = None  # some other collector: pytest's own walk
+    prefix = prefixes[key]
+    return item.getmodpath() if prefix is None else prefix + item.name
 
 
 def _plain_code(obj: object) -> CodeType | None:

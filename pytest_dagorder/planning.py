@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from . import migration
-from .declarations import ForeignReader, Problem, Uncollectable, merge_shared, resolve_items
+from .declarations import (
+    ForeignReader,
+    MarkerCensus,
+    Problem,
+    Uncollectable,
+    merge_shared,
+    resolve_items,
+)
 from .errors import CycleError, DependencyError, SelfDependencyError
 from .graph import Graph, prerequisites_of
 from .internals import (
@@ -26,6 +33,7 @@ from .internals import (
     resuming,
     undo_deselected,
 )
+from .markers import EXCLUSIVE, RESOURCE
 from .memory import collector_paused
 from .resources import Needs, read_needs
 from .settings import settings_of
@@ -45,6 +53,8 @@ class Plan:
     skips: list[tuple[pytest.Item, str]] = field(default_factory=list)
     #: Resources and exclusivity of the tests that have any, by id(item).
     needs: dict[int, Needs] = field(default_factory=dict)
+    #: The names of every marker some collected test carries (own or inherited).
+    marker_names: frozenset[str] = frozenset()
 
     @property
     def nodeids(self) -> list[str]:
@@ -58,6 +68,7 @@ def make_plan(
     with_prerequisites: bool,
     narrowed: bool,
     readers: Sequence[ForeignReader] = (),
+    census: MarkerCensus | None = None,
 ) -> Plan:
     """Resolve declarations of ``selected`` against everything ``collected``.
 
@@ -72,14 +83,15 @@ def make_plan(
     """
     chosen = {id(it) for it in selected}
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
-    res = resolve_items(universe, readers)
+    census = census if census is not None else MarkerCensus()
+    res = resolve_items(universe, readers, census=census)
     if res.unknown:
         failed: dict[str, Uncollectable] = {}
         extra = _collect_siblings(universe, failed) if narrowed else []
         extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra}, failed)
         if extra or failed:
             universe.extend(extra)
-            res = resolve_items(universe, readers, failed)
+            res = resolve_items(universe, readers, failed, census)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips)
@@ -96,8 +108,10 @@ def make_plan(
     # topological order; then the run in collection order.
     order = outside + run
     pos = {u: k for k, u in enumerate(order)}
-    run_ids = {universe[i].nodeid for i in run}
-    problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
+    problems: list[Problem] = []
+    if res.problems:
+        run_ids = {universe[i].nodeid for i in run}
+        problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
     plan = Plan(
         items=[universe[i] for i in run],
         graph=None,
@@ -313,7 +327,10 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
                  collected: list[pytest.Item]) -> Plan:
     """The plan for this session; pulled-back prerequisites are put into ``items``."""
     settings = settings_of(config)
-    items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
+    # One walk over every test's markers; what no test carries is not read.
+    census = MarkerCensus([*collected, *items])
+    if migration.ORDER_MARK in census.names:
+        items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     plan = make_plan(
         items,
         collected,
@@ -322,6 +339,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         with_prerequisites=settings.with_prerequisites or resuming(config),
         narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
         readers=migration.readers(settings),
+        census=census,
     )
     if plan.pulled_back:
         undo_deselected(config, plan.pulled_back)
@@ -329,10 +347,12 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:
         items[:] = plan.items
-    needs, problems = read_needs(items)
-    plan.problems += problems
-    plan.needs = {id(it): n for it, n in zip(items, needs, strict=True) if n.resources
-                  or n.exclusive}
+    plan.marker_names = frozenset(census.names)
+    if RESOURCE in census.names or EXCLUSIVE in census.names:
+        needs, problems = read_needs(items)
+        plan.problems += problems
+        plan.needs = {id(it): n for it, n in zip(items, needs, strict=True)
+                      if n.resources or n.exclusive}
     return plan
 
 

@@ -160,20 +160,22 @@ class DagWorker(Planner):
         # after, every other hook (a conftest may still reorder session.items
         # here, and xdist sends its ids from here, before or after that).
         planned = list(session.items)
-        self.index = {it.nodeid: k for k, it in enumerate(planned)}
+        ids = [it.nodeid for it in planned]  # pytest makes the string on every read
+        self.index = {nid: k for k, nid in enumerate(ids)}
         result = yield
         with collector_paused():  # see memory.py
-            self._after_collection(session, planned)
+            self._after_collection(session, planned, ids)
         return result
 
-    def _after_collection(self, session: pytest.Session, planned: list[pytest.Item]) -> None:
+    def _after_collection(self, session: pytest.Session, planned: list[pytest.Item],
+                          ids: list[str]) -> None:
         final = list(session.items)
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller waits
             # for it (bounded) once every worker's collection is in.
             self.channel.send(wire.hello())
-            self.channel.send(wire.encode(self._payload(planned, final)))
+            self.channel.send(wire.encode(self._payload(planned, final, ids)))
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
@@ -264,8 +266,10 @@ class DagWorker(Planner):
                     return other
         return None
 
-    def _payload(self, planned: list[pytest.Item], final: list[pytest.Item]) -> wire.Payload:
-        """The plan, indexed like ``final`` (what this worker runs from)."""
+    def _payload(self, planned: list[pytest.Item], final: list[pytest.Item],
+                 ids: list[str]) -> wire.Payload:
+        """The plan, indexed like ``final`` (what this worker runs from); ``ids``
+        are the node ids of ``planned``."""
         plan = self.plan
         graph: wire.GraphData | None = None
         problems: list[tuple[str, str]] = []
@@ -273,16 +277,20 @@ class DagWorker(Planner):
             problems = [(p.nodeid, p.message) for p in plan.problems]
             if plan.graph is not None and not plan.problems:
                 g = plan.graph
-                graph = wire.GraphData(plan.nodeids, [list(r) for r in g.requires],
+                nodeids = ([*ids, *(it.nodeid for it in plan.deselected)]
+                           if plan.items == planned else plan.nodeids)
+                graph = wire.GraphData(nodeids, [list(r) for r in g.requires],
                                        [list(a) for a in g.after])
+        grouped = plan is None or "xdist_group" in plan.marker_names
         payload = wire.Payload(
-            ids=[it.nodeid for it in planned],
+            ids=ids,
             barrier=len(planned),
             # Computed in bulk by the planner (internals.fill_locations).
             locations=[_location(it) for it in planned],
             module_scopes=_scopes(planned, pytest.Module),
             class_scopes=_scopes(planned, pytest.Class),
-            xdist_groups=[_xdist_group(it) for it in planned],
+            xdist_groups=([_xdist_group(it) for it in planned] if grouped
+                          else [None] * len(planned)),
             graph=graph,
             problems=problems,
         )
@@ -298,7 +306,7 @@ class DagWorker(Planner):
                 payload, resources=[list(n.resources) for n in needs],
                 exclusive=[n.exclusive for n in needs])
         try:
-            return payload.in_order([it.nodeid for it in final])
+            return payload.in_order(ids if final == planned else [it.nodeid for it in final])
         except ValueError:
             return wire.Payload([], 0, [], [], [], [], None, [("", (
                 "a pytest_collection_finish hook added or removed tests after "

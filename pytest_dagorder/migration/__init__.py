@@ -20,11 +20,12 @@ from ..declarations import ForeignReader
 from ..settings import GROUP, Settings
 from .dependency import DependencyReader, dependency_defines_options
 from .depends import DependsReader
+from .order import MARK as ORDER_MARK
 from .order import OrderReader, apply_ordinals
 from .runtime import RuntimeDepends
 from .takeover import Takeover
 
-__all__ = ["addoption", "apply_ordinals", "configure", "readers"]
+__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers"]
 
 DEPENDENCY_MARKER = (
     "dependency(name=None, depends=[], scope='module'): pytest-dependency "
