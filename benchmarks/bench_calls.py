@@ -5,7 +5,8 @@ of function calls a run makes does not.  Runs the suite of bench_cpu.py
 (2,000 no-op tests as 40 chains of 50, ``-n 2``) with every process under
 cProfile (a conftest starts it at ``pytest_configure``) and prints the
 calls per process and in total, for plain xdist on the suite without
-declarations and for the plugin; ``--also PATH`` adds the plugin found at
+declarations, for plain xdist on the same files (``-p no:dagorder``) and
+for the plugin; ``--also PATH`` adds the plugin found at
 PATH (another checkout, put first on ``PYTHONPATH``) for an A/B.  Calls are
 a proxy for CPU: a call into the plugin is not dearer than one into pytest.
 
@@ -77,6 +78,7 @@ def main() -> None:
         for root in (plain, dag):
             (root / "conftest.py").write_text(PROFILE_CONFTEST)
         runs = [("plain xdist (no declarations)", plain, ["-p", "no:dagorder"], None),
+                ("plain xdist (same files)", dag, ["-p", "no:dagorder"], None),
                 ("dagorder", dag, [], None)]
         runs += [(f"dagorder at {p}", dag, [], str(p.resolve())) for p in opts.also]
         base = 0

@@ -2,8 +2,10 @@
 
 2,000 no-op tests as 40 chains of 50 (one module per chain), run at ``-n 2``:
 the CPU time (user + system, controller and workers together) of
-pytest-dagorder against plain ``--dist load`` (``-p no:dagorder``) on the same
-tests without declarations.  Every command runs ``--rounds`` times,
+pytest-dagorder against plain ``--dist load`` (``-p no:dagorder``), on the
+same tests without declarations and on the same files (the markers
+registered in pytest.ini, so plain pytest pays for reading the decorators
+but warns about nothing).  Every command runs ``--rounds`` times,
 interleaved; the minimum counts (noise only ever adds time), and beside it
 the median of the per-round ratios.
 
@@ -25,7 +27,9 @@ from pathlib import Path
 
 def write_suite(root: Path, chains: int, length: int, declare: bool) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "pytest.ini").write_text("[pytest]\n")
+    # The marker registered: the same files run with the plugin blocked too.
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    depends_on: x\n" if declare
+                                     else "[pytest]\n")
     for c in range(chains):
         lines = ["from pytest_dagorder import depends_on", ""]
         for j in range(length):
@@ -91,6 +95,7 @@ def main() -> None:
         write_suite(plain, opts.chains, opts.length, declare=False)
         runs = {
             "plain xdist --dist load (no declarations)": (plain, [*n, "-p", "no:dagorder"]),
+            "plain xdist --dist load (same files)": (dag, [*n, "-p", "no:dagorder"]),
             "dagorder, affinity module (default)": (dag, n),
             "dagorder, affinity none": (dag, [*n, "--dag-affinity=none"]),
         }
@@ -105,15 +110,17 @@ def main() -> None:
                 best[name] = (min(cpu, old[0]), min(wall, old[1])) if old else (cpu, wall)
             rounds.append(this)
     plain = "plain xdist --dist load (no declarations)"
-    base = best[plain][0]
+    same = "plain xdist --dist load (same files)"
     print(f"{opts.chains} chains x {opts.length} tests, -n {opts.n}, best of {opts.rounds}")
-    print("| run | CPU s | CPU / plain | median of per-round ratios | wall s |")
-    print("|---|---|---|---|---|")
+    print("| run | CPU s | / plain | / plain, same files | median of per-round ratios "
+          "(plain; same files) | wall s |")
+    print("|---|---|---|---|---|---|")
     for name, (cpu, wall) in best.items():
-        # Paired: each round's run against the plain run next to it, so a
+        # Paired: each round's run against the plain runs next to it, so a
         # slow phase of the machine weighs on both sides of a ratio.
-        paired = statistics.median(r[name] / r[plain] for r in rounds)
-        print(f"| {name} | {cpu:.2f} | {cpu / base:.2f} | {paired:.2f} | {wall:.2f} |")
+        paired = [statistics.median(r[name] / r[base] for r in rounds) for base in (plain, same)]
+        print(f"| {name} | {cpu:.2f} | {cpu / best[plain][0]:.2f} | {cpu / best[same][0]:.2f} "
+              f"| {paired[0]:.2f}; {paired[1]:.2f} | {wall:.2f} |")
 
 
 if __name__ == "__main__":

@@ -96,8 +96,8 @@ class LocalResults:
 
     def on_report(self, report: pytest.TestReport) -> None:
         """Keep a test's publication if all of its phases passed, else drop it."""
-        if report.nodeid not in self._open:
-            return
+        if not self._open or report.nodeid not in self._open:
+            return  # the common case: no test of this process published
         word = self._tracker.feed(report)
         if word is None:
             return

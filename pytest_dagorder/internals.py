@@ -208,8 +208,8 @@ def _modpath(item: pytest.Function, prefixes: dict[int, str | None]) -> str:
 def _plain_code(obj: object) -> CodeType | None:
     """The code of a test function that pytest would locate by its code alone."""
     func = obj.__func__ if isinstance(obj, MethodType) else obj
-    if type(func) is not FunctionType or any(
-            hasattr(func, name) for name in ("__wrapped__", "__pytest_wrapped__", "place_as")):
+    if (type(func) is not FunctionType or hasattr(func, "__wrapped__")
+            or hasattr(func, "__pytest_wrapped__") or hasattr(func, "place_as")):
         return None
     return func.__code__
 

@@ -231,7 +231,7 @@ class DagWorker(Planner):
         i = self.index.get(report.nodeid)
         if i is None:
             return
-        word = self.tracker.feed(report)
+        word = self.tracker.feed(report, i)
         if word is None:
             return
         if i not in self.outcome:

@@ -463,7 +463,11 @@ class DagScheduling:
             return
         if self.relay is not None:
             self._read_side_channel(getattr(report, "node", None))
-        i = run.record(report, self._index_of(report))
+        # Which test: the common case (unique node ids, a worker's report) inline.
+        index = (self.emitting if self.emitting is not None
+                 else run.index.get(report.nodeid) if run.unique
+                 else self._index_of(report))
+        i = run.record(report, index)
         if i is None:
             return
         if self.relay is not None:
