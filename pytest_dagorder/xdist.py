@@ -621,6 +621,13 @@ class DagScheduling:
         if run is None or self.aborted:
             return
         sched = run.sched
+        inflight = self.inflight
+        if inflight and min(inflight.values()) >= LOW_WATER:
+            # Every worker, usable or not, holds its next test: nothing to top
+            # up (the common case with batches, checked after nearly every report).
+            if emit:
+                self.emit_skips()
+            return
         nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
                  and n not in self.dead
                  and n not in self.unusable]
@@ -628,10 +635,8 @@ class DagScheduling:
             if emit:
                 self.emit_skips()
             return
-        inflight = self.inflight
         if all(inflight[node] >= LOW_WATER for node in nodes):
-            # Every worker holds its next test: nothing to top up (the common
-            # case with batches, checked after nearly every report).
+            # Every usable worker holds its next test.
             if emit:
                 self.emit_skips()
             return
