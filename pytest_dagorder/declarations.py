@@ -217,7 +217,7 @@ class Index:
         original = getattr(item, "originalname", None)
         if original and item.parent is not None and item.name != original:
             keys.append(f"{item.parent.nodeid}::{original}")
-        return keys if "".join(keys).isascii() else _with_escaped(keys)
+        return _with_escaped(keys)
 
     def _chain(self, item: pytest.Item) -> list[str]:
         """Keys of the collectors between the session and ``item``."""
@@ -257,10 +257,9 @@ class Index:
     def resolve(self, item: pytest.Item, target: str) -> list[int] | None:
         """The items ``target`` names as seen from ``item`` (None: nothing)."""
         spellings = (target,) if target.isascii() else dict.fromkeys((target, escaped_id(target)))
-        by_key = self.by_key
         for prefix in self.scopes(item):
             for spelling in spellings:
-                hit = by_key.get(prefix + spelling)
+                hit = self.lookup(prefix + spelling)
                 if hit is not None:
                     return hit
         return None
@@ -303,8 +302,10 @@ def _with_escaped(keys: list[str]) -> list[str]:
 
     With disable_test_id_escaping_and_forfeit_all_rights_to_community_support
     set, a test's node id keeps non-ascii characters; the escaped spelling
-    must find the test too.
+    must find the test too.  Nearly always all are ASCII: ``keys`` itself.
     """
+    if "".join(keys).isascii():
+        return keys
     out: list[str] = []
     for key in keys:
         out.append(key)

@@ -463,11 +463,7 @@ class DagScheduling:
             return
         if self.relay is not None:
             self._read_side_channel(getattr(report, "node", None))
-        # Which test: the common case (unique node ids, a worker's report) inline.
-        index = (self.emitting if self.emitting is not None
-                 else run.index.get(report.nodeid) if run.unique
-                 else self._index_of(report))
-        i = run.record(report, index)
+        i = run.record(report, self._index_of(report))
         if i is None:
             return
         if self.relay is not None:
@@ -631,15 +627,6 @@ class DagScheduling:
         nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
                  and n not in self.dead
                  and n not in self.unusable]
-        if not nodes:
-            if emit:
-                self.emit_skips()
-            return
-        if all(inflight[node] >= LOW_WATER for node in nodes):
-            # Every usable worker holds its next test.
-            if emit:
-                self.emit_skips()
-            return
         spec = self.speculate
         # First every idle worker gets work, then busy ones are topped up.
         for node in nodes:
@@ -650,7 +637,7 @@ class DagScheduling:
             if have >= LOW_WATER:
                 continue
             want = self._want(node, len(nodes))
-            if 0 < have < LOW_WATER and have < want:
+            if 0 < have < want:
                 self._send(node, sched.take(node, want - have, speculate=spec))
             elif spec and have == 1 and want == 1:
                 # Slow tests, one in flight: add the test that can start only
