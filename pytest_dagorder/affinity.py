@@ -71,12 +71,9 @@ def affinity_groups(
                 union(i, first_with[label])
             else:
                 first_with[label] = i
+    roots = [find(i) for i in range(n)]
     size: dict[int, int] = {}
-    for i in range(n):
-        r = find(i)
+    for r in roots:
         size[r] = size.get(r, 0) + 1
-    explicit_roots = {find(i) for i in first_with.values()}
-    return [
-        f"group-{find(i)}" if size[find(i)] > 1 or find(i) in explicit_roots else None
-        for i in range(n)
-    ]
+    explicit_roots = {roots[i] for i in first_with.values()}
+    return [f"group-{r}" if size[r] > 1 or r in explicit_roots else None for r in roots]

@@ -47,9 +47,13 @@ def _sound(raw: object) -> dict[str, float]:
     """The usable part of a cache entry: a hand-edited one must not break the run."""
     if not isinstance(raw, dict):
         return {}
+    # Exact types (JSON gives no subclasses; bool is not a duration), and a
+    # range test that NaN and infinity fail: no call per entry but float().
     return {
         k: float(v)
         for k, v in raw.items()
-        if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-        and math.isfinite(v) and v >= 0
+        if type(k) is str and type(v) in _NUMBERS and 0 <= v < math.inf
     }
+
+
+_NUMBERS = (int, float)

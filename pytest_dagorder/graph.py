@@ -70,6 +70,7 @@ class Graph:
         durations: Sequence[float | None],
         *,
         order: Sequence[int] | None = None,
+        stable: bool = False,
     ) -> None:
         # Use Graph.build: this constructor trusts that its input is valid
         # (and ``order``, if given, to be a topological order of it).
@@ -89,12 +90,16 @@ class Graph:
         # Any topological order (a stack, no heap): the acyclicity proof, and
         # the order critical paths are computed in.  The stable order that
         # serial runs need is derived only when asked for (``topo``).
+        # ``stable``: the caller will ask for ``topo`` at once; the proof then
+        # uses the stable order's heap and keeps it (one pass, not two).
+        self._topo: tuple[int, ...] | None = None
         if order is None:
-            order = _kahn(self.requires, self.after, dependents, followers, lowest_first=False)
+            order = _kahn(self.requires, self.after, dependents, followers, lowest_first=stable)
             if len(order) != n:
                 raise _CycleFound
+            if stable:
+                self._topo = tuple(order)
         self._order = list(order)
-        self._topo: tuple[int, ...] | None = None
         self._critical: tuple[float, ...] | None = None
 
     def __len__(self) -> int:
@@ -102,6 +107,8 @@ class Graph:
 
     def permuted(self, order: Sequence[int]) -> Graph:
         """The same graph with task ``order[k]`` at index ``k`` (no revalidation needed)."""
+        if list(order) == list(range(len(self))):
+            return self  # immutable: nothing to copy (the common case, a suite in order)
         pos = [0] * len(order)
         for k, old in enumerate(order):
             pos[old] = k
@@ -133,11 +140,13 @@ class Graph:
         *,
         after: Mapping[Hashable, Iterable[Hashable]] | None = None,
         durations: Mapping[Hashable, float | None] | None = None,
+        stable: bool = False,
     ) -> Graph:
         """Validate ``(id, prerequisites)`` pairs and build the graph.
 
         Raises a :class:`DependencyError` naming every problem found (see
         :mod:`pytest_dagorder.errors`); nothing is partially built.
+        ``stable``: :attr:`topo` will be needed (computed on the way).
         """
         ids: list[Hashable] = []
         raw_requires: list[Iterable[Hashable]] = []
@@ -192,7 +201,8 @@ class Graph:
                     if i is not None:
                         dur[i] = d
             try:
-                return cls(ids, requires, after_lists, dur)  # proves acyclicity on the way
+                # Proves acyclicity on the way.
+                return cls(ids, requires, after_lists, dur, stable=stable)
             except _CycleFound:
                 pass
         if not duplicates:

@@ -130,6 +130,7 @@ def make_plan(
             ((k, [pos[p] for p in res.requires[u]] if u in in_run else ())
              for k, u in enumerate(order)),
             after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
+            stable=True,  # its topo is read below
         )
     except DependencyError as exc:
         ids = [universe[u].nodeid for u in order]
@@ -162,6 +163,8 @@ def _collection_order(
     never collected (a sibling or another file, collected by the planner)
     goes just before the first test of the run that needs it.
     """
+    if max(run, default=-1) < n_sel:
+        return list(run)  # nothing pulled back: the session's order stands
     cpos = {id(it): k for k, it in enumerate(collected)}
     pulled = sorted((cpos[id(universe[i])], i) for i in run
                     if i >= n_sel and id(universe[i]) in cpos)

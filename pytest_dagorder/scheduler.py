@@ -186,6 +186,10 @@ class Scheduler:
         self.where: dict[int, Worker] = {}  # running task -> worker
         self._pending = [len(graph.requires[i]) + len(graph.after[i]) for i in range(n)]
         self._terminal_count = 0
+        #: Every task terminal: the run is over (see the module docstring).  A
+        #: plain attribute, set where a task becomes terminal: xdist asks on
+        #: every turn of its event loop.
+        self.done = n == 0
         self._spec: set[int] = set()  # handed out speculatively (see take())
         self._ready_count = 0
         self._new_skips: list[Skip] = []
@@ -392,10 +396,6 @@ class Scheduler:
     # ------------------------------------------------------------------ queries
 
     @property
-    def done(self) -> bool:
-        return self._terminal_count == len(self.state)
-
-    @property
     def stopped(self) -> str | None:
         return self._stopped
 
@@ -503,6 +503,7 @@ class Scheduler:
                     states[d] = State.READY
                 self._ready_count += len(ready)
                 placement.released(ready, origin)
+        self.done = self._terminal_count == len(states)
 
     def _blocked(self, task: int, prereq: int) -> Skip:
         """Why ``task`` is skipped because ``prereq`` did not pass."""
@@ -535,6 +536,7 @@ class Scheduler:
         ready = sum(1 for s in self.state if s is State.READY)
         check(ready == self._ready_count, "ready count drifted")
         check(terminal == self._terminal_count, "terminal count drifted")
+        check(self.done == (terminal == n), "done disagrees with the states")
         for i in range(n):
             st = self.state[i]
             expected = 0

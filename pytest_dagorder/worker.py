@@ -22,7 +22,6 @@ comes next.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Generator, Iterable
 from typing import Any, SupportsIndex, overload
 
@@ -73,9 +72,11 @@ class ItemsWithBarrier(list[pytest.Item]):
     def __getitem__(self, index: slice) -> list[pytest.Item]: ...
 
     def __getitem__(self, index: SupportsIndex | slice) -> pytest.Item | list[pytest.Item]:
-        if not isinstance(index, slice) and operator.index(index) == len(self):
+        # xdist reads an item five times a test (twice to run it, once per
+        # report): as few calls as can be.  A slice never equals an int.
+        if index == len(self):
             return self.barrier
-        return super().__getitem__(index)
+        return list.__getitem__(self, index)
 
 
 class _ProtocolGate:
@@ -228,6 +229,8 @@ class DagWorker(Planner):
         self.results.on_report(report)
         if not self.gating:
             return  # outcomes are kept only for gating tests sent ahead
+        if report.when == "call" and report.outcome == "passed":
+            return  # changes no fold (see OutcomeTracker.feed); most reports are these
         i = self.index.get(report.nodeid)
         if i is None:
             return
@@ -248,12 +251,16 @@ class DagWorker(Planner):
     def _index_scopes(self, items: list[pytest.Item]) -> None:
         """Remember up to two items below every collector, for :meth:`stand_in`."""
         below = self._below
-        chains: dict[int, list[Any]] = {}  # by id of the parent: siblings share it
+        # The first two items below a collector (in list order) are among the
+        # first two of their own parent: later siblings can be passed over.
+        seen: dict[int, int] = {}  # by id of the parent: items met so far
         for it in items:
-            chain = chains.get(id(it.parent))
-            if chain is None:
-                chain = chains[id(it.parent)] = it.listchain()[:-1]
-            for node in chain:
+            key = id(it.parent)
+            k = seen.get(key, 0)
+            if k == 2:
+                continue
+            seen[key] = k + 1
+            for node in it.listchain()[:-1]:
                 bucket = below.setdefault(id(node), [])
                 if len(bucket) < 2:
                     bucket.append(it)

@@ -142,3 +142,13 @@ def test_a_damaged_record_is_ignored(pytester: pytest.Pytester, junk: object) ->
     got = recorded(pytester)
     assert sorted(got) == sorted(SLOW_A)  # the junk is gone, the real figures are in
     assert all(isinstance(v, float) and v >= 0 for v in got.values())
+
+
+def test_only_finite_non_negative_numbers_under_string_keys_are_kept() -> None:
+    from pytest_dagorder.durations import _sound
+
+    raw = {"a": 1, "b": 0.5, "c": True, "d": float("nan"), "e": float("inf"), "f": -0.1,
+           "g": "1", "h": None, "i": 0, "j": [1], 1: 2.0}
+    assert _sound(raw) == {"a": 1.0, "b": 0.5, "i": 0.0}
+    assert all(type(v) is float for v in _sound(raw).values())
+    assert _sound([("a", 1)]) == {} and _sound(None) == {}

@@ -351,6 +351,11 @@ def test_topo_respects_every_edge(data: tuple[Pairs, dict[Hashable, list[Hashabl
         for d in (*g.dependents[i], *g.followers[i]):
             assert crit[i] >= crit[d] + g.durations[i] - 1e-9
     assert 1 <= g.longest_chain() <= len(g) or len(g) == 0
+    # Built for a caller that wants the stable order at once: the same graph.
+    s = Graph.build(pairs, after=after, stable=True)
+    assert (s.topo, s.critical_path(), s.dependents) == (g.topo, crit, g.dependents)
+    with pytest.raises(DependencyError):
+        Graph.build([*pairs, ("x", ["y"]), ("y", ["x"])], after=after, stable=True)
 
 
 @settings(max_examples=100, deadline=None)
@@ -399,3 +404,9 @@ def test_permuted_keeps_every_edge_under_new_indices() -> None:
     q = h.permuted([2, 1, 0])
     assert q.after == ((2,), (), ())
     assert q.topo == (1, 2, 0)
+
+
+def test_permuted_in_the_same_order_is_the_graph_itself() -> None:
+    g = Graph.build([("a", []), ("b", ["a"])])
+    assert g.permuted([0, 1]) is g
+    assert g.permuted((1, 0)).ids == ("b", "a")
