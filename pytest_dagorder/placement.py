@@ -654,7 +654,23 @@ class HandOutAhead:
         g, state, rank = self._graph, self._state, self._rank
         of, constrained = self._group_of, self._constrained
         assert of is not None  # a worker is bound to a group only where groups exist
-        frontier = sorted(self._running_on[worker], key=rank.__getitem__)
+        # Only a running task with a WAITING successor can lead anywhere, and
+        # holding tasks never makes another WAITING: the others are dropped
+        # before sorting (a worker may run a batch of a thousand, nearly all
+        # of them with their successors held already, and this runs per batch).
+        waiting = State.WAITING
+        seeds: list[int] = []
+        for r in self._running_on[worker]:
+            for d in g.dependents[r]:
+                if state[d] is waiting:
+                    seeds.append(r)
+                    break
+            else:
+                for d in g.followers[r]:
+                    if state[d] is waiting:
+                        seeds.append(r)
+                        break
+        frontier = sorted(seeds, key=rank.__getitem__)
         out: list[int] = []
         k = 0
         while k < len(frontier) and len(out) < limit:
