@@ -45,6 +45,19 @@ class OutcomeTracker:
         self._partial: dict[Hashable, str] = {}
         self._discarding: set[Hashable] = set()
 
+    def inert(self, report: pytest.TestReport) -> bool:
+        """Whether :meth:`feed` would neither change anything nor settle a test.
+
+        True for most reports: a passed call, and a passed setup while no
+        test is part-way through a failing or discarded attempt.  Drivers
+        skip such reports without finding which test they are about.
+        """
+        if report.outcome != "passed":
+            return False
+        when = report.when
+        return when == "call" or (when == "setup" and not self._partial
+                                  and not self._discarding)
+
     def feed(self, report: pytest.TestReport, key: Hashable = None) -> str | None:
         """``key`` tells tests apart whose node ids repeat (default: the node id)."""
         key = report.nodeid if key is None else key

@@ -118,22 +118,30 @@ class DagRun:
         return [SkipToReport(s.task, self.reason(s), s.remote, s.prerequisite)
                 for s in self.sched.pop_skipped() if s.task < self.n_run]
 
-    def record(self, report: pytest.TestReport, index: int | None = None) -> int | None:
+    def record(self, report: pytest.TestReport, index: int | None = None, *,
+               timed: bool = True) -> int | None:
         """Feed a report; the test's index once its last report arrived, else None.
 
         ``index`` says which test it is about where the node id alone cannot
         (repeated node ids); by default the node id decides.  The core learns
         the outcome then (a test it had already settled, as a skip, keeps that).
+        ``timed``: the report's duration counts towards the test's (False: the
+        driver tells :meth:`took` instead).
         """
         i = self.index.get(report.nodeid) if index is None else index
         if i is None:
             return None
-        self.elapsed[i] = self.elapsed.get(i, 0.0) + report.duration
+        if timed:
+            self.took(i, report.duration)
         word = self.tracker.feed(report, i)
         if word is None:
             return None
         self.sched.finished(i, as_outcome(word))
         return i
+
+    def took(self, i: int, seconds: float) -> None:
+        """Test ``i`` spent ``seconds`` more (its phases, or its whole protocol)."""
+        self.elapsed[i] = self.elapsed.get(i, 0.0) + seconds
 
     def measured(self) -> dict[str, float]:
         """Seconds per node id of the tests that ran (not those skipped for a prerequisite)."""

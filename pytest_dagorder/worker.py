@@ -229,8 +229,8 @@ class DagWorker(Planner):
         self.results.on_report(report)
         if not self.gating:
             return  # outcomes are kept only for gating tests sent ahead
-        if report.when == "call" and report.outcome == "passed":
-            return  # changes no fold (see OutcomeTracker.feed); most reports are these
+        if self.tracker.inert(report):
+            return  # most reports: nothing to fold
         i = self.index.get(report.nodeid)
         if i is None:
             return

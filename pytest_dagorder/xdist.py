@@ -275,10 +275,15 @@ class DagScheduling:
             # short (the worker then said so first, see DagWorker.pass_on_exit);
             # a barrier's teardown may call it too.  Other tests never look.
             self._exit_if_asked(node)
-        if 0 <= item_index < self.barrier and self.pace.record(duration):
-            # The pipeline depth changed.  Otherwise there is nothing to do:
-            # the test's last report, which came first, dispatched.
-            self._dispatch()
+        if 0 <= item_index < self.barrier:
+            if self.run is not None:
+                # The worker's time for the whole protocol (setup, call and
+                # teardown with their hooks): what the next run ranks by.
+                self.run.took(item_index, duration)
+            if self.pace.record(duration):
+                # The pipeline depth changed.  Otherwise there is nothing to do:
+                # the test's last report, which came first, dispatched.
+                self._dispatch()
 
     def _exit_if_asked(self, node: Any) -> None:
         """End the session as pytest ends it if a test on ``node`` called ``pytest.exit()``.
@@ -463,7 +468,12 @@ class DagScheduling:
             return
         if self.relay is not None:
             self._read_side_channel(getattr(report, "node", None))
-        i = run.record(report, self._index_of(report))
+        elif run.tracker.inert(report):
+            # Two reports of three: nothing to fold, nothing to dispatch, and
+            # the time comes whole with the test's completion (see
+            # mark_test_complete): which test it is about is not even looked up.
+            return
+        i = run.record(report, self._index_of(report), timed=False)
         if i is None:
             return
         if self.relay is not None:
