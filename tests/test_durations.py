@@ -148,7 +148,7 @@ def test_only_finite_non_negative_numbers_under_string_keys_are_kept() -> None:
     from pytest_dagorder.durations import _sound
 
     raw = {"a": 1, "b": 0.5, "c": True, "d": float("nan"), "e": float("inf"), "f": -0.1,
-           "g": "1", "h": None, "i": 0, "j": [1], 1: 2.0}
+           "g": "1", "h": None, "i": 0, "j": [1], 1: 2.0, "k": 10**400, "l": 1e300}
     assert _sound(raw) == {"a": 1.0, "b": 0.5, "i": 0.0}
     assert all(type(v) is float for v in _sound(raw).values())
     assert _sound([("a", 1)]) == {} and _sound(None) == {}
