@@ -12,7 +12,9 @@ any declaration: what declaring 38,000 edges costs before any plugin runs.
 Default (20 x 1,000 tests, a few minutes): wall time of ``-n 2``, ``-n 4``
 and serial, the plugin against plain pytest/xdist, pytest's cache on, each
 command run once untimed first (warm: bytecode written, durations recorded),
-then ``--rounds`` interleaved rounds; best of the rounds.
+then ``--rounds`` interleaved rounds; best of the rounds, and beside it the
+median of the per-round ratios (each plugin run against the plain run of
+its own round: on a shared host that cancels most drift between rounds).
 
 ``--big`` (100 x 1,000 tests, 2 edges each: 100,000 tests, about 200,000
 edges): time to collect, validate and order (``--collect-only -q``, serial),
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,6 +178,12 @@ def mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:.0f}"
 
 
+#: Wall seconds of every round, by run name (see compare): a host shared
+#: with others drifts within a session, and the ratio of two runs taken one
+#: after the other in the same round cancels most of that drift.
+WALLS: dict[str, list[float]] = {}
+
+
 def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
             warm: bool = True) -> dict[str, Measure]:
     """Each run once untimed (``warm``), then ``rounds`` interleaved rounds; the best."""
@@ -185,9 +194,16 @@ def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
         for name, (root, args, expect) in runs.items():
             m = run(root, args, expect)
             print(f"  {name}: {m.wall:.2f} s", file=sys.stderr, flush=True)
+            WALLS.setdefault(name, []).append(m.wall)
             if name not in best or m.wall < best[name].wall:
                 best[name] = m
     return best
+
+
+def paired(name: str, base: str) -> str:
+    """Median of the per-round ratios ``name`` / ``base`` (rounds are interleaved)."""
+    ratios = [a / b for a, b in zip(WALLS.get(name, []), WALLS.get(base, []), strict=True)]
+    return f"{statistics.median(ratios):.2f}" if ratios else "-"
 
 
 def default_case(tmp: Path, opts: argparse.Namespace) -> None:
@@ -214,13 +230,15 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
     print(f"{opts.modules} modules x {opts.tests} tests = {total:,} tests, {edges:,} edges; "
           f"cache on, warm; best of {opts.rounds}")
     extra = " undeclared s (ratio) |" if opts.undeclared else ""
-    print(f"| run | plain s | dagorder s | ratio | first test: plain / dagorder s |{extra}")
-    print("|---|---:|---:|---:|---|" + ("---:|" if extra else ""))
+    print("| run | plain s | dagorder s | ratio | median of per-round ratios "
+          f"| first test: plain / dagorder s |{extra}")
+    print("|---|---:|---:|---:|---:|---|" + ("---:|" if extra else ""))
     for label, _ in pairs:
         p, d = best[f"plain {label}"], best[f"dagorder {label}"]
         first = ("-" if p.first_test is None or d.first_test is None
                  else f"{p.first_test:.2f} / {d.first_test:.2f}")
-        row = f"| {label} | {p.wall:.2f} | {d.wall:.2f} | {d.wall / p.wall:.2f} | {first} |"
+        row = (f"| {label} | {p.wall:.2f} | {d.wall:.2f} | {d.wall / p.wall:.2f} "
+               f"| {paired(f'dagorder {label}', f'plain {label}')} | {first} |")
         if extra:
             u = best[f"undeclared {label}"]
             row += f" {u.wall:.2f} ({d.wall / u.wall:.2f}) |"
