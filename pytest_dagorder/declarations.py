@@ -127,11 +127,8 @@ class MarkerCensus:
         self.names: set[str] = set()
         self._ours: dict[int, list[tuple[bool, pytest.Mark]]] = {}  # by id(item)
         self._above: dict[int, list[tuple[bool, pytest.Mark]]] = {}  # by id(parent)
-        ours = self._ours
-        for item in items:  # what ours() does, inline: this runs for every test
-            key = id(item)
-            if key not in ours:
-                ours[key] = self._read(item.own_markers, True) + self._inherited(item)
+        for item in items:
+            self.ours(item)
 
     def ours(self, item: pytest.Item) -> list[tuple[bool, pytest.Mark]]:
         """``(on the item itself, marker)`` for each of its declarations, closest first."""

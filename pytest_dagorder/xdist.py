@@ -557,9 +557,6 @@ class DagScheduling:
         """
         if self.emitting is not None:
             return self.emitting
-        assert self.run is not None
-        if self.run.unique:  # nothing to tell apart (the common case, every report)
-            return self.run.index.get(report.nodeid)
         return self._index_of_sent(getattr(report, "node", None), report.nodeid)
 
     def emit_skips(self) -> None:
