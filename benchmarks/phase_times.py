@@ -57,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _wrap(planning, name, name)
     _wrap(declarations.Index, "__init__", "Index")
     _wrap(graph.Graph, "build", "Graph.build")
+    _wrap(graph.Graph, "of_positions", "Graph.of_positions")
     _wrap(graph.Graph, "permuted", "Graph.permuted")
     _wrap(worker.DagWorker, "_payload", "worker payload")
     _wrap(wire, "encode", "wire.encode")

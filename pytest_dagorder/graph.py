@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import final
+from typing import cast, final
 
 from .errors import (
     CycleError,
@@ -94,11 +94,19 @@ class Graph:
         # uses the stable order's heap and keeps it (one pass, not two).
         self._topo: tuple[int, ...] | None = None
         if order is None:
-            order = _kahn(self.requires, self.after, dependents, followers, lowest_first=stable)
-            if len(order) != n:
-                raise _CycleFound
-            if stable:
+            if _points_back(self.requires) and _points_back(self.after):
+                # Every edge leads to a lower index (a suite declaring earlier
+                # tests, or a graph already renumbered): index order is
+                # topological, and also the stable one; no search needed.
+                order = range(n)
                 self._topo = tuple(order)
+            else:
+                order = _kahn(self.requires, self.after, dependents, followers,
+                              lowest_first=stable)
+                if len(order) != n:
+                    raise _CycleFound
+                if stable:
+                    self._topo = tuple(order)
         self._order = list(order)
         self._critical: tuple[float, ...] | None = None
 
@@ -210,6 +218,44 @@ class Graph:
             problems.extend(CycleError([ids[i] for i in c]) for c in cycles)
         raise DependencyError.combine(problems)
 
+    @classmethod
+    def of_positions(
+        cls,
+        requires: Sequence[Sequence[int]],
+        *,
+        after: Mapping[int, Sequence[int]] | None = None,
+        durations: Mapping[int, float | None] | None = None,
+        stable: bool = False,
+    ) -> Graph:
+        """:meth:`build` for tasks named by their positions ``0 .. n - 1``.
+
+        The same graph, or the same errors, as ``build(enumerate(requires),
+        ...)``; where every edge names another task once (the planner's and
+        the controller's graphs always do) no id is hashed or looked up.
+        """
+        n = len(requires)
+        after = after or {}
+        durations = durations or {}
+        if (_well_formed(requires, n) and _well_formed(after, n)
+                and all(type(k) is int and 0 <= k < n for k in durations)):
+            after_lists: list[Sequence[int]] = [() for _ in range(n)]
+            for k, deps in after.items():
+                if deps:
+                    req = requires[k]
+                    # An edge that is both "requires" and "after" is just "requires".
+                    after_lists[k] = [j for j in deps if j not in req] if req else deps
+            dur: list[float | None] = [None] * n
+            for k, d in durations.items():
+                dur[k] = d
+            try:
+                return cls(range(n), requires, after_lists, dur, stable=stable)
+            except _CycleFound:
+                pass  # build names the cycles
+        # (Positions are hashable ids: the casts only widen the key type.)
+        return cls.build(enumerate(requires), stable=stable,
+                         after=cast(Mapping[Hashable, Sequence[int]], after),
+                         durations=cast(Mapping[Hashable, float | None], durations))
+
     def critical_path(self) -> tuple[float, ...]:
         """Per task: the longest sum of durations from it to any sink, itself included.
 
@@ -275,6 +321,29 @@ def _reverse(
         for p in after[i]:
             followers[p].append(i)
     return dependents, followers
+
+
+def _well_formed(edges: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], n: int) -> bool:
+    """Whether each task in ``edges`` (a list by position, or a mapping) names
+    tasks ``0 .. n - 1`` other than itself, each once."""
+    pairs = edges.items() if isinstance(edges, Mapping) else enumerate(edges)
+    for i, pre in pairs:
+        if type(i) is not int or not 0 <= i < n:
+            return False
+        if not pre:
+            continue
+        if i in pre:
+            return False
+        if not all(type(p) is int for p in pre) or min(pre) < 0 or max(pre) >= n:
+            return False
+        if len(pre) > 1 and len(set(pre)) != len(pre):
+            return False
+    return True
+
+
+def _points_back(edges: Sequence[Sequence[int]]) -> bool:
+    """Whether every task's prerequisites in ``edges`` have lower indices than it."""
+    return all(not pre or max(pre) < i for i, pre in enumerate(edges))
 
 
 def _kahn(

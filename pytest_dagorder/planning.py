@@ -126,9 +126,8 @@ def make_plan(
         # that did resolve are reported in the same run.  Graph ids are
         # positions (node ids may repeat, with --keep-duplicates); names
         # come from plan.nodeids.
-        graph = Graph.build(
-            ((k, [pos[p] for p in res.requires[u]] if u in in_run else ())
-             for k, u in enumerate(order)),
+        graph = Graph.of_positions(
+            [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
             after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
             stable=True,  # its topo is read below
         )

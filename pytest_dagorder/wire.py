@@ -32,10 +32,15 @@ from .settings import AffinityMode
 #: Bumped whenever the fields below change meaning.
 FORMAT = 2
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
-#: the side channel the payload travels on, and the controller's ``--dist``
-#: (workers do not see it; only the DAG modes get barrier items).
+#: the side channel the payload travels on, the controller's ``--dist``
+#: (workers do not see it; only the DAG modes get barrier items), and
+#: whether this worker ships its plan unasked.
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
+PLAN_KEY = "dagorder_plan"
+#: What the controller sends a worker it did not name in ``PLAN_KEY`` when
+#: it needs that worker's plan after all (the named one never collected).
+PLAN_REQUEST = "dagorder-plan-please"
 
 Location = tuple[str, int | None, str]
 
@@ -163,7 +168,9 @@ def hello() -> str:
     """The first message of every worker: which format and version it speaks.
 
     Every worker's is read (a cheap check).  The controller follows the
-    plan of one worker; the others' plans are dropped unread.
+    plan of one worker: the one it named in ``workerinput`` ships it right
+    after this; any other only when sent :data:`PLAN_REQUEST` (every worker
+    makes the same plan, so building and encoding it once is enough).
     """
     return json.dumps({"format": FORMAT, "version": __version__})
 
@@ -177,7 +184,7 @@ def check_hello(raw: object) -> None:
 class ExitRequest:
     """A test on a worker called ``pytest.exit(message, returncode)``.
 
-    Sent after the plan, the only message that may follow it: the controller
+    Sent after the hello (and the plan, if one is shipped): the controller
     ends the session the way pytest ends it (see ``DagScheduling``).
     """
 

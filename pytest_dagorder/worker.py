@@ -22,7 +22,9 @@ comes next.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator, Iterable
+import functools
+import threading
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, SupportsIndex, overload
 
 import pytest
@@ -134,6 +136,11 @@ class DagWorker(Planner):
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
+        # The plan is shipped unasked by the worker the controller named, by
+        # any other only on request (see wire.hello): until then, how to make it.
+        self._plan_lock = threading.Lock()
+        self._unshipped: Callable[[], wire.Payload] | None = None
+        self._plan_asked = False
         if self.channel is not None:
             # Deliveries are handled in execnet's receiver thread, in the order
             # they were sent: one sent ahead of a dispatch is stored before
@@ -145,6 +152,11 @@ class DagWorker(Planner):
             self.channel.send(wire.published(nodeid, values))
 
     def _on_delivery(self, raw: object) -> None:
+        if raw == wire.PLAN_REQUEST:
+            with self._plan_lock:
+                self._plan_asked = True
+            self._ship_if_asked()
+            return
         try:
             ready, values = wire.read_deliveries(raw)
         except wire.WireError:
@@ -176,7 +188,12 @@ class DagWorker(Planner):
             # runs from: ship the plan in that order.  The controller waits
             # for it (bounded) once every worker's collection is in.
             self.channel.send(wire.hello())
-            self.channel.send(wire.encode(self._payload(planned, final, ids)))
+            if self.config.workerinput.get(wire.PLAN_KEY, True):  # type: ignore[attr-defined]
+                self.channel.send(wire.encode(self._payload(planned, final, ids)))
+            else:
+                with self._plan_lock:
+                    self._unshipped = functools.partial(self._payload, planned, final, ids)
+                self._ship_if_asked()  # a request may have come first
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
@@ -188,6 +205,22 @@ class DagWorker(Planner):
             # After xdist sent the ids: the barrier's index is past every real test.
             session.items = ItemsWithBarrier(
                 final, Barrier.from_parent(session, name=BARRIER_NAME))
+
+    def _ship_if_asked(self) -> None:
+        """Send the plan once both the request and the collection are in.
+
+        Runs in execnet's receiver thread (the request) or the main thread
+        (the collection), whichever comes second; the lock lets exactly one
+        send it.  The main thread then waits for its first tests, which come
+        only after the controller has the plan: nothing changes the items
+        while the receiver thread reads them.
+        """
+        with self._plan_lock:
+            make = self._unshipped if self._plan_asked else None
+            if make is None:
+                return
+            self._unshipped = None
+        self.channel.send(wire.encode(make()))
 
     def name(self, i: int) -> str:
         """Test ``i`` of the plan's graph as the controller names it (made on first use:

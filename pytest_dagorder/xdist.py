@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Generator, Hashable, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, NoReturn
 
 import pytest
@@ -72,12 +72,23 @@ class DagController:
         self.policy = settings_of(config).on_failure
         self.sched: DagScheduling | None = None
         self.channels: dict[Any, Any] = {}
+        #: The worker that ships its plan unasked (the first one set up);
+        #: the run follows its plan unless it never collected.
+        self.planner: Any = None
 
     def pytest_configure_node(self, node: Any) -> None:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
+        # Every worker makes the same plan; one encodes and ships it.
+        node.workerinput[wire.PLAN_KEY] = self.planner is None
+        if self.planner is None:
+            self.planner = node
         self.channels[node] = channel
+
+    def plan_source(self, nodes: Sequence[Any]) -> Any:
+        """Which of ``nodes`` (those that collected, in order) to take the plan from."""
+        return self.planner if self.planner in nodes else nodes[0]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
@@ -105,9 +116,11 @@ class DagController:
             self._refuse_version(node, nodes, exc)
 
     def admit(self, node: Any, nodes: Sequence[Any]) -> None:
-        """Check the version of a worker that joined after the start (a restart).
+        """Check the version of a worker whose plan the run does not follow.
 
-        Its plan is received and dropped unread: nothing stays queued.
+        The others, and any that joins after the start (a restart), ship
+        none; a plan the named planner shipped is received and dropped
+        unread: nothing stays queued.
         """
         self._receive(node, nodes, read=False)
 
@@ -117,13 +130,16 @@ class DagController:
             abort(self.config, nodes, [Problem("", (
                 "the dagorder plugin is not active on the workers; "
                 "pass -p dagorder or install it where the workers run"))])
+        shipped = node is self.planner
         try:
             first = channel.receive(timeout=RECEIVE_TIMEOUT)
             try:
                 wire.check_hello(first)
             except wire.WireError as exc:
                 self._refuse_version(node, nodes, exc)
-            raw = channel.receive(timeout=RECEIVE_TIMEOUT)
+            if read and not shipped:
+                channel.send(wire.PLAN_REQUEST)
+            raw = channel.receive(timeout=RECEIVE_TIMEOUT) if read or shipped else None
         except (pytest.UsageError, pytest.Session.Interrupted):
             raise
         except Exception as exc:
@@ -185,6 +201,7 @@ class DagScheduling:
         self.unusable: set[Any] = set()
         self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
         self.collection: list[str] | None = None
+        self.followed: Any = None  # the worker whose collection and plan the run follows
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: list[wire.Location | None] = []
@@ -256,9 +273,8 @@ class DagScheduling:
         Shown as a collection error (as xdist does); the worker gets no work.
         """
         assert self.collection is not None
-        first = next(iter(self.node2collection))
         msg = xdist_collection_diff(self.collection, collection,
-                                    first.gateway.id, node.gateway.id)
+                                    self.followed.gateway.id, node.gateway.id)
         self.log(msg)
         self.unusable.add(node)
         self.config.hook.pytest_collectreport(report=pytest.CollectReport(
@@ -366,17 +382,18 @@ class DagScheduling:
     # -- the run ---------------------------------------------------------------
 
     def _start(self) -> None:
-        first = next(iter(self.node2collection))
+        first = self.followed = self.controller.plan_source(list(self.node2collection))
         self.read_plans.add(first)
         self.collection = self.node2collection[first]
-        for node, collection in list(self.node2collection.items())[1:]:
-            if collection != self.collection:
-                self._refuse(node, collection)
+        others = [n for n in self.node2collection if n is not first]
+        for node in others:
+            if self.node2collection[node] != self.collection:
+                self._refuse(node, self.node2collection[node])
         payload = self.controller.receive_payload(first, list(self.sent))
         if payload.problems:
             self.aborted = True
             abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload.problems])
-        if sorted(payload.ids) != sorted(self.collection):
+        if payload.ids != self.collection and sorted(payload.ids) != sorted(self.collection):
             self.aborted = True
             abort(self.config, list(self.sent), [Problem(first.gateway.id, (
                 "the worker's plan names other tests than it collected; "
@@ -384,23 +401,23 @@ class DagScheduling:
         n = len(payload.ids)
         self.barrier = payload.barrier
         self.locations = list(payload.locations)
-        for node in list(self.node2collection)[1:]:
+        for node in others:
             if node in self.sent and node not in self.unusable:
-                # Every worker ships the same plan: the others' are only checked.
+                # Every worker makes the same plan: the others are only checked.
                 self.controller.admit(node, list(self.sent))
                 self.read_plans.add(node)
         g = payload.graph
         nodeids = payload.ids if g is None else g.ids
         recorded = durations.load(self.config)
         # Graph ids are positions: node ids may repeat (--keep-duplicates).
-        known: dict[Hashable, float] = {
+        known: dict[int, float] = {
             k: recorded[nid] for k, nid in enumerate(nodeids) if nid in recorded}
         # Priorities: the longest remaining path in recorded seconds, declared
         # dependencies or not (tests with no record count as the mean of those
         # with one).
         settings = settings_of(self.config)
         mode = settings.affinity
-        after: dict[Hashable, list[int]] = {} if g is None else {
+        after: dict[int, list[int]] = {} if g is None else {
             k: list(a) for k, a in enumerate(g.after) if a}
         explicit = list(payload.xdist_groups)
         chains = ({} if mode == "none" else
@@ -414,10 +431,10 @@ class DagScheduling:
             for k in members:
                 explicit[k] = explicit[k] or f"runtime depends() in {module}"
 
-        def build(edges: dict[Hashable, list[int]]) -> Graph:
-            return Graph.build(
-                ((k, () if g is None else g.requires[k]) for k in range(len(nodeids))),
-                after=edges, durations=known)
+        requires: Sequence[Sequence[int]] = [()] * len(nodeids) if g is None else g.requires
+
+        def build(edges: dict[int, list[int]]) -> Graph:
+            return Graph.of_positions(requires, after=edges, durations=known)
 
         try:
             graph = build(chained)
@@ -724,7 +741,8 @@ class GuardedScheduling:
         if not self._checked:
             self._checked = True
             nodes = list(self._inner.nodes)
-            payload = self._controller.receive_payload(nodes[0], nodes)
+            payload = self._controller.receive_payload(
+                self._controller.plan_source(nodes), nodes)
             problems = [Problem(n, m) for n, m in payload.problems]
             if payload.graph is not None or problems:
                 declared = problems[0].nodeid if problems else payload.ids[0]

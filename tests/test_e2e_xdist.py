@@ -594,6 +594,52 @@ def test_a_crash_is_reported_before_the_skips_it_causes(pytester: pytest.Pyteste
     ])
 
 
+def test_a_crash_of_the_planning_worker_while_collecting_is_survived(
+        pytester: pytest.Pytester) -> None:
+    """gw0 ships the plan unasked; it dies in its collection, so the plan is
+    asked of a worker that collected (a replacement or gw1), and the run is
+    the same as ever."""
+    write_ini(pytester)
+    pytester.makeconftest("""
+        import os
+        import pathlib
+
+        def pytest_collection_modifyitems(config, items):
+            flag = pathlib.Path(str(config.rootpath)) / "collect-crashed"
+            if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not flag.exists():
+                flag.write_text("once")
+                os._exit(1)
+    """)
+    make_modules(pytester, test_x="""
+        def test_a():
+            mark("a")
+
+
+        @depends_on("test_a")
+        def test_b():
+            mark("b")
+
+
+        def test_c():
+            mark("c")
+            assert 0
+
+
+        @depends_on("test_c")
+        def test_d():
+            mark("d")
+    """)
+    result = run(pytester, "-n", "2", "-rs")
+    assert (pytester.path / "collect-crashed").exists()
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*replacing crashed worker gw0*",
+                                 "SKIPPED * test_x.py:*: prerequisite test_c failed"])
+    ran = read_log(pytester)
+    assert set(ran) == {"a", "b", "c"}
+    assert_after(ran, [("a", "b")])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
 def test_worker_crash_without_restarts_does_not_hang(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_crash=CRASH)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -356,6 +356,55 @@ def test_topo_respects_every_edge(data: tuple[Pairs, dict[Hashable, list[Hashabl
     assert (s.topo, s.critical_path(), s.dependents) == (g.topo, crit, g.dependents)
     with pytest.raises(DependencyError):
         Graph.build([*pairs, ("x", ["y"]), ("y", ["x"])], after=after, stable=True)
+
+
+def _outcome(make: Callable[[], Graph]) -> object:
+    """What a construction gives: the graph's contents, or its error's type and text."""
+    try:
+        g = make()
+    except DependencyError as exc:
+        return type(exc), str(exc), [(type(e), str(e)) for e in exc.errors]
+    return (g.ids, g.requires, g.after, g.dependents, g.followers, g.durations, g.topo,
+            g.critical_path())
+
+
+@st.composite
+def position_edges(draw: st.DrawFn) -> tuple[list[list[int]], dict[int, list[int]]]:
+    """Edges over positions, well-formed or not: out of range, to itself, twice, cycles."""
+    n = draw(st.integers(0, 12))
+    near = st.integers(-1, n)
+    back = st.integers(0, max(n - 1, 0))
+    edge = near if draw(st.booleans()) else back
+    requires = [draw(st.lists(edge if k else near, max_size=3)) for k in range(n)]
+    after = draw(st.dictionaries(st.integers(0, n) if n else st.just(0),
+                                 st.lists(edge, max_size=3), max_size=3))
+    return requires, after
+
+
+@settings(max_examples=400, deadline=None)
+@given(position_edges(), st.booleans(), st.data())
+def test_of_positions_is_build_over_positions(
+    edges: tuple[list[list[int]], dict[int, list[int]]], stable: bool, draw: st.DataObject
+) -> None:
+    requires, after = edges
+    durations: dict[Hashable, float] = {
+        k: draw.draw(st.floats(0, 5)) for k in range(0, len(requires), 2)}
+    if draw.draw(st.booleans()):
+        durations[draw.draw(st.sampled_from([True, 1.0, -1, len(requires), "x"]))] = 1.5
+    assert _outcome(lambda: Graph.of_positions(
+        requires, after=after, durations=durations, stable=stable)) == _outcome(
+        lambda: Graph.build(enumerate(requires), after=after, durations=durations,
+                            stable=stable))
+
+
+@settings(max_examples=200, deadline=None)
+@given(dags())
+def test_of_positions_on_valid_dags(data: tuple[Pairs, dict[Hashable, list[Hashable]]]) -> None:
+    pairs, after = data
+    requires = [list(map(int, deps)) for _, deps in pairs]
+    ints = {int(k): list(map(int, v)) for k, v in after.items()}  # type: ignore[call-overload]
+    assert _outcome(lambda: Graph.of_positions(requires, after=ints, stable=True)) == _outcome(
+        lambda: Graph.build(pairs, after=after, stable=True))
 
 
 @settings(max_examples=100, deadline=None)

@@ -86,19 +86,31 @@ class FakeNode:
 class FakeChannel:
     """The side channel a worker ships its plan on: returns it, or raises.
 
-    Like execnet's, it is empty after the hello and the plan: a receive then
-    raises TimeoutError (the controller drains it without waiting).
+    Like execnet's, it holds the hello, then the plan if the worker ships it
+    unasked (``ships``) or was sent the request, and is empty after them: a
+    receive then raises TimeoutError (the controller drains it without
+    waiting).  The payload stands in for the hello too (same format and
+    version).
     """
 
     def __init__(self, payload: Payload | str | BaseException) -> None:
         self.payload = payload
         self.timeouts: list[float | None] = []
+        self.sent: list[object] = []
+        self.ships = True
+
+    def handshake(self) -> int:
+        """How many messages the worker has sent before any test ran."""
+        return 1 + (self.ships or wire.PLAN_REQUEST in self.sent)
+
+    def send(self, item: object) -> None:
+        self.sent.append(item)
 
     def receive(self, timeout: float | None = None) -> str:
         self.timeouts.append(timeout)
         if isinstance(self.payload, BaseException):
             raise self.payload
-        if len(self.timeouts) > 2:
+        if len(self.timeouts) > self.handshake():
             raise TimeoutError("nothing queued")
         if isinstance(self.payload, str):
             return self.payload
@@ -245,7 +257,12 @@ class Harness:
             channel: FakeChannel | None = None) -> FakeNode:
         node = FakeNode(gid, self.journal)
         self.nodes.append(node)
-        self.controller.channels[node] = channel or FakeChannel(self.payload)
+        channel = channel or FakeChannel(self.payload)
+        # As pytest_configure_node: the first worker set up ships its plan unasked.
+        if self.controller.planner is None:
+            self.controller.planner = node
+        channel.ships = node is self.controller.planner
+        self.controller.channels[node] = channel
         self.sched.add_node(node)
         self.sched.add_node_collection(node, list(self.ids if collection is None else collection))
         return node
@@ -869,6 +886,49 @@ def test_no_graph_from_the_worker_shuts_down_every_node(harness: Any) -> None:
     assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
 
 
+def test_only_the_named_planner_ships_its_plan_and_the_run_follows_it(
+        harness: Any) -> None:
+    # The second worker to report its collection is the planner: its plan is
+    # the one followed; the first is only checked for its version (one
+    # message read, nothing sent to it).
+    h: Harness = harness(make_payload(CHAIN))
+    planner_channel = FakeChannel(h.payload)
+    other_channel = FakeChannel(h.payload)
+    h.controller.planner = planner = FakeNode("gw0", h.journal)
+    other = FakeNode("gw1", h.journal)
+    for node, channel in ((other, other_channel), (planner, planner_channel)):
+        h.nodes.append(node)
+        h.controller.channels[node] = channel
+        channel.ships = node is planner
+        h.sched.add_node(node)
+        h.sched.add_node_collection(node, list(h.ids))
+    h.schedule()
+    assert h.sched.followed is planner
+    assert planner_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
+    assert other_channel.timeouts == [RECEIVE_TIMEOUT]  # the hello only
+    assert planner_channel.sent == other_channel.sent == []
+    h.drain(planner, other)
+    assert h.terminal() == set(h.ids)
+
+
+def test_without_the_planner_the_first_collected_worker_is_asked(harness: Any) -> None:
+    # The named planner never collected (it crashed while collecting): the
+    # plan is asked of the first worker whose collection came in.
+    h: Harness = harness(make_payload(CHAIN))
+    h.controller.planner = FakeNode("gw0", h.journal)  # set up, then gone
+    n1 = h.add("gw1")
+    n2 = h.add("gw2")
+    channels = [h.controller.channels[n] for n in (n1, n2)]
+    assert not any(c.ships for c in channels)
+    h.schedule()
+    assert h.sched.followed is n1
+    assert channels[0].sent == [wire.PLAN_REQUEST]
+    assert channels[1].sent == []
+    assert channels[1].timeouts == [RECEIVE_TIMEOUT]
+    h.drain(n1, n2)
+    assert h.terminal() == set(h.ids)
+
+
 class DeadNode(FakeNode):
     """A worker whose process died before xdist noticed: sending to it fails."""
 
@@ -1349,17 +1409,20 @@ class ResultsChannel(FakeChannel):
         self.inbox: list[object] = []
         self.outbox: list[tuple[int, object]] = []
         self.node: FakeNode | None = None
-        self.handshake = 0
+        self.handshake_read = 0
 
     def receive(self, timeout: float | None = None) -> str:
-        if self.handshake < 2:  # the hello, then the plan
-            self.handshake += 1
+        if self.handshake_read < self.handshake():  # the hello, then maybe the plan
+            self.handshake_read += 1
             return super().receive(timeout)
         if not self.inbox:
             raise TimeoutError("nothing queued")
         return self.inbox.pop(0)  # type: ignore[return-value]
 
     def send(self, item: object) -> None:
+        if item == wire.PLAN_REQUEST:
+            super().send(item)
+            return
         assert self.node is not None
         self.outbox.append((len(self.node.sends), item))
 
