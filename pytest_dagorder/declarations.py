@@ -362,10 +362,11 @@ def resolve_items(
                 res.declared += 1
                 found = _resolve_mark(index, i, item, name, mark, own)
                 bucket[i].extend(found.requires)
-                res.problems.extend(found.problems)
-                if found.skip is not None and i not in res.skips:
-                    res.skips[i] = found.skip
-                unknown.update(dict.fromkeys(found.unknown))
+                if found.problems or found.unknown or found.skip is not None:
+                    res.problems.extend(found.problems)
+                    if found.skip is not None and i not in res.skips:
+                        res.skips[i] = found.skip
+                    unknown.update(dict.fromkeys(found.unknown))
         for reader in readers:
             found = reader(item, index)
             if found.requires or found.after or found.problems:
@@ -389,10 +390,23 @@ def _resolve_mark(
     own: bool,
 ) -> Declared:
     """The targets of one marker, as a requires list (the caller files them by kind)."""
+    if not mark.kwargs and mark.args:
+        # The common case, every target a name that resolves: no message is
+        # worded (any other case starts over below).
+        edges: list[int] = []
+        for target in mark.args:
+            spelled = target.strip() if type(target) is str else None
+            hit = index.resolve(item, spelled) if spelled else None
+            if hit is None or (index.repeated and not index.repeated.isdisjoint(
+                    [index.ids[j] for j in hit])):
+                break
+            edges.extend(hit if own else [j for j in hit if j != i])
+        else:
+            return Declared(edges)
     found = Declared()
     problems = found.problems
-    lead = f"@{name} on" if own else f"@{name} inherited by"
     nodeid = index.ids[i]
+    lead = f"@{name} on" if own else f"@{name} inherited by"
     where = f"{lead} {nodeid}"
     if mark.kwargs:
         problems.append(Problem(nodeid, (

@@ -19,6 +19,7 @@ components to report each cycle as a path: O(V + E) either way.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import cast, final
 
@@ -326,17 +327,20 @@ def _reverse(
 def _well_formed(edges: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], n: int) -> bool:
     """Whether each task in ``edges`` (a list by position, or a mapping) names
     tasks ``0 .. n - 1`` other than itself, each once."""
-    pairs = edges.items() if isinstance(edges, Mapping) else enumerate(edges)
+    if isinstance(edges, Mapping):
+        if not all(type(i) is int and 0 <= i < n for i in edges):
+            return False
+        pairs: Iterable[tuple[int, Sequence[int]]] = edges.items()
+        lists: Iterable[Sequence[int]] = edges.values()
+    else:
+        pairs, lists = enumerate(edges), edges
+    # Plain ints only (bools and floats would be looked up, not indexed):
+    # one pass in C over every edge.
+    if not set(map(type, itertools.chain.from_iterable(lists))) <= {int}:
+        return False
     for i, pre in pairs:
-        if type(i) is not int or not 0 <= i < n:
-            return False
-        if not pre:
-            continue
-        if i in pre:
-            return False
-        if not all(type(p) is int for p in pre) or min(pre) < 0 or max(pre) >= n:
-            return False
-        if len(pre) > 1 and len(set(pre)) != len(pre):
+        if pre and (i in pre or min(pre) < 0 or max(pre) >= n
+                    or (len(pre) > 1 and len(set(pre)) != len(pre))):
             return False
     return True
 

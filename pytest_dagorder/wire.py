@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from . import __version__
 from .settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning.
-FORMAT = 2
+FORMAT = 3
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items), and
@@ -80,7 +80,7 @@ class Payload:
     barrier: int
     #: (path, line, domain) of each test, for the skips the controller
     #: reports (None: use :func:`location_of`).
-    locations: list[Location | None]
+    locations: Sequence[Location | None]
     module_scopes: list[str | None]
     class_scopes: list[str | None]
     xdist_groups: list[str | None]
@@ -208,25 +208,57 @@ def decode_exit(raw: object) -> ExitRequest | None:
 
 
 def encode(payload: Payload) -> str:
+    """The payload as one JSON string, without what the node ids already say.
+
+    A test's location is (module path, line, dotted name) and its module
+    scope the module path, both read off its node id nearly always: only
+    the lines, and the exceptions, are written.  The graph's ids repeat the
+    run's (deselected prerequisites follow): only those that follow are
+    written.  Sparse lists (class scopes, groups) are written as pairs.
+    """
+    ids = payload.ids
     graph = payload.graph
+    lines: list[int | None] = []
+    odd_locations: list[tuple[int, Location | None]] = []
+    odd_modules: list[tuple[int, str | None]] = []
+    for k, (nid, loc, module) in enumerate(
+            zip(ids, payload.locations, payload.module_scopes, strict=True)):
+        path, _, rest = nid.partition("::")
+        if loc is not None and loc[0] == path and loc[2] == rest.replace("::", "."):
+            lines.append(loc[1])
+        else:
+            lines.append(None)
+            odd_locations.append((k, loc))
+        if module != path:
+            odd_modules.append((k, module))
+    graph_data: dict[str, object] | None = None
+    if graph is not None:
+        graph_data = {"requires": graph.requires, "after": graph.after}
+        if graph.ids[:len(ids)] == ids:
+            graph_data["extra"] = graph.ids[len(ids):]
+        else:
+            graph_data["ids"] = graph.ids
     return json.dumps({
         "format": FORMAT,
         "version": __version__,
-        "ids": payload.ids,
+        "ids": ids,
         "barrier": payload.barrier,
-        "locations": payload.locations,
-        "module": payload.module_scopes,
-        "class": payload.class_scopes,
-        "xdist_group": payload.xdist_groups,
-        "graph": None if graph is None else {
-            "ids": graph.ids, "requires": graph.requires, "after": graph.after,
-        },
+        "lines": lines,
+        "odd_locations": odd_locations,
+        "odd_modules": odd_modules,
+        "class": _sparse(payload.class_scopes),
+        "xdist_group": _sparse(payload.xdist_groups),
+        "graph": graph_data,
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
         "exclusive": list(payload.exclusive),
         "runtime_depends": list(payload.runtime_depends),
         "dag_users": list(payload.dag_users),
     }, separators=(",", ":"))
+
+
+def _sparse(values: Sequence[str | None]) -> list[tuple[int, str]]:
+    return [(k, v) for k, v in enumerate(values) if v is not None]
 
 
 def decode(raw: object) -> Payload:
@@ -260,27 +292,94 @@ def _checked(raw: object) -> dict[str, Any]:
 
 
 def _fields(data: dict[str, Any]) -> Payload:
+    # Checked in bulk (types) rather than converted one by one: a message of
+    # this version is well-formed unless something is badly wrong, and then
+    # a TypeError/ValueError/KeyError here says so (see decode).
+    ids = _typed(data["ids"], str)
+    n = len(ids)
+    lines = _typed(data["lines"], int, type(None))
+    if len(lines) != n:
+        raise ValueError("one line per test")
+    odd: dict[int, Location | None] = {
+        int(k): None if loc is None else (
+            str(loc[0]), None if loc[1] is None else int(loc[1]), str(loc[2]))
+        for k, loc in data["odd_locations"]}
+    modules: list[str | None] = [nid.partition("::")[0] for nid in ids]
+    for k, module in data["odd_modules"]:
+        modules[k] = None if module is None else str(module)
     g = data["graph"]
+    graph = None
+    if g is not None:
+        requires = [_typed(r, int) for r in g["requires"]]
+        after = [_typed(a, int) for a in g["after"]]
+        graph = GraphData(
+            [*ids, *_typed(g["extra"], str)] if "extra" in g else _typed(g["ids"], str),
+            requires, after)
     return Payload(
-        ids=[str(x) for x in data["ids"]],
+        ids=ids,
         barrier=int(data["barrier"]),
-        locations=[None if loc is None else (str(loc[0]), None if loc[1] is None else int(loc[1]),
-                                             str(loc[2]))
-                   for loc in data["locations"]],
-        module_scopes=list(data["module"]),
-        class_scopes=list(data["class"]),
-        xdist_groups=list(data["xdist_group"]),
-        graph=None if g is None else GraphData(
-            [str(x) for x in g["ids"]],
-            [[int(p) for p in r] for r in g["requires"]],
-            [[int(p) for p in a] for a in g["after"]],
-        ),
+        locations=Locations(ids, lines, odd),
+        module_scopes=modules,
+        class_scopes=_dense(data["class"], n),
+        xdist_groups=_dense(data["xdist_group"], n),
+        graph=graph,
         problems=[(str(n), str(m)) for n, m in data["problems"]],
         resources=[[str(r) for r in rs] for rs in data["resources"]] or (),
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
         dag_users=[bool(x) for x in data["dag_users"]] or (),
     )
+
+
+class Locations(Sequence["Location | None"]):
+    """The tests' locations as decoded: each made from its node id and line
+    when read (the controller reads one only for a skip it reports itself)."""
+
+    def __init__(self, ids: list[str], lines: list[int | None],
+                 odd: dict[int, Location | None]) -> None:
+        self._ids = ids
+        self._lines = lines
+        self._odd = odd
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, k: int) -> Location | None: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Location | None]: ...
+
+    def __getitem__(self, k: int | slice) -> Location | list[Location | None] | None:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        k = range(len(self))[k]  # negative indices, and IndexError
+        if k in self._odd:
+            return self._odd[k]
+        path, _, rest = self._ids[k].partition("::")
+        return path, self._lines[k], rest.replace("::", ".")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(
+            a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-style equality, like a list
+
+
+def _typed(values: Any, *kinds: type) -> list[Any]:
+    """``values`` itself, if it is a list of only ``kinds`` (TypeError otherwise)."""
+    if type(values) is not list or not set(map(type, values)) <= set(kinds):
+        raise TypeError(f"expected a list of {' or '.join(k.__name__ for k in kinds)}")
+    return values
+
+
+def _dense(pairs: Any, n: int) -> list[str | None]:
+    out: list[str | None] = [None] * n
+    for k, value in pairs:
+        out[k] = str(value)
+    return out
 
 
 # -- published values ------------------------------------------------------------

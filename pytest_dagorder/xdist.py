@@ -204,7 +204,7 @@ class DagScheduling:
         self.followed: Any = None  # the worker whose collection and plan the run follows
         self.run: DagRun | None = None
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
-        self.locations: list[wire.Location | None] = []
+        self.locations: Sequence[wire.Location | None] = []
         # Workers whose plan was taken off the side channel (the one the run
         # follows, and the others' dropped unread once their version was checked).
         self.read_plans: set[Any] = set()
@@ -400,7 +400,7 @@ class DagScheduling:
                 "select tests in pytest_collection_modifyitems, not later"))])
         n = len(payload.ids)
         self.barrier = payload.barrier
-        self.locations = list(payload.locations)
+        self.locations = payload.locations
         for node in others:
             if node in self.sent and node not in self.unusable:
                 # Every worker makes the same plan: the others are only checked.

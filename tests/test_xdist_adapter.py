@@ -16,6 +16,7 @@ and ``tests_finished`` is true exactly when every test has a final report.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -997,6 +998,46 @@ def test_the_payload_survives_its_wire_format() -> None:
     assert moved.dag_users == [False, False, True]
     assert moved.graph is not None
     assert moved.graph.requires == [[1], [2], []]
+
+
+def test_what_the_node_ids_do_not_say_survives_the_compact_wire_format() -> None:
+    """Locations and module scopes are written only where the node id does not
+    give them; the graph's ids only past the run's."""
+    base = make_payload({"a": "", "b": "a", "c": "b", "d": ""})
+    ids = ["pkg/test_m.py::TestA::test_a", "pkg/test_m.py::test_b[1-x]",
+           "test_n.py::test_c", "data.yaml::case"]
+    payload = dataclasses.replace(
+        base, ids=ids,
+        locations=[("pkg/test_m.py", 3, "TestA.test_a"),  # as the node id says
+                   ("pkg/test_m.py", None, "test_b[1-x]"),  # no line
+                   ("elsewhere.py", 7, "test_c"),  # defined in another file
+                   None],  # nothing known
+        module_scopes=["pkg/test_m.py", "pkg/test_m.py", "test_n.py", None],
+        class_scopes=["pkg/test_m.py::TestA", None, None, None],
+        xdist_groups=[None, None, "g", None],
+        graph=wire.GraphData([*ids, "gone.py::test_x"], [[], [0], [1, 4], []],
+                             [[], [], [], [2]]))
+    decoded = wire.decode(wire.encode(payload))
+    assert decoded == payload
+    assert list(decoded.locations) == list(payload.locations)
+    assert decoded.locations[-1] is None and decoded.locations[1:3] == payload.locations[1:3]
+    with pytest.raises(IndexError):
+        decoded.locations[4]
+    assert decoded.graph is not None and decoded.graph.ids == [*ids, "gone.py::test_x"]
+    # A graph whose ids are not the run's followed by the rest is written whole.
+    moved = dataclasses.replace(payload, graph=wire.GraphData(
+        [*reversed(ids), "gone.py::test_x"], [[], [], [], []], [[], [], [], []]))
+    assert wire.decode(wire.encode(moved)) == moved
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("ids", ["a", 1]), ("lines", [1]), ("lines", ["1", None, None]), ("odd_locations", [[0]]),
+])
+def test_a_payload_of_the_wrong_types_is_malformed(field: str, value: object) -> None:
+    data = json.loads(wire.encode(make_payload(CHAIN)))
+    data[field] = value
+    with pytest.raises(wire.WireError, match="malformed collection message"):
+        wire.decode(json.dumps(data))
 
 
 def test_an_exit_request_survives_its_wire_format_and_nothing_else_is_one() -> None:

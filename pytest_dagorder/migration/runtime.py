@@ -105,14 +105,20 @@ class RuntimeUsers:
         module: Any = sys.modules.get("pytest_dependency")
         self._targets = (module, getattr(module, "depends", None))
         self._seen: dict[int, bool] = {}
+        # By id of an item's parent: whether its module uses depends()
+        # (siblings share it; finding the module walks up the tree).
+        self._module_uses: dict[int, bool] = {}
 
     def __call__(self, item: pytest.Item) -> bool:
         if self._targets[0] is None:
             return False  # nothing imported pytest_dependency: nobody calls depends()
-        module = getattr(item, "module", None)
-        spaces = [vars(module)] if module is not None else []
-        spaces += [getattr(fn, "__globals__", {}) for fn in fixture_functions(item)]
-        return any(self._uses(ns) for ns in spaces)
+        key = id(item.parent)
+        found = self._module_uses.get(key)
+        if found is None:
+            module = getattr(item, "module", None)
+            found = self._module_uses[key] = module is not None and self._uses(vars(module))
+        return found or any(self._uses(getattr(fn, "__globals__", {}))
+                            for fn in fixture_functions(item))
 
     def _uses(self, namespace: dict[str, Any]) -> bool:
         key = id(namespace)
