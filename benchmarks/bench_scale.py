@@ -12,7 +12,8 @@ any declaration: what declaring 38,000 edges costs before any plugin runs.
 Default (20 x 1,000 tests, a few minutes): wall time of ``-n 2``, ``-n 4``
 and serial, the plugin against plain pytest/xdist, pytest's cache on, each
 command run once untimed first (warm: bytecode written, durations recorded),
-then ``--rounds`` interleaved rounds; best of the rounds, and beside it the
+then ``--rounds`` interleaved rounds (every other one in reverse order, so
+that neither side always runs first); best of the rounds, and beside it the
 median of the per-round ratios (each plugin run against the plain run of
 its own round: on a shared host that cancels most drift between rounds).
 
@@ -186,12 +187,20 @@ WALLS: dict[str, list[float]] = {}
 
 def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
             warm: bool = True) -> dict[str, Measure]:
-    """Each run once untimed (``warm``), then ``rounds`` interleaved rounds; the best."""
+    """Each run once untimed (``warm``), then ``rounds`` interleaved rounds; the best.
+
+    Every other round runs in reverse order: otherwise the first run of each
+    round (a plugin run) would always follow the heaviest of the round
+    before (plain ``-n 4``), whose processes may still be exiting, and one
+    side of every pair would always go first.
+    """
     for root, args, expect in runs.values() if warm else ():
         run(root, args, expect)
     best: dict[str, Measure] = {}
-    for _ in range(rounds):
-        for name, (root, args, expect) in runs.items():
+    names = list(runs)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            root, args, expect = runs[name]
             m = run(root, args, expect)
             print(f"  {name}: {m.wall:.2f} s", file=sys.stderr, flush=True)
             WALLS.setdefault(name, []).append(m.wall)

@@ -323,7 +323,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         class_scopes=_dense(data["class"], n),
         xdist_groups=_dense(data["xdist_group"], n),
         graph=graph,
-        problems=[(str(n), str(m)) for n, m in data["problems"]],
+        problems=[(str(nid), str(msg)) for nid, msg in data["problems"]],
         resources=[[str(r) for r in rs] for rs in data["resources"]] or (),
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),

@@ -382,7 +382,9 @@ class DagScheduling:
     # -- the run ---------------------------------------------------------------
 
     def _start(self) -> None:
-        first = self.followed = self.controller.plan_source(list(self.node2collection))
+        # A worker that died since its collection came in ships nothing more.
+        alive = [n for n in self.node2collection if n in self.sent]
+        first = self.followed = self.controller.plan_source(alive or list(self.node2collection))
         self.read_plans.add(first)
         self.collection = self.node2collection[first]
         others = [n for n in self.node2collection if n is not first]

@@ -930,6 +930,20 @@ def test_without_the_planner_the_first_collected_worker_is_asked(harness: Any) -
     assert h.terminal() == set(h.ids)
 
 
+def test_a_planner_gone_since_its_collection_is_not_waited_for(harness: Any) -> None:
+    # It collected, then died before the run started: what it had not
+    # shipped yet never comes, so a live worker is asked instead.
+    h: Harness = harness(make_payload(CHAIN))
+    planner = h.add("gw0", channel=FakeChannel(EOFError("gone")))
+    n2 = h.add("gw1")
+    assert h.sched.remove_node(planner) is None
+    h.schedule()
+    assert h.sched.followed is n2
+    assert h.controller.channels[n2].sent == [wire.PLAN_REQUEST]
+    h.drain(n2)
+    assert h.terminal() == set(h.ids)
+
+
 class DeadNode(FakeNode):
     """A worker whose process died before xdist noticed: sending to it fails."""
 
