@@ -12,7 +12,8 @@ Two kinds of edge:
   any terminal state.
 
 Validation (duplicates, unknown ids, self-dependencies, cycles) is one pass of
-Kahn's algorithm plus, only when a cycle exists, Tarjan's strongly connected
+Kahn's algorithm (none when every edge leads to a lower index: index order is
+then topological) plus, only when a cycle exists, Tarjan's strongly connected
 components to report each cycle as a path: O(V + E) either way.
 """
 
