@@ -223,8 +223,8 @@ def encode(payload: Payload) -> str:
     odd_modules: list[tuple[int, str | None]] = []
     for k, (nid, loc, module) in enumerate(
             zip(ids, payload.locations, payload.module_scopes, strict=True)):
-        path, _, rest = nid.partition("::")
-        if loc is not None and loc[0] == path and loc[2] == rest.replace("::", "."):
+        path, _, name = location_of(nid)
+        if loc is not None and loc[0] == path and loc[2] == name:
             lines.append(loc[1])
         else:
             lines.append(None)
@@ -304,6 +304,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         int(k): None if loc is None else (
             str(loc[0]), None if loc[1] is None else int(loc[1]), str(loc[2]))
         for k, loc in data["odd_locations"]}
+    # A module scope is the path location_of reads off the node id.
     modules: list[str | None] = [nid.partition("::")[0] for nid in ids]
     for k, module in data["odd_modules"]:
         modules[k] = None if module is None else str(module)
@@ -356,8 +357,8 @@ class Locations(Sequence["Location | None"]):
         k = range(len(self))[k]  # negative indices, and IndexError
         if k in self._odd:
             return self._odd[k]
-        path, _, rest = self._ids[k].partition("::")
-        return path, self._lines[k], rest.replace("::", ".")
+        path, _, name = location_of(self._ids[k])
+        return path, self._lines[k], name
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
