@@ -225,6 +225,9 @@ class Group:
     outside_left: int
     #: Members not yet terminal: the binding ends at 0.
     left: int
+    #: Members neither terminal nor running (held or not): at 0 the group's
+    #: worker holds all that is left of it (see AffinityGroups.let_go).
+    unstarted: int
     #: Ranks of members released while the group was startable (a heap; may hold stale ones).
     ready: list[Rank] = field(default_factory=list)
     #: Whether the global heap holds an entry for the group.
@@ -280,7 +283,7 @@ class AffinityGroups(ReadyQueues):
             inside = set(tasks)
             outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
                               if p not in inside})
-            group = Group(len(self.groups), tasks, len(outside), len(tasks))
+            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
             self.groups.append(group)
             for i in tasks:
                 self.of[i] = group
@@ -338,11 +341,21 @@ class AffinityGroups(ReadyQueues):
         group = self.of[task]
         if group is not None:
             self._bind(group, worker)
+            group.unstarted -= 1
+
+    def ended(self, task: int) -> None:
+        # No longer running: settled next (finished, or skipped while held)
+        # or put back (its worker is gone).
+        super().ended(task)
+        group = self.of[task]
+        if group is not None:
+            group.unstarted += 1
 
     def settled(self, task: int) -> None:
         group = self.of[task]
         if group is not None:
             group.left -= 1
+            group.unstarted -= 1
             if not group.left and group.worker is not None:
                 del self._bound[group.worker]
                 group.worker = None
@@ -357,6 +370,22 @@ class AffinityGroups(ReadyQueues):
     def has_ready(self) -> bool:
         return super().has_ready() or any(g.ready for g in self._bound.values())
 
+    def let_go(self, worker: Worker) -> bool:
+        """End ``worker``'s binding early if it runs or holds all that is left of its group.
+
+        The worker may then take its next group (or a free task) while it
+        still runs the last one's tasks: they become that binding's ``over``,
+        and nothing of the old group is left to go anywhere else, so each
+        group still runs on one worker, contiguously.  True if it was let go.
+        """
+        group = self._bound.get(worker)
+        if group is None or group.unstarted:
+            return False
+        del self._bound[worker]
+        group.worker = None
+        group.over = frozenset()
+        return True
+
     def validate(self) -> None:
         for group in self.groups:
             w = group.worker
@@ -366,6 +395,11 @@ class AffinityGroups(ReadyQueues):
             others = [i for i in self._running_on.get(w, ())
                       if self.of[i] is not group and i not in group.over]
             check(not others, f"worker {w!r} runs {others} outside its group {group.gid}")
+        for group in self.groups:
+            open_ = [i for i in group.members if self._state[i] not in TERMINAL]
+            idle = [i for i in open_ if self._state[i] is not State.RUNNING]
+            check(group.unstarted == len(idle),
+                  f"group {group.gid}: {group.unstarted} counted unstarted, {len(idle)} are")
 
     def _offer(self, group: Group, i: int) -> None:
         """Put READY member ``i`` where its group's worker will find it."""

@@ -60,7 +60,8 @@ FAST_TEST = 0.02
 BATCH_SECONDS = 0.25
 FAST_PIPELINE = 1000
 #: A worker is topped up when fewer real tests than this are in flight
-#: (the current one and the next, as xdist's own MIN_PENDING).
+#: (the current one and the next, as xdist's own MIN_PENDING) or, for fast
+#: tests, fewer than half a batch (see DagScheduling._low_water).
 LOW_WATER = 2
 
 
@@ -647,7 +648,8 @@ class DagScheduling:
             return
         sched = run.sched
         inflight = self.inflight
-        if inflight and min(inflight.values()) >= LOW_WATER:
+        low = self._low_water()
+        if inflight and min(inflight.values()) >= low:
             # Every worker, usable or not, holds its next test: nothing to top
             # up (the common case with batches, checked after nearly every report).
             if emit:
@@ -663,11 +665,14 @@ class DagScheduling:
                 self._send(node, sched.take(node, self._want(node, len(nodes)), speculate=spec))
         for node in nodes:
             have = inflight[node]
-            if have >= LOW_WATER:
+            if have >= low:
                 continue
             want = self._want(node, len(nodes))
             if 0 < have < want:
-                self._send(node, sched.take(node, want - have, speculate=spec))
+                # Fast tests: a worker holding the rest of its group takes its
+                # next group now, not a round trip after the group's end.
+                self._send(node, sched.take(node, want - have, speculate=spec,
+                                            next_group=self.pace.is_fast))
             elif spec and have == 1 and want == 1:
                 # Slow tests, one in flight: add the test that can start only
                 # once it ended (its dependent, its group's next).  The worker
@@ -676,6 +681,22 @@ class DagScheduling:
                 self._send(node, sched.ahead(node, 1))
         if emit:
             self.emit_skips()
+
+    def _low_water(self) -> int:
+        """Top a worker up once fewer real tests than this are in flight.
+
+        Fast tests: half a batch.  This process learns that a test ended
+        only when it has handled the reports queued before that one, and a
+        worker runs tests faster than this process takes their reports in:
+        topped up at its last two, a worker ran dry before every batch
+        arrived (measured, 20,000 trivial tests at -n 2: about 50 waits and
+        0.8-1.2 s idle per worker, against 0.1 s under xdist's own load
+        scheduling, which tops up at a quarter of the pending share).  The
+        other half of the batch covers that lag.
+        """
+        if not self.pace.is_fast:
+            return LOW_WATER
+        return max(LOW_WATER, self.pace.batch() // 2)
 
     def _want(self, node: Any, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""

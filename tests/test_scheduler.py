@@ -1052,6 +1052,61 @@ def test_speculated_task_of_a_removed_worker_waits_again() -> None:
     assert s.state[d.i("a")] is State.READY and s.state[d.i("b")] is State.WAITING
 
 
+def test_next_group_is_taken_once_the_worker_holds_all_of_its_group() -> None:
+    spec = {"a1": "", "a2": "a1", "b1": "", "b2": "b1"}
+    d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B", "b2": "B"}, workers=["w"])
+    s = d.sched
+    assert d.names(s.take("w", 2, speculate=True)) == ["a1", "a2"]  # a2 held behind a1
+    # Without next_group the worker waits for its group's end (contiguity).
+    assert s.take("w", 2, speculate=True) == []
+    got = s.take("w", 2, speculate=True, next_group=True)
+    assert d.names(got) == ["b1", "b2"]
+    assert s.bound_group("w") == 1
+    s.validate()
+    # Everything runs in the order handed out; the old group ends under the new binding.
+    for name in ("a1", "a2", "b1", "b2"):
+        assert d.finish(name)
+    assert s.done and s.bound_group("w") is None
+
+
+def test_next_group_waits_while_a_member_is_still_to_hand_out() -> None:
+    spec = {"a1": "", "a2": "a1", "a3": "a2", "b1": ""}
+    d = Driver(spec, groups={"a1": "A", "a2": "A", "a3": "A", "b1": "B"}, workers=["w"])
+    s = d.sched
+    assert d.names(s.take("w", 2, speculate=True, next_group=True)) == ["a1", "a2"]
+    # a3 is still to hand out: the binding stays, and a3 comes before anything else.
+    assert d.names(s.take("w", 1, speculate=True, next_group=True)) == ["a3"]
+    assert s.bound_group("w") == 0
+    assert d.names(s.take("w", 1, speculate=True, next_group=True)) == ["b1"]
+    s.validate()
+
+
+def test_next_group_goes_to_the_worker_with_fewest_tasks_in_hand() -> None:
+    spec = {"a1": "", "a2": "a1", "f": "", "b1": ""}
+    d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B"}, workers=["w", "v"])
+    s = d.sched
+    assert d.names(s.take("w", 2, speculate=True)) == ["a1", "a2"]
+    assert d.take("v") == ["f"]
+    # w holds two tasks, v one: v will be free first, so w keeps its binding.
+    assert s.take("w", 2, speculate=True, next_group=True) == []
+    d.finish("a1")
+    assert d.names(s.take("w", 2, speculate=True, next_group=True)) == ["b1"]
+    s.validate()
+
+
+def test_a_group_let_go_early_is_bound_again_if_its_worker_goes() -> None:
+    spec = {"a1": "", "a2": "a1", "b1": ""}
+    d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B"}, workers=["w"])
+    s = d.sched
+    assert d.names(s.take("w", 2, speculate=True)) == ["a1", "a2"]
+    assert d.names(s.take("w", 1, speculate=True, next_group=True)) == ["b1"]
+    d.add("v")
+    assert d.remove("w") == ["a1", "a2", "b1"]
+    assert d.names(s.take("v", 3, speculate=True)) == ["a1", "a2"]
+    assert s.bound_group("v") == 0
+    s.validate()
+
+
 def test_speculation_needs_the_skip_policy() -> None:
     d = Driver({"a": ""}, on_failure="stop", workers=["w0"])
     with pytest.raises(ValueError, match="on_failure='skip'"):
@@ -1072,6 +1127,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     for w in workers:
         sched.add_worker(w)
     fifo: dict[str, list[int]] = {w: [] for w in workers}
+    popped: dict[str, list[int]] = {w: [] for w in workers}  # in the order run (or skipped)
     ran_on: dict[int, str] = {}
     events: dict[int, str] = {}
     dispatched = dict.fromkeys(range(n), 0)
@@ -1081,7 +1137,8 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
         assert guard < 60 * n + 60, "run does not terminate"
         w = data.draw(st.sampled_from(workers), label="worker")
         if not fifo[w] or data.draw(st.booleans(), label="take"):
-            got = sched.take(w, data.draw(st.integers(1, 4), label="limit"), speculate=True)
+            got = sched.take(w, data.draw(st.integers(1, 4), label="limit"), speculate=True,
+                             next_group=data.draw(st.booleans(), label="next_group"))
             for t in got:
                 assert sched.where[t] == w
                 dispatched[t] += 1
@@ -1096,6 +1153,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
         if held:
             w = data.draw(st.sampled_from(held), label="runner")
             t = fifo[w].pop(0)
+            popped[w].append(t)
             if sched.state[t].terminal:
                 skip = sched.skips[t]
                 assert skip.remote and skip.prerequisite is not None
@@ -1112,6 +1170,16 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
             events[t] = outcome
         sched.validate()
     check_end(Run(graph, sched, dispatched, dict.fromkeys(range(n), 0), events), "skip")
+    # Each group ran on one worker, contiguously (next_group or not).
+    home: dict[int, str] = {}
+    for w, tasks in popped.items():
+        seen: list[int | None] = []
+        for t in tasks:
+            g = sched.group_of(t)
+            if g is not None:
+                assert home.setdefault(g, w) == w, f"group {g} ran on {home[g]} and {w}"
+                assert g not in seen or seen[-1] == g, f"group {g} interrupted on {w}: {tasks}"
+            seen.append(g)
 
 
 # ---------------------------------------------------------------- handed out ahead

@@ -700,6 +700,58 @@ def test_crash_puts_the_other_tests_it_held_back_for_the_other_node(harness: Any
     assert running not in n2.sent, "a crashed test is not re-run"
 
 
+def test_fast_tests_are_topped_up_while_half_a_batch_is_left(harness: Any) -> None:
+    """The controller learns of an end only after the reports queued before it:
+    a worker topped up at its last test would run dry before the batch came."""
+    spec = {f"t{k:03d}": "" for k in range(300)}
+    h: Harness = harness(make_payload(spec), "--dag-affinity=none")
+    n1, n2 = h.start("gw0", "gw1")
+    held_at_top_up: list[int] = []
+    while not h.sched.tests_finished:
+        for node in (n1, n2):
+            if len(node.queue) < 2:
+                continue
+            sends = len(node.sends)
+            real = [i for i in node.queue if i != h.barrier]
+            h.step(node, duration=0.0)
+            if len(node.sends) > sends and node.queue[0] != h.barrier:
+                held_at_top_up.append(len(real) - 1)
+    assert max(held_at_top_up) >= 3, held_at_top_up
+    assert len(h.reported) == 300
+
+
+def test_fast_tests_take_the_next_module_before_the_last_one_ends(harness: Any) -> None:
+    """Module affinity: a worker holding the rest of its module gets the next
+    one behind it, without a round trip at the module's end; each module
+    still runs on one worker, in one stretch."""
+    names = [f"{m}{k}" for m in "abc" for k in range(10)]
+    spec = {n: (f"{n[0]}{int(n[1:]) - 1}" if n[1:] != "0" else "") for n in names}
+    modules = {n: f"test_{n[0]}.py" for n in names}
+    h: Harness = harness(make_payload(spec, modules=modules))
+    n1, n2 = h.start("gw0", "gw1")
+    early = False
+    ran: dict[str, list[str]] = {"gw0": [], "gw1": []}
+    while not h.sched.tests_finished:
+        for node in (n1, n2):
+            if len(node.queue) < 2:
+                continue
+            head = h.name(node.queue[0])
+            if head is not None:
+                ran[node.gateway.id].append(head)
+            h.step(node, duration=0.0)
+            held = {str(h.name(i))[0] for i in node.queue if i != h.barrier}
+            if "c" in held and held & {"a", "b"}:
+                early = True  # c's tests sent while a or b was not done there
+    assert early, h.sends()
+    assert len(h.reported) == 30
+    for module in "abc":
+        where = [w for w, tests in ran.items() if any(t[0] == module for t in tests)]
+        assert len(where) == 1, (module, ran)
+        tests = [t[0] for t in ran[where[0]]]
+        first, last = tests.index(module), len(tests) - tests[::-1].index(module)
+        assert set(tests[first:last]) == {module}, ran
+
+
 def test_crash_in_a_barrier_blames_no_test(harness: Any) -> None:
     """Teardown past the barrier crashed: no real test was running there."""
     h: Harness = harness(make_payload(CHAIN))
