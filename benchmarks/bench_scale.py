@@ -16,6 +16,10 @@ then ``--rounds`` interleaved rounds (every other one in reverse order, so
 that neither side always runs first); best of the rounds, and beside it the
 median of the per-round ratios (each plugin run against the plain run of
 its own round: on a shared host that cancels most drift between rounds).
+Also the CPU seconds of the best runs, and how long the workers waited for
+their next test (median of the rounds): a worker that runs out of work
+while the controller is behind is idle time plain xdist, which keeps deep
+queues, does not have.
 
 ``--big`` (100 x 1,000 tests, 2 edges each: 100,000 tests, about 200,000
 edges): time to collect, validate and order (``--collect-only -q``, serial),
@@ -44,8 +48,9 @@ from pathlib import Path
 from bench_cpu import bytecode_env, compile_plugin
 
 # Written into each generated suite: when a process started its first test
-# body, and at its end its peak RSS, its CPU seconds and the seconds the
-# cyclic garbage collector paused it (files named after the process's role).
+# body, and at its end its peak RSS, its CPU seconds, the seconds the
+# cyclic garbage collector paused it and, on a worker, the seconds it waited
+# for its next test (files named after the process's role).
 CONFTEST = '''\
 import gc
 import os
@@ -68,6 +73,34 @@ def _gc_timer(phase, info):
 gc.callbacks.append(_gc_timer)
 
 
+_wait = [0.0, 0, 0]  # on a worker: seconds waiting for the next test, waits > 1 ms, gets
+
+
+def pytest_collection_finish(session):
+    # On an xdist worker, from its second test on: the time it waits for the
+    # controller to send its next test (xdist's worker loop reads its queue).
+    if not OUT or ROLE == "main":
+        return
+    interactor = next((p for p in session.config.pluginmanager.get_plugins()
+                       if type(p).__name__ == "WorkerInteractor"), None)
+    if interactor is None:
+        return
+    queue = interactor.torun
+    get = queue.get
+
+    def timed_get():
+        start = time.perf_counter()
+        index = get()
+        waited = time.perf_counter() - start
+        _wait[2] += 1
+        if _wait[2] > 1:
+            _wait[0] += waited
+            _wait[1] += waited > 0.001
+        return index
+
+    queue.get = timed_get
+
+
 def pytest_runtest_call(item):
     if OUT and not _first:
         _first.append(time.time())
@@ -84,6 +117,9 @@ def pytest_unconfigure(config):
             f.write(repr(usage.ru_utime + usage.ru_stime))
         with open(os.path.join(OUT, "gc-" + ROLE), "w") as f:
             f.write(repr(_gc[1]))
+        if ROLE != "main":
+            with open(os.path.join(OUT, "wait-" + ROLE), "w") as f:
+                f.write(f"{_wait[0]!r} {_wait[1]}")
 '''
 
 
@@ -131,6 +167,8 @@ class Measure:
     cpu_workers: float  # CPU seconds of all workers together
     gc_main: float | None  # seconds the cyclic GC paused the controller (serial process)
     gc_workers: float
+    wait_workers: float  # seconds all workers waited for their next test (after the first)
+    waits: int  # how many of those waits took over 1 ms
 
 
 WRAPPER = (
@@ -165,6 +203,7 @@ def run(root: Path, args: list[str], expect: str) -> Measure:
 
     cpu_main, cpu_workers = seconds("cpu-")
     gc_main, gc_workers = seconds("gc-")
+    waits = [v.split() for k, v in files.items() if k.startswith("wait-")]
     return Measure(
         wall=wall,
         first_test=min(firsts) - start if firsts else None,
@@ -172,6 +211,7 @@ def run(root: Path, args: list[str], expect: str) -> Measure:
         rss_worker_kib=max(workers) if workers else None,
         rss_children_kib=int(proc.stderr.strip().splitlines()[-1]),
         cpu_main=cpu_main, cpu_workers=cpu_workers, gc_main=gc_main, gc_workers=gc_workers,
+        wait_workers=sum(float(w[0]) for w in waits), waits=sum(int(w[1]) for w in waits),
     )
 
 
@@ -183,6 +223,8 @@ def mib(kib: int | None) -> str:
 #: with others drifts within a session, and the ratio of two runs taken one
 #: after the other in the same round cancels most of that drift.
 WALLS: dict[str, list[float]] = {}
+#: Per run name, each round's (seconds, count) of the workers' waits for work.
+WAITS: dict[str, list[tuple[float, int]]] = {}
 
 
 def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
@@ -204,6 +246,7 @@ def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
             m = run(root, args, expect)
             print(f"  {name}: {m.wall:.2f} s", file=sys.stderr, flush=True)
             WALLS.setdefault(name, []).append(m.wall)
+            WAITS.setdefault(name, []).append((m.wait_workers, m.waits))
             if name not in best or m.wall < best[name].wall:
                 best[name] = m
     return best
@@ -252,6 +295,11 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
             u = best[f"undeclared {label}"]
             row += f" {u.wall:.2f} ({d.wall / u.wall:.2f}) |"
         print(row)
+    for label, _ in pairs:
+        ratios = [a / b for a, b in zip(WALLS[f"dagorder {label}"], WALLS[f"plain {label}"],
+                                        strict=True)]
+        print(f"per-round ratios {label}: " + " ".join(f"{r:.2f}" for r in ratios)
+              + f"; geometric mean {statistics.geometric_mean(ratios):.2f}")
     print("| peak RSS MiB (controller, worker) | plain | dagorder |")
     print("|---|---|---|")
     for label, _ in pairs:
@@ -263,6 +311,21 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
     for label, _ in pairs:
         p, d = best[f"plain {label}"], best[f"dagorder {label}"]
         print(f"| {label} | {cpu(p)} | {cpu(d)} |")
+    print("| all workers' waits for their next test, median of the rounds: "
+          "s (waits over 1 ms) | plain | dagorder |")
+    print("|---|---|---|")
+    for label, _ in pairs:
+        if label != "serial":
+            print(f"| {label} | {waited(f'plain {label}')} | {waited(f'dagorder {label}')} |")
+
+
+def waited(name: str) -> str:
+    rounds = WAITS.get(name, [])
+    if not rounds:
+        return "-"
+    each = " ".join(f"{s:.2f}" for s, _ in rounds)
+    return (f"{statistics.median(s for s, _ in rounds):.2f} "
+            f"({statistics.median(n for _, n in rounds):.0f}); rounds: {each}")
 
 
 def cpu(m: Measure) -> str:
