@@ -26,7 +26,8 @@ The policies, each one class:
   a group is startable once every prerequisite it has outside itself is
   terminal; it is queued in the global heap under the rank of its first
   ready task; the worker that takes it runs only the group's tasks until
-  all are terminal.  Groups whose outside prerequisites would form a cycle
+  all are terminal, or (``take(next_group=True)``) until it holds all that
+  is left of the group.  Groups whose outside prerequisites would form a cycle
   between groups are dissolved into free tasks (the only way such a group
   could ever start).
 * :class:`ResourceLimits` (wraps either): a task whose resource is at its
@@ -245,7 +246,8 @@ class AffinityGroups(ReadyQueues):
     A startable, unbound group is queued in the global heap under the rank of
     its first ready member (an entry of a grouped task stands for its group);
     taking that entry binds the worker, which then takes only the group's
-    tasks until all are terminal, and nothing while they run elsewhere.
+    tasks until all are terminal, and nothing while they run elsewhere
+    (:meth:`let_go` ends the binding once the worker holds all that is left).
     """
 
     def __init__(
