@@ -252,9 +252,14 @@ def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
     return best
 
 
+def round_ratios(name: str, base: str) -> list[float]:
+    """The per-round ratios ``name`` / ``base`` (rounds are interleaved)."""
+    return [a / b for a, b in zip(WALLS.get(name, []), WALLS.get(base, []), strict=True)]
+
+
 def paired(name: str, base: str) -> str:
-    """Median of the per-round ratios ``name`` / ``base`` (rounds are interleaved)."""
-    ratios = [a / b for a, b in zip(WALLS.get(name, []), WALLS.get(base, []), strict=True)]
+    """Median of the per-round ratios ``name`` / ``base``."""
+    ratios = round_ratios(name, base)
     return f"{statistics.median(ratios):.2f}" if ratios else "-"
 
 
@@ -296,8 +301,7 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
             row += f" {u.wall:.2f} ({d.wall / u.wall:.2f}) |"
         print(row)
     for label, _ in pairs:
-        ratios = [a / b for a, b in zip(WALLS[f"dagorder {label}"], WALLS[f"plain {label}"],
-                                        strict=True)]
+        ratios = round_ratios(f"dagorder {label}", f"plain {label}")
         print(f"per-round ratios {label}: " + " ".join(f"{r:.2f}" for r in ratios)
               + f"; geometric mean {statistics.geometric_mean(ratios):.2f}")
     print("| peak RSS MiB (controller, worker) | plain | dagorder |")
