@@ -29,17 +29,17 @@ from typing import Any, overload
 from . import __version__
 from .settings import AffinityMode
 
-#: Bumped whenever the fields below change meaning.
-FORMAT = 3
+#: Bumped whenever the fields below change meaning (4: no worker ships its
+#: plan unasked).
+FORMAT = 4
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
-#: the side channel the payload travels on, the controller's ``--dist``
-#: (workers do not see it; only the DAG modes get barrier items), and
-#: whether this worker ships its plan unasked.
+#: the side channel the payload travels on, and the controller's ``--dist``
+#: (workers do not see it; only the DAG modes get barrier items).
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
-PLAN_KEY = "dagorder_plan"
-#: What the controller sends a worker it did not name in ``PLAN_KEY`` when
-#: it needs that worker's plan after all (the named one never collected).
+#: What the controller sends the worker whose plan it follows: the first
+#: whose collection came in (every worker makes the same plan, so building
+#: and encoding it once is enough).
 PLAN_REQUEST = "dagorder-plan-please"
 
 Location = tuple[str, int | None, str]
@@ -168,9 +168,8 @@ def hello() -> str:
     """The first message of every worker: which format and version it speaks.
 
     Every worker's is read (a cheap check).  The controller follows the
-    plan of one worker: the one it named in ``workerinput`` ships it right
-    after this; any other only when sent :data:`PLAN_REQUEST` (every worker
-    makes the same plan, so building and encoding it once is enough).
+    plan of one worker, which ships it after this when sent
+    :data:`PLAN_REQUEST`.
     """
     return json.dumps({"format": FORMAT, "version": __version__})
 

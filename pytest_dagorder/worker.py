@@ -136,8 +136,8 @@ class DagWorker(Planner):
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
-        # The plan is shipped unasked by the worker the controller named, by
-        # any other only on request (see wire.hello): until then, how to make it.
+        # The plan is shipped on request only (see wire.hello; the controller
+        # asks the first worker whose collection came in): until then, how to make it.
         self._plan_lock = threading.Lock()
         self._unshipped: Callable[[], wire.Payload] | None = None
         self._plan_asked = False
@@ -185,15 +185,12 @@ class DagWorker(Planner):
         final = list(session.items)
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
-            # runs from: ship the plan in that order.  The controller waits
-            # for it (bounded) once every worker's collection is in.
+            # runs from: ship the plan in that order.  The controller asks
+            # for it as soon as it has this collection, if it is the first.
             self.channel.send(wire.hello())
-            if self.config.workerinput.get(wire.PLAN_KEY, True):  # type: ignore[attr-defined]
-                self.channel.send(wire.encode(self._payload(planned, final, ids)))
-            else:
-                with self._plan_lock:
-                    self._unshipped = functools.partial(self._payload, planned, final, ids)
-                self._ship_if_asked()  # a request may have come first
+            with self._plan_lock:
+                self._unshipped = functools.partial(self._payload, planned, final, ids)
+            self._ship_if_asked()  # a request may have come first
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.

@@ -19,7 +19,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Generator, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, overload
 
 import pytest
 
@@ -37,8 +37,9 @@ from .results import Relay
 from .run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
 from .settings import DAG_MODES, settings_of
 
-#: Seconds to wait for a worker's graph; it was sent before its collection
-#: ids on the same connection, so it is normally there already.
+#: Seconds to wait for a worker's hello (sent before its collection ids on
+#: the same connection, so normally there already) and for its plan, which
+#: it encodes when asked.
 RECEIVE_TIMEOUT = 60.0
 #: Most side-channel messages taken from one worker per report or barrier.
 SIDE_CHANNEL_BATCH = 10_000
@@ -73,23 +74,16 @@ class DagController:
         self.policy = settings_of(config).on_failure
         self.sched: DagScheduling | None = None
         self.channels: dict[Any, Any] = {}
-        #: The worker that ships its plan unasked (the first one set up);
-        #: the run follows its plan unless it never collected.
-        self.planner: Any = None
 
     def pytest_configure_node(self, node: Any) -> None:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
-        # Every worker makes the same plan; one encodes and ships it.
-        node.workerinput[wire.PLAN_KEY] = self.planner is None
-        if self.planner is None:
-            self.planner = node
         self.channels[node] = channel
 
     def plan_source(self, nodes: Sequence[Any]) -> Any:
-        """Which of ``nodes`` (those that collected, in order) to take the plan from."""
-        return self.planner if self.planner in nodes else nodes[0]
+        """Which of ``nodes`` (those that collected, in order) to ask for the plan."""
+        return nodes[0]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
@@ -105,12 +99,24 @@ class DagController:
             return self.sched
         return None if inner is None else GuardedScheduling(inner, self, dist)
 
-    def receive_payload(self, node: Any, nodes: Sequence[Any]) -> wire.Payload:
-        """The plan ``node`` shipped on the side channel, after its version check.
+    @overload
+    def receive_payload(self, node: Any, nodes: Sequence[Any]) -> wire.Payload: ...
 
-        If it cannot be had, the session ends (every one of ``nodes`` is shut down).
+    @overload
+    def receive_payload(self, node: Any, nodes: Sequence[Any], *,
+                        passable: bool) -> wire.Payload | None: ...
+
+    def receive_payload(self, node: Any, nodes: Sequence[Any], *,
+                        passable: bool = False) -> wire.Payload | None:
+        """The plan ``node`` ships on the side channel when asked, after its version check.
+
+        If it cannot be had, the session ends (every one of ``nodes`` is
+        shut down), or with ``passable`` None comes back when the channel
+        failed (the worker is gone; another can be asked).
         """
-        raw = self._receive(node, nodes, read=True)
+        raw = self._receive(node, nodes, read=True, passable=passable)
+        if raw is None:
+            return None
         try:
             return wire.decode(raw)
         except wire.WireError as exc:
@@ -119,34 +125,38 @@ class DagController:
     def admit(self, node: Any, nodes: Sequence[Any]) -> None:
         """Check the version of a worker whose plan the run does not follow.
 
-        The others, and any that joins after the start (a restart), ship
-        none; a plan the named planner shipped is received and dropped
-        unread: nothing stays queued.
+        The others, and any that joins after the start (a restart), are
+        never asked for theirs: only the hello is read.
         """
         self._receive(node, nodes, read=False)
 
-    def _receive(self, node: Any, nodes: Sequence[Any], *, read: bool) -> object:
+    def _receive(self, node: Any, nodes: Sequence[Any], *, read: bool,
+                 passable: bool = False) -> object:
         channel = self.channels.get(node)
         if channel is None:
             abort(self.config, nodes, [Problem("", (
                 "the dagorder plugin is not active on the workers; "
                 "pass -p dagorder or install it where the workers run"))])
-        shipped = node is self.planner
         try:
             first = channel.receive(timeout=RECEIVE_TIMEOUT)
             try:
                 wire.check_hello(first)
             except wire.WireError as exc:
                 self._refuse_version(node, nodes, exc)
-            if read and not shipped:
-                channel.send(wire.PLAN_REQUEST)
-            raw = channel.receive(timeout=RECEIVE_TIMEOUT) if read or shipped else None
+            if not read:
+                return None
+            channel.send(wire.PLAN_REQUEST)
+            return channel.receive(timeout=RECEIVE_TIMEOUT)
         except (pytest.UsageError, pytest.Session.Interrupted):
             raise
         except Exception as exc:
+            # Passed over only if gone (closed channel); a worker that says
+            # nothing in time ends the session, as at the start.
+            timeout = getattr(channel, "TimeoutError", TimeoutError)
+            if passable and not isinstance(exc, (TimeoutError, timeout)):
+                return None
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
-        return raw if read else None
 
     def _refuse_version(self, node: Any, nodes: Sequence[Any], exc: Exception) -> NoReturn:
         # Not the suite's fault: a usage error (exit status 4), as for a bad option.
@@ -201,9 +211,13 @@ class DagScheduling:
         self.running_at: dict[int, Any] = {}
         self.unusable: set[Any] = set()
         self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
-        self.collection: list[str] | None = None
+        self.collection: list[str] | None = None  # the followed worker's, once its plan is read
         self.followed: Any = None  # the worker whose collection and plan the run follows
-        self.run: DagRun | None = None
+        self.run: DagRun | None = None  # the run, once announced (see _start)
+        self.built: DagRun | None = None  # the run, once built (see _plan_early)
+        self.header: list[str] = []  # what announcing the run writes
+        # Workers that could not ship their plan (gone since their collection).
+        self.unplannable: set[Any] = set()
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: Sequence[wire.Location | None] = []
         # Workers whose plan was taken off the side channel (the one the run
@@ -263,10 +277,12 @@ class DagScheduling:
         self.inflight[node] = 0
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
-        if self.collection is not None and list(collection) != self.collection:
-            self._refuse(node, list(collection))
+        if self.run is not None and list(collection) != self.collection:
+            self._refuse(node, list(collection))  # a worker joining a started run
             return
         self.node2collection[node] = list(collection)
+        if self.run is None:
+            self._plan_early(node)
 
     def _refuse(self, node: Any, collection: list[str]) -> None:
         """A worker that collected other tests than the first: indices would not match.
@@ -358,19 +374,17 @@ class DagScheduling:
         return None if crashed is None else run.nodeids[crashed]
 
     def schedule(self) -> None:
-        if self.collection is None:
-            with collector_paused():  # the graph and the core: see memory.py
-                self._start()
-        if self.run is None:
-            return
+        if self.aborted and self.run is None:
+            return  # the session is ending (see abort)
+        run = self.run if self.run is not None else self._start()
         for node in self.sent:
             if (node not in self.core_workers and node in self.node2collection
                     and node not in self.unusable):
                 if node not in self.read_plans:
                     self.controller.admit(node, list(self.sent))
-                self.run.sched.add_worker(node)
+                run.sched.add_worker(node)
                 self.core_workers.add(node)
-        if not self.run.sched.done and self.sent and all(n in self.unusable for n in self.sent):
+        if not run.sched.done and self.sent and all(n in self.unusable for n in self.sent):
             # No worker can run what is left, and none is on its way (xdist
             # calls schedule() once a worker's collection is in): end the
             # session rather than wait for ever.
@@ -382,17 +396,60 @@ class DagScheduling:
 
     # -- the run ---------------------------------------------------------------
 
-    def _start(self) -> None:
-        # A worker that died since its collection came in ships nothing more.
-        alive = [n for n in self.node2collection if n in self.sent]
-        first = self.followed = self.controller.plan_source(alive or list(self.node2collection))
+    def _plan_early(self, node: Any) -> None:
+        """Build the run from ``node``'s plan as soon as its collection is in.
+
+        Every worker makes the same plan, so the first whose collection
+        arrives is asked for it, and the controller decodes it and builds
+        its core while the other workers are still collecting (at start the
+        controller is otherwise idle and every worker waits for its first
+        tests).  The run is announced, and its first tests sent, only when
+        xdist calls :meth:`schedule` once every collection is in.  A worker
+        that cannot ship (it died since) is passed over: the next one to
+        collect is asked, or at the latest the start asks a live one.
+        """
+        if (self.built is not None or self.aborted or node in self.unplannable
+                or node not in self.sent or node in self.unusable):
+            return
+        with collector_paused():  # the graph and the core: see memory.py
+            self._build(node, early=True)
+
+    def _start(self) -> DagRun:
+        """Announce the run (built from the first plan read, or now): xdist's first schedule()."""
+        if self.built is None:
+            # A worker that died since its collection came in ships nothing more.
+            alive = [n for n in self.node2collection
+                     if n in self.sent and n not in self.unplannable]
+            with collector_paused():
+                self._build(self.controller.plan_source(alive or list(self.node2collection)),
+                            early=False)
+        run = self.built
+        assert run is not None and self.collection is not None
+        for node in self.node2collection:
+            if node is not self.followed and self.node2collection[node] != self.collection:
+                self._refuse(node, self.node2collection[node])
+        self.run = run
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            for line in self.header:
+                terminal.write_line(line)
+        self.emit_skips()
+        return run
+
+    def _build(self, first: Any, *, early: bool) -> None:
+        """Read ``first``'s plan and build the core from it (into :attr:`built`).
+
+        Early (see :meth:`_plan_early`), a worker that cannot ship is only
+        passed over; at the start it ends the session, as does a plan with
+        problems either way.
+        """
+        payload = self.controller.receive_payload(first, list(self.sent), passable=early)
+        if payload is None:
+            self.unplannable.add(first)
+            return
+        self.followed = first
         self.read_plans.add(first)
         self.collection = self.node2collection[first]
-        others = [n for n in self.node2collection if n is not first]
-        for node in others:
-            if self.node2collection[node] != self.collection:
-                self._refuse(node, self.node2collection[node])
-        payload = self.controller.receive_payload(first, list(self.sent))
         if payload.problems:
             self.aborted = True
             abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload.problems])
@@ -404,11 +461,6 @@ class DagScheduling:
         n = len(payload.ids)
         self.barrier = payload.barrier
         self.locations = payload.locations
-        for node in others:
-            if node in self.sent and node not in self.unusable:
-                # Every worker makes the same plan: the others are only checked.
-                self.controller.admit(node, list(self.sent))
-                self.read_plans.add(node)
         g = payload.graph
         nodeids = payload.ids if g is None else g.ids
         recorded = durations.load(self.config)
@@ -460,27 +512,26 @@ class DagScheduling:
                      if payload.resources else None)
         alone = ([*payload.exclusive, *[False] * (len(graph) - n)]
                  if any(payload.exclusive) else None)
-        self.run = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
-                          groups=groups, locality=mode != "none",
-                          resources=resources, limits=settings.limits, exclusive=alone)
+        run = self.built = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
+                                  groups=groups, locality=mode != "none",
+                                  resources=resources, limits=settings.limits, exclusive=alone)
         if any(payload.dag_users):
-            outcome = self.run.sched.outcome
+            outcome = run.sched.outcome
             self.dag_users = payload.dag_users
             self.relay = Relay(graph.requires, lambda i: outcome[i] == "passed")
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None:
-            terminal.write_line(wording.xdist_header(
-                n, graph.edge_count, graph.longest_chain(), mode,
-                len(self.run.sched.groups), len(known), len(nodeids)))
-            if chains:
-                terminal.write_line(wording.runtime_depends_header(len(chains)))
-            if payload.resources or settings.limits:
-                terminal.write_line(wording.limits_header(
-                    settings.limits, resources_in_use(payload.resources),
-                    unused_limits(settings.limits, payload.resources)))
-            if alone is not None:
-                terminal.write_line(wording.exclusive_header(sum(alone)))
-        self.emit_skips()
+        # Written when the run is announced (see _start): the terminal still
+        # shows the workers' collection until then.
+        self.header = [wording.xdist_header(
+            n, graph.edge_count, graph.longest_chain(), mode,
+            len(run.sched.groups), len(known), len(nodeids))]
+        if chains:
+            self.header.append(wording.runtime_depends_header(len(chains)))
+        if payload.resources or settings.limits:
+            self.header.append(wording.limits_header(
+                settings.limits, resources_in_use(payload.resources),
+                unused_limits(settings.limits, payload.resources)))
+        if alone is not None:
+            self.header.append(wording.exclusive_header(sum(alone)))
 
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
         run = self.run

@@ -516,10 +516,7 @@ def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.P
 
 
 def test_a_worker_of_another_plugin_version_is_a_usage_error(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Under an outer xdist run the variable is inherited: the inner controller
-    # would take itself for a worker and announce the same version.
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+        pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     # The workers announce another version (as an older install there would).
     pytester.makeconftest("""

@@ -87,22 +87,20 @@ class FakeNode:
 class FakeChannel:
     """The side channel a worker ships its plan on: returns it, or raises.
 
-    Like execnet's, it holds the hello, then the plan if the worker ships it
-    unasked (``ships``) or was sent the request, and is empty after them: a
-    receive then raises TimeoutError (the controller drains it without
-    waiting).  The payload stands in for the hello too (same format and
-    version).
+    Like execnet's, it holds the hello, then the plan once the worker was
+    sent the request, and is empty after them: a receive then raises
+    TimeoutError (the controller drains it without waiting).  The payload
+    stands in for the hello too (same format and version).
     """
 
     def __init__(self, payload: Payload | str | BaseException) -> None:
         self.payload = payload
         self.timeouts: list[float | None] = []
         self.sent: list[object] = []
-        self.ships = True
 
     def handshake(self) -> int:
         """How many messages the worker has sent before any test ran."""
-        return 1 + (self.ships or wire.PLAN_REQUEST in self.sent)
+        return 1 + (wire.PLAN_REQUEST in self.sent)
 
     def send(self, item: object) -> None:
         self.sent.append(item)
@@ -256,17 +254,20 @@ class Harness:
 
     def add(self, gid: str, collection: Sequence[str] | None = None,
             channel: FakeChannel | None = None) -> FakeNode:
+        node = self.up(gid, channel)
+        self.collected(node, collection)
+        return node
+
+    def up(self, gid: str, channel: FakeChannel | None = None) -> FakeNode:
+        """A worker is set up (its collection comes later, see collected)."""
         node = FakeNode(gid, self.journal)
         self.nodes.append(node)
-        channel = channel or FakeChannel(self.payload)
-        # As pytest_configure_node: the first worker set up ships its plan unasked.
-        if self.controller.planner is None:
-            self.controller.planner = node
-        channel.ships = node is self.controller.planner
-        self.controller.channels[node] = channel
+        self.controller.channels[node] = channel or FakeChannel(self.payload)
         self.sched.add_node(node)
-        self.sched.add_node_collection(node, list(self.ids if collection is None else collection))
         return node
+
+    def collected(self, node: FakeNode, collection: Sequence[str] | None = None) -> None:
+        self.sched.add_node_collection(node, list(self.ids if collection is None else collection))
 
     def start(self, *gids: str) -> list[FakeNode]:
         """Nodes come up, collect, and the first schedule() runs."""
@@ -900,18 +901,20 @@ def test_declaration_problems_interrupt_the_session(harness: Any) -> None:
     problems = [(nodeid("b"), "depends_on target 'nope' matches no test"),
                 (nodeid("c"), "run_after target 'gone' matches no test")]
     h: Harness = harness(make_payload(CHAIN, problems=problems))
-    n1 = h.add("gw0")
-    n2 = h.add("gw1")
+    n1 = h.up("gw0")
+    n2 = h.up("gw1")
+    # Read from the first collection in, while the other worker still collects.
     with pytest.raises(pytest.Session.Interrupted, match="2 errors during collection"):
-        h.sched.schedule()
+        h.collected(n1)
     assert [(r.nodeid, r.outcome, str(r.longrepr)) for r in h.recorder.collect] == [
         (nodeid("b"), "failed", "pytest-dagorder: depends_on target 'nope' matches no test"),
         (nodeid("c"), "failed", "pytest-dagorder: run_after target 'gone' matches no test"),
     ]
     assert n1.shutdown_calls == n2.shutdown_calls == 1
     assert n1.sends == n2.sends == []
+    h.collected(n2)  # a late worker's collection: no second report, no send
     assert h.sched.tests_finished  # DSession's loop must not wait for anything
-    h.sched.schedule()  # a late worker's collection: no second report, no send
+    h.sched.schedule()
     assert len(h.recorder.collect) == 2
     assert n1.sends == n2.sends == []
 
@@ -919,10 +922,10 @@ def test_declaration_problems_interrupt_the_session(harness: Any) -> None:
 def test_no_graph_from_the_worker_interrupts_with_a_bounded_wait(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
     channel = FakeChannel(TimeoutError("no answer"))
-    n1 = h.add("gw0", channel=channel)
-    n2 = h.add("gw1")
+    n1 = h.up("gw0", channel=channel)
+    n2 = h.up("gw1")
     with pytest.raises(pytest.Session.Interrupted, match="1 error during collection"):
-        h.sched.schedule()
+        h.collected(n1)
     assert channel.timeouts == [RECEIVE_TIMEOUT]
     (rep,) = h.recorder.collect
     assert "no dependency graph from worker gw0: no answer" in str(rep.longrepr)
@@ -932,66 +935,53 @@ def test_no_graph_from_the_worker_interrupts_with_a_bounded_wait(harness: Any) -
 
 def test_no_graph_from_the_worker_shuts_down_every_node(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
-    n1 = h.add("gw0", channel=FakeChannel(TimeoutError("no answer")))
-    n2 = h.add("gw1")
+    n1 = h.up("gw0")
+    n2 = h.up("gw1", channel=FakeChannel(TimeoutError("no answer")))
+    h.collected(n1)
+    h.collected(n2)
     with pytest.raises(pytest.Session.Interrupted):
-        h.sched.schedule()
+        h.sched.schedule()  # the second worker's hello never comes
     assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
 
 
-def test_only_the_named_planner_ships_its_plan_and_the_run_follows_it(
+def test_the_first_collected_worker_is_asked_and_the_core_built_while_others_collect(
         harness: Any) -> None:
-    # The second worker to report its collection is the planner: its plan is
-    # the one followed; the first is only checked for its version (one
-    # message read, nothing sent to it).
+    # Every worker makes the same plan: the first whose collection comes in
+    # is asked for it at once, and the core is built from it before the
+    # others are done.  Nothing is announced, reported or sent until xdist's
+    # first schedule(); the others are only checked for their version then.
     h: Harness = harness(make_payload(CHAIN))
-    planner_channel = FakeChannel(h.payload)
-    other_channel = FakeChannel(h.payload)
-    h.controller.planner = planner = FakeNode("gw0", h.journal)
-    other = FakeNode("gw1", h.journal)
-    for node, channel in ((other, other_channel), (planner, planner_channel)):
-        h.nodes.append(node)
-        h.controller.channels[node] = channel
-        channel.ships = node is planner
-        h.sched.add_node(node)
-        h.sched.add_node_collection(node, list(h.ids))
+    first = h.add("gw1")
+    first_channel = h.controller.channels[first]
+    assert first_channel.sent == [wire.PLAN_REQUEST]
+    assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
+    assert h.sched.built is not None and h.sched.run is None
+    assert not h.sched.tests_finished and not h.sched.has_pending
+    other = h.add("gw0")
+    other_channel = h.controller.channels[other]
+    assert other_channel.sent == [] and other_channel.timeouts == []
+    assert h.journal == [] and h.recorder.reports == []
     h.schedule()
-    assert h.sched.followed is planner
-    assert planner_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
+    assert h.sched.followed is first
+    assert other_channel.sent == []
     assert other_channel.timeouts == [RECEIVE_TIMEOUT]  # the hello only
-    assert planner_channel.sent == other_channel.sent == []
-    h.drain(planner, other)
+    assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
+    h.drain(first, other)
     assert h.terminal() == set(h.ids)
 
 
-def test_without_the_planner_the_first_collected_worker_is_asked(harness: Any) -> None:
-    # The named planner never collected (it crashed while collecting): the
-    # plan is asked of the first worker whose collection came in.
+def test_a_worker_gone_since_its_collection_is_passed_over(harness: Any) -> None:
+    # The first to collect died before it could ship its plan: the next
+    # worker to collect is asked instead, and the run starts without the first.
     h: Harness = harness(make_payload(CHAIN))
-    h.controller.planner = FakeNode("gw0", h.journal)  # set up, then gone
-    n1 = h.add("gw1")
-    n2 = h.add("gw2")
-    channels = [h.controller.channels[n] for n in (n1, n2)]
-    assert not any(c.ships for c in channels)
-    h.schedule()
-    assert h.sched.followed is n1
-    assert channels[0].sent == [wire.PLAN_REQUEST]
-    assert channels[1].sent == []
-    assert channels[1].timeouts == [RECEIVE_TIMEOUT]
-    h.drain(n1, n2)
-    assert h.terminal() == set(h.ids)
-
-
-def test_a_planner_gone_since_its_collection_is_not_waited_for(harness: Any) -> None:
-    # It collected, then died before the run started: what it had not
-    # shipped yet never comes, so a live worker is asked instead.
-    h: Harness = harness(make_payload(CHAIN))
-    planner = h.add("gw0", channel=FakeChannel(EOFError("gone")))
+    gone = h.add("gw0", channel=FakeChannel(EOFError("gone")))
+    assert h.sched.built is None
     n2 = h.add("gw1")
-    assert h.sched.remove_node(planner) is None
+    assert h.controller.channels[n2].sent == [wire.PLAN_REQUEST]
+    assert h.sched.built is not None
+    assert h.sched.remove_node(gone) is None
     h.schedule()
     assert h.sched.followed is n2
-    assert h.controller.channels[n2].sent == [wire.PLAN_REQUEST]
     h.drain(n2)
     assert h.terminal() == set(h.ids)
 
@@ -1028,10 +1018,10 @@ def test_a_worker_dead_before_xdist_noticed_gets_nothing_and_loses_nothing(
 def test_a_message_of_another_version_is_a_usage_error_naming_both(
         harness: Any, raw: str) -> None:
     h: Harness = harness(make_payload(CHAIN))
-    n1 = h.add("gw0", channel=FakeChannel(raw))
-    n2 = h.add("gw1")
+    n1 = h.up("gw0", channel=FakeChannel(raw))
+    n2 = h.up("gw1")
     with pytest.raises(pytest.UsageError) as info:
-        h.sched.schedule()
+        h.collected(n1)
     theirs = "pytest-dagorder 0.0.1" if "0.0.1" in raw else "an unknown version"
     assert str(info.value) == (
         f"pytest-dagorder: worker gw0: a worker runs {theirs}"
@@ -1043,11 +1033,11 @@ def test_a_message_of_another_version_is_a_usage_error_naming_both(
 
 def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
-    h.add("gw0", channel=FakeChannel(
+    n1 = h.up("gw0", channel=FakeChannel(
         f'{{"format": {wire.FORMAT}, "version": "{wire.__version__}"}}'))
-    h.add("gw1")
+    h.up("gw1")
     with pytest.raises(pytest.UsageError, match="malformed collection message"):
-        h.sched.schedule()
+        h.collected(n1)
 
 
 def test_the_payload_survives_its_wire_format() -> None:
@@ -1116,11 +1106,11 @@ def test_an_exit_request_survives_its_wire_format_and_nothing_else_is_one() -> N
 
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
     h: Harness = harness(make_payload(CHAIN))
-    n1 = h.add("gw0")
-    h.add("gw1")
+    n1 = h.up("gw0")
+    h.up("gw1")
     del h.controller.channels[n1]
     with pytest.raises(pytest.Session.Interrupted):
-        h.sched.schedule()
+        h.collected(n1)
     (rep,) = h.recorder.collect
     assert "the dagorder plugin is not active on the workers" in str(rep.longrepr)
 
