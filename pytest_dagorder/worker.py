@@ -217,7 +217,8 @@ class DagWorker(Planner):
             if make is None:
                 return
             self._unshipped = None
-        self.channel.send(wire.encode(make()))
+        with collector_paused():  # see memory.py (the main thread only waits meanwhile)
+            self.channel.send(wire.encode(make()))
 
     def name(self, i: int) -> str:
         """Test ``i`` of the plan's graph as the controller names it (made on first use:
