@@ -598,9 +598,8 @@ def test_a_crash_is_reported_before_the_skips_it_causes(pytester: pytest.Pyteste
 
 def test_a_crash_of_the_planning_worker_while_collecting_is_survived(
         pytester: pytest.Pytester) -> None:
-    """gw0 ships the plan unasked; it dies in its collection, so the plan is
-    asked of a worker that collected (a replacement or gw1), and the run is
-    the same as ever."""
+    """gw0 dies in its collection: the plan comes from a worker that collected
+    (gw1 or the replacement), and the run is the same as ever."""
     write_ini(pytester)
     pytester.makeconftest("""
         import os
@@ -618,6 +617,34 @@ def test_a_crash_of_the_planning_worker_while_collecting_is_survived(
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*replacing crashed worker gw0*",
                                  "SKIPPED * test_x.py:*: prerequisite test_a failed"])
+    assert set(read_log(pytester)) == {"test_a", "test_c", "test_d"}
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_worker_gone_right_after_its_collection_is_passed_over_for_the_plan(
+        pytester: pytest.Pytester) -> None:
+    """gw0 dies once xdist sent its collection, before it could ship a plan:
+    the controller, which asks the first worker whose collection came in,
+    asks the next one, and the run is the same as ever."""
+    write_ini(pytester)
+    pytester.makeconftest("""
+        import os
+        import pathlib
+
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(session):
+            flag = pathlib.Path(str(session.config.rootpath)) / "gone-after-collection"
+            if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not flag.exists():
+                flag.write_text("once")
+                os._exit(1)
+    """)
+    make_modules(pytester, test_x=POLICY)
+    result = run(pytester, "-n", "2", "-rs")
+    assert (pytester.path / "gone-after-collection").exists()
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED * test_x.py:*: prerequisite test_a failed"])
     assert set(read_log(pytester)) == {"test_a", "test_c", "test_d"}
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
