@@ -378,8 +378,10 @@ class DagScheduling:
             return  # the session is ending (see abort)
         run = self.run if self.run is not None else self._start()
         for node in self.sent:
+            # A worker that could not ship its plan is gone (its channel
+            # closed): xdist removes it soon, and its hello may be read already.
             if (node not in self.core_workers and node in self.node2collection
-                    and node not in self.unusable):
+                    and node not in self.unusable and node not in self.unplannable):
                 if node not in self.read_plans:
                     self.controller.admit(node, list(self.sent))
                 run.sched.add_worker(node)

@@ -982,6 +982,27 @@ def test_a_worker_gone_since_its_collection_is_passed_over(harness: Any) -> None
     assert h.sched.remove_node(gone) is None
     h.schedule()
     assert h.sched.followed is n2
+
+
+def test_a_gone_worker_xdist_has_not_removed_yet_gets_nothing_and_ends_nothing(
+        harness: Any) -> None:
+    # Its channel closed before it shipped; the run starts before xdist
+    # handles its death: it is neither asked again nor given work.
+    h: Harness = harness(make_payload(CHAIN))
+    gone = h.up("gw0", channel=FakeChannel(EOFError("gone")))
+    n2 = h.up("gw1")
+    h.collected(gone)
+    h.collected(n2)
+    try:
+        h.schedule()
+    except pytest.Session.Interrupted as exc:  # a KeyboardInterrupt: would end this session
+        pytest.fail(f"the session was ended: {exc}")
+    assert h.sched.followed is n2
+    assert gone.sends == [] and gone.shutdown_calls == 0
+    assert h.controller.channels[gone].timeouts == [RECEIVE_TIMEOUT]
+    assert h.sched.remove_node(gone) is None
+    h.drain(n2)
+    assert h.terminal() == set(h.ids)
     h.drain(n2)
     assert h.terminal() == set(h.ids)
 
