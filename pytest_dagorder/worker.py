@@ -217,7 +217,9 @@ class DagWorker(Planner):
             if make is None:
                 return
             self._unshipped = None
-        with collector_paused():  # see memory.py (the main thread only waits meanwhile)
+        # See memory.py: the pause is process-wide, and the main thread is at
+        # most finishing the collection's bookkeeping (itself paused) meanwhile.
+        with collector_paused():
             self.channel.send(wire.encode(make()))
 
     def name(self, i: int) -> str:

@@ -596,55 +596,40 @@ def test_a_crash_is_reported_before_the_skips_it_causes(pytester: pytest.Pyteste
     ])
 
 
-def test_a_crash_of_the_planning_worker_while_collecting_is_survived(
-        pytester: pytest.Pytester) -> None:
-    """gw0 dies in its collection: the plan comes from a worker that collected
-    (gw1 or the replacement), and the run is the same as ever."""
-    write_ini(pytester)
-    pytester.makeconftest("""
-        import os
-        import pathlib
+GW0_DIES_ONCE = """
+import os
+import pathlib
 
-        def pytest_collection_modifyitems(config, items):
-            flag = pathlib.Path(str(config.rootpath)) / "collect-crashed"
-            if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not flag.exists():
-                flag.write_text("once")
-                os._exit(1)
-    """)
+import pytest
+
+@pytest.hookimpl({order})
+def {hook}:
+    flag = pathlib.Path(str({config}.rootpath)) / "gw0-died"
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not flag.exists():
+        flag.write_text("once")
+        os._exit(1)
+"""
+
+
+@pytest.mark.parametrize(("order", "hook", "config"), [
+    # In its collection: the plan comes from a worker that collected (gw1
+    # or the replacement).
+    ("", "pytest_collection_modifyitems(config, items)", "config"),
+    # Once xdist sent its collection, before it could ship a plan: the
+    # controller, which asks the first worker whose collection came in,
+    # asks the next one (fails if that ask ends the session instead).
+    ("trylast=True", "pytest_collection_finish(session)", "session.config"),
+], ids=["while-collecting", "right-after-collecting"])
+def test_a_crash_of_a_worker_at_the_start_is_survived(
+        pytester: pytest.Pytester, order: str, hook: str, config: str) -> None:
+    write_ini(pytester)
+    pytester.makeconftest(GW0_DIES_ONCE.format(order=order, hook=hook, config=config))
     make_modules(pytester, test_x=POLICY)
     result = run(pytester, "-n", "2", "-rs")
-    assert (pytester.path / "collect-crashed").exists()
+    assert (pytester.path / "gw0-died").exists()
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*replacing crashed worker gw0*",
                                  "SKIPPED * test_x.py:*: prerequisite test_a failed"])
-    assert set(read_log(pytester)) == {"test_a", "test_c", "test_d"}
-    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-
-
-def test_a_worker_gone_right_after_its_collection_is_passed_over_for_the_plan(
-        pytester: pytest.Pytester) -> None:
-    """gw0 dies once xdist sent its collection, before it could ship a plan:
-    the controller, which asks the first worker whose collection came in,
-    asks the next one, and the run is the same as ever."""
-    write_ini(pytester)
-    pytester.makeconftest("""
-        import os
-        import pathlib
-
-        import pytest
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_collection_finish(session):
-            flag = pathlib.Path(str(session.config.rootpath)) / "gone-after-collection"
-            if os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not flag.exists():
-                flag.write_text("once")
-                os._exit(1)
-    """)
-    make_modules(pytester, test_x=POLICY)
-    result = run(pytester, "-n", "2", "-rs")
-    assert (pytester.path / "gone-after-collection").exists()
-    result.assert_outcomes(passed=2, failed=1, skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED * test_x.py:*: prerequisite test_a failed"])
     assert set(read_log(pytester)) == {"test_a", "test_c", "test_d"}
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
