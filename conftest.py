@@ -1,7 +1,5 @@
 """Root conftest: the end-to-end tests drive pytest in-process through pytester."""
 
-from collections.abc import Iterator
-
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -14,7 +12,6 @@ XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
 
 
 @pytest.fixture(autouse=True)
-def _outside_any_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _outside_any_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in XDIST_WORKER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    yield

@@ -81,10 +81,6 @@ class DagController:
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
 
-    def plan_source(self, nodes: Sequence[Any]) -> Any:
-        """Which of ``nodes`` (those that collected, in order) to ask for the plan."""
-        return nodes[0]
-
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
             None, Any, Any]:
@@ -410,8 +406,7 @@ class DagScheduling:
         that cannot ship (it died since) is passed over: the next one to
         collect is asked, or at the latest the start asks a live one.
         """
-        if (self.built is not None or self.aborted or node in self.unplannable
-                or node not in self.sent or node in self.unusable):
+        if self.built is not None or self.aborted or node not in self.sent:
             return
         with collector_paused():  # the graph and the core: see memory.py
             self._build(node, early=True)
@@ -423,8 +418,8 @@ class DagScheduling:
             alive = [n for n in self.node2collection
                      if n in self.sent and n not in self.unplannable]
             with collector_paused():
-                self._build(self.controller.plan_source(alive or list(self.node2collection)),
-                            early=False)
+                # The first to collect, as the plan asked for early would be.
+                self._build((alive or list(self.node2collection))[0], early=False)
         run = self.built
         assert run is not None and self.collection is not None
         for node in self.node2collection:
@@ -817,8 +812,7 @@ class GuardedScheduling:
         if not self._checked:
             self._checked = True
             nodes = list(self._inner.nodes)
-            payload = self._controller.receive_payload(
-                self._controller.plan_source(nodes), nodes)
+            payload = self._controller.receive_payload(nodes[0], nodes)
             problems = [Problem(n, m) for n, m in payload.problems]
             if payload.graph is not None or problems:
                 declared = problems[0].nodeid if problems else payload.ids[0]

@@ -1003,8 +1003,6 @@ def test_a_gone_worker_xdist_has_not_removed_yet_gets_nothing_and_ends_nothing(
     assert h.sched.remove_node(gone) is None
     h.drain(n2)
     assert h.terminal() == set(h.ids)
-    h.drain(n2)
-    assert h.terminal() == set(h.ids)
 
 
 class DeadNode(FakeNode):
