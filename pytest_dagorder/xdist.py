@@ -19,7 +19,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Generator, Sequence
-from typing import Any, NoReturn, overload
+from typing import Any, NoReturn
 
 import pytest
 
@@ -66,6 +66,10 @@ FAST_PIPELINE = 1000
 LOW_WATER = 2
 
 
+class WorkerGone(Exception):
+    """A worker's side channel closed before the run could use it (the worker died)."""
+
+
 class DagController:
     """Controller plugin: the side channel, the scheduler factory, report feed."""
 
@@ -95,24 +99,15 @@ class DagController:
             return self.sched
         return None if inner is None else GuardedScheduling(inner, self, dist)
 
-    @overload
-    def receive_payload(self, node: Any, nodes: Sequence[Any]) -> wire.Payload: ...
-
-    @overload
     def receive_payload(self, node: Any, nodes: Sequence[Any], *,
-                        passable: bool) -> wire.Payload | None: ...
-
-    def receive_payload(self, node: Any, nodes: Sequence[Any], *,
-                        passable: bool = False) -> wire.Payload | None:
+                        passable: bool = False) -> wire.Payload:
         """The plan ``node`` ships on the side channel when asked, after its version check.
 
         If it cannot be had, the session ends (every one of ``nodes`` is
-        shut down), or with ``passable`` None comes back when the channel
-        failed (the worker is gone; another can be asked).
+        shut down); with ``passable``, a worker gone since (its channel
+        closed) raises :class:`WorkerGone` instead: another can be asked.
         """
         raw = self._receive(node, nodes, read=True, passable=passable)
-        if raw is None:
-            return None
         try:
             return wire.decode(raw)
         except wire.WireError as exc:
@@ -122,9 +117,11 @@ class DagController:
         """Check the version of a worker whose plan the run does not follow.
 
         The others, and any that joins after the start (a restart), are
-        never asked for theirs: only the hello is read.
+        never asked for theirs: only the hello is read.  One gone since its
+        collection raises :class:`WorkerGone` (it gets no work; xdist removes
+        it soon).
         """
-        self._receive(node, nodes, read=False)
+        self._receive(node, nodes, read=False, passable=True)
 
     def _receive(self, node: Any, nodes: Sequence[Any], *, read: bool,
                  passable: bool = False) -> object:
@@ -146,11 +143,12 @@ class DagController:
         except (pytest.UsageError, pytest.Session.Interrupted):
             raise
         except Exception as exc:
-            # Passed over only if gone (closed channel); a worker that says
-            # nothing in time ends the session, as at the start.
+            # Passed over only if gone (closed channel): a worker that dies
+            # right after its collection does so before xdist has told this
+            # scheduler.  One that says nothing in time ends the session.
             timeout = getattr(channel, "TimeoutError", TimeoutError)
             if passable and not isinstance(exc, (TimeoutError, timeout)):
-                return None
+                raise WorkerGone(f"worker {node.gateway.id}: {exc}") from None
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
 
@@ -212,8 +210,9 @@ class DagScheduling:
         self.run: DagRun | None = None  # the run, once announced (see _start)
         self.built: DagRun | None = None  # the run, once built (see _plan_early)
         self.header: list[str] = []  # what announcing the run writes
-        # Workers that could not ship their plan (gone since their collection).
-        self.unplannable: set[Any] = set()
+        # Workers whose side channel closed before the run could use them
+        # (see WorkerGone): never asked again, never given work.
+        self.gone: set[Any] = set()
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         self.locations: Sequence[wire.Location | None] = []
         # Workers whose plan was taken off the side channel (the one the run
@@ -374,12 +373,15 @@ class DagScheduling:
             return  # the session is ending (see abort)
         run = self.run if self.run is not None else self._start()
         for node in self.sent:
-            # A worker that could not ship its plan is gone (its channel
-            # closed): xdist removes it soon, and its hello may be read already.
+            # A gone worker gets no work: xdist removes it soon.
             if (node not in self.core_workers and node in self.node2collection
-                    and node not in self.unusable and node not in self.unplannable):
+                    and node not in self.unusable and node not in self.gone):
                 if node not in self.read_plans:
-                    self.controller.admit(node, list(self.sent))
+                    try:
+                        self.controller.admit(node, list(self.sent))
+                    except WorkerGone:
+                        self.gone.add(node)
+                        continue
                 run.sched.add_worker(node)
                 self.core_workers.add(node)
         if not run.sched.done and self.sent and all(n in self.unusable for n in self.sent):
@@ -416,7 +418,7 @@ class DagScheduling:
         if self.built is None:
             # A worker that died since its collection came in ships nothing more.
             alive = [n for n in self.node2collection
-                     if n in self.sent and n not in self.unplannable]
+                     if n in self.sent and n not in self.gone]
             with collector_paused():
                 # The first to collect, as the plan asked for early would be.
                 self._build((alive or list(self.node2collection))[0], early=False)
@@ -440,9 +442,10 @@ class DagScheduling:
         passed over; at the start it ends the session, as does a plan with
         problems either way.
         """
-        payload = self.controller.receive_payload(first, list(self.sent), passable=early)
-        if payload is None:
-            self.unplannable.add(first)
+        try:
+            payload = self.controller.receive_payload(first, list(self.sent), passable=early)
+        except WorkerGone:
+            self.gone.add(first)
             return
         self.followed = first
         self.read_plans.add(first)

@@ -984,15 +984,18 @@ def test_a_worker_gone_since_its_collection_is_passed_over(harness: Any) -> None
     assert h.sched.followed is n2
 
 
+@pytest.mark.parametrize("gone_first", [True, False], ids=["asked-for-its-plan", "admitted"])
 def test_a_gone_worker_xdist_has_not_removed_yet_gets_nothing_and_ends_nothing(
-        harness: Any) -> None:
-    # Its channel closed before it shipped; the run starts before xdist
-    # handles its death: it is neither asked again nor given work.
+        harness: Any, gone_first: bool) -> None:
+    # Its channel closed right after its collection; the run starts before
+    # xdist handles its death.  Whether it was asked for the plan (its
+    # collection came first) or is only checked at the start (it came
+    # second), it is passed over: read once, given no work.
     h: Harness = harness(make_payload(CHAIN))
     gone = h.up("gw0", channel=FakeChannel(EOFError("gone")))
     n2 = h.up("gw1")
-    h.collected(gone)
-    h.collected(n2)
+    for node in ((gone, n2) if gone_first else (n2, gone)):
+        h.collected(node)
     try:
         h.schedule()
     except pytest.Session.Interrupted as exc:  # a KeyboardInterrupt: would end this session
