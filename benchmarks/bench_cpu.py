@@ -109,8 +109,8 @@ def main() -> None:
                 old = best.get(name)
                 best[name] = (min(cpu, old[0]), min(wall, old[1])) if old else (cpu, wall)
             rounds.append(this)
-    plain = "plain xdist --dist load (no declarations)"
-    same = "plain xdist --dist load (same files)"
+    plain_run = "plain xdist --dist load (no declarations)"
+    same_run = "plain xdist --dist load (same files)"
     print(f"{opts.chains} chains x {opts.length} tests, -n {opts.n}, best of {opts.rounds}")
     print("| run | CPU s | / plain | / plain, same files | median of per-round ratios "
           "(plain; same files) | wall s |")
@@ -118,8 +118,10 @@ def main() -> None:
     for name, (cpu, wall) in best.items():
         # Paired: each round's run against the plain runs next to it, so a
         # slow phase of the machine weighs on both sides of a ratio.
-        paired = [statistics.median(r[name] / r[base] for r in rounds) for base in (plain, same)]
-        print(f"| {name} | {cpu:.2f} | {cpu / best[plain][0]:.2f} | {cpu / best[same][0]:.2f} "
+        paired = [statistics.median(r[name] / r[base] for r in rounds)
+                  for base in (plain_run, same_run)]
+        print(f"| {name} | {cpu:.2f} | {cpu / best[plain_run][0]:.2f} "
+              f"| {cpu / best[same_run][0]:.2f} "
               f"| {paired[0]:.2f}; {paired[1]:.2f} | {wall:.2f} |")
 
 

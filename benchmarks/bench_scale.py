@@ -35,6 +35,7 @@ Run: ``python benchmarks/bench_scale.py [--rounds 3] [--modes=-n2,-n4,serial] [-
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import re
 import statistics
@@ -74,6 +75,28 @@ gc.callbacks.append(_gc_timer)
 
 
 _wait = [0.0, 0, 0]  # on a worker: seconds waiting for the next test, waits > 1 ms, gets
+_sent = [0, 0.0]  # on an xdist controller: dispatches of tests to workers, seconds in them
+
+
+def pytest_configure(config):
+    # On an xdist controller: how often it sends tests to a worker, and how
+    # long its main thread spends in those sends (xdist's WorkerController;
+    # the plugin and xdist's own scheduling both send through it).
+    if not OUT or ROLE != "main" or not config.pluginmanager.has_plugin("xdist"):
+        return
+    from xdist.workermanage import WorkerController
+
+    send = WorkerController.send_runtest_some
+
+    def timed_send(self, indices):
+        start = time.perf_counter()
+        try:
+            return send(self, indices)
+        finally:
+            _sent[0] += 1
+            _sent[1] += time.perf_counter() - start
+
+    WorkerController.send_runtest_some = timed_send
 
 
 def pytest_collection_finish(session):
@@ -120,6 +143,9 @@ def pytest_unconfigure(config):
         if ROLE != "main":
             with open(os.path.join(OUT, "wait-" + ROLE), "w") as f:
                 f.write(f"{_wait[0]!r} {_wait[1]}")
+        elif _sent[0]:
+            with open(os.path.join(OUT, "sent-main"), "w") as f:
+                f.write(f"{_sent[0]} {_sent[1]!r}")
 '''
 
 
@@ -169,6 +195,8 @@ class Measure:
     gc_workers: float
     wait_workers: float  # seconds all workers waited for their next test (after the first)
     waits: int  # how many of those waits took over 1 ms
+    sends: int  # an xdist controller's dispatches of tests to workers
+    send_seconds: float  # the controller's main thread's time in those dispatches
 
 
 WRAPPER = (
@@ -204,6 +232,7 @@ def run(root: Path, args: list[str], expect: str) -> Measure:
     cpu_main, cpu_workers = seconds("cpu-")
     gc_main, gc_workers = seconds("gc-")
     waits = [v.split() for k, v in files.items() if k.startswith("wait-")]
+    sent = files.get("sent-main", "0 0").split()
     return Measure(
         wall=wall,
         first_test=min(firsts) - start if firsts else None,
@@ -212,6 +241,7 @@ def run(root: Path, args: list[str], expect: str) -> Measure:
         rss_children_kib=int(proc.stderr.strip().splitlines()[-1]),
         cpu_main=cpu_main, cpu_workers=cpu_workers, gc_main=gc_main, gc_workers=gc_workers,
         wait_workers=sum(float(w[0]) for w in waits), waits=sum(int(w[1]) for w in waits),
+        sends=int(sent[0]), send_seconds=float(sent[1]),
     )
 
 
@@ -225,6 +255,8 @@ def mib(kib: int | None) -> str:
 WALLS: dict[str, list[float]] = {}
 #: Per run name, each round's (seconds, count) of the workers' waits for work.
 WAITS: dict[str, list[tuple[float, int]]] = {}
+#: Per run name, each round's (dispatches, seconds in them) on the controller.
+SENDS: dict[str, list[tuple[int, float]]] = {}
 
 
 def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
@@ -247,6 +279,7 @@ def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
             print(f"  {name}: {m.wall:.2f} s", file=sys.stderr, flush=True)
             WALLS.setdefault(name, []).append(m.wall)
             WAITS.setdefault(name, []).append((m.wait_workers, m.waits))
+            SENDS.setdefault(name, []).append((m.sends, m.send_seconds))
             if name not in best or m.wall < best[name].wall:
                 best[name] = m
     return best
@@ -261,6 +294,33 @@ def paired(name: str, base: str) -> str:
     """Median of the per-round ratios ``name`` / ``base``."""
     ratios = round_ratios(name, base)
     return f"{statistics.median(ratios):.2f}" if ratios else "-"
+
+
+#: Two-sided 95 % quantiles of Student's t by degrees of freedom (1-30);
+#: beyond, the normal's 1.96 is within 2 %.
+T_975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16,
+         2.14, 2.13, 2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06,
+         2.05, 2.05, 2.05, 2.04)
+
+
+def interval(ratios: list[float]) -> str:
+    """Geometric mean of ``ratios`` with its 95 % confidence interval.
+
+    Rounds are pairs run back to back, so each ratio cancels the host's
+    drift between rounds but not its noise within one; the interval says
+    how far the mean of that many such pairs can be trusted (t interval of
+    the log ratios).  A target "at most x" holds, at this confidence, only
+    if the interval's upper end is at most x.
+    """
+    if len(ratios) < 2:
+        return "-"
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    df = len(logs) - 1
+    t = T_975[df - 1] if df <= len(T_975) else 1.96
+    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    return f"{math.exp(mean):.3f} (95 % interval {low:.3f}-{high:.3f})"
 
 
 def default_case(tmp: Path, opts: argparse.Namespace) -> None:
@@ -303,7 +363,7 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
     for label, _ in pairs:
         ratios = round_ratios(f"dagorder {label}", f"plain {label}")
         print(f"per-round ratios {label}: " + " ".join(f"{r:.2f}" for r in ratios)
-              + f"; geometric mean {statistics.geometric_mean(ratios):.2f}")
+              + f"; geometric mean {interval(ratios)}")
     print("| peak RSS MiB (controller, worker) | plain | dagorder |")
     print("|---|---|---|")
     for label, _ in pairs:
@@ -321,6 +381,21 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
     for label, _ in pairs:
         if label != "serial":
             print(f"| {label} | {waited(f'plain {label}')} | {waited(f'dagorder {label}')} |")
+    print("| the controller's dispatches of tests to workers, median of the rounds: "
+          "count (seconds its main thread spent sending) | plain | dagorder |")
+    print("|---|---|---|")
+    for label, _ in pairs:
+        if label != "serial":
+            print(f"| {label} | {dispatched(f'plain {label}')} "
+                  f"| {dispatched(f'dagorder {label}')} |")
+
+
+def dispatched(name: str) -> str:
+    rounds = SENDS.get(name, [])
+    if not rounds:
+        return "-"
+    return (f"{statistics.median(n for n, _ in rounds):.0f} "
+            f"({statistics.median(s for _, s in rounds):.2f})")
 
 
 def waited(name: str) -> str:

@@ -51,14 +51,18 @@ MAX_PIPELINE = 1
 #: the main cost: then several are sent at once, as xdist's own load
 #: scheduling batches more when tests are short.  How many: about
 #: BATCH_SECONDS of tests at the average duration, at most FAST_PIPELINE.
-#: Every dispatch costs a message each way and a barrier on the worker, so
-#: fewer, larger batches save CPU; the time bound keeps a stop (-x) prompt:
-#: what a worker holds when it is told to stop runs in about BATCH_SECONDS.
-#: The cap only guards against a wrong average (measured, 20,000 trivial
-#: tests at -n 2: a cap of 64 made 680 dispatches and cost 1.12x plain
-#: xdist's wall time; 1,000, where the time bound decides, 1.00x).
+#: Every dispatch costs a message each way and a barrier on the worker, and
+#: the send itself holds up this process's main thread (measured, 20,000
+#: trivial tests at -n 2 on a busy 2-core host: 4-5 ms a send, against a
+#: fraction of a millisecond per report; 146 sends with 0.25 s batches, 77
+#: with 0.5 s, plain xdist 63), so fewer, larger batches save time; the
+#: time bound keeps a stop (-x) prompt: what a worker holds when it is told
+#: to stop runs in about BATCH_SECONDS.  The cap only guards against a wrong
+#: average (measured, 20,000 trivial tests at -n 2: a cap of 64 made 680
+#: dispatches and cost 1.12x plain xdist's wall time; 1,000, where the time
+#: bound decides, 1.00x).
 FAST_TEST = 0.02
-BATCH_SECONDS = 0.25
+BATCH_SECONDS = 0.5
 FAST_PIPELINE = 1000
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING) or, for fast
