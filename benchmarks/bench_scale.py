@@ -15,11 +15,14 @@ command run once untimed first (warm: bytecode written, durations recorded),
 then ``--rounds`` interleaved rounds (every other one in reverse order, so
 that neither side always runs first); best of the rounds, and beside it the
 median of the per-round ratios (each plugin run against the plain run of
-its own round: on a shared host that cancels most drift between rounds).
-Also the CPU seconds of the best runs, and how long the workers waited for
-their next test (median of the rounds): a worker that runs out of work
-while the controller is behind is idle time plain xdist, which keeps deep
-queues, does not have.
+its own round: on a shared host that cancels most drift between rounds),
+and their geometric mean with its 95 % confidence interval (of wall time,
+and of the CPU seconds of all processes).  Also the CPU seconds of the best
+runs, how long the workers waited for their next test (median of the
+rounds: a worker that runs out of work while the controller is behind is
+idle time plain xdist, which keeps deep queues, does not have), and how
+often the controller sent tests to a worker (each send holds up its main
+thread).
 
 ``--big`` (100 x 1,000 tests, 2 edges each: 100,000 tests, about 200,000
 edges): time to collect, validate and order (``--collect-only -q``, serial),
@@ -253,6 +256,10 @@ def mib(kib: int | None) -> str:
 #: with others drifts within a session, and the ratio of two runs taken one
 #: after the other in the same round cancels most of that drift.
 WALLS: dict[str, list[float]] = {}
+#: CPU seconds of every round (all processes of the run), by run name: less
+#: moved by other tenants of the host than wall time, which also counts the
+#: time a process waited for a CPU.
+CPUS: dict[str, list[float]] = {}
 #: Per run name, each round's (seconds, count) of the workers' waits for work.
 WAITS: dict[str, list[tuple[float, int]]] = {}
 #: Per run name, each round's (dispatches, seconds in them) on the controller.
@@ -278,6 +285,7 @@ def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
             m = run(root, args, expect)
             print(f"  {name}: {m.wall:.2f} s", file=sys.stderr, flush=True)
             WALLS.setdefault(name, []).append(m.wall)
+            CPUS.setdefault(name, []).append((m.cpu_main or 0.0) + m.cpu_workers)
             WAITS.setdefault(name, []).append((m.wait_workers, m.waits))
             SENDS.setdefault(name, []).append((m.sends, m.send_seconds))
             if name not in best or m.wall < best[name].wall:
@@ -285,9 +293,10 @@ def compare(runs: dict[str, tuple[Path, list[str], str]], rounds: int,
     return best
 
 
-def round_ratios(name: str, base: str) -> list[float]:
-    """The per-round ratios ``name`` / ``base`` (rounds are interleaved)."""
-    return [a / b for a, b in zip(WALLS.get(name, []), WALLS.get(base, []), strict=True)]
+def round_ratios(name: str, base: str, of: dict[str, list[float]] = WALLS) -> list[float]:
+    """The per-round ratios ``name`` / ``base`` (rounds are interleaved) of wall
+    time, or of ``of``."""
+    return [a / b for a, b in zip(of.get(name, []), of.get(base, []), strict=True)]
 
 
 def paired(name: str, base: str) -> str:
@@ -364,6 +373,9 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
         ratios = round_ratios(f"dagorder {label}", f"plain {label}")
         print(f"per-round ratios {label}: " + " ".join(f"{r:.2f}" for r in ratios)
               + f"; geometric mean {interval(ratios)}")
+        cpus = round_ratios(f"dagorder {label}", f"plain {label}", CPUS)
+        print(f"per-round ratios of CPU seconds (all processes) {label}: "
+              + " ".join(f"{r:.2f}" for r in cpus) + f"; geometric mean {interval(cpus)}")
     print("| peak RSS MiB (controller, worker) | plain | dagorder |")
     print("|---|---|---|")
     for label, _ in pairs:
