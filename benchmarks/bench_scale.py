@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -387,36 +388,35 @@ def default_case(tmp: Path, opts: argparse.Namespace) -> None:
     for label, _ in pairs:
         p, d = best[f"plain {label}"], best[f"dagorder {label}"]
         print(f"| {label} | {cpu(p)} | {cpu(d)} |")
-    print("| all workers' waits for their next test, median of the rounds: "
-          "s (waits over 1 ms) | plain | dagorder |")
+    xdist_table("all workers' waits for their next test, median of the rounds: "
+                "s (waits over 1 ms)", pairs, waited)
+    xdist_table("the controller's dispatches of tests to workers, median of the rounds: "
+                "count (seconds its main thread spent sending)", pairs,
+                lambda name: medians(SENDS.get(name, []), ".0f", ".2f"))
+
+
+def xdist_table(title: str, pairs: list[tuple[str, list[str]]],
+                cell: Callable[[str], str]) -> None:
+    """A table of one figure per xdist mode (serial runs have no workers)."""
+    print(f"| {title} | plain | dagorder |")
     print("|---|---|---|")
     for label, _ in pairs:
         if label != "serial":
-            print(f"| {label} | {waited(f'plain {label}')} | {waited(f'dagorder {label}')} |")
-    print("| the controller's dispatches of tests to workers, median of the rounds: "
-          "count (seconds its main thread spent sending) | plain | dagorder |")
-    print("|---|---|---|")
-    for label, _ in pairs:
-        if label != "serial":
-            print(f"| {label} | {dispatched(f'plain {label}')} "
-                  f"| {dispatched(f'dagorder {label}')} |")
+            print(f"| {label} | {cell(f'plain {label}')} | {cell(f'dagorder {label}')} |")
 
 
-def dispatched(name: str) -> str:
-    rounds = SENDS.get(name, [])
+def medians(rounds: Sequence[tuple[float, float]], first: str, second: str) -> str:
+    """The medians of the rounds' two figures, as ``first (second)``."""
     if not rounds:
         return "-"
-    return (f"{statistics.median(n for n, _ in rounds):.0f} "
-            f"({statistics.median(s for _, s in rounds):.2f})")
+    return (f"{statistics.median(a for a, _ in rounds):{first}} "
+            f"({statistics.median(b for _, b in rounds):{second}})")
 
 
 def waited(name: str) -> str:
     rounds = WAITS.get(name, [])
-    if not rounds:
-        return "-"
     each = " ".join(f"{s:.2f}" for s, _ in rounds)
-    return (f"{statistics.median(s for s, _ in rounds):.2f} "
-            f"({statistics.median(n for _, n in rounds):.0f}); rounds: {each}")
+    return medians(rounds, ".2f", ".0f") + (f"; rounds: {each}" if rounds else "")
 
 
 def cpu(m: Measure) -> str:
