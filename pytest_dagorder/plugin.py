@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import pytest
 
-from . import migration, settings, visual
-from .dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
-from .internals import xdist_controller_active
-from .markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
-from .serial import SerialRunner
-from .settings import DRIVER_NAME
-from .worker import DagWorker
-from .xdist import DagController
+from .internals import assertion_rewriting_paused, xdist_controller_active
+
+# The package's modules load as plain Python: pytest would rewrite their
+# asserts, at a cost to every process's start (see assertion_rewriting_paused).
+with assertion_rewriting_paused():
+    from . import migration, settings, visual
+    from .dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
+    from .markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
+    from .serial import SerialRunner
+    from .settings import DRIVER_NAME
+    from .worker import DagWorker
+    from .xdist import DagController
 
 
 @pytest.hookimpl(tryfirst=True)

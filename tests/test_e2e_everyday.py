@@ -400,3 +400,52 @@ def test_a_target_in_a_file_that_fails_on_import_is_a_collection_error(
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out
     assert "Traceback" not in out
+
+
+# -- the plugin's own modules skip assertion rewriting; test modules do not ------------
+
+PLAIN_PLUGIN = """
+import sys
+
+from _pytest.assertion.rewrite import AssertionRewritingHook
+
+import pytest_dagorder.scheduler
+import pytest_dagorder.xdist
+
+
+def test_the_plugin_loaded_plain():
+    assert any(isinstance(f, AssertionRewritingHook) for f in sys.meta_path)
+    for module in (pytest_dagorder.scheduler, pytest_dagorder.xdist):
+        assert not isinstance(module.__loader__, AssertionRewritingHook), module
+
+
+@depends_on("test_the_plugin_loaded_plain")
+def test_rewritten():
+    x = 1
+    assert x == 2
+"""
+
+
+@MODES
+def test_the_plugins_modules_load_without_assertion_rewriting(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Rewriting them cost every process ~0.4 s where no bytecode is written;
+    the hook goes back in place: test modules are rewritten as ever, and
+    pytest warns of nothing (warnings are errors here).
+
+    pytest marks for rewriting the modules a regular install of a plugin
+    lists; an editable install (this project's own) lists none, so an early
+    ``-p`` plugin marks the package here, as a regular install would be.
+    """
+    write_ini(pytester)
+    make_modules(pytester, test_plain=PLAIN_PLUGIN)
+    pytester.makepyfile(mark_dagorder="""
+        import pytest
+
+        pytest.register_assert_rewrite("pytest_dagorder")
+        """)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    result = run(pytester, mode, "-p", "mark_dagorder")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["E       assert 1 == 2"])
