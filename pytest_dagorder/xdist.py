@@ -31,7 +31,7 @@ from .errors import DependencyError
 from .graph import Graph
 from .internals import xdist_collection_diff, xdist_node_count
 from .memory import collector_paused
-from .pacing import Lag, Pacing
+from .pacing import Pacing
 from .resources import resources_in_use, unused_limits
 from .results import Relay
 from .run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
@@ -68,11 +68,6 @@ FAST_PIPELINE = 1000
 #: (the current one and the next, as xdist's own MIN_PENDING) or, for fast
 #: tests, fewer than half a batch (see DagScheduling._low_water).
 LOW_WATER = 2
-#: Most seconds the controller's view of a worker is taken to trail the
-#: worker (see pacing.Lag and DagScheduling._dispatch): beyond the seconds
-#: it has been seen to trail on a busy host, a bound on what a wrong clock
-#: could make a worker hold.
-MAX_LAG = 5.0
 
 
 class WorkerGone(Exception):
@@ -231,10 +226,6 @@ class DagScheduling:
         # Unknown yet: start with the careful depth (one test in flight).
         self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
                            initial=FAST_TEST)
-        self.lag = Lag(cap=MAX_LAG)
-        # Per worker, the fast tests it has most likely ended that this
-        # process has not heard of yet (its lag at the average duration).
-        self.behind: dict[Any, int] = {}
         self.core_workers: set[Any] = set()  # nodes the core knows, by identity
         # Tests skipped while a worker held them: (that worker, reason) until
         # the worker's own SKIPPED report for them arrives.
@@ -353,8 +344,6 @@ class DagScheduling:
         self.dead.discard(node)
         pending = self.sent.pop(node, deque())
         self.inflight.pop(node, None)
-        self.behind.pop(node, None)
-        self.lag.forget(node)
         run = self.run
         if run is None:
             return None
@@ -569,11 +558,6 @@ class DagScheduling:
         node = self.running_at.pop(i, None)
         if node is not None and node in self.inflight:
             self.inflight[node] -= 1
-            stamp = getattr(report, "stop", None)
-            if isinstance(stamp, float) and stamp > 0:  # 0: a report made without times
-                lag = self.lag.observe(node, time.time(), stamp)
-                if self.pace.is_fast:
-                    self.behind[node] = int(lag / max(self.pace.average, 1e-6))
         self._dispatch(emit=emit)
 
     def _read_side_channel(self, node: Any) -> None:
@@ -720,13 +704,7 @@ class DagScheduling:
         sched = run.sched
         inflight = self.inflight
         low = self._low_water()
-        # What a worker holds is what this process sent it and has not heard
-        # the end of, less what it has most likely ended meanwhile: a busy
-        # controller trails its workers by up to seconds, and a worker
-        # topped up by its stale count would have run dry (measured, 20,000
-        # trivial tests at -n 4 on 2 cores: 0.3-1 s waits every few seconds).
-        behind = self.behind if self.pace.is_fast else {}
-        if inflight and min(h - behind.get(n, 0) for n, h in inflight.items()) >= low:
+        if inflight and min(inflight.values()) >= low:
             # Every worker, usable or not, holds its next test: nothing to top
             # up (the common case with batches, checked after nearly every report).
             if emit:
@@ -742,13 +720,9 @@ class DagScheduling:
                 self._send(node, sched.take(node, self._want(node, len(nodes)), speculate=spec))
         for node in nodes:
             have = inflight[node]
-            # (It cannot have ended more than it held.)
-            lag = min(behind.get(node, 0), have)
-            if have - lag >= low:
+            if have >= low:
                 continue
-            # Counted as this process sees it: the worker's own target plus
-            # what it has ended unheard of.
-            want = self._want(node, len(nodes)) + lag
+            want = self._want(node, len(nodes))
             if 0 < have < want:
                 # Fast tests: a worker holding the rest of its group takes its
                 # next group now, not a round trip after the group's end.
@@ -773,9 +747,7 @@ class DagScheduling:
         arrived (measured, 20,000 trivial tests at -n 2: about 50 waits and
         0.8-1.2 s idle per worker, against 0.1 s under xdist's own load
         scheduling, which tops up at a quarter of the pending share).  The
-        other half of the batch covers that lag as far as it is short; a
-        controller seconds behind (more workers than cores) is counted
-        apart (``behind``, see :meth:`_dispatch`).
+        other half of the batch covers that lag.
         """
         if not self.pace.is_fast:
             return LOW_WATER

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -250,8 +249,6 @@ class Harness:
         # What each worker knows: outcomes of the tests it ran, in the order they ended.
         self.local: dict[FakeNode, dict[int, str]] = {}
         self.local_skips: dict[FakeNode, dict[int, Skip]] = {}
-        # Seconds the controller handles a report after the worker made it.
-        self.trail = 0.0
 
     # -- events, as DSession delivers them
 
@@ -294,8 +291,7 @@ class Harness:
         i = self.index(name)
         nid = self.ids[i]
         path, line, domain = self.payload.locations[i]
-        rep = pytest.TestReport(nid, (path, line, domain), {}, outcome, longrepr, when,
-                                stop=time.time() - self.trail)
+        rep = pytest.TestReport(nid, (path, line, domain), {}, outcome, longrepr, when)
         rep.node = node  # type: ignore[attr-defined]  # xdist sets it on the controller
         if when == "teardown":
             self.reported.add(nid)
@@ -723,49 +719,6 @@ def test_fast_tests_are_topped_up_while_half_a_batch_is_left(harness: Any) -> No
                 held_at_top_up.append(len(real) - 1)
     assert max(held_at_top_up) >= 3, held_at_top_up
     assert len(h.reported) == 300
-
-
-def held_at_top_ups(h: Harness, nodes: Sequence[FakeNode], trail_from: int) -> list[int]:
-    """Run fast free tests to the end; the real tests a worker held when it was
-    topped up, once the controller trails by ``h.trail`` (from the
-    ``trail_from``-th test on)."""
-    held: list[int] = []
-    ran = 0
-    trail, h.trail = h.trail, 0.0
-    while not h.sched.tests_finished:
-        for node in nodes:
-            if len(node.queue) < 2:
-                continue
-            if node.queue[0] != h.barrier:
-                ran += 1
-                h.trail = trail if ran > trail_from else 0.0
-            sends = len(node.sends)
-            real = [i for i in node.queue if i != h.barrier]
-            h.step(node, duration=0.005)
-            if len(node.sends) > sends and node.queue[0] != h.barrier and ran > trail_from:
-                held.append(len(real) - 1)
-    return held
-
-
-def test_a_trailing_controller_tops_up_what_the_worker_holds_by_now(harness: Any) -> None:
-    """Reports handled 0.3 s after a worker made them (a controller short of
-    CPU): at 5 ms a test, the worker has run about 60 more than the controller
-    heard of, so it is topped up while the controller still counts more than
-    half a batch there; on time, at half a batch as before."""
-    spec = {f"t{k:04d}": "" for k in range(1200)}
-    on_time: Harness = harness(make_payload(spec), "--dag-affinity=none")
-    held_on_time = held_at_top_ups(on_time, on_time.start("gw0", "gw1"), 200)
-    late: Harness = harness(make_payload(spec), "--dag-affinity=none")
-    late.trail = 0.3
-    held_late = held_at_top_ups(late, late.start("gw0", "gw1"), 200)
-    half = late.sched.pace.batch() // 2
-    assert half >= 20, half
-    assert max(held_on_time) < half <= max(held_late), (held_on_time, held_late)
-    # What it was sent covers what it most likely ran, and no more: a send
-    # never makes the controller count more than a batch and the lag there.
-    assert max(held_late) < 2 * half + 0.3 / 0.005 + 2, held_late
-    for h in (on_time, late):
-        assert len(h.reported) == 1200
 
 
 def test_fast_tests_take_the_next_module_before_the_last_one_ends(harness: Any) -> None:
