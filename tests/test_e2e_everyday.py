@@ -2,7 +2,8 @@
 
 Reruns (pytest-rerunfailures), modules skipped at import, ``-k`` and
 ``--dag-with-prerequisites`` keeping collection order, rejection of a typo
-shared by many tests, names in skip reasons, non-ascii parametrize ids.
+shared by many tests, names in skip reasons, non-ascii parametrize ids, the
+plugin's own modules loaded without assertion rewriting.
 """
 
 from __future__ import annotations
