@@ -297,6 +297,15 @@ class AffinityGroups(ReadyQueues):
         group = self._bound.get(worker)
         return None if group is None else group.gid
 
+    def unstarted(self, gid: int) -> int:
+        """Members of group ``gid`` neither terminal nor running: 0 once all are handed out.
+
+        With none, nothing of the group is left to hold ahead; a driver
+        topping up a worker near its group's end asks after every report,
+        and the search for tasks to hold would scan all it runs.
+        """
+        return self.groups[gid].unstarted
+
     def worker_removed(self, worker: Worker) -> None:
         super().worker_removed(worker)
         group = self._bound.pop(worker, None)

@@ -328,7 +328,7 @@ class Scheduler:
             out.append(i)
         if speculate and len(out) < limit and self._stopped is None:
             gid = self.bound_group(worker)
-            if gid is not None:
+            if gid is not None and self._groups is not None and self._groups.unstarted(gid):
                 out += self._ahead.group_tasks(worker, gid, limit - len(out),
                                                lambda d: self._hold(d, worker))
         return out
