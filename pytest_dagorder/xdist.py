@@ -723,6 +723,11 @@ class DagScheduling:
             if have >= low:
                 continue
             want = self._want(node, len(nodes))
+            if have >= max(LOW_WATER, want // 2):
+                # Free tests share what is ready, often far less than a batch:
+                # topped up only below half of that share, so that one send
+                # carries several tests, not one per report.
+                continue
             if 0 < have < want:
                 # Fast tests: a worker holding the rest of its group takes its
                 # next group now, not a round trip after the group's end.

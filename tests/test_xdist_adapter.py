@@ -721,6 +721,36 @@ def test_fast_tests_are_topped_up_while_half_a_batch_is_left(harness: Any) -> No
     assert len(h.reported) == 300
 
 
+def test_free_fast_tests_are_topped_up_below_half_their_share_not_per_report(
+    harness: Any,
+) -> None:
+    """Free tests (affinity none) share what is ready, far less than a batch:
+    a worker still holding half of its share gets nothing more, so that a
+    send carries several tests instead of one per report (each send is a
+    message and a barrier on the worker)."""
+    names = [f"c{c:02d}_{k}" for c in range(40) for k in range(5)]
+    spec = {n: (f"{n[:4]}{int(n[4:]) - 1}" if n[4:] != "0" else "") for n in names}
+    h: Harness = harness(make_payload(spec), "--dag-affinity=none")
+    n1, n2 = h.start("gw0", "gw1")
+    top_ups: list[tuple[int, int]] = []  # (real tests held, real tests added)
+    while not h.sched.tests_finished:
+        for node in (n1, n2):
+            if len(node.queue) < 2:
+                continue
+            sends = len(node.sends)
+            h.step(node, duration=0.0)
+            held = [i for i in node.queue if i != h.barrier]
+            if len(node.sends) > sends:
+                added = [i for i in node.sends[-1] if i != h.barrier]
+                if len(held) > len(added):
+                    top_ups.append((len(held) - len(added), len(added)))
+    assert len(h.reported) == 200
+    assert top_ups, h.sends()
+    # A worker holding k tests is topped up only when k is below half of
+    # what it is brought up to.
+    assert all(k < 2 or k < (k + added) // 2 for k, added in top_ups), top_ups
+
+
 def test_fast_tests_take_the_next_module_before_the_last_one_ends(harness: Any) -> None:
     """Module affinity: a worker holding the rest of its module gets the next
     one behind it, without a round trip at the module's end; each module
