@@ -66,7 +66,8 @@ BATCH_SECONDS = 0.5
 FAST_PIPELINE = 1000
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING) or, for fast
-#: tests, fewer than half a batch (see DagScheduling._low_water).
+#: tests, fewer than half of what it is brought up to: half a batch (see
+#: DagScheduling._low_water), or half its share of what is ready for free tests.
 LOW_WATER = 2
 
 
