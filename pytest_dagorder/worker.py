@@ -30,6 +30,7 @@ from typing import Any, SupportsIndex, overload
 import pytest
 
 from . import wire
+from .batching import EventBatcher, batch_events
 from .dag_fixture import LocalResults, uses_dag
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .memory import collector_paused
@@ -135,6 +136,7 @@ class DagWorker(Planner):
         self.session: pytest.Session | None = None
         replace_hook_caller(config, "pytest_runtest_protocol",
                             lambda caller: _ProtocolGate(caller, self))
+        self.batcher: EventBatcher | None = batch_events(config)
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
         # The plan is shipped on request only (see wire.hello; the controller
         # asks the first worker whose collection came in): until then, how to make it.
@@ -146,6 +148,11 @@ class DagWorker(Planner):
             # they were sent: one sent ahead of a dispatch is stored before
             # xdist's own callback queues that dispatch's tests.
             self.channel.setcallback(self._on_delivery)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.batcher is not None:
+            self.batcher.close()
 
     def _send_published(self, nodeid: str, values: dict[str, object]) -> None:
         if self.channel is not None:

@@ -25,6 +25,7 @@ import pytest
 
 from . import durations, wire, wording
 from .affinity import affinity_groups, serial_modules
+from .batching import unpack_batches_from
 from .dag_fixture import write_published
 from .declarations import Problem
 from .errors import DependencyError
@@ -89,6 +90,8 @@ class DagController:
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
+        if self.config.getvalue("dist") in DAG_MODES:
+            unpack_batches_from(node)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[

@@ -1,0 +1,140 @@
+"""A test's events from an xdist worker in three messages, not six.
+
+Why.  xdist's worker sends every event of a test on its own: logstart,
+the setup, call and teardown reports, logfinish and
+``runtest_protocol_complete``.  Each is a frame written and flushed by the
+worker, then read and decoded by one of the controller's receiver threads,
+which share the controller's interpreter with its event loop.  With short
+tests that fixed cost is a sizeable part of the run (20,000 trivial tests
+at ``-n 4``: see docs/performance.md).  So a worker holds what comes after
+a test's passed setup until its ``runtest_protocol_complete`` and sends it
+together; the controller hands the events to xdist one by one, in order,
+as if each had come alone.
+
+What stays as it was.  Every event xdist sends is delivered, in the order
+it was sent.  A test's start and its setup report go at once: ``-v`` shows
+the start while the test runs, a worker that crashes shows which test it
+was running, and the timeline has the crashed test's bar.  A report that
+did not pass goes at once with what was held before it (``-x`` and
+``--maxfail`` act as soon as without batches), and any other event (a
+warning, the end of the worker's session) sends what is held first.  What
+waits: a passed call report, until its test's teardown ended (a passing
+test's line shows after its teardown, not before); if the worker dies in
+that teardown, the report dies with it, and xdist reports the crash on the
+test as it always does (without batches the test would count once as
+passed and once as failed).
+
+When.  Only where the controller unpacks batches, which it says in
+``workerinput`` (the DAG scheduler's modes, this plugin on both sides).
+Anything else on either side leaves xdist's own path alone.  No thread:
+nothing is sent but from where xdist itself sends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+#: ``workerinput`` key: the controller unpacks batches from this worker.
+BATCH_KEY = "dagorder_batches"
+#: The event name of a batch; xdist's own names never collide with it.
+BATCH_EVENT = "dagorder_batch"
+
+Event = tuple[str, dict[str, Any]]
+
+
+class EventBatcher:
+    """Stands in for a worker's ``WorkerInteractor.sendevent`` (see module docstring).
+
+    ``inner`` is the interactor's own ``sendevent`` (an event on its own),
+    ``send`` its channel's ``send`` (a batch).  xdist sends from its main
+    thread, and from execnet's receiver thread when it gives tests back
+    (work stealing): a lock keeps the held list whole.
+    """
+
+    def __init__(self, inner: Callable[..., None], send: Callable[[object], None]) -> None:
+        self._inner = inner
+        self._send = send
+        self._held: list[Event] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def sendevent(self, name: str, **kwargs: Any) -> None:
+        with self._lock:
+            if not self._closed and _waits(name, kwargs):
+                self._held.append((name, kwargs))
+            elif self._held:
+                # The test's end, a report that did not pass, anything else:
+                # it goes at once, with what it follows.
+                self._held.append((name, kwargs))
+                self._flush()
+            else:
+                self._inner(name, **kwargs)
+
+    def close(self) -> None:
+        """Send what is held and stop holding."""
+        with self._lock:
+            self._closed = True
+            self._flush()
+
+    def _flush(self) -> None:
+        # Called with the lock held.
+        held = self._held
+        if not held:
+            return
+        self._held = []
+        if len(held) == 1:
+            self._inner(held[0][0], **held[0][1])
+        else:
+            self._send((BATCH_EVENT, {"events": held}))
+
+
+def _waits(name: str, kwargs: dict[str, Any]) -> bool:
+    """Whether an event may wait for the end of its test (see module docstring)."""
+    if name == "logfinish":
+        return True
+    if name != "testreport":
+        return False
+    data = kwargs["data"]
+    return bool(data.get("outcome") == "passed" and data.get("when") != "setup")
+
+
+def unbatching(process: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Wrap xdist's ``process_from_remote``: a batch becomes its events, in order."""
+    def process_from_remote(eventcall: Any) -> None:
+        if type(eventcall) is tuple and eventcall[0] == BATCH_EVENT:
+            for event in eventcall[1]["events"]:
+                process(event)
+        else:
+            process(eventcall)
+    return process_from_remote
+
+
+def unpack_batches_from(node: Any) -> None:
+    """Controller: unpack ``node``'s batches (before xdist makes the callback) and
+    tell the worker it may send them."""
+    process = getattr(node, "process_from_remote", None)
+    if process is None:
+        return  # another xdist: leave its path alone
+    node.process_from_remote = unbatching(process)
+    node.workerinput[BATCH_KEY] = True
+
+
+def batch_events(config: pytest.Config) -> EventBatcher | None:
+    """Worker: send each test's events together, if the controller unpacks them."""
+    if not config.workerinput.get(BATCH_KEY):  # type: ignore[attr-defined]
+        return None
+    # xdist registers its worker side without a name; it comes from source
+    # sent by execnet, so the class is found by name, not imported.
+    interactor = next((p for p in config.pluginmanager.get_plugins()
+                       if type(p).__name__ == "WorkerInteractor"), None)
+    inner = getattr(interactor, "sendevent", None)
+    send = getattr(getattr(interactor, "channel", None), "send", None)
+    if inner is None or send is None:
+        return None
+    batcher = EventBatcher(inner, send)
+    interactor.sendevent = batcher.sendevent  # type: ignore[union-attr]
+    return batcher
