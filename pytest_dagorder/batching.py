@@ -1,4 +1,4 @@
-"""A test's events from an xdist worker in three messages, not six.
+"""A test's events from an xdist worker in two or three messages, not six.
 
 Why.  xdist's worker sends every event of a test on its own: logstart,
 the setup, call and teardown reports, logfinish and
@@ -7,15 +7,17 @@ worker, then read and decoded by one of the controller's receiver threads,
 which share the controller's interpreter with its event loop.  With short
 tests that fixed cost is a sizeable part of the run (20,000 trivial tests
 at ``-n 4``: see docs/performance.md).  So a worker holds what comes after
-a test's passed setup until its ``runtest_protocol_complete`` and sends it
-together; the controller hands the events to xdist one by one, in order,
-as if each had come alone.
+a test's setup until its ``runtest_protocol_complete`` and sends it
+together; while its tests are short (under :data:`SHORT` on average) it
+also holds a test's start until its setup ended.  The controller hands the
+events to xdist one by one, in order, as if each had come alone.
 
 What stays as it was.  Every event xdist sends is delivered, in the order
-it was sent.  A test's start and its setup report go at once: ``-v`` shows
-the start while the test runs, a worker that crashes shows which test it
-was running, and the timeline has the crashed test's bar.  A report that
-did not pass goes at once with what was held before it (``-x`` and
+it was sent.  A test's setup report goes as soon as the setup ended, with
+the test's start: ``-v`` shows the start while the test runs (at once, once
+tests take a while), a worker that crashes shows which test it was
+running, and the timeline has the crashed test's bar.  A report that did
+not pass goes at once with what was held before it (``-x`` and
 ``--maxfail`` act as soon as without batches), and any other event (a
 warning, the end of the worker's session) sends what is held first.  What
 waits: a passed call report, until its test's teardown ended (a passing
@@ -38,10 +40,16 @@ from typing import Any
 
 import pytest
 
+from .pacing import Pacing
+
 #: ``workerinput`` key: the controller unpacks batches from this worker.
 BATCH_KEY = "dagorder_batches"
 #: The event name of a batch; xdist's own names never collide with it.
 BATCH_EVENT = "dagorder_batch"
+#: Tests shorter than this on average (seconds, xdist's protocol time) have
+#: their start held until their setup ended: the controller's own threshold
+#: for batching dispatches (xdist.FAST_TEST).
+SHORT = 0.02
 
 Event = tuple[str, dict[str, Any]]
 
@@ -61,10 +69,15 @@ class EventBatcher:
         self._held: list[Event] = []
         self._lock = threading.Lock()
         self._closed = False
+        # Only its average is used: starting at a second, about twenty short
+        # tests make it short.
+        self._pace = Pacing(fast=SHORT, seconds=1.0, cap=1, initial=1.0)
 
     def sendevent(self, name: str, **kwargs: Any) -> None:
         with self._lock:
-            if not self._closed and _waits(name, kwargs):
+            if name == "runtest_protocol_complete":
+                self._pace.record(float(kwargs.get("duration", 1.0)))
+            if not self._closed and _waits(name, kwargs, self._pace.is_fast):
                 self._held.append((name, kwargs))
             elif self._held:
                 # The test's end, a report that did not pass, anything else:
@@ -92,10 +105,12 @@ class EventBatcher:
             self._send((BATCH_EVENT, {"events": held}))
 
 
-def _waits(name: str, kwargs: dict[str, Any]) -> bool:
-    """Whether an event may wait for the end of its test (see module docstring)."""
+def _waits(name: str, kwargs: dict[str, Any], short: bool) -> bool:
+    """Whether an event may wait for the next event that goes (see module docstring)."""
     if name == "logfinish":
         return True
+    if name == "logstart":
+        return short
     if name != "testreport":
         return False
     data = kwargs["data"]

@@ -67,6 +67,22 @@ def test_a_passing_test_takes_three_messages_its_start_and_setup_first() -> None
     assert len(wire.messages[2][1]["events"]) == 4
 
 
+def test_once_tests_are_short_a_start_waits_for_its_setup() -> None:
+    events = [e for i in range(40) for e in passing_test(i)]
+    wire = play(events)
+    assert wire.seen == events
+    # Short tests (1 ms each): after a couple of dozen, two messages a test.
+    assert [m[0] for m in wire.messages[-4:]] == [BATCH_EVENT] * 4
+    assert [e[0] for e in wire.messages[-2][1]["events"]] == ["logstart", "testreport"]
+    # A long test makes the next start go at once again.
+    slow = passing_test(40)
+    slow[-1] = ("runtest_protocol_complete", {"item_index": 40, "duration": 30.0})
+    more = events + slow + passing_test(41)
+    wire = play(more)
+    assert wire.seen == more
+    assert [m[0] for m in wire.messages[-3:]] == ["logstart", "testreport", BATCH_EVENT]
+
+
 def test_a_report_that_did_not_pass_goes_at_once_with_what_it_follows() -> None:
     wire = Wire()
     batcher = EventBatcher(wire.inner, wire.send)
@@ -114,13 +130,16 @@ EVENT_NAMES = ["logstart", "testreport", "logfinish", "runtest_protocol_complete
 
 @given(st.lists(st.tuples(st.sampled_from(EVENT_NAMES),
                           st.sampled_from(["setup", "call", "teardown"]),
-                          st.sampled_from(["passed", "failed", "skipped", "rerun"])),
-                max_size=40))
-def test_the_controller_sees_every_event_in_order(spec: list[tuple[str, str, str]]) -> None:
+                          st.sampled_from(["passed", "failed", "skipped", "rerun"]),
+                          st.sampled_from([0.0, 0.001, 1.0])),
+                max_size=60))
+def test_the_controller_sees_every_event_in_order(
+        spec: list[tuple[str, str, str, float]]) -> None:
     events: list[Event] = [
         (name, {"data": {"when": when, "outcome": outcome}, "k": k}) if name == "testreport"
+        else (name, {"k": k, "duration": duration}) if name == "runtest_protocol_complete"
         else (name, {"k": k})
-        for k, (name, when, outcome) in enumerate(spec)]
+        for k, (name, when, outcome, duration) in enumerate(spec)]
     wire = play(events)
     assert wire.seen == events
     # Nothing sent is an empty batch, and no more messages than events.
