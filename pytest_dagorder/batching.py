@@ -50,6 +50,10 @@ BATCH_EVENT = "dagorder_batch"
 #: their start held until their setup ended: the controller's own threshold
 #: for batching dispatches (xdist.FAST_TEST).
 SHORT = 0.02
+#: Events that may wait for the next one that goes: a passed report (not a
+#: setup's), the end of a test's logging, and a test's start while tests
+#: are short (see module docstring).
+WAITING = frozenset({"testreport", "logfinish", "logstart"})
 
 Event = tuple[str, dict[str, Any]]
 
@@ -72,12 +76,22 @@ class EventBatcher:
         # Only its average is used: starting at a second, about twenty short
         # tests make it short.
         self._pace = Pacing(fast=SHORT, seconds=1.0, cap=1, initial=1.0)
+        self._short = self._pace.is_fast
 
     def sendevent(self, name: str, **kwargs: Any) -> None:
+        # Called for every event of every test: decided inline, with few calls.
         with self._lock:
-            if name == "runtest_protocol_complete":
-                self._pace.record(float(kwargs.get("duration", 1.0)))
-            if not self._closed and _waits(name, kwargs, self._pace.is_fast):
+            if name == "runtest_protocol_complete" and self._pace.record(
+                    float(kwargs.get("duration", 1.0))):
+                self._short = self._pace.is_fast
+            if self._closed or name not in WAITING:
+                wait = False
+            elif name == "testreport":
+                data = kwargs["data"]
+                wait = data.get("outcome") == "passed" and data.get("when") != "setup"
+            else:
+                wait = name == "logfinish" or self._short  # logstart: only while short
+            if wait:
                 self._held.append((name, kwargs))
             elif self._held:
                 # The test's end, a report that did not pass, anything else:
@@ -102,26 +116,15 @@ class EventBatcher:
         if len(held) == 1:
             self._inner(held[0][0], **held[0][1])
         else:
-            self._send((BATCH_EVENT, {"events": held}))
-
-
-def _waits(name: str, kwargs: dict[str, Any], short: bool) -> bool:
-    """Whether an event may wait for the next event that goes (see module docstring)."""
-    if name == "logfinish":
-        return True
-    if name == "logstart":
-        return short
-    if name != "testreport":
-        return False
-    data = kwargs["data"]
-    return bool(data.get("outcome") == "passed" and data.get("when") != "setup")
+            # A tuple: execnet writes a list item by item with its index.
+            self._send((BATCH_EVENT, tuple(held)))
 
 
 def unbatching(process: Callable[[Any], None]) -> Callable[[Any], None]:
     """Wrap xdist's ``process_from_remote``: a batch becomes its events, in order."""
     def process_from_remote(eventcall: Any) -> None:
         if type(eventcall) is tuple and eventcall[0] == BATCH_EVENT:
-            for event in eventcall[1]["events"]:
+            for event in eventcall[1]:
                 process(event)
         else:
             process(eventcall)

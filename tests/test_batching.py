@@ -64,7 +64,7 @@ def test_a_passing_test_takes_three_messages_its_start_and_setup_first() -> None
     wire = play(events)
     assert wire.seen == events
     assert [m[0] for m in wire.messages] == ["logstart", "testreport", BATCH_EVENT] * 2
-    assert len(wire.messages[2][1]["events"]) == 4
+    assert len(wire.messages[2][1]) == 4
 
 
 def test_once_tests_are_short_a_start_waits_for_its_setup() -> None:
@@ -73,7 +73,7 @@ def test_once_tests_are_short_a_start_waits_for_its_setup() -> None:
     assert wire.seen == events
     # Short tests (1 ms each): after a couple of dozen, two messages a test.
     assert [m[0] for m in wire.messages[-4:]] == [BATCH_EVENT] * 4
-    assert [e[0] for e in wire.messages[-2][1]["events"]] == ["logstart", "testreport"]
+    assert [e[0] for e in wire.messages[-2][1]] == ["logstart", "testreport"]
     # A long test makes the next start go at once again.
     slow = passing_test(40)
     slow[-1] = ("runtest_protocol_complete", {"item_index": 40, "duration": 30.0})
@@ -108,7 +108,7 @@ def test_a_failed_call_goes_alone_and_other_events_keep_their_place() -> None:
     wire = play(events)
     assert wire.seen == events
     assert wire.messages[:3] == events[:3]  # nothing held before: sent as xdist would
-    assert wire.messages[3] == (BATCH_EVENT, {"events": [teardown, warning]})
+    assert wire.messages[3] == (BATCH_EVENT, (teardown, warning))
 
 
 def test_close_sends_what_is_held_and_holds_nothing_after() -> None:
@@ -144,7 +144,7 @@ def test_the_controller_sees_every_event_in_order(
     assert wire.seen == events
     # Nothing sent is an empty batch, and no more messages than events.
     assert len(wire.messages) <= len(events)
-    assert all(len(m[1]["events"]) > 1 for m in wire.messages if m[0] == BATCH_EVENT)
+    assert all(len(m[1]) > 1 for m in wire.messages if m[0] == BATCH_EVENT)
 
 
 def test_unbatching_passes_everything_else_through() -> None:
