@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from .internals import replace_xdist_sendevent, wrap_xdist_receiver
 from .pacing import Pacing
 
 #: ``workerinput`` key: the controller unpacks batches from this worker.
@@ -132,27 +133,20 @@ def unbatching(process: Callable[[Any], None]) -> Callable[[Any], None]:
 
 
 def unpack_batches_from(node: Any) -> None:
-    """Controller: unpack ``node``'s batches (before xdist makes the callback) and
-    tell the worker it may send them."""
-    process = getattr(node, "process_from_remote", None)
-    if process is None:
-        return  # another xdist: leave its path alone
-    node.process_from_remote = unbatching(process)
-    node.workerinput[BATCH_KEY] = True
+    """Controller: unpack ``node``'s batches and tell the worker it may send them."""
+    if wrap_xdist_receiver(node, unbatching):
+        node.workerinput[BATCH_KEY] = True
 
 
 def batch_events(config: pytest.Config) -> EventBatcher | None:
     """Worker: send each test's events together, if the controller unpacks them."""
     if not config.workerinput.get(BATCH_KEY):  # type: ignore[attr-defined]
         return None
-    # xdist registers its worker side without a name; it comes from source
-    # sent by execnet, so the class is found by name, not imported.
-    interactor = next((p for p in config.pluginmanager.get_plugins()
-                       if type(p).__name__ == "WorkerInteractor"), None)
-    inner = getattr(interactor, "sendevent", None)
-    send = getattr(getattr(interactor, "channel", None), "send", None)
-    if inner is None or send is None:
-        return None
-    batcher = EventBatcher(inner, send)
-    interactor.sendevent = batcher.sendevent  # type: ignore[union-attr]
-    return batcher
+    made: list[EventBatcher] = []
+
+    def make(inner: Callable[..., None], send: Callable[[object], None]) -> Callable[..., None]:
+        made.append(EventBatcher(inner, send))
+        return made[0].sendevent
+
+    replace_xdist_sendevent(config, make)
+    return made[0] if made else None
