@@ -48,8 +48,8 @@ BATCH_KEY = "dagorder_batches"
 #: The event name of a batch; xdist's own names never collide with it.
 BATCH_EVENT = "dagorder_batch"
 #: Tests shorter than this on average (seconds, xdist's protocol time) have
-#: their start held until their setup ended: the controller's own threshold
-#: for batching dispatches (xdist.FAST_TEST).
+#: their start held until their setup ended.  The controller batches its
+#: dispatches below the same average (xdist.FAST_TEST is this value).
 SHORT = 0.02
 #: Events that may wait for the next one that goes: a passed report (not a
 #: setup's), the end of a test's logging, and a test's start while tests
@@ -77,21 +77,20 @@ class EventBatcher:
         # Only its average is used: starting at a second, about twenty short
         # tests make it short.
         self._pace = Pacing(fast=SHORT, seconds=1.0, cap=1, initial=1.0)
-        self._short = self._pace.is_fast
 
     def sendevent(self, name: str, **kwargs: Any) -> None:
         # Called for every event of every test: decided inline, with few calls.
         with self._lock:
-            if name == "runtest_protocol_complete" and self._pace.record(
-                    float(kwargs.get("duration", 1.0))):
-                self._short = self._pace.is_fast
+            if name == "runtest_protocol_complete":
+                self._pace.record(float(kwargs.get("duration", 1.0)))
             if self._closed or name not in WAITING:
                 wait = False
             elif name == "testreport":
                 data = kwargs["data"]
                 wait = data.get("outcome") == "passed" and data.get("when") != "setup"
             else:
-                wait = name == "logfinish" or self._short  # logstart: only while short
+                # logstart: only while tests are short
+                wait = name == "logfinish" or self._pace.is_fast
             if wait:
                 self._held.append((name, kwargs))
             elif self._held:

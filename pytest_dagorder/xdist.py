@@ -25,7 +25,7 @@ import pytest
 
 from . import durations, wire, wording
 from .affinity import affinity_groups, serial_modules
-from .batching import unpack_batches_from
+from .batching import SHORT, unpack_batches_from
 from .dag_fixture import write_published
 from .declarations import Problem
 from .errors import DependencyError
@@ -62,7 +62,9 @@ MAX_PIPELINE = 1
 #: BATCH_SECONDS.  The cap only guards against a wrong average (measured,
 #: 20,000 trivial tests at -n 2: a cap of 64 made 680 dispatches and cost
 #: 1.12x plain xdist's wall time; 1,000, where the time bound decides, 1.00x).
-FAST_TEST = 0.02
+#: One value with the worker's (batching.SHORT): below it a worker sends a
+#: test's start together with its setup report.
+FAST_TEST = SHORT
 BATCH_SECONDS = 0.5
 FAST_PIPELINE = 1000
 #: A worker is topped up when fewer real tests than this are in flight
@@ -90,7 +92,7 @@ class DagController:
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
-        if self.config.getvalue("dist") in DAG_MODES:
+        if node.workerinput[wire.DIST_KEY] in DAG_MODES:
             unpack_batches_from(node)
 
     @pytest.hookimpl(wrapper=True)
