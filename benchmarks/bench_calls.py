@@ -1,14 +1,15 @@
 """Python function calls of an xdist run, plugin against plain xdist: a count noise cannot move.
 
-On a shared host single timings of the same code move by 20 %; the number
-of function calls a run makes does not.  Runs the suite of bench_cpu.py
-(2,000 no-op tests as 40 chains of 50, ``-n 2``) with every process under
-cProfile (a conftest starts it at ``pytest_configure``) and prints the
-calls per process and in total, for plain xdist on the suite without
-declarations, for plain xdist on the same files (``-p no:dagorder``) and
-for the plugin; ``--also PATH`` adds the plugin found at
-PATH (another checkout, put first on ``PYTHONPATH``) for an A/B.  Calls are
-a proxy for CPU: a call into the plugin is not dearer than one into pytest.
+On a shared host single timings of the same code move by more than the
+differences one looks for; the number of function calls a run makes does
+not.  Runs the suite of bench_cpu.py (2,000 no-op tests as 40 chains of
+50, ``-n 2``) with every process under cProfile (a conftest starts it at
+``pytest_configure``) and prints the calls per process and in total, for
+plain xdist on the suite without declarations, for plain xdist on the
+same files (``-p no:dagorder``) and for the plugin; ``--also PATH`` adds
+the plugin found at PATH (another checkout, put first on ``PYTHONPATH``)
+for an A/B.  Calls are a proxy for CPU: a call into the plugin is not
+dearer than one into pytest.
 
 Run: ``python benchmarks/bench_calls.py [--chains 40] [--length 50] [--also ../old]``.
 """

@@ -21,7 +21,7 @@ Timings are the best of N runs in one process.  Run:
     on 50,000 tasks and 4 workers (priority heap only, local queues,
     affinity groups of 100) and ``DagScheduler.execute()``.  CPU time and
     alternation make it usable on a shared machine, where the wall-clock
-    figures above move by 2x from run to run.
+    figures above move from run to run by more than a few percent.
 """
 
 from __future__ import annotations

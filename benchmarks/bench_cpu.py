@@ -58,9 +58,9 @@ def compile_plugin() -> None:
     """Byte-compile the plugin, as installing it from a wheel or sdist does.
 
     An editable install under PYTHONDONTWRITEBYTECODE (this project's CI
-    machines set it) compiles the plugin's sources anew in every process:
-    about 50 ms each for the controller and every worker, which plain xdist,
-    whose modules were compiled when pip installed them, does not pay.
+    machines set it) compiles the plugin's sources anew in every process,
+    the controller and every worker, which plain xdist, whose modules were
+    compiled when pip installed them, does not pay.
     """
     import compileall
 

@@ -157,7 +157,8 @@ class _DagFuture(Future[Any]):
     The speed trick, confined to this class and :meth:`DagExecutor._work`:
     ``Future.__init__`` builds a Condition per future, and ``set_running_or_
     notify_cancel`` / ``set_result`` each take and notify it; together that
-    is about 3 us of the ~7 us a ThreadPoolExecutor spends per task.  Here
+    is about half of what a ThreadPoolExecutor spends per task
+    (docs/performance.md).  Here
     the Condition is created on first use (any public Future method, from
     any thread), under the executor's lock.  A future whose Condition was
     never created has no waiter and no callback, so the worker marks it

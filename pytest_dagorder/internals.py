@@ -148,7 +148,8 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
     pytest computes an item's location (a cached property) when the item
     starts, each on its own: ``reportinfo`` resolves the test function's file
     anew every time (a path made absolute, its existence checked, the
-    relative path looked up), about 60 us a test, and the xdist controller's
+    relative path looked up), which adds up over a large suite (see
+    docs/performance.md), and the xdist controller's
     own skip reports need the locations of tests no worker ran.  For a plain
     function (``pytest.Function`` itself, code neither wrapped nor placed
     elsewhere) the location is the relative path of the code's file, the
@@ -312,9 +313,10 @@ def assertion_rewriting_paused() -> Iterator[None]:
     written (``PYTHONDONTWRITEBYTECODE``, common in CI containers, stops
     that, and then every process pays again).  This package's asserts are
     internal invariants, not tests: rewritten, they say nothing more to a
-    user, and rewriting its modules cost every pytest process, controller
-    and each worker alike, about 0.4 s of CPU (measured: ``python -X
-    importtime -m pytest --co`` under ``PYTHONDONTWRITEBYTECODE=1``).  The
+    user, and rewriting its modules costs every pytest process, controller
+    and each worker alike, several times the plugin's plain import time
+    where no bytecode is written (``PYTHONDONTWRITEBYTECODE=1``; figures in
+    docs/performance.md).  The
     rewriter is an import hook on ``sys.meta_path``; nothing public exempts
     a plugin's modules from it.  It is taken off only while the plugin's
     own modules load (at plugin load, on pytest's one thread) and put back

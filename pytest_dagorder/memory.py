@@ -5,8 +5,9 @@ process right after collection: tens of thousands of small objects, nearly
 all acyclic (reference counting frees them) and most of them kept for the
 whole run.  Every allocation counts towards CPython's collection thresholds,
 and a pass over the oldest generation walks every tracked object of the
-process, the collected session included: on 20,000 tests the plan alone set
-off two full passes of about a quarter of a second each.  Pausing the
+process, the collected session included: on a large suite the plan alone
+set off full passes that plain pytest never makes (docs/performance.md).
+Pausing the
 collector for that work, and resuming it afterwards without forcing a
 collection, removes those passes and changes nothing else.
 """

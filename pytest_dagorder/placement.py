@@ -55,8 +55,8 @@ from .states import TERMINAL, State, Worker, check
 #: A task's place in priority order: (-remaining path, index); the smaller runs
 #: first, so the longest remaining path goes first, then collection order.
 #: The heaps hold the ranks themselves, built once per task.  A bare tuple,
-#: not a NamedTuple: heapq orders both as fast, but building 50,000 named
-#: ones took 0.028 s against 0.005 s, paid at every Scheduler construction
+#: not a NamedTuple: heapq orders both as fast, but a NamedTuple is several
+#: times dearer to build, paid once per task at every Scheduler construction
 #: (docs/performance.md); the two fields are documented here instead.
 Rank = tuple[float, int]
 

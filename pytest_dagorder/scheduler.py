@@ -341,8 +341,8 @@ class Scheduler:
         (:meth:`take` with ``speculate``), else the free task that waits only
         on tasks running there, and only while no task is ready (a task held
         behind a running one must not go before one that was ready first;
-        measured: holding whenever the held task was at least as urgent as
-        every ready one made random DAGs 0.5 % slower).  The worker starts it
+        holding whenever the held task was at least as urgent as every ready
+        one made random DAGs slower).  The worker starts it
         the moment its prerequisite ends, without a round trip, and skips it
         itself if that prerequisite did not pass (see :class:`Skip`.remote).
         """

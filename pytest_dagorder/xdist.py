@@ -46,22 +46,19 @@ RECEIVE_TIMEOUT = 60.0
 SIDE_CHANNEL_BATCH = 10_000
 #: Real tests in flight per worker when tests take a while: one, so that no
 #: test ever waits behind another on a busy worker while a worker is idle
-#: (measured: 2 in flight cost 0.08-0.3 of the bound on random DAGs).
+#: (more in flight made random DAGs measurably slower: docs/performance.md).
 MAX_PIPELINE = 1
 #: Tests this fast (moving average, seconds) make the round trip of a dispatch
 #: the main cost: then several are sent at once, as xdist's own load
 #: scheduling batches more when tests are short.  How many: about
 #: BATCH_SECONDS of tests at the average duration, at most FAST_PIPELINE.
 #: Every dispatch costs a message each way and a barrier on the worker, and
-#: the send itself holds up this process's main thread (measured, 20,000
-#: trivial tests at -n 2 on a busy 2-core host: 4-5 ms a send, against a
-#: fraction of a millisecond per report; 146 sends with 0.25 s batches, 77
-#: with 0.5 s, plain xdist 63; at -n 4, 0.5 s took 0.86 of the wall time of
-#: 0.25 s), so fewer, larger batches save time; the time bound keeps a stop
+#: the send itself holds up this process's main thread (on a busy host it
+#: waits for the interpreter lock and a CPU, far longer than handling a
+#: report), so fewer, larger batches save time; the time bound keeps a stop
 #: (-x) prompt: what a worker holds when it is told to stop runs in about
-#: BATCH_SECONDS.  The cap only guards against a wrong average (measured,
-#: 20,000 trivial tests at -n 2: a cap of 64 made 680 dispatches and cost
-#: 1.12x plain xdist's wall time; 1,000, where the time bound decides, 1.00x).
+#: BATCH_SECONDS.  The cap only guards against a wrong average: a low cap
+#: brings back the many sends (figures for both in docs/performance.md).
 #: One value with the worker's (batching.SHORT): below it a worker sends a
 #: test's start together with its setup report.
 FAST_TEST = SHORT
@@ -751,14 +748,12 @@ class DagScheduling:
         This process learns that a test ended only when it has handled the
         reports queued before that one, and a worker runs tests faster than
         this process takes their reports in: topped up at its last two, a
-        worker ran dry before every batch arrived (measured, 20,000 trivial
-        tests at -n 2: about 50 waits and 0.8-1.2 s idle per worker, against
-        0.1 s under xdist's own load scheduling, which tops up at a quarter
-        of the pending share).  The other half of the batch covers that lag.
+        worker ran dry before every batch arrived, idle far longer than under
+        xdist's own load scheduling, which tops up at a quarter of the
+        pending share.  The other half of the batch covers that lag.
         Free tests share what is ready, often far less than a batch: half of
         that share, so that one send carries several tests, not one per
-        report (2,000 chained tests with affinity none: 1.28 -> 1.18 x plain
-        xdist's CPU, see docs/performance.md).
+        report, which costs CPU (figures for both in docs/performance.md).
         """
         if not self.pace.is_fast:
             return LOW_WATER

@@ -431,7 +431,7 @@ def test_rewritten():
 def test_the_plugins_modules_load_without_assertion_rewriting(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    """Rewriting them cost every process ~0.4 s where no bytecode is written;
+    """Rewriting them costs every process time where no bytecode is written;
     the hook goes back in place: test modules are rewritten as ever, and
     pytest warns of nothing (warnings are errors here).
 
