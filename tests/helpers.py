@@ -25,8 +25,11 @@ LOG_NAME = "ran.log"
 
 def base_args(*, cache: bool = False) -> list[str]:
     """Options every inner run gets: no cache (unless ``cache``); no pytest-benchmark
-    where it exists."""
+    where it exists; the plugin by name where plugin autoload is off (the root
+    conftest turns it off for tests not marked ``autoload``)."""
     args = [] if cache else ["-p", "no:cacheprovider"]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        args += ["-p", "dagorder"]
     if importlib.util.find_spec("pytest_benchmark") is not None:
         args += ["-p", "no:benchmark"]
     return args

@@ -428,6 +428,7 @@ def test_rewritten():
 
 
 @MODES
+@pytest.mark.autoload  # the plugin loads by its entry point, after the early ``-p``
 def test_the_plugins_modules_load_without_assertion_rewriting(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:

@@ -18,6 +18,9 @@ from helpers import base_args, junit_key, read_junit, read_log, write_ini
 
 MODES = ["serial", "xdist"]
 
+#: The takeover is what this module tests: inner runs load every installed plugin.
+pytestmark = pytest.mark.autoload
+
 PRELUDE = """\
 import os
 

@@ -34,6 +34,10 @@ SERVER_START = 20.0
 
 pytest.importorskip("execnet.script.socketserver")
 
+#: The remote workers are plain pytest processes started here, loading the
+#: plugin by its entry point.
+pytestmark = pytest.mark.autoload
+
 SUITE = {
     "tests__test_flow": """
         STATE = {}
