@@ -18,7 +18,8 @@ run that does not end within ``--timeout`` seconds counts as over.  With
 ``--keep DIR`` the output of every run over 3 x its suite's median is
 written there; ``--plain`` runs the same suites with ``-p no:dagorder``.
 
-Run: ``python benchmarks/stress_small.py [--runs 200] [--burners 2] [--plain]``.
+Run: ``python benchmarks/stress_small.py [--runs 200] [--burners 2] [--plain]
+[--minutes M] [--keep DIR]``.
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--plain", action="store_true", help="Run with -p no:dagorder")
     ap.add_argument("--keep", type=Path, help="Write the output of slow runs here")
+    ap.add_argument("--minutes", type=float, help="Stop starting runs after this long")
     opts = ap.parse_args()
     compile_plugin()
     walls: dict[str, list[float]] = {name: [] for name in SUITES}
@@ -176,7 +178,10 @@ def main() -> None:
                 (root / "conftest.py").write_text(TRACE)
                 (root / f"test_{name}.py").write_text(body)
             names = list(SUITES)
+            end = None if opts.minutes is None else time.monotonic() + 60 * opts.minutes
             for k in range(opts.runs):
+                if end is not None and time.monotonic() > end:
+                    break
                 name = names[k % len(names)]
                 wall, out = one_run(Path(tmp, name), SUITES[name][1], opts.plain, opts.timeout)
                 walls[name].append(wall)
@@ -188,7 +193,8 @@ def main() -> None:
             proc.kill()
             proc.wait()
     side = "plain xdist (-p no:dagorder)" if opts.plain else "pytest-dagorder"
-    print(f"\n{side}, -n 3, {opts.burners} busy processes beside, {opts.runs} runs\n")
+    done = sum(map(len, walls.values()))
+    print(f"\n{side}, -n 3, {opts.burners} busy processes beside, {done} runs\n")
     print("| suite | runs | median (s) | max (s) | over 3 x median |")
     print("|---|---|---|---|---|")
     total = 0

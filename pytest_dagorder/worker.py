@@ -17,6 +17,13 @@ barriers itself.  A real test whose successor is the barrier is given, as
 ``nextitem``, a real test sharing its deepest scope instead: its teardown
 then ends its own scopes only, keeping module/class fixtures for whatever
 comes next.
+
+When neither is installed.  A suite that declares nothing the controller
+must order, limit or hold back (see :func:`declares_nothing`) needs no
+barrier: every test is ready from the start, so the controller always
+sends a worker its next test ahead, as xdist's own load scheduling does.
+Every worker decides that after its collection (all collect the same) and
+then leaves xdist's worker as it is.
 """
 
 from __future__ import annotations
@@ -125,6 +132,7 @@ class DagWorker(Planner):
         # Gating of speculatively sent tests (see Scheduler.take): outcomes
         # of the tests this worker ran, in the order they ended.
         self.gating = settings_of(config).on_failure == "skip"
+        self.stop_policy = settings_of(config).on_failure == "stop"
         self.tracker = OutcomeTracker()
         self.outcome: dict[int, str] = {}
         self.ended: dict[int, int] = {}
@@ -186,7 +194,9 @@ class DagWorker(Planner):
         final = list(session.items)
         # Every worker collects the same tests, so every one decides alike, and
         # the controller follows the flag in the plan it reads.
-        self.plain = declares_nothing(self.plan, planned)
+        # --dag-on-failure=stop starts nothing new after a failure: the
+        # controller must be able to hold tests back, so it needs barriers.
+        self.plain = not self.stop_policy and declares_nothing(self.plan, planned)
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller asks

@@ -25,7 +25,6 @@ import pytest
 
 from . import durations, wire, wording
 from .affinity import affinity_groups, serial_modules
-from .batching import SHORT, unpack_batches_from
 from .dag_fixture import write_published
 from .declarations import Problem
 from .errors import DependencyError
@@ -62,9 +61,7 @@ MAX_PIPELINE = 1
 #: BATCH_SECONDS.  The cap only guards against a wrong average (measured,
 #: 20,000 trivial tests at -n 2: a cap of 64 made 680 dispatches and cost
 #: 1.12x plain xdist's wall time; 1,000, where the time bound decides, 1.00x).
-#: One value with the worker's (batching.SHORT): below it a worker sends a
-#: test's start together with its setup report.
-FAST_TEST = SHORT
+FAST_TEST = 0.02
 BATCH_SECONDS = 0.5
 FAST_PIPELINE = 1000
 #: Tests in flight per worker where the workers have no barrier item (a
@@ -97,8 +94,6 @@ class DagController:
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
-        if node.workerinput[wire.DIST_KEY] in DAG_MODES:
-            unpack_batches_from(node)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[

@@ -128,6 +128,12 @@ def test_a_dag_fixture_user_keeps_the_machinery(pytester: pytest.Pytester) -> No
     assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
 
 
+def test_on_failure_stop_keeps_the_machinery(pytester: pytest.Pytester) -> None:
+    """A stop starts nothing new: the controller must be able to hold tests back."""
+    seen = probe(pytester, NOTHING_DECLARED, "--dag-on-failure=stop")
+    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+
+
 LONGEST_LAST = """
     def test_a():
         mark("test_a")
