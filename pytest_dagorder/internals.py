@@ -259,42 +259,6 @@ def xdist_node_count(config: pytest.Config) -> int:
     return len(parse_tx_spec_config(config))
 
 
-def replace_xdist_sendevent(
-        config: pytest.Config,
-        make: Callable[[Callable[..., None], Callable[[object], None]], Callable[..., None]],
-) -> bool:
-    """On a worker, put ``make(sendevent, send)`` in place of the ``sendevent`` of
-    xdist's worker side, ``send`` being its channel's; False if there is none.
-
-    xdist registers that ``WorkerInteractor`` without a name, from source
-    execnet sent, so it is found by its class name, not imported.  Every
-    event xdist's worker sends goes through its ``sendevent``.
-    """
-    interactor = next((p for p in config.pluginmanager.get_plugins()
-                       if type(p).__name__ == "WorkerInteractor"), None)
-    inner = getattr(interactor, "sendevent", None)
-    send = getattr(getattr(interactor, "channel", None), "send", None)
-    if inner is None or send is None:
-        return False
-    interactor.sendevent = make(inner, send)  # type: ignore[union-attr]
-    return True
-
-
-def wrap_xdist_receiver(node: Any,
-                        make: Callable[[Callable[[Any], None]], Callable[[Any], None]]) -> bool:
-    """On the controller, put ``make(process)`` in place of ``node.process_from_remote``;
-    False if there is none.
-
-    xdist makes that method the worker channel's callback right after
-    ``pytest_configure_node``, so a replacement set there is the one used.
-    """
-    process = getattr(node, "process_from_remote", None)
-    if process is None:
-        return False
-    node.process_from_remote = make(process)
-    return True
-
-
 def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
                           first_id: str, other_id: str) -> str:
     """xdist's own message for workers that collected different tests."""

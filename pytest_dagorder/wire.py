@@ -29,9 +29,9 @@ from typing import Any, overload
 from . import __version__
 from .settings import AffinityMode
 
-#: Bumped whenever the fields below change meaning (4: no worker ships its
-#: plan unasked).
-FORMAT = 4
+#: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
+#: item on workers whose suite declares nothing).
+FORMAT = 5
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -96,6 +96,10 @@ class Payload:
     #: Per test: it requests the ``dag`` fixture (reads or publishes results).
     #: Empty: no test does.
     dag_users: Sequence[bool] = ()
+    #: The suite declares nothing the controller must order or limit: the
+    #: workers have no barrier item (``barrier`` is never sent) and run as
+    #: under plain xdist; the controller always sends the next test ahead.
+    plain: bool = False
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -155,6 +159,7 @@ class Payload:
             runtime_depends=([self.runtime_depends[k] for k in old]
                              if self.runtime_depends else ()),
             dag_users=[self.dag_users[k] for k in old] if self.dag_users else (),
+            plain=self.plain,
         )
 
 
@@ -253,6 +258,7 @@ def encode(payload: Payload) -> str:
         "exclusive": list(payload.exclusive),
         "runtime_depends": list(payload.runtime_depends),
         "dag_users": list(payload.dag_users),
+        "plain": payload.plain,
     }, separators=(",", ":"))
 
 
@@ -328,6 +334,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
         dag_users=[bool(x) for x in data["dag_users"]] or (),
+        plain=bool(data["plain"]),
     )
 
 

@@ -17,6 +17,13 @@ barriers itself.  A real test whose successor is the barrier is given, as
 ``nextitem``, a real test sharing its deepest scope instead: its teardown
 then ends its own scopes only, keeping module/class fixtures for whatever
 comes next.
+
+When neither is installed.  A suite that declares nothing the controller
+must order, limit or hold back (see :func:`declares_nothing`) needs no
+barrier: every test is ready from the start, so the controller always
+sends a worker its next test ahead, as xdist's own load scheduling does.
+Every worker decides that after its collection (all collect the same) and
+then leaves xdist's worker as it is.
 """
 
 from __future__ import annotations
@@ -30,7 +37,6 @@ from typing import Any, SupportsIndex, overload
 import pytest
 
 from . import wire
-from .batching import EventBatcher, batch_events
 from .dag_fixture import LocalResults, uses_dag
 from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
 from .memory import collector_paused
@@ -126,6 +132,7 @@ class DagWorker(Planner):
         # Gating of speculatively sent tests (see Scheduler.take): outcomes
         # of the tests this worker ran, in the order they ended.
         self.gating = settings_of(config).on_failure == "skip"
+        self.stop_policy = settings_of(config).on_failure == "stop"
         self.tracker = OutcomeTracker()
         self.outcome: dict[int, str] = {}
         self.ended: dict[int, int] = {}
@@ -133,10 +140,10 @@ class DagWorker(Planner):
         self.index: dict[str, int] = {}
         self._names: list[str] | None = None  # see names
         self.dag_mode = False  # the controller runs the DAG scheduler (known at collection)
+        # The suite declares nothing the controller must order or limit (known
+        # at collection): then this worker runs as under plain xdist.
+        self.plain = False
         self.session: pytest.Session | None = None
-        replace_hook_caller(config, "pytest_runtest_protocol",
-                            lambda caller: _ProtocolGate(caller, self))
-        self.batcher: EventBatcher | None = batch_events(config)
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
         # The plan is shipped on request only (see wire.hello; the controller
         # asks the first worker whose collection came in): until then, how to make it.
@@ -148,11 +155,6 @@ class DagWorker(Planner):
             # they were sent: one sent ahead of a dispatch is stored before
             # xdist's own callback queues that dispatch's tests.
             self.channel.setcallback(self._on_delivery)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self.batcher is not None:
-            self.batcher.close()
 
     def _send_published(self, nodeid: str, values: dict[str, object]) -> None:
         if self.channel is not None:
@@ -190,6 +192,11 @@ class DagWorker(Planner):
     def _after_collection(self, session: pytest.Session, planned: list[pytest.Item],
                           ids: list[str]) -> None:
         final = list(session.items)
+        # Every worker collects the same tests, so every one decides alike, and
+        # the controller follows the flag in the plan it reads.
+        # --dag-on-failure=stop starts nothing new after a failure: the
+        # controller must be able to hold tests back, so it needs barriers.
+        self.plain = not self.stop_policy and declares_nothing(self.plan, planned)
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller asks
@@ -204,7 +211,13 @@ class DagWorker(Planner):
         dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
         self.dag_mode = dist in DAG_MODES
         self.session = session
-        if self.dag_mode:
+        if self.dag_mode and not self.plain:
+            # The controller withholds tests that are not ready, so the worker
+            # needs its barrier and the gate that hides it (module docstring).
+            # A suite that declares nothing gets neither: the controller then
+            # always sends the next test ahead, as xdist's load scheduling does.
+            replace_hook_caller(self.config, "pytest_runtest_protocol",
+                                lambda caller: _ProtocolGate(caller, self))
             self._index_scopes(final)
             # After xdist sent the ids: the barrier's index is past every real test.
             session.items = ItemsWithBarrier(
@@ -340,6 +353,7 @@ class DagWorker(Planner):
                           else [None] * len(planned)),
             graph=graph,
             problems=problems,
+            plain=self.plain,
         )
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
@@ -395,6 +409,23 @@ class DagWorker(Planner):
             report = last.ihook.pytest_runtest_makereport(item=last, call=call)
             last.ihook.pytest_runtest_logreport(report=report)
         return True
+
+
+def declares_nothing(plan: Plan | None, items: list[pytest.Item]) -> bool:
+    """Whether the run needs nothing of the DAG scheduler but its order by durations.
+
+    No edge (``depends_on``, ``run_after``, the foreign markers that become
+    edges), no problem to report, no resource or exclusive test, no
+    ``xdist_group``, no test using the ``dag`` fixture or pytest-dependency's
+    runtime ``depends()``: every test is ready from the start, so the
+    controller never holds one back and the worker needs no barrier.
+    """
+    if plan is None or plan.graph is not None or plan.problems or plan.needs:
+        return False
+    if "xdist_group" in plan.marker_names:
+        return False
+    uses = RuntimeUsers()
+    return not any(uses_dag(it) or uses(it) for it in items)
 
 
 def _location(item: pytest.Item) -> tuple[str, int | None, str]:

@@ -25,7 +25,6 @@ import pytest
 
 from . import durations, wire, wording
 from .affinity import affinity_groups, serial_modules
-from .batching import SHORT, unpack_batches_from
 from .dag_fixture import write_published
 from .declarations import Problem
 from .errors import DependencyError
@@ -59,11 +58,14 @@ MAX_PIPELINE = 1
 #: (-x) prompt: what a worker holds when it is told to stop runs in about
 #: BATCH_SECONDS.  The cap only guards against a wrong average: a low cap
 #: brings back the many sends (figures for both in docs/performance.md).
-#: One value with the worker's (batching.SHORT): below it a worker sends a
-#: test's start together with its setup report.
-FAST_TEST = SHORT
+FAST_TEST = 0.02
 BATCH_SECONDS = 0.5
 FAST_PIPELINE = 1000
+#: Tests in flight per worker where the workers have no barrier item (a
+#: suite that declares nothing): the one running, the next (a worker starts a
+#: test only once it holds the next), and one more, so that a worker starts
+#: its next test without waiting for this process to hear the last one ended.
+PLAIN_DEPTH = 3
 #: A worker is topped up when fewer real tests than this are in flight
 #: (the current one and the next, as xdist's own MIN_PENDING) or, for fast
 #: tests, fewer than half of what it is brought up to (see
@@ -89,8 +91,6 @@ class DagController:
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
-        if node.workerinput[wire.DIST_KEY] in DAG_MODES:
-            unpack_batches_from(node)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
@@ -221,6 +221,10 @@ class DagScheduling:
         # (see WorkerGone): never asked again, never given work.
         self.gone: set[Any] = set()
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
+        # The suite declares nothing (see wire.Payload.plain): the workers have
+        # no barrier, so every worker always holds its next test or is told
+        # to shut down (the lookahead rule in worker.py's docstring).
+        self.plain = False
         self.locations: Sequence[wire.Location | None] = []
         # Workers whose plan was taken off the side channel (the one the run
         # follows, and the others' dropped unread once their version was checked).
@@ -467,6 +471,7 @@ class DagScheduling:
                 "select tests in pytest_collection_modifyitems, not later"))])
         n = len(payload.ids)
         self.barrier = payload.barrier
+        self.plain = payload.plain
         self.locations = payload.locations
         g = payload.graph
         nodeids = payload.ids if g is None else g.ids
@@ -716,6 +721,11 @@ class DagScheduling:
         nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
                  and n not in self.dead
                  and n not in self.unusable]
+        if self.plain:
+            self._dispatch_plain(sched, nodes)
+            if emit:
+                self.emit_skips()
+            return
         spec = self.speculate
         # First every idle worker gets work, then busy ones are topped up.
         for node in nodes:
@@ -739,6 +749,37 @@ class DagScheduling:
                 self._send(node, sched.ahead(node, 1))
         if emit:
             self.emit_skips()
+
+    def _dispatch_plain(self, sched: Any, nodes: list[Any]) -> None:
+        """Dispatch without barriers: a worker runs a test only once it holds the next.
+
+        Every test is ready from the start (nothing is declared), so nothing
+        is ever held back: a worker is kept at :data:`PLAIN_DEPTH` tests in
+        flight (short tests: at a batch, see :meth:`_want`), and once nothing
+        is left to hand out it is told to shut down, which is the "next" its
+        last test waits for (as xdist's own load scheduling does).  Tests
+        that take a while go out one a round across the workers, so that the
+        longest ones start on different workers.
+        """
+        inflight = self.inflight
+        if self.pace.is_fast:
+            for node in sorted(nodes, key=inflight.__getitem__):  # idle ones first
+                want = max(PLAIN_DEPTH, self._want(node, len(nodes)))
+                have = inflight[node]
+                if have < self._low_water(want):
+                    self._send(node, sched.take(node, want - have))
+        else:
+            short = [node for node in nodes if inflight[node] < PLAIN_DEPTH]
+            while short and sched.ready_count:
+                for node in list(short):
+                    tasks = sched.take(node, 1)
+                    self._send(node, tasks)
+                    if not tasks or node in self.dead or inflight[node] >= PLAIN_DEPTH:
+                        short.remove(node)
+        if not sched.ready_count:
+            for node in nodes:
+                if not node.shutting_down:
+                    node.shutdown()
 
     def _low_water(self, want: int) -> int:
         """Top a worker up once fewer real tests than this are in flight, ``want``
@@ -775,7 +816,7 @@ class DagScheduling:
     def _send(self, node: Any, tasks: list[int]) -> None:
         if not tasks:
             return
-        indices = [*tasks, self.barrier]
+        indices = tasks if self.plain else [*tasks, self.barrier]
         if not self._deliver(node, tasks):
             return
         try:

@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     # pytest glue
     "markers": 1, "settings": 1, "wire": 1, "internals": 1, "outcomes": 1, "durations": 1,
     "declarations": 1, "planning": 1, "run": 1, "resources": 1, "visual": 1,
-    "dag_fixture": 1, "batching": 1,
+    "dag_fixture": 1,
     "migration": 1, "migration.common": 1, "migration.dependency": 1,
     "migration.depends": 1, "migration.order": 1, "migration.runtime": 1,
     "migration.takeover": 1,

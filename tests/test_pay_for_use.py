@@ -1,0 +1,238 @@
+"""Pay for what you use: a suite that declares nothing runs on workers left as xdist made them.
+
+No edge, resource, exclusive test, ``xdist_group`` or ``dag`` user: the
+worker installs no gate on ``pytest_runtest_protocol`` and appends no
+barrier item; the controller then never holds a test back, sends every
+worker its next test ahead and tells it to shut down once nothing is left
+(xdist's own rule), and still ranks the tests longest first from the
+durations the last run recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers import base_args, make_modules, read_log, write_ini
+from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
+
+from pytest_dagorder import wire
+
+TIMEOUT = 120
+
+# A conftest that writes, from inside every test's protocol on the worker,
+# what stands in xdist's way: the hook caller xdist calls, the type of the
+# session's item list, and the nextitem pytest was given.
+PROBE = """
+import json, os
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    caller = item.config.hook.pytest_runtest_protocol
+    seen = {
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "test": item.name,
+        "caller": type(caller).__module__ + "." + type(caller).__name__,
+        "items": type(item.session.items).__name__,
+        "count": len(item.session.items),
+        "nextitem": None if nextitem is None else type(nextitem).__name__,
+    }
+    with open(os.path.join(str(item.config.rootpath), "probe.jsonl"), "a") as f:
+        f.write(json.dumps(seen) + "\\n")
+"""
+
+NOTHING_DECLARED = """
+    def test_one():
+        mark("test_one")
+
+
+    def test_two():
+        mark("test_two")
+
+
+    def test_three():
+        mark("test_three")
+
+
+    class TestKind:
+        def test_four(self):
+            mark("test_four")
+"""
+
+ONE_EDGE = """
+    def test_one():
+        mark("test_one")
+
+
+    @depends_on("test_one")
+    def test_two():
+        mark("test_two")
+
+
+    def test_three():
+        mark("test_three")
+"""
+
+
+def probe(pytester: pytest.Pytester, body: str, *args: str) -> list[dict[str, Any]]:
+    write_ini(pytester)
+    pytester.makeconftest(PROBE)
+    make_modules(pytester, test_m=body)
+    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "-p", "no:randomly",
+                                           *args, timeout=TIMEOUT)
+    assert result.ret == 0, result.stdout.str()
+    lines = (pytester.path / "probe.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_suite_that_declares_nothing_gets_no_worker_machinery(
+        pytester: pytest.Pytester) -> None:
+    seen = probe(pytester, NOTHING_DECLARED)
+    assert sorted(s["test"] for s in seen) == ["test_four", "test_one", "test_three", "test_two"]
+    for s in seen:
+        assert s["worker"].startswith("gw"), s
+        # pluggy's own hook caller, the session's own list of the four tests,
+        # a real next test or none (the last one a worker ran).
+        assert s["caller"].startswith("pluggy."), s
+        assert s["items"] == "list", s
+        assert s["count"] == 4, s
+        assert s["nextitem"] in (None, "Function"), s
+    assert sorted(read_log(pytester)) == ["test_four", "test_one", "test_three", "test_two"]
+
+
+def test_one_edge_brings_the_gate_and_the_barrier(pytester: pytest.Pytester) -> None:
+    """The same probe sees the machinery as soon as the suite declares an edge."""
+    seen = probe(pytester, ONE_EDGE)
+    assert {s["caller"].rsplit(".", 1)[1] for s in seen} == {"_ProtocolGate"}
+    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+
+
+@pytest.mark.parametrize("declaration", [
+    "@pytest.mark.dag_resource('db')",
+    "@pytest.mark.dag_exclusive",
+    "@pytest.mark.xdist_group('g')",
+])
+def test_resources_exclusive_tests_and_groups_keep_the_machinery(
+        pytester: pytest.Pytester, declaration: str) -> None:
+    body = NOTHING_DECLARED.replace("    def test_two():",
+                                    f"    {declaration}\n    def test_two():")
+    seen = probe(pytester, body)
+    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+
+
+def test_a_dag_fixture_user_keeps_the_machinery(pytester: pytest.Pytester) -> None:
+    body = NOTHING_DECLARED.replace("def test_two():", "def test_two(dag):")
+    seen = probe(pytester, body)
+    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+
+
+def test_on_failure_stop_keeps_the_machinery(pytester: pytest.Pytester) -> None:
+    """A stop starts nothing new: the controller must be able to hold tests back."""
+    seen = probe(pytester, NOTHING_DECLARED, "--dag-on-failure=stop")
+    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+
+
+LONGEST_LAST = """
+    def test_a():
+        mark("test_a")
+
+
+    def test_b():
+        mark("test_b")
+
+
+    def test_c():
+        mark("test_c")
+
+
+    def test_d():
+        mark("test_d")
+
+
+    def test_slow():
+        mark("test_slow", sleep=0.5)
+"""
+
+
+def test_recorded_durations_still_rank_a_suite_that_declares_nothing(
+        pytester: pytest.Pytester) -> None:
+    """The second run starts the test the first run found longest, though it is collected last."""
+    write_ini(pytester)
+    pytester.makeconftest(PROBE)
+    make_modules(pytester, test_m=LONGEST_LAST)
+    args = [*base_args(cache=True), "-n", "1", "-p", "no:randomly"]
+    first = pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+    assert first.ret == 0, first.stdout.str()
+    (pytester.path / "ran.log").unlink()
+    (pytester.path / "probe.jsonl").unlink()
+    second = pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+    assert second.ret == 0, second.stdout.str()
+    second.stdout.fnmatch_lines(["*critical path by recorded durations of 5/5 tests*"])
+    order = [s["test"] for s in map(json.loads,
+                                    (pytester.path / "probe.jsonl").read_text().splitlines())]
+    assert order[0] == "test_slow", order
+    assert sorted(order) == ["test_a", "test_b", "test_c", "test_d", "test_slow"]
+    seen = json.loads((pytester.path / "probe.jsonl").read_text().splitlines()[0])
+    assert seen["items"] == "list", seen
+
+
+# -- the controller, with fake workers ---------------------------------------------------
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+class PlainHarness(Harness):
+    """The adapter harness for a plan that declares nothing: no barrier is ever sent."""
+
+    def check(self) -> None:
+        seen: set[int] = set()
+        for node, send in self.journal:
+            assert send, f"{node} was sent an empty list"
+            assert self.barrier not in send, f"{node} was sent the barrier: {send}"
+            for i in send:
+                assert i not in seen, f"{self.ids[i]} sent twice"
+                seen.add(i)
+        for node in self.nodes:
+            # The lookahead rule: a worker starts its head only once it holds a
+            # next index or was told to shut down.
+            if node.queue and len(node.queue) < 2:
+                assert node.shutting_down, f"{node} holds {node.queue} with no next"
+        if len(self.reported) == len(self.ids):
+            assert self.sched.tests_finished
+
+    def drain_plain(self, *nodes: FakeNode) -> None:
+        for _ in range(10 * len(self.ids) + 10):
+            if self.sched.tests_finished:
+                return
+            runnable = [n for n in nodes if len(n.queue) >= 2
+                        or (n.queue and n.shutting_down)]
+            assert runnable, f"deadlock: queues {[n.queue for n in nodes]}"
+            node = runnable[0]
+            self.run(node, str(self.name(node.queue[0])))
+        raise AssertionError("the run did not end")
+
+
+@pytest.mark.parametrize(("tests", "nodes"), [(1, 2), (3, 2), (7, 2), (12, 3)])
+def test_the_controller_never_leaves_a_worker_without_its_next_test(
+        pytester: pytest.Pytester, recorder: Recorder, tests: int, nodes: int) -> None:
+    names = [f"t{k}" for k in range(tests)]
+    payload = make_payload(dict.fromkeys(names, ""), graph=False)
+    payload = wire.Payload(**{**payload.__dict__, "plain": True})
+    config = make_config(pytester, recorder, nodes=nodes)
+    h = PlainHarness(config, recorder, payload)
+    workers = h.start(*[f"gw{k}" for k in range(nodes)])
+    h.drain_plain(*workers)
+    assert h.reported == set(h.ids)
+    assert all(n.shutting_down for n in workers)
+
+
+def test_a_plan_that_declares_nothing_survives_the_wire() -> None:
+    payload = wire.Payload(**{**make_payload({"a": "", "b": ""}, graph=False).__dict__,
+                              "plain": True})
+    assert wire.decode(wire.encode(payload)).plain
+    assert not wire.decode(wire.encode(make_payload({"a": "", "b": "a"}))).plain
