@@ -233,9 +233,11 @@ def file_in_tree(
 
     The file's collectors are made by ``pytest_collect_file``, as pytest's
     own collection makes them (so ``python_files`` and a conftest's
-    ``pytest_pycollect_makemodule`` apply); none for a file pytest would not
-    collect.  A directory that fails to collect (its conftest.py raises or
-    skips) comes back as its failed report.
+    ``pytest_pycollect_makemodule`` apply): those its new directory node
+    made while collected, else (the directory is the session's, or ignores
+    the file: the target names it) by calling the hook; none for a file
+    pytest would not collect.  A directory that fails to collect (its
+    conftest.py raises or skips) comes back as its failed report.
     """
     parent: pytest.Collector = session
     below: list[Path] = []
@@ -248,16 +250,22 @@ def file_in_tree(
         # No directory of the session on this path: start at the rootdir.
         root = session.config.rootpath
         below = [d for d in below if d == root or root in d.parents]
+    children: Sequence[object] | None = None  # of `parent`, if collected here
     for directory in below:
         made = parent.ihook.pytest_collect_directory(path=directory, parent=parent)
         if made is None:
+            children = None
             break  # not a directory pytest collects: the module hangs above it
         report: pytest.CollectReport = made.ihook.pytest_make_collect_report(collector=made)
         if not report.passed:
             return report
         directories[directory] = parent = made
-    made_by = parent.ihook.pytest_collect_file(file_path=path, parent=parent)
-    return [c for c in made_by if isinstance(c, pytest.Collector)]
+        children = report.result
+    found = [c for c in children or () if isinstance(c, pytest.Collector) and c.path == path]
+    if not found:  # `parent` was the session's, or it ignored the file the target names
+        made_by = parent.ihook.pytest_collect_file(file_path=path, parent=parent)
+        found = [c for c in made_by if isinstance(c, pytest.Collector)]
+    return found
 
 
 def fixture_functions(item: pytest.Item) -> list[Any]:
@@ -380,17 +388,29 @@ def resuming(config: pytest.Config) -> bool:
 
 
 def xdist_controller_active(config: pytest.Config) -> bool:
-    """Whether xdist's DSession runs this session (it registers as "dsession").
+    """Whether xdist's DSession runs this session.
 
-    Asked after xdist's own ``pytest_configure`` (ours is trylast).
+    Asked after xdist's own ``pytest_configure`` (ours is trylast).  xdist
+    registers it as "dsession"; should that name change, it is found by its
+    class name.
     """
-    return config.pluginmanager.has_plugin("dsession")
+    pm = config.pluginmanager
+    return pm.has_plugin("dsession") or any(
+        type(p).__name__ == "DSession" for p in pm.get_plugins())
 
 
 def xdist_node_count(config: pytest.Config) -> int:
-    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``)."""
-    from xdist.workermanage import parse_tx_spec_config
-
+    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``,
+    which xdist's own schedulers use; where it is gone, the ``--tx`` specs that
+    xdist makes of ``-n`` are counted the same way here)."""
+    try:
+        from xdist.workermanage import parse_tx_spec_config
+    except ImportError:
+        count = 0
+        for spec in config.getoption("tx", None) or ():
+            times, star, _ = str(spec).partition("*")
+            count += int(times) if star and times.isdigit() else 1
+        return count
     return len(parse_tx_spec_config(config))
 
 
@@ -432,9 +452,13 @@ def wrap_xdist_receiver(node: Any,
 
 def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
                           first_id: str, other_id: str) -> str:
-    """xdist's own message for workers that collected different tests."""
-    from xdist.report import report_collection_diff
-
+    """xdist's own message for workers that collected different tests (where it
+    is gone, a short one)."""
+    try:
+        from xdist.report import report_collection_diff
+    except ImportError:
+        return (f"Different tests were collected between {first_id} and {other_id}: "
+                f"{len(first)} and {len(other)} tests")
     return str(report_collection_diff(list(first), list(other), first_id, other_id))
 
 
