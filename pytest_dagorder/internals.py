@@ -1,6 +1,6 @@
 """Every use of a pytest, pluggy or pytest-xdist internal, one function each.
 
-Checked against pytest 8.4 and 9.2, pluggy 1.5 to 1.7, pytest-xdist 3.8
+Checked against pytest 8.4 and 9.2, pluggy 1.5 and 1.7, pytest-xdist 3.8
 (pyproject.toml allows pytest <10, pluggy <2, pytest-xdist <4).  Each
 function says what it touches and why no public API does the job, checks
 that the internal is still there before it relies on it, and otherwise
