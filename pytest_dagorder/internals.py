@@ -1,58 +1,180 @@
 """Every use of a pytest, pluggy or pytest-xdist internal, one function each.
 
-Checked against pytest 8.4 and 9.2, pluggy 1.5 and 1.6, pytest-xdist 3.8
-(the ranges pyproject.toml pins).  Each function says what it touches and
-why no public API does the job; a new release that breaks one breaks it
-here.  pytest-dependency's internals have their own module
+Checked against pytest 8.4 and 9.2, pluggy 1.5 and 1.7, pytest-xdist 3.8
+(pyproject.toml allows pytest <10, pluggy <2, pytest-xdist <4).  Each
+function says what it touches and why no public API does the job, checks
+that the internal is still there before it relies on it, and otherwise
+does what docs/limitations.rst lists as its fallback: a release that
+renames one degrades this plugin, never the pytest run.  The names looked
+up are the module constants below, so a test can rename one to see the
+fallback.  pytest-dependency's internals have their own module
 (``migration/runtime.py``), as they are that plugin's, not pytest's.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType, FunctionType, MethodType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, SupportsIndex, overload
 
+import pluggy
 import pytest
-from _pytest.assertion.rewrite import AssertionRewritingHook
+
+#: Where each internal is looked up (module, then attribute names).
+REWRITE_MODULE = "_pytest.assertion.rewrite"
+REWRITE_HOOK = "AssertionRewritingHook"
+ITEM_LOCATION_FLAG = "_use_item_location"
+RUNNER_MODULE = "_pytest.runner"
+SETUP_STATE = ("SetupState", "_setupstate", "teardown_exact")
+TERMINAL_STATS = "stats"
+LASTFAILED_PLUGIN = "lfplugin"
+LASTFAILED_KEY = "cache/lastfailed"
+#: The hook caller the worker's gate stands in for: xdist's worker loop
+#: calls it through ``config.hook``.
+PROTOCOL_HOOK = "pytest_runtest_protocol"
+
+
+def _lookup(module: str, *names: str) -> Any:
+    """``module.names[0].names[1]...``, or None where any part is missing."""
+    try:
+        found: Any = importlib.import_module(module)
+    except ImportError:
+        return None
+    for name in names:
+        found = getattr(found, name, None)
+    return found
+
+
+# -- pytest ----------------------------------------------------------------------
 
 
 def skip_here(reason: str) -> NoReturn:
     """Skip the current test, reported at the test's own location.
 
     ``_use_item_location`` is pytest's private switch for exactly this (the
-    skip marker uses it); without it the report would point into this file.
+    skip marker uses it).  Fallback: a plain skip, whose report then points
+    at this line instead of the test.
     """
-    raise pytest.skip.Exception(reason, _use_item_location=True)
+    exception = pytest.skip.Exception
+    if _takes_item_location(exception):
+        raise exception(reason, **{ITEM_LOCATION_FLAG: True})
+    raise exception(reason)
+
+
+_TAKES_ITEM_LOCATION: dict[type[BaseException], bool] = {}
+
+
+def _takes_item_location(exception: type[BaseException]) -> bool:
+    """Whether pytest's skip exception still takes the flag (read once per class)."""
+    known = _TAKES_ITEM_LOCATION.get(exception)
+    if known is None:
+        try:
+            known = ITEM_LOCATION_FLAG in inspect.signature(exception).parameters
+        except (TypeError, ValueError):  # no signature to read
+            known = False
+        _TAKES_ITEM_LOCATION[exception] = known
+    return known
+
+
+def barriers_blocker(config: pytest.Config) -> str | None:
+    """Which internal the worker's barrier items need is missing (None: all there).
+
+    Asked up front, by the controller before it takes over an ``-n`` run and
+    by each worker at configure: without them the run falls back to plain
+    xdist scheduling (see docs/limitations.rst).
+    """
+    cls_name, _, method = SETUP_STATE
+    if not callable(getattr(_lookup(RUNNER_MODULE, cls_name), method, None)):
+        return f"pytest's {cls_name}.{method}"
+    if not _relay_holds(config, PROTOCOL_HOOK):
+        return f"pluggy's HookRelay.{PROTOCOL_HOOK}"
+    return None
 
 
 def teardown_towards(session: pytest.Session, nextitem: pytest.Item | None) -> None:
     """Tear down the fixtures ``nextitem`` does not share, as pytest does between tests.
 
     ``Session._setupstate`` is pytest's fixture stack; nothing public tears
-    down "up to" an item.
+    down "up to" an item.  Checked up front by :func:`barriers_blocker`; if
+    it has gone since, the error is reported on the last test, as a failing
+    teardown would be.
     """
-    session._setupstate.teardown_exact(nextitem)
+    _, attr, method = SETUP_STATE
+    teardown = getattr(getattr(session, attr, None), method, None)
+    if teardown is None:
+        raise RuntimeError(f"pytest-dagorder: pytest's session has no {attr}.{method}; "
+                           "run with -p no:dagorder")
+    teardown(nextitem)
 
 
-def take_nodeid(item: pytest.Item, other: pytest.Item) -> None:
-    """Give ``item`` the node id of ``other`` (kept in ``_id`` since pytest 9.2)."""
-    attr = "_id" if hasattr(other, "_id") else "_nodeid"
-    setattr(item, attr, getattr(other, attr))
+def _relay_holds(config: pytest.Config, name: str) -> bool:
+    """Whether pluggy's hook relay keeps the caller of hook ``name`` as a plain attribute."""
+    relay = config.pluginmanager.hook
+    return isinstance(getattr(relay, "__dict__", {}).get(name), pluggy.HookCaller)
 
 
 def replace_hook_caller(config: pytest.Config, name: str,
-                        make: Callable[[Any], object]) -> None:
-    """Put ``make(original)`` in place of one hook caller on the relay.
+                        make: Callable[[Any], object]) -> bool:
+    """Put ``make(original)`` in place of one hook caller on the relay; False if it
+    is not where pluggy kept it (nothing is replaced then).
 
     pluggy's ``HookRelay`` holds hook callers as plain attributes, which is
     how xdist's worker loop looks ``pytest_runtest_protocol`` up.
     """
+    if not _relay_holds(config, name):
+        return False
     relay = config.pluginmanager.hook
     setattr(relay, name, make(getattr(relay, name)))
+    return True
+
+
+class ItemsWithTail(list[pytest.Item]):
+    """``session.items`` on a worker: the real tests, and one hidden item one past the end.
+
+    xdist's worker loop fetches what it runs by index (``session.items[i]``),
+    so the hidden item needs an index; everything else that reads the list
+    (its length, iteration, a conftest's ``pytest_sessionfinish``) sees
+    only the real tests.
+    """
+
+    def __init__(self, items: Sequence[pytest.Item], tail: pytest.Item) -> None:
+        super().__init__(items)
+        self.tail = tail
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> pytest.Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[pytest.Item]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> pytest.Item | list[pytest.Item]:
+        # xdist reads an item five times a test (twice to run it, once per
+        # report): as few calls as can be.  A slice never equals an int.
+        if index == len(self):
+            return self.tail
+        return list.__getitem__(self, index)
+
+
+def index_past_end(session: pytest.Session, tail: pytest.Item) -> None:
+    """Give ``tail`` the index ``len(session.items)``, for xdist's worker loop.
+
+    ``session.items`` is replaced by an :class:`ItemsWithTail` holding the
+    same tests, which relies on xdist reading the list from the session as
+    it runs.  Where another plugin has put its own list type there, that
+    one is kept and ``tail`` appended (the fallback: the hidden item is
+    then in ``session.items`` for whoever reads it after collection, but
+    still never passed to a hook).
+    """
+    if type(session.items) is list:
+        session.items = ItemsWithTail(session.items, tail)
+    else:
+        session.items.append(tail)
 
 
 def undo_deselected(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
@@ -60,14 +182,14 @@ def undo_deselected(config: pytest.Config, items: Sequence[pytest.Item]) -> None
 
     They were deselected (``-k``, ``--lf``) and then pulled back in as
     prerequisites; ``pytest_deselected`` has no inverse, so the terminal
-    reporter's ``stats`` list is edited.
+    reporter's ``stats`` list is edited.  Fallback: the count includes them.
     """
     terminal = config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is None or "deselected" not in terminal.stats:
+    stats = getattr(terminal, TERMINAL_STATS, None)
+    if not isinstance(stats, dict) or not isinstance(stats.get("deselected"), list):
         return
     gone = {id(it) for it in items}
-    terminal.stats["deselected"] = [it for it in terminal.stats["deselected"]
-                                    if id(it) not in gone]
+    stats["deselected"] = [it for it in stats["deselected"] if id(it) not in gone]
 
 
 def collect_quietly(collector: pytest.Collector) -> list[pytest.Item | pytest.Collector]:
@@ -89,10 +211,10 @@ def directory_nodes(known: Sequence[pytest.Item]) -> dict[Path, pytest.Collector
     return have
 
 
-def module_in_tree(
+def file_in_tree(
     session: pytest.Session, path: Path, directories: dict[Path, pytest.Collector]
-) -> pytest.Module | pytest.CollectReport:
-    """A module node for a file the session did not collect, where pytest would put it.
+) -> list[pytest.Collector] | pytest.CollectReport:
+    """The collectors of a file the session did not collect, where pytest would put them.
 
     The file may lie outside the paths on the command line (``pytest
     tests/unit`` with a target in ``tests/integration``).  Its module hangs
@@ -109,8 +231,13 @@ def module_in_tree(
     reach the module as well.  The directories' other files are never
     imported.
 
-    A directory that fails to collect (its conftest.py raises or skips)
-    comes back as its failed report.
+    The file's collectors are made by ``pytest_collect_file``, as pytest's
+    own collection makes them (so ``python_files`` and a conftest's
+    ``pytest_pycollect_makemodule`` apply): those its new directory node
+    made while collected, else (the directory is the session's, or ignores
+    the file: the target names it) by calling the hook; none for a file
+    pytest would not collect.  A directory that fails to collect (its
+    conftest.py raises or skips) comes back as its failed report.
     """
     parent: pytest.Collector = session
     below: list[Path] = []
@@ -123,15 +250,22 @@ def module_in_tree(
         # No directory of the session on this path: start at the rootdir.
         root = session.config.rootpath
         below = [d for d in below if d == root or root in d.parents]
+    children: Sequence[object] | None = None  # of `parent`, if collected here
     for directory in below:
         made = parent.ihook.pytest_collect_directory(path=directory, parent=parent)
         if made is None:
+            children = None
             break  # not a directory pytest collects: the module hangs above it
         report: pytest.CollectReport = made.ihook.pytest_make_collect_report(collector=made)
         if not report.passed:
             return report
         directories[directory] = parent = made
-    return pytest.Module.from_parent(parent, path=path)
+        children = report.result
+    found = [c for c in children or () if isinstance(c, pytest.Collector) and c.path == path]
+    if not found:  # `parent` was the session's, or it ignored the file the target names
+        made_by = parent.ihook.pytest_collect_file(file_path=path, parent=parent)
+        found = [c for c in made_by if isinstance(c, pytest.Collector)]
+    return found
 
 
 def fixture_functions(item: pytest.Item) -> list[Any]:
@@ -164,8 +298,13 @@ def fill_locations(items: Sequence[pytest.Item]) -> None:
     ``vars(item)``): reading an instance's ``__dict__`` makes CPython build a
     dict object for it, one more object per test for every garbage
     collection pass to traverse, on every worker for every test, where pytest
-    builds it only for the tests a process runs.
+    builds it only for the tests a process runs.  That needs ``location`` to
+    be a ``functools.cached_property``; if it is not, pytest computes every
+    location itself (the fallback: slower, same values).
     """
+    if not isinstance(inspect.getattr_static(pytest.Item, "location", None),
+                      functools.cached_property):
+        return
     files: dict[str, str | None] = {}
     prefixes: dict[int, str | None] = {}  # see _modpath
     for item in items:
@@ -224,16 +363,21 @@ def keep_in_lastfailed(config: pytest.Config, nodeids: Sequence[str]) -> None:
     pytest drops a skipped test from that set; a test skipped because its
     prerequisite failed never passed, so the next ``--lf`` must run it
     again.  Called after pytest's own plugin saved the set at session end.
+    The cache is public API, the key and the shape of its value are the
+    cache provider's own: without that plugin, or with a value of another
+    shape, nothing is kept (the fallback: the next ``--lf`` leaves out the
+    tests that were skipped for a prerequisite).
     """
     cache = getattr(config, "cache", None)
-    if cache is None or not nodeids:
+    if (cache is None or not nodeids
+            or not config.pluginmanager.has_plugin(LASTFAILED_PLUGIN)):
         return
-    saved = cache.get("cache/lastfailed", {})
-    if not isinstance(saved, dict):
+    saved = cache.get(LASTFAILED_KEY, {})
+    if not isinstance(saved, dict) or not all(isinstance(k, str) for k in saved):
         return
     merged = {**saved, **dict.fromkeys(nodeids, True)}
     if merged != saved:
-        cache.set("cache/lastfailed", merged)
+        cache.set(LASTFAILED_KEY, merged)
 
 
 def resuming(config: pytest.Config) -> bool:
@@ -245,25 +389,41 @@ def resuming(config: pytest.Config) -> bool:
 
 
 def xdist_controller_active(config: pytest.Config) -> bool:
-    """Whether xdist's DSession runs this session (it registers as "dsession").
+    """Whether xdist's DSession runs this session.
 
-    Asked after xdist's own ``pytest_configure`` (ours is trylast).
+    Asked after xdist's own ``pytest_configure`` (ours is trylast).  xdist
+    registers it as "dsession"; should that name change, it is found by its
+    class name.
     """
-    return config.pluginmanager.has_plugin("dsession")
+    pm = config.pluginmanager
+    return pm.has_plugin("dsession") or any(
+        type(p).__name__ == "DSession" for p in pm.get_plugins())
 
 
 def xdist_node_count(config: pytest.Config) -> int:
-    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``)."""
-    from xdist.workermanage import parse_tx_spec_config
-
+    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``,
+    which xdist's own schedulers use; where it is gone, the ``--tx`` specs that
+    xdist makes of ``-n`` are counted the same way here)."""
+    try:
+        from xdist.workermanage import parse_tx_spec_config
+    except ImportError:
+        count = 0
+        for spec in config.getoption("tx", None) or ():
+            times, star, _ = str(spec).partition("*")
+            count += int(times) if star and times.isdigit() else 1
+        return count
     return len(parse_tx_spec_config(config))
 
 
 def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
                           first_id: str, other_id: str) -> str:
-    """xdist's own message for workers that collected different tests."""
-    from xdist.report import report_collection_diff
-
+    """xdist's own message for workers that collected different tests (where it
+    is gone, a short one)."""
+    try:
+        from xdist.report import report_collection_diff
+    except ImportError:
+        return (f"Different tests were collected between {first_id} and {other_id}: "
+                f"{len(first)} and {len(other)} tests")
     return str(report_collection_diff(list(first), list(other), first_id, other_id))
 
 
@@ -285,8 +445,14 @@ def assertion_rewriting_paused() -> Iterator[None]:
     a plugin's modules from it.  It is taken off only while the plugin's
     own modules load (at plugin load, on pytest's one thread) and put back
     where it was, so test modules and conftests are rewritten as always.
+    Fallback, where pytest's module or class is not found: nothing is paused
+    (the package's modules are rewritten, as any plugin's).
     """
-    paused = [(k, f) for k, f in enumerate(sys.meta_path) if isinstance(f, AssertionRewritingHook)]
+    hook = _lookup(REWRITE_MODULE, REWRITE_HOOK)
+    if not isinstance(hook, type):
+        yield
+        return
+    paused = [(k, f) for k, f in enumerate(sys.meta_path) if isinstance(f, hook)]
     for _, finder in paused:
         sys.meta_path.remove(finder)
     try:

@@ -28,8 +28,8 @@ from .graph import Graph, prerequisites_of
 from .internals import (
     collect_quietly,
     directory_nodes,
+    file_in_tree,
     fill_locations,
-    module_in_tree,
     resuming,
     undo_deselected,
 )
@@ -261,13 +261,13 @@ def _collect_files(
         if not path.is_file():
             continue
         modules.add(rel)
-        module = module_in_tree(session, path, directories)
-        if isinstance(module, pytest.Module):
-            new.append(module)
+        made = file_in_tree(session, path, directories)
+        if isinstance(made, list):
+            new += made
         else:
             # Its directory's conftest.py raised or skipped: the target's
             # file is unreachable for that reason.
-            failed[rel] = _uncollectable(module, root)
+            failed[rel] = _uncollectable(made, root)
     return _items_below(new, have, failed)
 
 

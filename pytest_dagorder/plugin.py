@@ -11,13 +11,17 @@ process:
   :class:`~pytest_dagorder.serial.SerialRunner` (reorders and skips
   in-process), decided at session start, once xdist's own configure has
   registered its DSession or not.
+
+Where an internal the barriers need is gone (a pytest or pluggy release
+this plugin does not know), neither xdist side is registered: the run is
+plain xdist's, and the controller says so in one line.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .internals import assertion_rewriting_paused, xdist_controller_active
+from .internals import assertion_rewriting_paused, barriers_blocker, xdist_controller_active
 
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
@@ -28,7 +32,7 @@ with assertion_rewriting_paused():
     from .serial import SerialRunner
     from .settings import DRIVER_NAME
     from .worker import DagWorker
-    from .xdist import DagController
+    from .xdist import DagController, PlainXdist
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -81,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     settings.configure(config)
     migration.configure(config)
-    if hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput") and barriers_blocker(config) is None:
         config.pluginmanager.register(DagWorker(config), DRIVER_NAME)
     visual.configure(config)
 
@@ -89,7 +93,11 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if config.pluginmanager.has_plugin(DRIVER_NAME):
-        return  # a worker (registered at configure)
-    driver = DagController(config) if xdist_controller_active(config) else SerialRunner(config)
-    config.pluginmanager.register(driver, DRIVER_NAME)
+    if config.pluginmanager.has_plugin(DRIVER_NAME) or hasattr(config, "workerinput"):
+        return  # a worker (registered at configure, or left to plain xdist)
+    if not xdist_controller_active(config):
+        config.pluginmanager.register(SerialRunner(config), DRIVER_NAME)
+    elif (missing := barriers_blocker(config)) is not None:
+        config.pluginmanager.register(PlainXdist(missing), "dagorder-plain-xdist")
+    else:
+        config.pluginmanager.register(DagController(config), DRIVER_NAME)

@@ -274,6 +274,13 @@ def result_no_driver(reader: str) -> str:
             "(plugin disabled, or the worker was not started by its controller)")
 
 
+def plain_xdist(missing: str) -> str:
+    """The one line a run shows when an internal the ``-n`` takeover needs is gone."""
+    return (f"pytest-dagorder: {missing} not found (a pytest or pluggy release this plugin "
+            "does not know): -n runs use plain xdist scheduling, dependencies are not "
+            "enforced; run without -n, or upgrade pytest-dagorder")
+
+
 def published_line(test: str, keys: Sequence[str]) -> str:
     """-v summary: which keys a test published (never the values)."""
     return f"{test}: {', '.join(keys)}"

@@ -31,14 +31,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Generator, Iterable
-from typing import Any, SupportsIndex, overload
+from collections.abc import Callable, Generator
+from typing import Any
 
 import pytest
 
 from . import wire
 from .dag_fixture import LocalResults, uses_dag
-from .internals import replace_hook_caller, skip_here, take_nodeid, teardown_towards
+from .internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
 from .memory import collector_paused
 from .migration.runtime import RuntimeUsers
 from .outcomes import OutcomeTracker
@@ -54,38 +54,19 @@ BARRIER_NAME = "<dagorder-barrier>"
 class Barrier(pytest.Item):
     """A hidden no-op item; never passed to any hook (see module docstring)."""
 
+    #: The test whose failed teardown this barrier reports (see run_barrier).
+    speaks_for: pytest.Item | None = None
+
+    @property
+    def nodeid(self) -> str:
+        # xdist checks that a report's node id is the running item's.
+        return self.speaks_for.nodeid if self.speaks_for is not None else super().nodeid
+
     def runtest(self) -> None:  # pragma: no cover - the gate never runs it
         raise AssertionError("a barrier is never run as a test")
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, ""
-
-
-class ItemsWithBarrier(list[pytest.Item]):
-    """``session.items`` on a worker: the real tests, and the barrier one past the end.
-
-    xdist's worker loop fetches what it runs by index (``session.items[i]``),
-    so the barrier needs an index; everything else that reads the list
-    (its length, iteration, a conftest's ``pytest_sessionfinish``) sees
-    only the real tests.
-    """
-
-    def __init__(self, items: Iterable[pytest.Item], barrier: Barrier) -> None:
-        super().__init__(items)
-        self.barrier = barrier
-
-    @overload
-    def __getitem__(self, index: SupportsIndex) -> pytest.Item: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[pytest.Item]: ...
-
-    def __getitem__(self, index: SupportsIndex | slice) -> pytest.Item | list[pytest.Item]:
-        # xdist reads an item five times a test (twice to run it, once per
-        # report): as few calls as can be.  A slice never equals an int.
-        if index == len(self):
-            return self.barrier
-        return list.__getitem__(self, index)
 
 
 class _ProtocolGate:
@@ -220,8 +201,7 @@ class DagWorker(Planner):
                                 lambda caller: _ProtocolGate(caller, self))
             self._index_scopes(final)
             # After xdist sent the ids: the barrier's index is past every real test.
-            session.items = ItemsWithBarrier(
-                final, Barrier.from_parent(session, name=BARRIER_NAME))
+            index_past_end(session, Barrier.from_parent(session, name=BARRIER_NAME))
 
     def _ship_if_asked(self) -> None:
         """Send the plan once both the request and the collection are in.
@@ -405,9 +385,12 @@ class DagWorker(Planner):
             # pytest reports a failing module/class fixture teardown on the last
             # test that used it; xdist checks that a report's node id matches
             # the item being run, so the barrier takes that test's id.
-            take_nodeid(barrier, last)
-            report = last.ihook.pytest_runtest_makereport(item=last, call=call)
-            last.ihook.pytest_runtest_logreport(report=report)
+            barrier.speaks_for = last
+            try:
+                report = last.ihook.pytest_runtest_makereport(item=last, call=call)
+                last.ihook.pytest_runtest_logreport(report=report)
+            finally:
+                barrier.speaks_for = None
         return True
 
 

@@ -73,6 +73,18 @@ PLAIN_DEPTH = 3
 LOW_WATER = 2
 
 
+class PlainXdist:
+    """Registered instead of :class:`DagController` when the barriers cannot work
+    (:func:`~pytest_dagorder.internals.barriers_blocker`): xdist schedules as it
+    would without this plugin, and the run ends with one line saying why."""
+
+    def __init__(self, missing: str) -> None:
+        self.missing = missing
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.write_line(wording.plain_xdist(self.missing), yellow=True)
+
+
 class WorkerGone(Exception):
     """A worker's side channel closed before the run could use it (the worker died)."""
 
@@ -697,10 +709,12 @@ class DagScheduling:
         try:
             hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
             hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid, loc, {}, "skipped", (loc[0], line, f"Skipped: {reason}"), "setup",
-                (), 0.0, now, now))
+                nodeid=nodeid, location=loc, keywords={}, outcome="skipped",
+                longrepr=(loc[0], line, f"Skipped: {reason}"), when="setup",
+                start=now, stop=now))
             hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid, loc, {}, "passed", None, "teardown", (), 0.0, now, now))
+                nodeid=nodeid, location=loc, keywords={}, outcome="passed", longrepr=None,
+                when="teardown", start=now, stop=now))
             hook.pytest_runtest_logfinish(nodeid=nodeid, location=loc)
         finally:
             self.emitting = None

@@ -1,0 +1,442 @@
+"""Each pytest / pluggy / xdist internal the plugin touches, taken away: the fallback.
+
+``pytest_dagorder.internals`` looks every internal up by the names in its
+module constants and checks it is there before relying on it.  Each test
+here takes one away, either for real (the attribute replaced by one of
+another shape, where pytest itself does not need it) or by renaming the
+constant, which is what a release renaming the internal looks like from
+the plugin's side, and shows the run degrading to the fallback
+docs/limitations.rst lists instead of crashing.  A control run beside it
+shows the behaviour the internal buys.
+
+Inner runs that need a rename in every process (xdist workers are
+subprocesses) get it from a conftest.py, loaded by each process before the
+plugin's drivers are registered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import textwrap
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
+
+from pytest_dagorder import internals
+
+TIMEOUT = 120.0
+
+CHAIN = """
+    def test_a():
+        mark("a")
+
+
+    @depends_on("test_a")
+    def test_b():
+        mark("b")
+
+
+    @depends_on("test_b")
+    def test_c():
+        mark("c")
+"""
+
+A_FAILS = """
+    def test_a():
+        mark("a")
+        assert False
+
+
+    @depends_on("test_a")
+    def test_b():
+        mark("b")
+
+
+    def test_x():
+        mark("x")
+"""
+
+
+def rename_internals(pytester: pytest.Pytester, **names: object) -> None:
+    """A conftest.py that makes ``internals`` look for other names (a release renamed them)."""
+    lines = ["import pytest_dagorder.internals as internals", ""]
+    lines += [f"internals.{name} = {value!r}" for name, value in names.items()]
+    pytester.makeconftest("\n".join(lines) + "\n")
+
+
+def run(pytester: pytest.Pytester, *args: str, cache: bool = False) -> pytest.RunResult:
+    (pytester.path / LOG_NAME).unlink(missing_ok=True)
+    return pytester.runpytest_subprocess(*base_args(cache=cache), *args, timeout=TIMEOUT)
+
+
+def assert_clean(result: pytest.RunResult) -> None:
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out
+    assert "Traceback" not in out
+
+
+# -- _pytest.assertion.rewrite: the plugin's modules load unrewritten -----------------
+
+
+def test_rewriting_is_paused_while_the_hook_class_is_found() -> None:
+    hook = internals._lookup(internals.REWRITE_MODULE, internals.REWRITE_HOOK)
+    assert isinstance(hook, type)
+    before = list(sys.meta_path)
+    assert any(isinstance(f, hook) for f in before)  # this suite runs under pytest
+    with internals.assertion_rewriting_paused():
+        assert not any(isinstance(f, hook) for f in sys.meta_path)
+    assert sys.meta_path == before
+
+
+@pytest.mark.parametrize("gone", ["class", "module"])
+def test_rewriting_is_left_alone_when_pytest_moved_it(
+        monkeypatch: pytest.MonkeyPatch, gone: str) -> None:
+    if gone == "class":
+        monkeypatch.setattr(internals, "REWRITE_HOOK", "AssertionRewritingFinder")
+    else:
+        # An import of the module fails, as after a move.
+        monkeypatch.setitem(sys.modules, internals.REWRITE_MODULE, None)
+    before = list(sys.meta_path)
+    with internals.assertion_rewriting_paused():
+        assert sys.meta_path == before
+    assert sys.meta_path == before
+
+
+def test_the_plugin_loads_and_runs_when_the_rewriter_moved(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=CHAIN)
+    code = textwrap.dedent(f"""\
+        import sys
+        import pytest_dagorder.internals as internals
+        internals.REWRITE_MODULE = "_pytest.assertion.gone"
+        import pytest
+        sys.exit(pytest.main({[*base_args(), "-p", "no:xdist", "-q"]!r}))
+    """)
+    result = pytester.run(sys.executable, "-c", code, timeout=TIMEOUT)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["3 passed*"])
+    assert sorted(read_log(pytester)) == ["a", "b", "c"]
+
+
+# -- Skipped(_use_item_location=True): where a skip is reported -----------------------
+
+
+def test_a_skip_points_at_the_test(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_FAILS)
+    result = pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist", "-rs")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] test_m.py:*: prerequisite test_a failed*"])
+
+
+def test_a_skip_without_the_location_flag_points_into_the_plugin(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest's skip exception without ``_use_item_location``: a plain skip, no crash."""
+    real = pytest.skip.Exception
+
+    class Skipped(real):  # type: ignore[valid-type,misc]
+        def __init__(self, msg: str = "unknown reason") -> None:
+            super().__init__(msg)
+
+    monkeypatch.setattr(pytest.skip, "Exception", Skipped)
+    assert internals.ITEM_LOCATION_FLAG not in inspect.signature(pytest.skip.Exception).parameters
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_FAILS)
+    result = pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist", "-rs")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] *internals.py:*: prerequisite test_a failed*"])
+    assert_clean(result)
+    assert sorted(read_log(pytester)) == ["a", "x"]
+
+
+# -- SetupState.teardown_exact and pluggy's hook relay: plain xdist scheduling --------
+
+
+def test_barriers_need_nothing_missing_here(request: pytest.FixtureRequest) -> None:
+    assert internals.barriers_blocker(request.config) is None
+
+
+@pytest.mark.parametrize(("names", "missing"), [
+    ({"SETUP_STATE": ("SetupState", "_setupstate", "teardown_upto")},
+     "pytest's SetupState.teardown_upto"),
+    ({"PROTOCOL_HOOK": "pytest_runtest_protocol_v2"},
+     "pluggy's HookRelay.pytest_runtest_protocol_v2"),
+], ids=["teardown_exact", "hook-relay"])
+def test_without_an_internal_the_barriers_need_xdist_schedules_plainly(
+        pytester: pytest.Pytester, names: dict[str, object], missing: str) -> None:
+    write_ini(pytester)
+    rename_internals(pytester, **names)
+    make_modules(pytester, test_m=CHAIN, test_n="def test_n():\n    mark('n')\n")
+    result = run(pytester, "-n", "2")
+    assert result.ret == 0
+    result.assert_outcomes(passed=4)
+    assert sorted(read_log(pytester)) == ["a", "b", "c", "n"]
+    result.stdout.fnmatch_lines([
+        f"pytest-dagorder: {missing} not found *: -n runs use plain xdist scheduling, "
+        "dependencies are not enforced; run without -n, or upgrade pytest-dagorder",
+    ])
+    # No DAG header: xdist's own scheduling.
+    result.stdout.no_fnmatch_line("dagorder: *dependencies*")
+    assert_clean(result)
+
+
+def test_the_same_suite_is_scheduled_as_a_dag_with_them(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=CHAIN, test_n="def test_n():\n    mark('n')\n")
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["dagorder: *dependencies*"])
+    result.stdout.no_fnmatch_line("*plain xdist scheduling*")
+    assert_after(read_log(pytester), [("a", "b"), ("b", "c")])
+
+
+def test_a_serial_run_does_not_need_them(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    rename_internals(pytester, PROTOCOL_HOOK="pytest_runtest_protocol_v2",
+                     SETUP_STATE=("SetupState", "_setupstate", "teardown_upto"))
+    make_modules(pytester, test_m=A_FAILS)
+    result = run(pytester, "-p", "no:xdist")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.no_fnmatch_line("*plain xdist scheduling*")
+
+
+def test_a_session_without_the_fixture_stack_fails_the_barrier_as_a_teardown() -> None:
+    session = cast(pytest.Session, SimpleNamespace())
+    with pytest.raises(RuntimeError, match=r"no _setupstate\.teardown_exact; run with -p no:"):
+        internals.teardown_towards(session, None)
+
+
+def test_a_hook_caller_the_relay_does_not_hold_is_not_replaced(
+        request: pytest.FixtureRequest) -> None:
+    made: list[object] = []
+    assert not internals.replace_hook_caller(request.config, "pytest_no_such_hook", made.append)
+    assert made == []
+    assert not hasattr(request.config.pluginmanager.hook, "pytest_no_such_hook")
+
+
+# -- session.items swapped for a list that hides the barrier ---------------------------
+
+
+def test_the_tail_is_indexed_but_not_listed() -> None:
+    tests = cast(list[pytest.Item], ["t0", "t1"])
+    tail = cast(pytest.Item, "barrier")
+    session = cast(pytest.Session, SimpleNamespace(items=list(tests)))
+    internals.index_past_end(session, tail)
+    assert isinstance(session.items, internals.ItemsWithTail)
+    assert (len(session.items), list(session.items)) == (2, tests)
+    assert session.items[2] is tail
+    assert session.items[0:5] == tests
+
+
+def test_another_plugins_list_type_is_kept_and_the_tail_appended() -> None:
+    class Theirs(list[Any]):
+        pass
+
+    session = cast(pytest.Session, SimpleNamespace(items=Theirs(["t0"])))
+    internals.index_past_end(session, cast(pytest.Item, "barrier"))
+    assert type(session.items) is Theirs
+    assert list(session.items) == ["t0", "barrier"]
+
+
+def test_a_dag_runs_under_xdist_when_a_plugin_owns_session_items(
+        pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    pytester.makeconftest("""
+        import pytest
+
+        class Items(list):
+            pass
+
+        def pytest_collection_finish(session):
+            session.items = Items(session.items)
+    """)
+    make_modules(pytester, test_m=CHAIN, test_n="""
+        @pytest.fixture(scope="module")
+        def res():
+            yield
+            mark("res-down")
+
+
+        @depends_on("test_m.py::test_c")
+        def test_n(res):
+            mark("n")
+    """)
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=4)
+    assert_after(read_log(pytester), [("a", "b"), ("b", "c"), ("c", "n"), ("n", "res-down")])
+    assert_clean(result)
+
+
+# -- Item.location computed in bulk ---------------------------------------------------
+
+
+def test_locations_are_left_to_pytest_when_location_is_no_cached_property(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    items = pytester.getitems("""
+        def test_one():
+            pass
+
+        class TestTwo:
+            def test_two(self):
+                pass
+    """)
+    expected = [it.location for it in items]
+    cached = inspect.getattr_static(pytest.Item, "location")
+    monkeypatch.setattr(pytest.Item, "location", property(cached.func))
+    for it in items:
+        del it.__dict__["location"]  # what the cached property had stored
+    internals.fill_locations(items)  # a plain property cannot be set: left alone
+    assert [it.location for it in items] == expected
+    assert all("location" not in vars(it) for it in items)
+
+
+def test_a_run_goes_on_when_location_is_no_cached_property(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    cached = inspect.getattr_static(pytest.Item, "location")
+    monkeypatch.setattr(pytest.Item, "location", property(cached.func))
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_FAILS)
+    result = pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist", "-rs")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] test_m.py:*: prerequisite test_a failed*"])
+
+
+# -- terminalreporter.stats: the deselected count --------------------------------------
+
+
+@pytest.mark.parametrize(("names", "deselected"), [({}, 0), ({"TERMINAL_STATS": "counts"}, 1)],
+                         ids=["stats", "renamed"])
+def test_pulled_back_prerequisites_leave_the_deselected_count(
+        pytester: pytest.Pytester, names: dict[str, object], deselected: int) -> None:
+    write_ini(pytester)
+    if names:
+        rename_internals(pytester, **names)
+    make_modules(pytester, test_m=CHAIN)
+    result = run(pytester, "-p", "no:xdist", "-k", "b or c", "--dag-with-prerequisites")
+    result.assert_outcomes(passed=3, deselected=deselected)
+    assert sorted(read_log(pytester)) == ["a", "b", "c"]
+
+
+# -- cacheprovider's lastfailed: a blocked test stays for --lf ------------------------
+
+
+@pytest.mark.parametrize(("names", "blocked"), [
+    ({}, 1), ({"LASTFAILED_PLUGIN": "lastfailed"}, 0)], ids=["kept", "renamed"])
+def test_lf_keeps_a_blocked_test_only_with_the_cache_providers_set(
+        pytester: pytest.Pytester, names: dict[str, object], blocked: int) -> None:
+    write_ini(pytester)
+    if names:
+        rename_internals(pytester, **names)
+    make_modules(pytester, test_m=A_FAILS)
+    run(pytester, "-p", "no:xdist", cache=True).assert_outcomes(
+        passed=1, failed=1, skipped=1)
+    result = run(pytester, "-p", "no:xdist", "--lf", cache=True)
+    assert result.ret == 1
+    # test_b, blocked again, is in the run only if the set kept it.
+    assert result.parseoutcomes().get("skipped", 0) == blocked
+    assert sorted(read_log(pytester)) == ["a"]
+    assert_clean(result)
+
+
+def test_a_lastfailed_value_of_another_shape_is_left_alone(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_FAILS)
+    run(pytester, "-p", "no:xdist", cache=True)
+    config = pytester.parseconfigure()
+    assert config.cache is not None
+    config.cache.set(internals.LASTFAILED_KEY, ["test_m.py::test_a"])
+    internals.keep_in_lastfailed(config, ["test_m.py::test_b"])
+    assert config.cache.get(internals.LASTFAILED_KEY, None) == ["test_m.py::test_a"]
+
+
+# -- pulled-in files: made by the collection hooks ------------------------------------
+
+
+def test_a_file_outside_the_session_is_made_by_the_collection_hooks(
+        pytester: pytest.Pytester) -> None:
+    """A conftest's own module class collects a pulled-in file, as it would in the session."""
+    write_ini(pytester)
+    pytester.makeconftest("""
+        import pytest
+
+        class Recorded(pytest.Module):
+            def collect(self):
+                with open(self.config.rootpath / "made.txt", "a") as f:
+                    f.write(self.path.name + "\\n")
+                return super().collect()
+
+        def pytest_pycollect_makemodule(module_path, parent):
+            return Recorded.from_parent(parent, path=module_path)
+    """)
+    make_modules(pytester, tests__unit__test_u="""
+        @depends_on("tests/integration/test_i.py::test_i")
+        def test_u():
+            mark("u")
+    """, tests__integration__test_i="""
+        def test_i():
+            mark("i")
+    """)
+    result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
+    result.assert_outcomes(passed=2)
+    assert sorted(read_log(pytester)) == ["i", "u"]
+    made = (pytester.path / "made.txt").read_text().split()
+    assert made == ["test_u.py", "test_i.py"]
+
+
+def test_a_target_in_a_file_pytest_does_not_collect_is_unknown(
+        pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, tests__unit__test_u="""
+        @depends_on("tests/integration/check_i.py::test_i")
+        def test_u():
+            mark("u")
+    """, tests__integration__check_i="""
+        def test_i():
+            mark("i")
+    """)
+    result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*tests/integration/check_i.py::test_i*"])
+    assert read_log(pytester) == {}
+    assert_clean(result)
+
+
+# -- xdist's helpers ---------------------------------------------------------------------
+
+
+def test_the_worker_count_is_read_from_the_tx_specs_without_xdists_helper(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import xdist.workermanage
+
+    config = cast(pytest.Config, SimpleNamespace(
+        getoption=lambda name, default=None: ["3*popen", "ssh=host"] if name == "tx" else default,
+        getvalue=lambda name: ["3*popen", "ssh=host"]))
+    assert internals.xdist_node_count(config) == 4
+    monkeypatch.delattr(xdist.workermanage, "parse_tx_spec_config")
+    assert internals.xdist_node_count(config) == 4
+
+
+def test_the_collection_diff_has_a_message_without_xdists_helper(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import xdist.report
+
+    monkeypatch.delattr(xdist.report, "report_collection_diff")
+    text = internals.xdist_collection_diff(["a", "b"], ["a"], "gw0", "gw1")
+    assert text == "Different tests were collected between gw0 and gw1: 2 and 1 tests"
+
+
+def test_the_controller_is_found_by_its_class_name(request: pytest.FixtureRequest) -> None:
+    class DSession:
+        pass
+
+    pm = request.config.pluginmanager
+    assert not internals.xdist_controller_active(request.config) or pm.has_plugin("dsession")
+    plugin = DSession()
+    pm.register(plugin, "dsession-renamed")
+    try:
+        assert internals.xdist_controller_active(request.config)
+    finally:
+        pm.unregister(plugin)
