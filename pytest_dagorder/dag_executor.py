@@ -71,10 +71,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from concurrent.futures._base import FINISHED as _FINISHED
-from concurrent.futures._base import PENDING as _PENDING
-from concurrent.futures._base import RUNNING as _RUNNING
 from dataclasses import dataclass
+from threading import get_ident
 from typing import Any, Final, Literal, TypeVar, final
 
 from . import wording
@@ -152,27 +150,16 @@ class _DagFuture(Future[Any]):
     Every ``_dag_*`` field is guarded by the executor's lock, except that the
     worker holding a task reads its call and writes its terminal state
     (after resolving the future, so a reader that sees a terminal state may
-    rely on the future being done).
-
-    The speed trick, confined to this class and :meth:`DagExecutor._work`:
-    ``Future.__init__`` builds a Condition per future, and ``set_running_or_
-    notify_cancel`` / ``set_result`` each take and notify it; together that
-    is about half of what a ThreadPoolExecutor spends per task
-    (docs/performance.md).  Here
-    the Condition is created on first use (any public Future method, from
-    any thread), under the executor's lock.  A future whose Condition was
-    never created has no waiter and no callback, so the worker marks it
-    running and resolves it by assigning ``_state`` / ``_result`` /
-    ``_exception`` under that same lock; otherwise it calls the public
-    methods.  Relies on Future's private fields (unchanged from CPython 3.8
-    to 3.13); ``tests/test_dag_executor.py`` exercises both paths through
-    ``wait``, ``as_completed``, callbacks and ``cancel``.
+    rely on the future being done).  The future itself is a plain
+    :class:`~concurrent.futures.Future`, built by its own ``__init__`` and
+    driven only through the methods documented for executor implementations
+    (``set_running_or_notify_cancel``, ``set_result``, ``set_exception``),
+    outside the executor's lock, since they run callbacks.
     """
 
     __slots__ = (
         "_dag_args",
         "_dag_attempts",
-        "_dag_cond",
         "_dag_dependents",
         "_dag_fn",
         "_dag_kwargs",
@@ -184,15 +171,8 @@ class _DagFuture(Future[Any]):
         "_dag_seq",
         "_dag_state",
         "_dag_waiting",
-        "_done_callbacks",
-        "_exception",
-        "_result",
-        "_state",
-        "_waiters",
     )
 
-    _done_callbacks: list[Callable[[Future[Any]], object]]
-    _dag_cond: threading.Condition | None
     _dag_fn: Callable[..., Any] | None
     _dag_args: tuple[Any, ...]
     _dag_kwargs: dict[str, Any]
@@ -210,27 +190,10 @@ class _DagFuture(Future[Any]):
     _dag_prereq: _DagFuture | None
 
     @property
-    def _condition(self) -> threading.Condition:
-        cond = self._dag_cond
-        if cond is None:
-            with self._dag_owner._lock:
-                cond = self._dag_cond
-                if cond is None:
-                    cond = self._dag_cond = threading.Condition()
-        return cond
-
-    @_condition.setter
-    def _condition(self, cond: threading.Condition) -> None:
-        self._dag_cond = cond
-
-    @property
     def _dag_name(self) -> str:
         if self._dag_ordinal == 1:
             return self._dag_qualname
         return f"{self._dag_qualname}#{self._dag_ordinal}"
-
-
-_new_future: Final = object.__new__
 
 
 def _qualname(fn: object) -> str:
@@ -304,7 +267,9 @@ class DagExecutor:
         for park in self._parks:
             park.acquire()
         self._terminated = threading.Event()
-        self._local = threading.local()
+        # Which worker, if any, the calling thread is: a dict read costs a tenth of
+        # a missed attribute on a threading.local, and every outside submit misses.
+        self._worker_of: dict[int, int] = {}
         self._submitted = self._executed = self._ok = self._failed = 0
         self._retried = self._skipped = self._cancelled = self._steals = 0
         self._threads = [
@@ -352,13 +317,7 @@ class DagExecutor:
                 if type(dep) is not _DagFuture or dep._dag_owner is not self:
                     self._check_depends_on(depends_on)  # raises, naming it
         deps: Sequence[_DagFuture] = depends_on  # checked above
-        task = _new_future(_DagFuture)  # not Future.__init__: no Condition yet
-        task._state = _PENDING
-        task._result = None
-        task._exception = None
-        task._waiters = []
-        task._done_callbacks = []
-        task._dag_cond = None
+        task = _DagFuture()
         task._dag_fn = fn
         task._dag_args = args
         task._dag_kwargs = kwargs
@@ -371,7 +330,7 @@ class DagExecutor:
         if type(qualname) is not str:
             qualname = _qualname(fn)
         task._dag_qualname = qualname
-        worker: int | None = getattr(self._local, "index", None)
+        worker = self._worker_of.get(get_ident())
         with self._lock:
             if self._phase != "accepting" and (worker is None or self._phase == "terminated"):
                 raise RuntimeError(
@@ -490,7 +449,7 @@ class DagExecutor:
     # ------------------------------------------------------------ internals
 
     def _in_worker(self) -> bool:
-        return getattr(self._local, "index", None) is not None
+        return get_ident() in self._worker_of
 
     def _check_depends_on(self, depends_on: Iterable[Future[Any]]) -> list[_DagFuture]:
         if isinstance(depends_on, (str, bytes, Future)) or not isinstance(depends_on, Iterable):
@@ -523,9 +482,11 @@ class DagExecutor:
         """One worker: settle what it held, take the next task, run it; sleep when idle.
 
         Settling a task and taking the next one share one critical section, so
-        a busy worker takes the lock once per task.
+        a busy worker takes the lock once per task.  The task's future is
+        resolved before that, outside the lock: resolving runs its callbacks.
         """
-        self._local.index = index
+        ident = get_ident()
+        self._worker_of[ident] = index
         lock = self._lock
         own = self._deques[index]
         inject = self._inject
@@ -534,9 +495,6 @@ class DagExecutor:
         parks = self._parks
         park = parks[index]
         rng = random.Random(seed * 1_000_003 + index)
-        ran: _DagFuture | None = None  # its body returned ``value`` or raised ``error``
-        value: Any = None
-        error: BaseException | None = None
         done: _DagFuture | None = None  # held, future resolved, dependents not yet released
         resolved = 0  # skipped futures resolved by this worker, not yet accounted for
         skipped: list[_DagFuture] = []
@@ -546,17 +504,6 @@ class DagExecutor:
                 if resolved:
                     self._settle_resolved(skipped=resolved, cancelled=0)
                     resolved = 0
-                if ran is not None and ran._dag_cond is None:
-                    # Nobody ever touched this future's Condition (see _DagFuture), so
-                    # nobody waits on it and it has no callbacks: resolve it here.
-                    if error is None:
-                        ran._result = value
-                        ran._dag_state = OK
-                    else:
-                        ran._exception = error
-                        ran._dag_state = FAILED
-                    ran._state = _FINISHED
-                    done, ran, value, error = ran, None, None, None
                 if done is not None:
                     held[index] = None
                     state = done._dag_state
@@ -589,7 +536,7 @@ class DagExecutor:
                         if self._outstanding == 0:
                             self._maybe_terminate()
                     done = None
-                if skipped or ran is not None:
+                if skipped:
                     task = None
                 else:
                     if own:
@@ -601,25 +548,16 @@ class DagExecutor:
                     if task is not None:
                         task._dag_state = RUNNING
                         held[index] = task
-                        if task._dag_cond is None:  # see _DagFuture: no one to notify
-                            task._state = _RUNNING
                         # Wake one sleeper per task taken while more wait: a chain of
                         # wake-ups, never a stampede, and none while everyone is busy.
                         if sleepers and (own or inject):
                             parks[sleepers.pop()].release()
                     elif self._phase == "terminated":
+                        # Before the thread ends: its ident may be given to a new thread.
+                        del self._worker_of[ident]
                         return
                     else:
                         sleepers.append(index)
-            if ran is not None:  # its future has a Condition: resolve it the public way
-                if error is None:
-                    ran.set_result(value)
-                    ran._dag_state = OK
-                else:
-                    ran.set_exception(error)
-                    ran._dag_state = FAILED
-                done, ran, value, error = ran, None, None, None
-                continue
             if skipped:
                 _resolve_skipped(skipped)
                 resolved = len(skipped)
@@ -628,12 +566,11 @@ class DagExecutor:
             if task is None:
                 park.acquire()
                 continue
-            # Not yet marked running when its Condition exists: its user may have
-            # cancelled it.  (A retry is running already.)
-            if task._state != _RUNNING and not task.set_running_or_notify_cancel():
+            done = task
+            # Its user may have cancelled it.  (A retry's future is running already.)
+            if not task._dag_attempts and not task.set_running_or_notify_cancel():
                 task._dag_state = CANCELLED
                 task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
-                done = task
                 continue
             task._dag_attempts += 1
             fn = task._dag_fn
@@ -643,13 +580,15 @@ class DagExecutor:
             except BaseException as exc:  # recorded in the future, as concurrent.futures does
                 if task._dag_retries and isinstance(exc, Exception):
                     task._dag_retries -= 1
-                    done = task  # still RUNNING: the settling re-queues it
-                    continue
-                error = exc
-            task._dag_fn = None
-            task._dag_args = ()
-            task._dag_kwargs = {}
-            ran = task
+                    continue  # still RUNNING: the settling re-queues it
+                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
+                task.set_exception(exc)
+                task._dag_state = FAILED
+            else:
+                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
+                task.set_result(value)
+                task._dag_state = OK
+                del value
 
     def _steal(self, index: int, rng: random.Random) -> _DagFuture | None:
         """Take the oldest tasks of the first non-empty deque from a random start."""

@@ -41,7 +41,7 @@ MAX_VALUE_BYTES: Final = 1024 * 1024
 MAX_TEST_BYTES: Final = 4 * 1024 * 1024
 #: Nesting deeper than this is refused: execnet's serialiser recurses.
 MAX_DEPTH: Final = 100
-#: Bytes counted for a number, None, or one entry of a container.
+#: Bytes counted for a number, None, a container, or one entry of a container.
 ITEM_BYTES: Final = 8
 #: execnet 2.1 writes ints up to 2**31 - 1 in four bytes and larger ones as
 #: text, but has no text form for negative ones: below this it fails while
@@ -86,29 +86,34 @@ class UnpublishedKeyError(ResultError, KeyError):
 
 
 def size_of(value: object) -> int:
-    """What a value counts against the limits: :data:`ITEM_BYTES` for every
-    scalar and container entry, plus the UTF-8 bytes of a str, the bytes of a
-    bytes value, and the bytes of an int beyond ITEM_BYTES.
+    """What a value counts against the limits: the UTF-8 bytes of each str, the
+    bytes of each bytes value, and :data:`ITEM_BYTES` for each other scalar (an
+    int's own bytes when it needs more), each container and each entry of a
+    container (a key and its value are one entry).
 
-    Only for values :func:`checked` accepted.  Close to, not exactly, the
-    serialised length.
+    So ``b"x" * MAX_VALUE_BYTES`` counts exactly MAX_VALUE_BYTES: the figure an
+    error reports is the one a user can check.  Only for values :func:`checked`
+    accepted.  Close to, not exactly, the serialised length.
     """
     total = 0
     stack = [value]
     while stack:
         v = stack.pop()
-        total += ITEM_BYTES
         if isinstance(v, str):
             total += len(v.encode("utf-8"))
         elif isinstance(v, bytes):
             total += len(v)
         elif isinstance(v, int) and not isinstance(v, bool):
-            total += max(0, (abs(v).bit_length() + 7) // 8 - ITEM_BYTES)
+            total += max(ITEM_BYTES, (abs(v).bit_length() + 7) // 8)
         elif isinstance(v, dict):
+            total += ITEM_BYTES * (1 + len(v))
             for k, x in v.items():
                 stack += (k, x)
         elif isinstance(v, (list, tuple, set, frozenset)):
+            total += ITEM_BYTES * (1 + len(v))
             stack.extend(v)
+        else:
+            total += ITEM_BYTES
     return total
 
 

@@ -57,10 +57,17 @@ def configure(config: pytest.Config) -> None:
     """Check the paths (a usage error before anything runs) and register the writer."""
     if hasattr(config, "workerinput"):
         return  # the controller writes; workers only re-parse the same options
-    graphs = [_checked(config, raw, "--dag-graph", tuple(graph_export.FORMATS))
-              for raw in config.getoption("dag_graph") or ()]
-    timelines = [_checked(config, raw, "--dag-timeline", TIMELINE_FORMATS)
-                 for raw in config.getoption("dag_timeline") or ()]
+    given = [("--dag-graph", raw, tuple(graph_export.FORMATS))
+             for raw in config.getoption("dag_graph") or ()]
+    given += [("--dag-timeline", raw, TIMELINE_FORMATS)
+              for raw in config.getoption("dag_timeline") or ()]
+    paths = [_checked(config, raw, option, suffixes) for option, raw, suffixes in given]
+    _refuse_shared_paths([(option, raw, path)
+                          for (option, raw, _), path in zip(given, paths, strict=True)])
+    graphs = [path for (option, _, _), path in zip(given, paths, strict=True)
+              if option == "--dag-graph"]
+    timelines = [path for (option, _, _), path in zip(given, paths, strict=True)
+                 if option == "--dag-timeline"]
     if graphs or timelines:
         config.pluginmanager.register(Visuals(graphs, timelines), PLUGIN_NAME)
 
@@ -82,9 +89,48 @@ def _checked(config: pytest.Config, raw: str, option: str, suffixes: Sequence[st
         raise pytest.UsageError(
             f"{option} {raw!r}: directory {str(parent)!r} does not exist; create it first"
         )
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise pytest.UsageError(f"{option} {raw!r} is not writable; choose another path")
+    problem = _write_probe(path)
+    if problem is not None:
+        raise pytest.UsageError(
+            f"{option} {raw!r} is not writable ({problem.strerror or problem}); "
+            "choose another path")
     return path
+
+
+def _write_probe(path: Path) -> OSError | None:
+    """Why ``path`` cannot be written, found by trying; None if it can.
+
+    Permission bits are not the answer: root passes ``os.access`` where the
+    kernel still refuses (``/proc``, a read-only mount).  An existing file is
+    opened for appending (nothing truncated, no wait on a FIFO without a
+    reader); a new one is created and removed at once.
+    """
+    for _ in range(2):  # twice: the file may appear between the two attempts
+        try:
+            if path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)))
+            else:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                path.unlink()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            return exc
+        return None
+    return None
+
+
+def _refuse_shared_paths(outputs: Sequence[tuple[str, str, Path]]) -> None:
+    """Two outputs naming one file would overwrite each other: a usage error."""
+    seen: dict[str, tuple[str, str]] = {}
+    for option, raw, path in outputs:
+        key = os.path.normcase(path.resolve())
+        if key in seen:
+            first_option, first_raw = seen[key]
+            raise pytest.UsageError(
+                f"{first_option} {first_raw!r} and {option} {raw!r} name the same file "
+                f"{key!r}; give each output a path of its own")
+        seen[key] = (option, raw)
 
 
 # -- the run state -------------------------------------------------------------------

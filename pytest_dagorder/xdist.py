@@ -883,9 +883,10 @@ class GuardedScheduling:
             payload = self._controller.receive_payload(nodes[0], nodes)
             problems = [Problem(n, m) for n, m in payload.problems]
             if payload.graph is not None or problems:
-                declared = problems[0].nodeid if problems else payload.ids[0]
+                declared = problems[0].nodeid if problems else _first_declaring(payload)
                 problems.insert(0, Problem(declared, (
-                    f"--dist {self._dist} cannot honour depends_on/run_after declarations; "
+                    f"--dist {self._dist} cannot honour depends_on/run_after declarations"
+                    f" ({declared} declares one); "
                     "drop --dist (or use --dist load) to schedule the dependency graph, "
                     "or run with -p no:dagorder for plain xdist")))
                 abort(self._controller.config, nodes, problems)
@@ -893,3 +894,13 @@ class GuardedScheduling:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _first_declaring(payload: wire.Payload) -> str:
+    """The first test (in collection order) that declares a prerequisite: the one to name."""
+    graph = payload.graph
+    if graph is not None:
+        for i, nid in enumerate(graph.ids):
+            if graph.requires[i] or graph.after[i]:
+                return nid
+    return payload.ids[0]

@@ -8,6 +8,7 @@ executor made through the ``make`` fixture is shut down, awaited and
 
 from __future__ import annotations
 
+import ast
 import pickle
 import random
 import threading
@@ -20,13 +21,14 @@ from concurrent.futures import (
     as_completed,
     wait,
 )
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder import DagExecutor, PrerequisiteFailed
+from pytest_dagorder import DagExecutor, PrerequisiteFailed, dag_executor
 
 #: Generous bound for any wait in these tests: reached only if something is broken.
 WAIT = 10.0
@@ -376,7 +378,7 @@ def test_callback_of_a_finished_task_may_submit(make: Make) -> None:
 
 
 def test_result_waiting_before_the_task_ends(make: Make) -> None:
-    # The waiter creates the future's condition first: the worker must notify it.
+    # Another thread waits on the future before the task ends: resolving must wake it.
     ex = make()
     gate = threading.Event()
     a = ex.submit(lambda: gate.wait(WAIT) and "ok")
@@ -386,6 +388,38 @@ def test_result_waiting_before_the_task_ends(make: Make) -> None:
     gate.set()
     t.join(WAIT)
     assert got == ["ok"]
+
+
+def test_a_running_task_cannot_be_cancelled(make: Make) -> None:
+    ex = make(1)
+    started, gate = threading.Event(), threading.Event()
+
+    def body() -> str:
+        started.set()
+        gate.wait(WAIT)
+        return "ran"
+
+    fut = ex.submit(body)
+    assert started.wait(WAIT)
+    assert fut.running() and not fut.cancel()
+    gate.set()
+    assert fut.result(WAIT) == "ran" and not fut.cancelled()
+
+
+def test_only_the_public_future_api_is_used() -> None:
+    # Future's private fields and methods, read from this interpreter's Future, so a
+    # field CPython adds later is covered too.
+    private = {name for name in vars(Future()) if name.startswith("_")}
+    private |= {name for name in vars(Future) if name.startswith("_") and not name.startswith("__")}
+    assert "_state" in private  # the check below looks at the right names
+    source = Path(dag_executor.__file__).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    touched = sorted({node.attr for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and node.attr in private})
+    imported = sorted({node.module or "" for node in ast.walk(tree)
+                       if isinstance(node, ast.ImportFrom)
+                       and (node.module or "").startswith("concurrent.futures.")})
+    assert touched == [] and imported == []
 
 
 # ---------------------------------------------------------------- retries

@@ -318,6 +318,16 @@ def test_value_too_big(dag):
     dag.publish("blob", b"x" * (1024 * 1024 + 1))
 
 
+def test_exactly_one_mib(dag):
+    dag.publish("blob", b"x" * (1024 * 1024))
+
+
+@depends_on("test_exactly_one_mib")
+def test_reads_one_mib(dag):
+    assert len(dag.result("test_exactly_one_mib")["blob"]) == 1024 * 1024
+    note("read_one_mib")
+
+
 def test_test_too_big(dag):
     for k in range(4):
         dag.publish(f"part{k}", b"x" * (1024 * 1024 - 100))
@@ -377,10 +387,10 @@ ERROR_LINES = [
     "which cannot be sent to another process; publish str, bytes, int, float, complex, "
     "bool, None, or lists, tuples, dicts and sets of those",
     "*PublishError: test_bad_key publishes 3: a key must be a non-empty str",
-    # 1 MiB + 1 bytes, and 8 counted for the value itself (see results.size_of)
-    "*PublishError: test_value_too_big publishes 'blob': 1,048,585 bytes, over the limit of "
+    # 1 MiB + 1 bytes: a bytes value counts its length (see results.size_of)
+    "*PublishError: test_value_too_big publishes 'blob': 1,048,577 bytes, over the limit of "
     "1 MiB per value; publish an id or a file path instead",
-    "*PublishError: test_test_too_big publishes 'last': its values would total 4,194,944 "
+    "*PublishError: test_test_too_big publishes 'last': its values would total 4,194,904 "
     "bytes, over the limit of 4 MiB per test; publish ids or file paths instead",
     "*PublishError: test_below_execnet_ints publishes 'n': value[1] is an int below "
     "-2147483648, which execnet cannot send; publish it as a str",
@@ -414,12 +424,13 @@ def test_each_misuse_fails_its_test_with_a_message(pytester: pytest.Pytester,
                                                    mode: str) -> None:
     setup(pytester, test_errors=ERRORS)
     result = run(pytester, mode)
-    result.assert_outcomes(passed=5, failed=13)
+    result.assert_outcomes(passed=7, failed=13)
     assert result.ret == 1
     result.stdout.fnmatch_lines_random([literal(line) for line in ERROR_LINES])
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out
-    assert "still_reads" in read_notes(pytester)
+    notes = read_notes(pytester)
+    assert "still_reads" in notes and "read_one_mib" in notes
 
 
 # -- a failed prerequisite publishes nothing -----------------------------------------

@@ -252,6 +252,42 @@ def test_a_directory_is_refused(suite: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--dag-graph 'out.dot' is a directory; give a file name*"])
 
 
+MODES = pytest.mark.parametrize("mode", [("-p", "no:xdist"), ("-n", "2")], ids=["serial", "n2"])
+
+
+@MODES
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_path_the_kernel_refuses_is_refused_before_anything_runs(
+    suite: pytest.Pytester, mode: tuple[str, str]
+) -> None:
+    # /proc refuses new files even to root, whom os.access lets through.
+    result = run(suite, *mode, "--dag-graph=/proc/dagorder-graph.dot")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--dag-graph '/proc/dagorder-graph.dot' is not writable (*); choose another path*"])
+    assert read_log(suite) == {}
+
+
+@MODES
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("--dag-graph=same.json", "--dag-timeline=same.json"),
+     ("--dag-graph=g.dot", "--dag-graph=./g.dot")],
+)
+def test_two_outputs_naming_one_file_are_refused(
+    suite: pytest.Pytester, mode: tuple[str, str], first: str, second: str
+) -> None:
+    result = run(suite, *mode, first, second)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    first_option, first_raw = first.split("=")
+    second_option, second_raw = second.split("=")
+    result.stderr.fnmatch_lines(
+        [f"*{first_option} '{first_raw}' and {second_option} '{second_raw}' name the same "
+         f"file '{suite.path / Path(first_raw).name}'; give each output a path of its own*"])
+    assert read_log(suite) == {}
+    assert not (suite.path / first_raw).exists()  # the probe leaves nothing behind
+
+
 def test_invalid_declarations_write_no_graph(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_cycle="""

@@ -109,18 +109,20 @@ def test_cycles_and_depth_are_refused() -> None:
 
 
 def test_size_counts_bytes_of_strings_and_a_word_per_item() -> None:
-    assert size_of(b"x" * 100) == 100 + ITEM_BYTES
-    assert size_of("é") == 2 + ITEM_BYTES
-    assert size_of([1, 2.0, None]) == 4 * ITEM_BYTES
-    assert size_of({"ab": 1}) == ITEM_BYTES + (2 + ITEM_BYTES) + ITEM_BYTES
+    assert size_of(b"x" * 100) == 100  # what len() says: nothing added
+    assert size_of("é") == 2
+    assert size_of([1, 2.0, None]) == ITEM_BYTES + 3 * ITEM_BYTES + 3 * ITEM_BYTES
+    assert size_of({"ab": 1}) == ITEM_BYTES + ITEM_BYTES + 2 + ITEM_BYTES
+    assert size_of(["", "", ""]) == 4 * ITEM_BYTES  # empty strings still cost an entry
     assert size_of(2**200) == 26  # its bytes, at least ITEM_BYTES
+    assert size_of(True) == size_of(3) == ITEM_BYTES
 
 
 def test_publication_limits_per_value_and_per_test() -> None:
     pub = Publication("test_a")
-    fits = b"x" * (MAX_VALUE_BYTES - ITEM_BYTES)
+    fits = b"x" * MAX_VALUE_BYTES  # exactly 1 MiB: at the limit, not over it
     pub.publish("a", fits)
-    with pytest.raises(PublishError, match="over the limit of 1 MiB per value"):
+    with pytest.raises(PublishError, match="1,048,577 bytes, over the limit of 1 MiB per value"):
         pub.publish("b", fits + b"x")
     for k in "bcd":
         pub.publish(k, fits)
