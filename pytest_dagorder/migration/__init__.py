@@ -23,9 +23,12 @@ from .depends import DependsReader
 from .order import MARK as ORDER_MARK
 from .order import OrderReader, apply_ordinals
 from .runtime import RuntimeDepends
+from .sorting import register as register_sorting
+from .sorting import sorting
 from .takeover import Takeover
 
-__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers"]
+__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers",
+           "sorted_by_pytest_order"]
 
 DEPENDENCY_MARKER = (
     "dependency(name=None, depends=[], scope='module'): pytest-dependency "
@@ -64,13 +67,21 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(takeover, Takeover.NAME)
     takeover.take_over(config)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
+    if "pytest-order" in takeover.taken:
+        register_sorting(config)
 
 
-def readers(settings: Settings) -> tuple[ForeignReader, ...]:
+def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """Whether pytest-order's own sorter ordered ``items`` (see :mod:`.sorting`)."""
+    plugin = sorting(config)
+    return plugin is not None and plugin.sorted(items)
+
+
+def readers(settings: Settings, *, order_sorted: bool = False) -> tuple[ForeignReader, ...]:
     """One reader per foreign plugin, for one plan."""
     return (
         DependencyReader(automark=settings.automark_dependency,
                          ignore_unknown=settings.ignore_unknown_dependency),
         DependsReader(),
-        OrderReader(),
+        OrderReader(sorted_by_pytest_order=order_sorted),
     )
