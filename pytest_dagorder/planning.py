@@ -341,7 +341,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         # needs its prerequisites again, whether they failed or passed.
         with_prerequisites=settings.with_prerequisites or resuming(config),
         narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
-        readers=migration.readers(settings, order_sorted=order_sorted),
+        readers=migration.readers(config, settings, order_sorted=order_sorted),
         census=census,
     )
     if plan.pulled_back:

@@ -19,9 +19,10 @@ import pytest
 from ..declarations import ForeignReader
 from ..settings import GROUP, Settings
 from .dependency import DependencyReader, dependency_defines_options
-from .depends import DependsReader
+from .depends import DependsActions, DependsReader
 from .order import MARK as ORDER_MARK
 from .order import OrderReader, apply_ordinals
+from .report import UnknownNames
 from .runtime import RuntimeDepends
 from .sorting import register as register_sorting
 from .sorting import sorting
@@ -69,6 +70,9 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
     if "pytest-order" in takeover.taken:
         register_sorting(config)
+    if "pytest-depends" in takeover.taken:
+        config.pluginmanager.register(DependsActions(config), DependsActions.NAME)
+    config.pluginmanager.register(UnknownNames(), UnknownNames.NAME)
 
 
 def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:
@@ -77,11 +81,13 @@ def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> b
     return plugin is not None and plugin.sorted(items)
 
 
-def readers(settings: Settings, *, order_sorted: bool = False) -> tuple[ForeignReader, ...]:
+def readers(config: pytest.Config, settings: Settings, *,
+            order_sorted: bool = False) -> tuple[ForeignReader, ...]:
     """One reader per foreign plugin, for one plan."""
+    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
     return (
         DependencyReader(automark=settings.automark_dependency,
                          ignore_unknown=settings.ignore_unknown_dependency),
-        DependsReader(),
+        DependsReader(actions if isinstance(actions, DependsActions) else None),
         OrderReader(sorted_by_pytest_order=order_sorted),
     )
