@@ -331,7 +331,8 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     settings = settings_of(config)
     # One walk over every test's markers; what no test carries is not read.
     census = MarkerCensus([*collected, *items])
-    if migration.ORDER_MARK in census.names:
+    order_sorted = migration.sorted_by_pytest_order(config, items)
+    if migration.ORDER_MARK in census.names and not order_sorted:
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     plan = make_plan(
         items,
@@ -340,7 +341,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         # needs its prerequisites again, whether they failed or passed.
         with_prerequisites=settings.with_prerequisites or resuming(config),
         narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
-        readers=migration.readers(settings),
+        readers=migration.readers(config, settings, order_sorted=order_sorted),
         census=census,
     )
     if plan.pulled_back:

@@ -130,6 +130,22 @@ def depends_not_run_yet(test: str, name: str) -> str:
             "@pytest.mark.dependency(depends=[...]) to have it run first")
 
 
+#: How a skip for a name that names no test ends; the summary finds the names by it.
+UNKNOWN_TAIL = ", which names no test of this run"
+
+
+def foreign_unknown(test: str, names: list[str], scope: str = "") -> str:
+    """pytest-dependency / pytest-depends: a name that matches nothing skips the dependent."""
+    where = f" (scope {scope!r})" if scope and scope != "module" else ""
+    return f"{test} depends on {', '.join(map(repr, names))}{UNKNOWN_TAIL}{where}"
+
+
+def unknown_names_line(names: list[str]) -> str:
+    """Summary: the names that matched nothing, so a typo is not lost among the skips."""
+    return (f"dagorder: tests were skipped for names that match no test: "
+            f"{', '.join(map(repr, names))}")
+
+
 def depends_unmarked(test: str, names: str) -> str:
     return (f"{test} depends on {names}, which is not marked with "
             "@pytest.mark.dependency (mark it, or set automark_dependency = true)")

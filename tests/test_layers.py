@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "dag_fixture": 1,
     "migration": 1, "migration.common": 1, "migration.dependency": 1,
     "migration.depends": 1, "migration.order": 1, "migration.runtime": 1,
-    "migration.takeover": 1,
+    "migration.takeover": 1, "migration.sorting": 1, "migration.report": 1,
     # drivers
     "serial": 2, "xdist": 2, "worker": 2,
     # the entry point

@@ -19,13 +19,17 @@ import pytest
 from ..declarations import ForeignReader
 from ..settings import GROUP, Settings
 from .dependency import DependencyReader, dependency_defines_options
-from .depends import DependsReader
+from .depends import DependsActions, DependsReader
 from .order import MARK as ORDER_MARK
 from .order import OrderReader, apply_ordinals
+from .report import UnknownNames
 from .runtime import RuntimeDepends
+from .sorting import register as register_sorting
+from .sorting import sorting
 from .takeover import Takeover
 
-__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers"]
+__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers",
+           "sorted_by_pytest_order"]
 
 DEPENDENCY_MARKER = (
     "dependency(name=None, depends=[], scope='module'): pytest-dependency "
@@ -64,13 +68,26 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(takeover, Takeover.NAME)
     takeover.take_over(config)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
+    if "pytest-order" in takeover.taken:
+        register_sorting(config)
+    if "pytest-depends" in takeover.taken:
+        config.pluginmanager.register(DependsActions(config), DependsActions.NAME)
+    config.pluginmanager.register(UnknownNames(), UnknownNames.NAME)
 
 
-def readers(settings: Settings) -> tuple[ForeignReader, ...]:
+def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """Whether pytest-order's own sorter ordered ``items`` (see :mod:`.sorting`)."""
+    plugin = sorting(config)
+    return plugin is not None and plugin.sorted(items)
+
+
+def readers(config: pytest.Config, settings: Settings, *,
+            order_sorted: bool = False) -> tuple[ForeignReader, ...]:
     """One reader per foreign plugin, for one plan."""
+    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
     return (
         DependencyReader(automark=settings.automark_dependency,
                          ignore_unknown=settings.ignore_unknown_dependency),
-        DependsReader(),
-        OrderReader(),
+        DependsReader(actions if isinstance(actions, DependsActions) else None),
+        OrderReader(sorted_by_pytest_order=order_sorted),
     )

@@ -14,7 +14,7 @@ import pytest
 
 from .. import wording
 from ..declarations import Declared, Index, Problem
-from .common import Reader, Tables, drop_self, names, unknown, where
+from .common import Reader, Tables, drop_self, names, where
 
 MARK = "dependency"
 SCOPES = ("session", "package", "module", "class")
@@ -109,26 +109,34 @@ class DependencyReader(Reader):
                     f"{at}: scope={scope!r} but the test is not in a {scope}")))
             return found
         unmarked: list[str] = []
+        missing: list[str] = []
         for target in targets:
             hits = t.names.get((scope, node.nodeid, target))
             if hits is None:
                 by_id = self._by_node_id(index, node, scope, target)
                 if by_id and all(j in t.registered for j in by_id):
-                    hits = by_id
+                    # A full node id still reaches a test that has a name=; a
+                    # base name (every instance, a class) or a short name of a
+                    # named test is no name of pytest-dependency's.
+                    hits = by_id if target in index.ids else None
                 elif by_id:
                     unmarked.append(target)
                     continue
             if hits is None:
                 if not self.ignore_unknown:
+                    # pytest-dependency skips the dependent: so do we, with a
+                    # reason, and the summary lists the names (see .report).
                     found.unknown.append(target)
-                    problems.append(unknown(index, item, MARK, target))
+                    missing.append(target)
                 continue
             if self.ignore_unknown:
                 # Its documented meaning: a dependency that is not run is ignored.
                 chosen = {id(x) for x in item.session.items}
                 hits = [j for j in hits if id(index.items[j]) in chosen]
             found.requires.extend(drop_self(hits, i))
-        if unmarked and not self.ignore_unknown and not problems:
+        if missing and not problems:
+            found.skip = wording.foreign_unknown(item.name, missing, scope)
+        elif unmarked and not self.ignore_unknown and not problems:
             found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
         return found
 

@@ -31,33 +31,51 @@ class OrderReader(Reader):
 
     marker = MARK
 
+    def __init__(self, *, sorted_by_pytest_order: bool = False) -> None:
+        super().__init__()
+        #: pytest-order's own sorter made the order (see :mod:`.sorting`): it
+        #: warned about what it could not place, and an edge it did not honour
+        #: (unknown target, cycle, another scope) is dropped, as it dropped it.
+        self.trusted = sorted_by_pytest_order
+
     def build(self, t: Tables) -> None:
         index = t.index
+        pos: dict[int, int] = {}
+        if self.trusted and index.items:
+            pos = {id(x): n for n, x in enumerate(index.items[0].session.items)}
         for k, item in enumerate(index.items):
             problems = t.problems.setdefault(k, [])
-            for mark in item.iter_markers(MARK):
-                problems.extend(_ordinal_problems(item, mark))
+            for node, mark in item.iter_markers_with_node(MARK):
+                if not self.trusted:
+                    problems.extend(_ordinal_problems(item, mark))
+                # pytest-order looks a class mark's names up outside the class.
+                outside = isinstance(node, pytest.Class)
                 for key in ("after", "before"):
                     if key not in mark.kwargs:
                         continue
                     value = mark.kwargs[key]
                     targets = names(value)
                     if targets is None:
+                        if self.trusted:
+                            continue  # pytest-order warned
                         problems.append(Problem(item.nodeid, (
                             f"{where(MARK, item)}: {key}={value!r} must be a test name "
                             "or a list of them")))
                         continue
                     for target in targets:
-                        hits = _order_resolve(index, item, target)
+                        hits = _order_resolve(index, item, target, outside)
                         if hits is None:
-                            t.unknown.setdefault(k, []).append(target)
-                            problems.append(unknown(index, item, MARK, target))
+                            if not self.trusted:
+                                t.unknown.setdefault(k, []).append(target)
+                                problems.append(unknown(index, item, MARK, target))
                             continue
                         for j in drop_self(hits, k):
-                            if key == "after":
-                                t.after.setdefault(k, []).append(j)
-                            else:  # before=X: X runs after this test
-                                t.after.setdefault(j, []).append(k)
+                            first, then = (j, k) if key == "after" else (k, j)
+                            a, b = (pos.get(id(index.items[first])),
+                                    pos.get(id(index.items[then])))
+                            if a is not None and b is not None and a > b:
+                                continue  # pytest-order did not honour it
+                            t.after.setdefault(then, []).append(first)
 
     def __call__(self, item: pytest.Item, index: Index) -> Declared:
         t = self.tables(index)
@@ -67,8 +85,15 @@ class OrderReader(Reader):
                         unknown=list(t.unknown.get(i, [])))
 
 
-def _order_resolve(index: Index, item: pytest.Item, target: str) -> list[int] | None:
-    hits = index.resolve(item, target)
+def _order_resolve(index: Index, item: pytest.Item, target: str,
+                   outside_class: bool = False) -> list[int] | None:
+    hits = None
+    if outside_class:
+        mod = item.getparent(pytest.Module)
+        for prefix in (f"{mod.nodeid}::" if mod is not None else "", ""):
+            hits = hits or index.lookup(prefix + target)
+    else:
+        hits = index.resolve(item, target)
     if hits is None and ".py::" in target:
         # pytest-order also accepts a module path relative to the test's directory.
         mod = item.getparent(pytest.Module)

@@ -9,6 +9,7 @@ taken over.
 
 from __future__ import annotations
 
+import sys
 from typing import ClassVar
 
 import pytest
@@ -58,6 +59,35 @@ IGNORED_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+class DependsManagers:
+    """Undoes what pytest-depends' ``pytest_configure`` did for a session it was blocked in.
+
+    It pushes a manager onto its module-level ``managers`` list and pops it
+    in ``pytest_unconfigure``, which never runs once it is blocked: the list
+    would grow per in-process session, and a pytest-depends session around
+    ours would use our session's manager (INTERNALERROR).  Checked against
+    pytest-depends 1.0.1: ``pytest_depends.managers``, a list of
+    ``DependencyManager`` whose ``_items`` is None until its session collected.
+    Anything else found there is left alone.
+    """
+
+    def __init__(self) -> None:
+        module = sys.modules.get("pytest_depends")
+        found = getattr(module, "managers", None)
+        self.managers: list[object] | None = found if isinstance(found, list) else None
+        # Managers that belong to sessions under way (they collected already).
+        self.kept = {id(m) for m in self.managers or () if not _fresh(m)}
+
+    def undo(self) -> None:
+        """Drop the managers pushed for this session (unused: blocked before it collected)."""
+        if self.managers is not None:
+            self.managers[:] = [m for m in self.managers if id(m) in self.kept or not _fresh(m)]
+
+
+def _fresh(manager: object) -> bool:
+    return getattr(manager, "_items", False) is None
+
+
 class Takeover:
     """Blocks the originals (idempotent) and names them in the header."""
 
@@ -65,6 +95,11 @@ class Takeover:
 
     def __init__(self) -> None:
         self.taken: dict[str, None] = {}
+        self._depends: DependsManagers | None = None
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._depends is not None:
+            self._depends.undo()
 
     def take_over(self, config: pytest.Config) -> None:
         """Block every original that is registered."""
@@ -84,6 +119,8 @@ class Takeover:
                     if not pm.is_blocked(other) and pm.get_plugin(other) is None:
                         pm.set_blocked(other)
                 self.taken[label] = None
+                if label == "pytest-depends" and self._depends is None:
+                    self._depends = DependsManagers()
 
     def pytest_plugin_registered(
         self, plugin: object, plugin_name: str | None, manager: pytest.PytestPluginManager

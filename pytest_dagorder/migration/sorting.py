@@ -1,0 +1,116 @@
+"""pytest-order's own sorter, where pytest-order is installed and taken over.
+
+Its order is more than ordinals: scopes (``--order-scope``,
+``--order-scope-level``, ``--order-group-scope``), sparse ordinals, marker
+prefixes, ``--indulgent-ordering`` and ``--order-after-ff`` (where in the
+hook chain it sorts), warnings for what it cannot place, and
+``--error-on-failed-ordering`` / ``--fail-all-on-failed-ordering``.  Rather
+than re-derive all of it, the sorter of the installed pytest-order makes the
+base order, at the place in the hook chain its blocked plugin would have;
+the plan then keeps that order and adds the edges it agrees with (see
+:class:`~.order.OrderReader`).  Without pytest-order installed,
+:func:`~.order.apply_ordinals` orders by ordinals alone.
+
+The one module that touches pytest-order's internals, checked against
+pytest-order 1.5.0: ``pytest_order.sorter.Sorter(config, items).sort_items()``
+and its plugin module's ``pytest_generate_tests`` (several ordinal markers
+on one test become parameters).  Anything else found there means "not
+usable": the fallback orders by ordinals.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Generator
+from typing import Any, ClassVar
+
+import pytest
+
+#: Where pytest-order puts ``fail_after_cannot_order`` for a test it could not place.
+FAIL_FIXTURE = "fail_after_cannot_order"
+
+
+def _pytest_order() -> tuple[type, Callable[[pytest.Metafunc], None] | None] | None:
+    """pytest-order's ``Sorter`` and its ``pytest_generate_tests``, if installed and usable."""
+    try:
+        sorter_mod: Any = importlib.import_module("pytest_order.sorter")
+        plugin_mod: Any = importlib.import_module("pytest_order.plugin")
+    except Exception:  # not installed, or broken: the fallback orders
+        return None
+    sorter = getattr(sorter_mod, "Sorter", None)
+    if not isinstance(sorter, type) or not callable(getattr(sorter, "sort_items", None)):
+        return None
+    generate = getattr(plugin_mod, "pytest_generate_tests", None)
+    return sorter, generate if callable(generate) else None
+
+
+class OrderSorting:
+    """Runs pytest-order's sorter; records whether it did (the plan asks :meth:`sorted`)."""
+
+    NAME: ClassVar[str] = "dagorder-order-sorting"
+
+    def __init__(self, sorter: type, generate: Callable[[pytest.Metafunc], None] | None) -> None:
+        self._sorter = sorter
+        self._generate = generate
+        self._sorted: list[pytest.Item] | None = None  # the list it sorted last
+
+    def sorted(self, items: list[pytest.Item]) -> bool:
+        return self._sorted is items
+
+    def sort(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not items:
+            return
+        items[:] = self._sorter(config, items).sort_items()
+        self._sorted = items
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if self._generate is not None:
+            self._generate(metafunc)
+
+    @pytest.fixture(name=FAIL_FIXTURE)
+    def fail_after_cannot_order(self) -> None:
+        pytest.fail("The test could not be ordered")
+
+
+class _Default(OrderSorting):
+    @pytest.hookimpl(trylast=True)  # after other plugins, as pytest-order by default
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        self.sort(config, items)
+
+
+class _Indulgent(OrderSorting):
+    @pytest.hookimpl(tryfirst=True)  # --indulgent-ordering: before other plugins
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        self.sort(config, items)
+
+
+class _AfterFF(OrderSorting):
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # --order-after-ff: after --ff/--nf
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> Generator[None, object, object]:
+        result = yield
+        self.sort(config, items)
+        return result
+
+
+def register(config: pytest.Config) -> OrderSorting | None:
+    """Sort as pytest-order would, where it is installed (None: it is not)."""
+    found = _pytest_order()
+    if found is None:
+        return None
+    cls: type[OrderSorting] = _Default
+    if config.getoption("indulgent_ordering", False):
+        cls = _Indulgent
+    elif config.getoption("order_after_ff", False):
+        cls = _AfterFF
+    plugin = cls(*found)
+    config.pluginmanager.register(plugin, OrderSorting.NAME)
+    return plugin
+
+
+def sorting(config: pytest.Config) -> OrderSorting | None:
+    plugin = config.pluginmanager.get_plugin(OrderSorting.NAME)
+    return plugin if isinstance(plugin, OrderSorting) else None
