@@ -96,6 +96,11 @@ class Payload:
     #: Per test: it requests the ``dag`` fixture (reads or publishes results).
     #: Empty: no test does.
     dag_users: Sequence[bool] = ()
+    #: Lines the plan adds to the controller's header (the --dag-shard line).
+    header: Sequence[str] = ()
+    #: The worker collected every test under its arguments and deselected none
+    #: (a durations file may then forget the tests it did not see).
+    whole: bool = False
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -155,6 +160,8 @@ class Payload:
             runtime_depends=([self.runtime_depends[k] for k in old]
                              if self.runtime_depends else ()),
             dag_users=[self.dag_users[k] for k in old] if self.dag_users else (),
+            header=self.header,
+            whole=self.whole,
         )
 
 
@@ -253,6 +260,8 @@ def encode(payload: Payload) -> str:
         "exclusive": list(payload.exclusive),
         "runtime_depends": list(payload.runtime_depends),
         "dag_users": list(payload.dag_users),
+        "header": list(payload.header),
+        "whole": payload.whole,
     }, separators=(",", ":"))
 
 
@@ -328,6 +337,8 @@ def _fields(data: dict[str, Any]) -> Payload:
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
         dag_users=[bool(x) for x in data["dag_users"]] or (),
+        header=_typed(data["header"], str),
+        whole=data["whole"] is True,
     )
 
 
