@@ -337,7 +337,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
         dag_users=[bool(x) for x in data["dag_users"]] or (),
-        header=_typed(data["header"], str),
+        header=_typed(data["header"], str) or (),
         whole=data["whole"] is True,
     )
 
