@@ -17,8 +17,12 @@ run whole once with ``-n 2 --dag-store-durations`` to record real durations,
 then the slowest part of each N is run with ``-n 2 --dag-shard K/N``: its
 makespan (first test start to last test end) against the recorded bound
 max(part total / 2, the part's critical path), and the process's wall time.
+"group s" is the part's heaviest affinity group (``--dag-affinity module``
+runs it on one worker, one test after another; ``--affinity none`` lifts
+that).
 
-Run: ``python benchmarks/bench_shards.py [--run] [--short 0.004] [--long 0.25]``.
+Run: ``python benchmarks/bench_shards.py [--run] [--short 0.004] [--long 0.25]
+[--affinity none]``.
 """
 
 from __future__ import annotations
@@ -137,19 +141,32 @@ def write_suite(root: Path, tests: Sequence[Test]) -> None:
     (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
 
 
-def run_parts(tests: Sequence[Test], workers: int) -> None:
+def largest_group(tests: Sequence[Test], dur: dict[str, float], part: set[str]) -> float:
+    """The heaviest affinity group of the part (default ``module`` affinity): one
+    component's tests inside one module, which run on one worker, one after another."""
+    comp: dict[str, str] = {}
+    for nid, _, deps in tests:
+        comp[nid] = comp[deps[0]] if deps else nid
+    groups: dict[tuple[str, str], float] = {}
+    for nid in part:
+        key = (comp[nid], nid.split("::")[0])
+        groups[key] = groups.get(key, 0.0) + dur[nid]
+    return max(groups.values(), default=0.0)
+
+
+def run_parts(tests: Sequence[Test], workers: int, extra: list[str]) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench_shards_"))
     try:
         write_suite(root, tests)
         record = root / "durations.json"
-        common = ["-p", "no:randomly", "-n", str(workers), f"--dag-durations={record}"]
+        common = ["-p", "no:randomly", "-n", str(workers), f"--dag-durations={record}", *extra]
         start = time.perf_counter()
         run_recorded(root, [*common, "--dag-store-durations"], cache=False)
         print(f"recording run (whole suite, -n {workers}): {time.perf_counter() - start:.1f} s")
         dur: dict[str, float] = json.loads(record.read_text(encoding="utf-8"))
         print(f"recorded total {sum(dur.values()):.1f} s over {len(dur):,} tests")
         print(f"{'N':>2} {'part':>5} {'tests':>6} {'recorded s':>10} {'bound s':>8} "
-              f"{'makespan s':>10} {'/ bound':>8} {'wall s':>7}")
+              f"{'group s':>7} {'makespan s':>10} {'/ bound':>8} {'wall s':>7}")
         for n in (2, 4, 8):
             parts = ours(tests, dur, n)
             loads = [sum(dur[nid] for nid in p) for p in parts]
@@ -160,8 +177,9 @@ def run_parts(tests: Sequence[Test], workers: int) -> None:
             wall = time.perf_counter() - start
             assert len(rows) == len(parts[k]), (len(rows), len(parts[k]))
             makespan = max(r[2] for r in rows) - min(r[1] for r in rows)
+            group = largest_group(tests, dur, parts[k])
             print(f"{n:>2} {k + 1:>3}/{n} {len(rows):>6,} {loads[k]:>10.2f} {bound:>8.2f} "
-                  f"{makespan:>10.2f} {makespan / bound:>8.3f} {wall:>7.1f}")
+                  f"{group:>7.2f} {makespan:>10.2f} {makespan / bound:>8.3f} {wall:>7.1f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -172,11 +190,12 @@ def main() -> None:
     ap.add_argument("--short", type=float, default=0.004)
     ap.add_argument("--long", type=float, default=0.25)
     ap.add_argument("-n", type=int, default=2)
+    ap.add_argument("--affinity", default=None, help="pass --dag-affinity to the runs")
     args = ap.parse_args()
     tests = suite(args.short, args.long)
     compare(tests, {nid: secs for nid, secs, _ in tests})
     if args.run:
-        run_parts(tests, args.n)
+        run_parts(tests, args.n, [f"--dag-affinity={args.affinity}"] if args.affinity else [])
 
 
 if __name__ == "__main__":

@@ -278,3 +278,32 @@ def test_store_needs_a_file(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --dag-store-durations needs a file to write*"])
     assert read_log(pytester) == {}
+
+
+SHUFFLER = """
+import os, random
+
+def pytest_collection_modifyitems(items):
+    seed = os.environ.get("SHUFFLE_SEED")
+    if seed:
+        random.Random(int(seed)).shuffle(items)  # what -p randomly does
+"""
+
+
+def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **SUITE)
+    pytester.makeconftest(SHUFFLER)
+    durations = pytester.path / "d.json"
+    durations.write_text(json.dumps({"test_misc.py::test_many[3]": 2.0,
+                                     "test_fees.py::test_broken": 1.0}), encoding="utf-8")
+    seen = []
+    for shuffle, hashseed in (("", "0"), ("1", "1"), ("2", "123")):
+        monkeypatch.setenv("SHUFFLE_SEED", shuffle)
+        monkeypatch.setenv("PYTHONHASHSEED", hashseed)
+        result = run(pytester, "--collect-only", "-q", "--dag-shard=2/3",
+                     f"--dag-durations={durations}")
+        seen.append(sorted(line for line in result.stdout.lines
+                           if "::" in line and " " not in line))
+    assert seen[0] and seen[0] == seen[1] == seen[2]
