@@ -55,6 +55,11 @@ class Plan:
     needs: dict[int, Needs] = field(default_factory=dict)
     #: The names of every marker some collected test carries (own or inherited).
     marker_names: frozenset[str] = frozenset()
+    #: Lines for the run's header from steps after planning (--dag-shard).
+    notes: list[str] = field(default_factory=list)
+    #: The session collected every test under its arguments and deselected none
+    #: (a durations file may then forget tests it did not see).
+    whole: bool = False
 
     @property
     def nodeids(self) -> list[str]:
@@ -375,7 +380,10 @@ class Planner:
         collected = list(items)
         result = yield
         with collector_paused():
+            whole = len(items) == len(collected) and session.testsfailed == 0
             self.plan = collect_plan(config, items, collected)
+            self.plan.whole = whole and not (
+                any("::" in str(a) for a in config.args) or resuming(config))
             self.planned(config, self.plan, items)
             fill_locations(items)
         return result

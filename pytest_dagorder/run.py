@@ -88,6 +88,9 @@ class DagRun:
             exclusive=exclusive,
         )
         self.tracker = OutcomeTracker()
+        #: The run collected its whole suite (see ``Plan.whole``): a durations
+        #: file may forget the tests it did not see.
+        self.whole = False
         # Seconds per test (all phases), recorded for the next run's priorities.
         self.elapsed: dict[int, float] = {}
         # Skips actually reported: a run cut short (-x) decides more than it shows.
@@ -160,7 +163,8 @@ class DagRun:
         Durations rank the next run; tests skipped for a prerequisite stay in
         the set ``--lf`` re-runs (pytest's cache would drop them as skipped).
         """
-        durations.save(config, self.measured())
+        suite = durations.suite_of(config, self.nodeids) if self.whole else None
+        durations.save(config, self.measured(), suite)
         keep_in_lastfailed(config, self.blocked())
 
     def summary_lines(self, verbose: bool = False) -> list[str]:

@@ -11,7 +11,7 @@ from collections.abc import Generator
 
 import pytest
 
-from . import wording
+from . import sharding, wording
 from .dag_fixture import LocalResults, write_published
 from .internals import skip_here
 from .planning import Plan, Planner
@@ -31,6 +31,7 @@ class SerialRunner(Planner):
         self.results = LocalResults()
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        sharding.apply(config, plan, items)
         self.results.planned(plan, items)
         if plan.problems:
             report_problems(config, plan.problems)
@@ -39,6 +40,7 @@ class SerialRunner(Planner):
             self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
                               on_failure=settings_of(config).on_failure)
             self.run.sched.add_worker(WORKER)
+            self.run.whole = plan.whole
             self.pulled_back = len(plan.pulled_back)
 
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
@@ -46,6 +48,8 @@ class SerialRunner(Planner):
             return []
         g = self.run.graph
         lines = [wording.serial_header(self.run.n_run, g.edge_count, g.longest_chain())]
+        if self.plan is not None:
+            lines += self.plan.notes
         if self.pulled_back:
             # pytest's "collected N items" counted before they were pulled back.
             lines.append(wording.pulled_back_line(self.pulled_back, self.run.n_run))

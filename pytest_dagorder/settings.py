@@ -9,13 +9,15 @@ types below, whose members are also the option choices.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import pytest
 
 from .scheduler import FAILURE_POLICIES, FailurePolicy
+from .shards import ShardSpecError, parse_spec
 
 #: Which tests must share a worker (see affinity.py): chains inside a module,
 #: inside a class, or none (pure per-test scheduling).
@@ -44,6 +46,12 @@ class Settings:
     ignore_unknown_dependency: bool
     #: How many tests naming each resource may run at once (unnamed ones: 1).
     limits: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: The durations file (--dag-durations / ini dag_durations; None: pytest's cache),
+    #: and whether this run writes it back (--dag-store-durations).
+    durations_path: Path | None = None
+    store_durations: bool = False
+    #: --dag-shard K/N as (K, N), 1-based; None: the whole suite.
+    shard: tuple[int, int] | None = None
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -86,6 +94,30 @@ def addoption(parser: pytest.Parser) -> None:
         help="Let up to N tests that use resource NAME run at once (repeatable; "
         "default 1 per resource; adds to ini dag_limits)",
     )
+    group.addoption(
+        "--dag-durations",
+        default=None,
+        metavar="PATH",
+        help="Read recorded durations from this JSON file (node id -> seconds, as "
+        "pytest-split's .test_durations) instead of pytest's cache "
+        "(default: ini dag_durations)",
+    )
+    group.addoption(
+        "--dag-store-durations",
+        action="store_true",
+        default=False,
+        help="Write this run's durations into the --dag-durations file, merged with "
+        "what it holds",
+    )
+    group.addoption(
+        "--dag-shard",
+        default=None,
+        metavar="K/N",
+        help="Run only the K-th of N parts of the suite (1-based), split so that no "
+        "dependency crosses parts and balanced on recorded durations",
+    )
+    parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
+                  default="")
     parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
     parser.addini("dag_limits", "Resource limits, one NAME=N per line", type="linelist",
                   default=[])
@@ -106,8 +138,33 @@ def configure(config: pytest.Config) -> Settings:
             **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
         }),
     )
+    settings = replace(settings, **_ci_settings(config))
     config.stash[SETTINGS] = settings
     return settings
+
+
+def _ci_settings(config: pytest.Config) -> dict[str, Any]:
+    """The durations file and the shard (see durations.py and sharding.py)."""
+    path: Path | None = None
+    option = config.getoption("dag_durations", None)
+    ini = str(config.getini("dag_durations") or "").strip()
+    if option:
+        path = config.invocation_params.dir / str(option)
+    elif ini:
+        path = (config.inipath.parent if config.inipath else config.rootpath) / ini
+    store = bool(config.getoption("dag_store_durations", False))
+    if store and path is None:
+        raise pytest.UsageError(
+            "--dag-store-durations needs a file to write: name one with "
+            "--dag-durations=PATH or ini dag_durations (e.g. .test_durations)")
+    spec = config.getoption("dag_shard", None)
+    shard = None
+    if spec is not None:
+        try:
+            shard = parse_spec(str(spec))
+        except ShardSpecError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return {"durations_path": path, "store_durations": store, "shard": shard}
 
 
 def settings_of(config: pytest.Config) -> Settings:

@@ -100,6 +100,11 @@ class Payload:
     #: workers have no barrier item (``barrier`` is never sent) and run as
     #: under plain xdist; the controller always sends the next test ahead.
     plain: bool = False
+    #: Lines the plan adds to the controller's header (the --dag-shard line).
+    header: Sequence[str] = ()
+    #: The worker collected every test under its arguments and deselected none
+    #: (a durations file may then forget the tests it did not see).
+    whole: bool = False
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -160,6 +165,8 @@ class Payload:
                              if self.runtime_depends else ()),
             dag_users=[self.dag_users[k] for k in old] if self.dag_users else (),
             plain=self.plain,
+            header=self.header,
+            whole=self.whole,
         )
 
 
@@ -259,6 +266,8 @@ def encode(payload: Payload) -> str:
         "runtime_depends": list(payload.runtime_depends),
         "dag_users": list(payload.dag_users),
         "plain": payload.plain,
+        "header": list(payload.header),
+        "whole": payload.whole,
     }, separators=(",", ":"))
 
 
@@ -335,6 +344,8 @@ def _fields(data: dict[str, Any]) -> Payload:
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
         dag_users=[bool(x) for x in data["dag_users"]] or (),
         plain=bool(data["plain"]),
+        header=_typed(data["header"], str) or (),
+        whole=data["whole"] is True,
     )
 
 

@@ -9,7 +9,7 @@ text; change one there and here together.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 # How an outcome reads after a test's name ("test_a failed", "test_a was skipped").
 PHRASES: Final[Mapping[str, str]] = {
@@ -193,6 +193,45 @@ def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
     return (f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain}; "
             f"xdist scheduling, affinity {affinity} ({groups} groups); "
             f"critical path by {ranked}")
+
+
+# -- shards and durations files -------------------------------------------------
+
+
+class Oversized(NamedTuple):
+    """A component heavier than a fair share: named by its first node id."""
+
+    first: str
+    tests: int
+    seconds: float | None
+
+
+def about(seconds: float) -> str:
+    """A recorded total as people read it: ``3 min 12 s``, ``1 h 4 min``, ``0.4 s``."""
+    if seconds < 0.1:
+        return "under 0.1 s"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h} h {m} min"
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
+                 big: Oversized | None) -> str:
+    """``seconds``: the part's recorded total (None: nothing recorded, split by count)."""
+    line = f"dagorder: shard {k}/{n}: {tests:,} of {of:,} tests, " + (
+        f"{'' if seconds < 0.1 else 'about '}{about(seconds)} recorded" if seconds is not None
+        else "no durations recorded (split by test count)")
+    if big is not None:
+        size = (f"{'' if big.seconds < 0.1 else 'about '}{about(big.seconds)}"
+                if big.seconds is not None else "more")
+        line += (f"; the largest component ({big.tests:,} tests tied to {big.first}) alone "
+                 f"takes {size}, over a fair share: no part can be shorter")
+    return line
 
 
 # -- dag.publish / dag.result ------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from . import wire
+from . import sharding, wire
 from .dag_fixture import LocalResults, uses_dag
 from .internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
 from .memory import collector_paused
@@ -47,6 +47,7 @@ from .resources import NONE
 from .run import short_names
 from .scheduler import Skip, blocked_skip
 from .settings import DAG_MODES, settings_of
+from .sharding import xdist_group
 
 BARRIER_NAME = "<dagorder-barrier>"
 
@@ -154,6 +155,7 @@ class DagWorker(Planner):
         self.results.store.deliver(ready, values)
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+        sharding.apply(config, plan, items)
         self.results.planned(plan, items)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -329,12 +331,14 @@ class DagWorker(Planner):
             locations=[_location(it) for it in planned],
             module_scopes=_scopes(planned, pytest.Module),
             class_scopes=_scopes(planned, pytest.Class),
-            xdist_groups=([_xdist_group(it) for it in planned] if grouped
+            xdist_groups=([xdist_group(it) for it in planned] if grouped
                           else [None] * len(planned)),
             graph=graph,
             problems=problems,
             plain=self.plain,
         )
+        if plan is not None and (plan.notes or plan.whole):
+            payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole)
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
@@ -427,10 +431,3 @@ def _scopes(items: list[pytest.Item], kind: type[pytest.Collector]) -> list[str 
             by_parent[key] = None if node is None else node.nodeid
         out.append(by_parent[key])
     return out
-
-
-def _xdist_group(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return None
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))

@@ -548,6 +548,8 @@ class DagScheduling:
         self.header = [wording.xdist_header(
             n, graph.edge_count, graph.longest_chain(), mode,
             len(run.sched.groups), len(known), len(nodeids))]
+        self.header += payload.header
+        run.whole = payload.whole
         if chains:
             self.header.append(wording.runtime_depends_header(len(chains)))
         if payload.resources or settings.limits:

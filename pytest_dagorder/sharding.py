@@ -1,0 +1,116 @@
+"""``--dag-shard K/N``: keep one part of the planned run, report the others as deselected.
+
+The partition itself is pure (:mod:`pytest_dagorder.shards`); this module
+reads what it needs off the plan (node ids, edges, ``xdist_group`` labels,
+modules using pytest-dependency's runtime ``depends()``) and the recorded
+durations, then narrows the plan and the session's items to the part.  It
+runs wherever a plan is made (the serial process, every xdist worker), so
+under ``-n`` every worker cuts the same part and xdist sees one collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from . import durations, wording
+from .graph import Graph
+from .migration.runtime import RuntimeUsers
+from .planning import Plan
+from .settings import settings_of
+from .shards import Partition, partition
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The ``xdist_group`` label of ``item`` (xdist's own reading of the marker)."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+def labels(plan: Plan, items: Sequence[pytest.Item]) -> list[str | None]:
+    """Per item, what ties it to other tests besides edges (None: nothing)."""
+    grouped = "xdist_group" in plan.marker_names
+    uses = RuntimeUsers()
+    out: list[str | None] = []
+    for it in items:
+        group = xdist_group(it) if grouped else None
+        if group is not None:
+            out.append(f"xdist_group {group}")
+        elif uses(it):
+            # Its module checks results in its own process: one part for all of it.
+            module = it.getparent(pytest.Module)
+            out.append(f"runtime depends() in {module.nodeid if module else it.nodeid}")
+        else:
+            out.append(None)
+    return out
+
+
+def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
+    """Narrow ``plan`` and ``items`` to the part ``--dag-shard`` names (if any).
+
+    ``items`` are the plan's items (the run, in its order); what leaves goes
+    through ``pytest_deselected``, as ``-k`` does it.  The plan's ``notes``
+    get the header line.
+    """
+    settings = settings_of(config)
+    shard = settings.shard
+    if plan.problems:
+        return  # reported whole, in every part: nothing runs anyway
+    if plan.graph is None and (shard is not None or settings.store_durations):
+        # A driver records durations only through a run of the core; a suite
+        # without declarations gets one with no edges.
+        plan.graph = Graph.of_positions([()] * len(items))
+    g = plan.graph
+    if shard is None or g is None:
+        return
+    k, n = shard
+    ids = [it.nodeid for it in items]
+    run = len(items)
+    recorded = durations.load(config)
+    split = partition(ids, g.requires[:run], g.after[:run], n,
+                      labels=labels(plan, items), recorded=recorded)
+    part = split.part
+    keep = [i for i in range(run) if part[i] == k - 1]
+    out = [items[i] for i in range(run) if part[i] != k - 1]
+    plan.notes.append(header(k, n, split, timed=any(nid in recorded for nid in ids)))
+    if not out:
+        return
+    plan.graph = _restricted(g, keep, run)
+    kept = {id(items[i]) for i in keep}
+    plan.items = [items[i] for i in keep]
+    outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
+    plan.deselected = [plan.deselected[p - run] for p in outside]
+    plan.pulled_back = [it for it in plan.pulled_back if id(it) in kept]
+    items[:] = plan.items
+    config.hook.pytest_deselected(items=out)
+
+
+def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
+    """``g`` over ``keep`` (in order), then the prerequisites outside the run they need.
+
+    A part holds whole components, so no edge of a kept test leads to a test
+    of another part.
+    """
+    outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
+    pos = {old: new for new, old in enumerate([*keep, *outside])}
+    requires: list[Sequence[int]] = [[pos[p] for p in g.requires[i]] for i in keep]
+    requires += [()] * len(outside)
+    after = {pos[i]: [pos[p] for p in g.after[i]] for i in keep if g.after[i]}
+    return Graph.of_positions(requires, after=after)
+
+
+def header(k: int, n: int, split: Partition, *, timed: bool) -> str:
+    """The header line: this part's size and recorded time, and an oversized component.
+
+    ``timed``: some test has a recorded duration (else weights are counts).
+    """
+    largest = split.largest
+    big = None
+    if largest is not None and n > 1 and largest.weight > split.total / n:
+        big = wording.Oversized(largest.key, len(largest.members),
+                                largest.weight if timed else None)
+    return wording.shard_header(k, n, len(split.members(k - 1)), len(split.part),
+                                split.loads[k - 1] if timed else None, big)

@@ -1,0 +1,309 @@
+"""--dag-shard and the durations file, end to end: the parts of a run give the whole run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import base_args, junit_key, make_modules, read_junit, read_log, write_ini
+
+TIMEOUT = 180.0
+PARTS = 4
+
+# Chains inside and across modules, a failure and what it blocks, a skip, an
+# ordering-only edge, an xdist_group spanning modules, free tests.
+SUITE = {
+    "test_accounts": """
+        def test_open():
+            mark("open")
+
+        @depends_on("test_open")
+        def test_deposit():
+            mark("deposit")
+
+        @depends_on("test_deposit")
+        def test_withdraw():
+            mark("withdraw")
+
+        def test_free_1():
+            mark("free_1")
+
+        @pytest.mark.xdist_group("db")
+        def test_db_a():
+            mark("db_a")
+        """,
+    "test_fees": """
+        @depends_on("test_accounts.py::test_deposit")
+        def test_fee():
+            mark("fee")
+
+        def test_broken():
+            mark("broken")
+            assert False
+
+        @depends_on("test_broken")
+        def test_after_broken():
+            mark("after_broken")
+
+        @run_after("test_broken")
+        def test_report():
+            mark("report")
+
+        @pytest.mark.skip(reason="not today")
+        def test_skipped():
+            pass
+
+        @depends_on("test_skipped")
+        def test_needs_skipped():
+            mark("needs_skipped")
+
+        @pytest.mark.xdist_group("db")
+        def test_db_b():
+            mark("db_b")
+        """,
+    "test_misc": """
+        @pytest.mark.parametrize("n", range(6))
+        def test_many(n):
+            mark(f"many_{n}")
+
+        def test_free_2():
+            mark("free_2")
+        """,
+}
+#: Tests that share a part: edges (transitively) and the xdist_group.
+TOGETHER = [
+    {"test_accounts.py::test_open", "test_accounts.py::test_deposit",
+     "test_accounts.py::test_withdraw", "test_fees.py::test_fee"},
+    {"test_fees.py::test_broken", "test_fees.py::test_after_broken", "test_fees.py::test_report"},
+    {"test_fees.py::test_skipped", "test_fees.py::test_needs_skipped"},
+    {"test_accounts.py::test_db_a", "test_fees.py::test_db_b"},
+]
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*base_args(), "-p", "no:randomly", *args,
+                                         timeout=TIMEOUT)
+
+
+def ids_in(junit: Path) -> set[str]:
+    return set(read_junit(junit)[0])
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_parts_together_give_the_serial_runs_outcomes(pytester: pytest.Pytester,
+                                                          mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **SUITE)
+    whole = run(pytester, "--junitxml=whole.xml")
+    whole.assert_outcomes(passed=15, failed=1, skipped=3)
+    want, n_whole = read_junit(pytester.path / "whole.xml")
+    got: dict[str, object] = {}
+    counted = 0
+    for k in range(1, PARTS + 1):
+        part = run(pytester, *mode, f"--dag-shard={k}/{PARTS}", f"--junitxml=part{k}.xml")
+        assert part.ret in (0, 1), part.stdout.str()
+        part.stdout.fnmatch_lines([f"dagorder: shard {k}/{PARTS}: * of 19 tests, *"])
+        cases, n = read_junit(pytester.path / f"part{k}.xml")
+        counted += n
+        assert not set(cases) & set(got), "a test ran in two parts"
+        got.update(cases)
+        for group in TOGETHER:
+            keys = {junit_key(nid) for nid in group}
+            assert not keys & set(cases) or keys <= set(cases), f"part {k} cut {group}"
+    assert counted == n_whole
+    assert got == want
+
+
+def test_a_part_reports_the_rest_deselected_and_collect_only_lists_it(
+        pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **SUITE)
+    listed: list[str] = []
+    for k in range(1, PARTS + 1):
+        result = run(pytester, "--collect-only", "-q", f"--dag-shard={k}/{PARTS}")
+        ids = [line for line in result.stdout.lines if "::" in line and " " not in line]
+        assert ids, result.stdout.str()
+        result.stdout.fnmatch_lines(
+            [f"{len(ids)}/19 tests collected ({19 - len(ids)} deselected)*"])
+        listed += ids
+    assert sorted(listed) == sorted(
+        line for line in run(pytester, "--collect-only", "-q").stdout.lines
+        if "::" in line and " " not in line)
+    # The run executes what --collect-only listed, and only that.
+    result = run(pytester, "--dag-shard=1/4", "-rs")
+    first = run(pytester, "--collect-only", "-q", "--dag-shard=1/4").stdout.lines
+    want = sorted(line for line in first if "::" in line and " " not in line)
+    assert result.parseoutcomes()["deselected"] == 19 - len(want)
+
+
+def test_the_part_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **SUITE)
+    durations = pytester.path / "d.json"
+    durations.write_text(json.dumps({"test_misc.py::test_many[0]": 3.0,
+                                     "test_accounts.py::test_open": 2.0}), encoding="utf-8")
+    common = ["--dag-shard=2/3", f"--dag-durations={durations}"]
+    run(pytester, *common, "--junitxml=serial.xml")
+    result = run(pytester, *common, "-n", "2", "--junitxml=xdist.xml")
+    result.stdout.fnmatch_lines(["dagorder: shard 2/3: * of 19 tests, about * recorded*"])
+    assert ids_in(pytester.path / "serial.xml") == ids_in(pytester.path / "xdist.xml")
+
+
+@pytest.mark.parametrize("value", ["0/4", "5/4", "x", "2/0"])
+def test_a_bad_shard_is_a_usage_error_naming_it(pytester: pytest.Pytester, value: str) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **SUITE)
+    result = run(pytester, f"--dag-shard={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --dag-shard '{value}' is not valid; write K/N*"])
+    assert not (pytester.path / "ran.log").exists()
+
+
+def test_an_oversized_component_is_named(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_chain="""
+        def test_a():
+            mark("a")
+
+        @depends_on("test_a")
+        def test_b():
+            mark("b")
+
+        def test_c():
+            mark("c")
+        """)
+    durations = pytester.path / ".test_durations"
+    durations.write_text(json.dumps({"test_chain.py::test_a": 60, "test_chain.py::test_b": 60,
+                                     "test_chain.py::test_c": 1}), encoding="utf-8")
+    result = run(pytester, "--dag-shard=1/2", "--dag-durations=.test_durations")
+    result.stdout.fnmatch_lines([
+        "dagorder: shard 1/2: 2 of 3 tests, about 2 min 0 s recorded; the largest component "
+        "(2 tests tied to test_chain.py::test_a) alone takes about 2 min 0 s, over a fair "
+        "share*"])
+    result.assert_outcomes(passed=2, deselected=1)
+
+
+# -- the durations file ---------------------------------------------------------------
+
+
+def recorded(path: Path) -> dict[str, float]:
+    data: dict[str, float] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_stored_durations_merge_and_forget_only_after_a_whole_run(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester, "dag_durations = ci/durations.json\n")
+    make_modules(pytester, test_m="""
+        def test_slow():
+            mark("slow", 0.2)
+
+        @depends_on("test_slow")
+        def test_quick():
+            mark("quick")
+        """)
+    path = pytester.path / "ci" / "durations.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"test_gone.py::test_x": 5.0, "test_m.py::test_quick": 9.0,
+                                "elsewhere/test_y.py::test_y": 1.0}), encoding="utf-8")
+    # Part of the suite: nothing forgotten, what ran updated.
+    # (xdist's controller never reports what its workers deselected.)
+    run(pytester, *mode, "--dag-store-durations", "-k", "slow").assert_outcomes(
+        passed=1, deselected=0 if mode else 1)
+    got = recorded(path)
+    assert sorted(got) == ["elsewhere/test_y.py::test_y", "test_gone.py::test_x",
+                           "test_m.py::test_quick", "test_m.py::test_slow"]
+    assert got["test_m.py::test_quick"] == 9.0 and 0.2 <= got["test_m.py::test_slow"] < 9
+    # The whole suite: the tests it did not collect are gone.
+    run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=2)
+    got = recorded(path)
+    assert sorted(got) == ["test_m.py::test_quick", "test_m.py::test_slow"]
+    assert got["test_m.py::test_quick"] < got["test_m.py::test_slow"]
+    assert all(round(v, 4) == v for v in got.values())
+    assert path.read_text(encoding="utf-8").count("\n") == 4  # one entry a line
+
+
+def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
+        pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m="""
+        def test_a():
+            mark("a")
+
+        @depends_on("test_a")
+        def test_b():
+            mark("b")
+        """)
+    path = pytester.path / "d.json"
+    path.write_text('{"test_m.py::test_a": 7.0}', encoding="utf-8")
+    pytester.runpytest_subprocess(*base_args(cache=True), f"--dag-durations={path}",
+                                  timeout=TIMEOUT).assert_outcomes(passed=2)
+    assert recorded(path) == {"test_m.py::test_a": 7.0}
+    # The cache still records for local runs.
+    cache = pytester.path / ".pytest_cache" / "v" / "dagorder" / "durations"
+    assert "test_m.py::test_a" in recorded(cache)
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("content", ["{oops", "[]", None], ids=["not-json", "list", "dir"])
+def test_a_malformed_file_is_a_warning_and_the_run_goes_on(
+        pytester: pytest.Pytester, mode: list[str], content: str | None) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m="""
+        def test_a():
+            mark("a")
+
+        @depends_on("test_a")
+        def test_b():
+            mark("b")
+        """)
+    path = pytester.path / "d.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content, encoding="utf-8")
+    result = run(pytester, *mode, "--dag-durations=d.json", "--dag-shard=1/1")
+    result.assert_outcomes(passed=2)
+    lines = [line for line in result.stdout.lines if "durations file" in line]
+    assert len(lines) == 1, result.stdout.str()
+    assert lines[0].startswith("dagorder: warning: durations file ") and str(path) in lines[0]
+
+
+def test_store_needs_a_file(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m="def test_a():\n    mark('a')\n")
+    result = run(pytester, "--dag-store-durations")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dag-store-durations needs a file to write*"])
+    assert read_log(pytester) == {}
+
+
+SHUFFLER = """
+import os, random
+
+def pytest_collection_modifyitems(items):
+    seed = os.environ.get("SHUFFLE_SEED")
+    if seed:
+        random.Random(int(seed)).shuffle(items)  # what -p randomly does
+"""
+
+
+def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **SUITE)
+    pytester.makeconftest(SHUFFLER)
+    durations = pytester.path / "d.json"
+    durations.write_text(json.dumps({"test_misc.py::test_many[3]": 2.0,
+                                     "test_fees.py::test_broken": 1.0}), encoding="utf-8")
+    seen = []
+    for shuffle, hashseed in (("", "0"), ("1", "1"), ("2", "123")):
+        monkeypatch.setenv("SHUFFLE_SEED", shuffle)
+        monkeypatch.setenv("PYTHONHASHSEED", hashseed)
+        result = run(pytester, "--collect-only", "-q", "--dag-shard=2/3",
+                     f"--dag-durations={durations}")
+        seen.append(sorted(line for line in result.stdout.lines
+                           if "::" in line and " " not in line))
+    assert seen[0] and seen[0] == seen[1] == seen[2]
