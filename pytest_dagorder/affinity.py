@@ -29,6 +29,23 @@ def serial_modules(modules: Sequence[str | None],
     return out
 
 
+def document_files(modules: Sequence[str | None], ids: Sequence[str]) -> dict[str, list[int]]:
+    """The tests (in index order) of each file that is not a Python test module
+    and holds two or more of them, by the file's node id.
+
+    Items a plugin collects from one document (doctest text files, Sybil
+    documents, YAML or notebook test files) share the document's namespace
+    and expect to run in file order, in one process, as ``--dist loadfile``
+    runs them.  Such an item has no module scope; its file is its node id's
+    first part.
+    """
+    by_file: dict[str, list[int]] = {}
+    for k, module in enumerate(modules):
+        if module is None:
+            by_file.setdefault(ids[k].split("::", 1)[0], []).append(k)
+    return {path: members for path, members in by_file.items() if len(members) > 1}
+
+
 def affinity_groups(
     scopes: Sequence[str | None],
     requires: Sequence[Sequence[int]],

@@ -163,6 +163,11 @@ def runtime_depends_header(modules: int) -> str:
             "each runs on one worker, in collection order")
 
 
+def documents_header(files: int) -> str:
+    return (f"dagorder: {files} document{'s' * (files != 1)} (files of non-Python test "
+            "items): each runs on one worker, in collection order")
+
+
 def pulled_back_line(pulled: int, tests: int) -> str:
     """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
     return (f"dagorder: {_plural(pulled, 'prerequisite')} pulled back into the run "

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import pytest
 
 from . import durations, wire, wording
-from .affinity import affinity_groups, serial_modules
+from .affinity import affinity_groups, document_files, serial_modules
 from .batching import SHORT, unpack_batches_from
 from .dag_fixture import write_published
 from .declarations import Problem
@@ -487,14 +487,18 @@ class DagScheduling:
         explicit = list(payload.xdist_groups)
         chains = ({} if mode == "none" else
                   serial_modules(payload.module_scopes, payload.runtime_depends))
+        documents = {} if mode == "none" else document_files(payload.module_scopes, payload.ids)
         chained = {k: list(a) for k, a in after.items()}
-        for module, members in chains.items():
-            # A runtime depends() checks results in its own process: the module
-            # runs as one group (a label joins it), in collection order (edges).
+        for label, members in itertools.chain(
+                ((f"runtime depends() in {m}", ks) for m, ks in chains.items()),
+                ((f"document {path}", ks) for path, ks in documents.items())):
+            # A runtime depends() checks results in its own process, a
+            # document's items share its namespace: the file runs as one group
+            # (a label joins it), in collection order (edges).
             for prev, nxt in itertools.pairwise(members):
                 chained.setdefault(nxt, []).append(prev)
             for k in members:
-                explicit[k] = explicit[k] or f"runtime depends() in {module}"
+                explicit[k] = explicit[k] or label
 
         requires: Sequence[Sequence[int]] = [()] * len(nodeids) if g is None else g.requires
 
@@ -536,6 +540,8 @@ class DagScheduling:
             len(run.sched.groups), len(known), len(nodeids))]
         if chains:
             self.header.append(wording.runtime_depends_header(len(chains)))
+        if documents:
+            self.header.append(wording.documents_header(len(documents)))
         if payload.resources or settings.limits:
             self.header.append(wording.limits_header(
                 settings.limits, resources_in_use(payload.resources),
