@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import pytest
 
 from . import durations, wire, wording
-from .affinity import affinity_groups, document_files, serial_modules
+from .affinity import affinity_groups, kept_whole, serial_modules
 from .batching import SHORT, unpack_batches_from
 from .dag_fixture import write_published
 from .declarations import Problem
@@ -487,11 +487,12 @@ class DagScheduling:
         explicit = list(payload.xdist_groups)
         chains = ({} if mode == "none" else
                   serial_modules(payload.module_scopes, payload.runtime_depends))
-        documents = {} if mode == "none" else document_files(payload.module_scopes, payload.ids)
+        dist = self.config.getvalue("dist")
+        whole = kept_whole(dist, mode, payload.ids, payload.module_scopes, payload.class_scopes)
         chained = {k: list(a) for k, a in after.items()}
         for label, members in itertools.chain(
                 ((f"runtime depends() in {m}", ks) for m, ks in chains.items()),
-                ((f"document {path}", ks) for path, ks in documents.items())):
+                whole.items()):
             # A runtime depends() checks results in its own process, a
             # document's items share its namespace: the file runs as one group
             # (a label joins it), in collection order (edges).
@@ -540,8 +541,8 @@ class DagScheduling:
             len(run.sched.groups), len(known), len(nodeids))]
         if chains:
             self.header.append(wording.runtime_depends_header(len(chains)))
-        if documents:
-            self.header.append(wording.documents_header(len(documents)))
+        if whole:
+            self.header.append(wording.kept_whole_header(dist, len(whole)))
         if payload.resources or settings.limits:
             self.header.append(wording.limits_header(
                 settings.limits, resources_in_use(payload.resources),
@@ -819,7 +820,7 @@ def abort(config: pytest.Config, nodes: Sequence[Any], problems: Sequence[Proble
 
 
 class GuardedScheduling:
-    """xdist's own scheduler for an explicitly chosen ``--dist`` mode, refused with a DAG.
+    """xdist's own scheduler for ``--dist each``, refused with a DAG.
 
     Every call goes to the wrapped scheduler; only the first ``schedule()``
     first reads the plan the workers shipped, so a suite that declares
@@ -840,10 +841,7 @@ class GuardedScheduling:
             problems = [Problem(n, m) for n, m in payload.problems]
             if payload.graph is not None or problems:
                 declared = problems[0].nodeid if problems else payload.ids[0]
-                problems.insert(0, Problem(declared, (
-                    f"--dist {self._dist} cannot honour depends_on/run_after declarations; "
-                    "drop --dist (or use --dist load) to schedule the dependency graph, "
-                    "or run with -p no:dagorder for plain xdist")))
+                problems.insert(0, Problem(declared, wording.dist_refused(self._dist)))
                 abort(self._controller.config, nodes, problems)
         self._inner.schedule()
 

@@ -509,9 +509,9 @@ def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.P
             mark("b")
     """,
     )
-    result = run(pytester, "-n", "2", "--dist", "loadfile")
+    result = run(pytester, "-n", "2", "--dist", "each")
     assert not (pytester.path / LOG_NAME).exists()
-    result.stdout.fnmatch_lines(["*--dist loadfile cannot honour depends_on*"])
+    result.stdout.fnmatch_lines(["*--dist each cannot honour depends_on*every worker*"])
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR)
 
 
