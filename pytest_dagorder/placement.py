@@ -297,6 +297,9 @@ class AffinityGroups(ReadyQueues):
         group = self._bound.get(worker)
         return None if group is None else group.gid
 
+    def group_bound_to(self, worker: Worker) -> Group | None:
+        return self._bound.get(worker)
+
     def unstarted(self, gid: int) -> int:
         """Members of group ``gid`` neither terminal nor running: 0 once all are handed out.
 
@@ -582,43 +585,60 @@ class Exclusive(_Wrapping):
 
     Wraps the other policies (outermost).  An exclusive task that comes up
     while other tasks run is parked and the run drains: no new task starts,
-    except that a worker bound to an affinity group finishes its group (an
-    exclusive task is never a group member, and a group starts only once
-    its outside prerequisites ended, so a group never waits on it).  The
-    first unbound worker that asks once nothing runs gets the parked task;
-    while it runs, nothing else starts.  Draining idles workers: that is
-    what running alone costs.
+    except that a worker bound to an affinity group goes on with its group
+    (a group started once its outside prerequisites ended, so it never
+    waits on a task outside it).  Once nothing runs, the parked task goes
+    to the first worker that asks and may run it: a free one to an unbound
+    worker, a group's member to the worker bound to that group (it keeps its
+    group: the state its group left in that process is what it reads).
+    While it runs, nothing else starts, except tasks its worker holds
+    behind it.  Draining idles workers: that is what running alone costs.
     """
 
     def __init__(self, inner: Placement, alone: Sequence[bool], state: Sequence[State],
-                 bound: Callable[[Worker], bool]) -> None:
+                 groups: AffinityGroups | None) -> None:
         super().__init__(inner)
         self._alone = list(alone)
         self._state = state
-        self._bound = bound
+        self._groups = groups
         self._running = 0  # tasks started and not ended, anywhere
         self._active: int | None = None  # the exclusive task running now
+        self._active_on: Worker | None = None  # and its worker
+        self._behind = 0  # tasks its worker holds behind it (started after it)
         self._parked: list[int] = []  # exclusive tasks waiting for the run to drain
 
     def constrained(self, task: int) -> bool:
         """Whether ``task`` runs alone (it is then never handed out ahead)."""
         return self._alone[task]
 
+    def _owner(self, task: int) -> Group | None:
+        return None if self._groups is None else self._groups.of[task]
+
+    def _may_run(self, task: int, bound: Group | None) -> bool:
+        """Whether a worker bound to ``bound`` (None: unbound) may run parked
+        ``task``: a member of a group only on that group's worker, a free
+        task only on an unbound worker."""
+        return self._owner(task) is bound
+
     def next_for(self, worker: Worker) -> int | None:
         if self._active is not None:
             return None
-        if self._bound(worker):
-            return self._inner.next_for(worker)  # its group: never an exclusive task
-        if self._parked:
-            if self._running:
-                return None  # draining
-            while self._parked:
-                parked = self._parked.pop(0)
-                if self._state[parked] is _READY:
-                    return parked
+        mine = None if self._groups is None else self._groups.group_bound_to(worker)
+        parked = self._parked
+        if parked:
+            if not self._running:
+                for k, task in enumerate(parked):
+                    if self._state[task] is _READY and self._may_run(task, mine):
+                        del parked[k]
+                        return task
+                parked[:] = [t for t in parked if self._state[t] is _READY]
+            if parked and (mine is None or any(self._owner(t) is mine for t in parked)):
+                # Draining; a bound worker goes on with its group, unless that
+                # group's own next task is the one waiting.
+                return None
         i = self._inner.next_for(worker)
         if i is not None and self._alone[i] and self._running:
-            self._parked.append(i)
+            parked.append(i)
             return None
         return i
 
@@ -626,13 +646,32 @@ class Exclusive(_Wrapping):
         self._inner.started(task, worker)
         self._running += 1
         if self._alone[task]:
-            self._active = task
+            self._active, self._active_on, self._behind = task, worker, 0
+        elif self._active is not None:
+            # Only the active task's worker gets anything (held behind it).
+            self._behind += 1
 
     def ended(self, task: int) -> None:
         self._inner.ended(task)
         self._running -= 1
         if task == self._active:
-            self._active = None
+            self._active = self._active_on = None
+        elif self._active is not None:
+            self._behind -= 1
+
+    def worker_removed(self, worker: Worker) -> None:
+        self._inner.worker_removed(worker)
+        # A parked member of a group that lost its worker goes back to the
+        # group, which is queued afresh for another worker to take.
+        keep: list[int] = []
+        for task in self._parked:
+            group = self._owner(task)
+            if group is not None and group.worker is None:
+                if self._state[task] is _READY:
+                    self._inner.released((task,), None)
+            else:
+                keep.append(task)
+        self._parked = keep
 
     def ready_for(self, worker: Worker) -> bool:
         # A parked task counts as ready: nothing is handed out ahead meanwhile.
@@ -643,8 +682,9 @@ class Exclusive(_Wrapping):
 
     def validate(self) -> None:
         check(self._running >= 0, "negative running count")
-        check(self._active is None or self._running == 1,
-              f"exclusive task {self._active} runs beside {self._running - 1} others")
+        check(self._active is None or self._running == 1 + self._behind,
+              f"exclusive task {self._active} runs beside "
+              f"{self._running - 1 - self._behind} others")
         self._inner.validate()
 
 

@@ -202,9 +202,6 @@ class Scheduler:
         alone = list(exclusive) if exclusive is not None and any(exclusive) else None
         if alone is not None and len(alone) != n:
             raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
-        if groups is not None and alone is not None:
-            # A task that runs alone is never bound to a group's worker.
-            groups = [None if a else g for g, a in zip(groups, alone, strict=True)]
         if groups is not None:
             self._groups = AffinityGroups(graph, groups, self._rank, self.state,
                                           self._running_on, locality=locality)
@@ -217,11 +214,7 @@ class Scheduler:
             placement = limited
         constrained = None if limited is None else limited.constrained
         if alone is not None:
-            grouped = self._groups
-            placement = Exclusive(
-                placement, alone, self.state,
-                (lambda w: False) if grouped is None
-                else (lambda w: grouped.bound_group(w) is not None))
+            placement = Exclusive(placement, alone, self.state, self._groups)
             constrained = (placement.constrained if limited is None
                            else lambda t, a=alone, c=limited.constrained: a[t] or c(t))
         self._placement = placement

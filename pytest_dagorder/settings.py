@@ -28,9 +28,12 @@ GROUP = "dagorder"
 #: The registration name of whichever driver runs the session (serial.py,
 #: xdist.py, worker.py); other parts find the run state under it.
 DRIVER_NAME = "dagorder-run"
-#: --dist modes the DAG scheduler takes over: the default, and loadgroup, whose
-#: xdist_group marks it honours as affinity groups.
-DAG_MODES = ("load", "loadgroup")
+#: --dist modes the DAG scheduler takes over: the default and worksteal (its
+#: workers steal anyway), loadgroup (xdist_group marks are affinity groups),
+#: loadfile and loadscope (each file, or each class and module, one group kept
+#: in collection order).  Only ``each`` is refused: it runs every test on
+#: every worker.
+DAG_MODES = ("load", "loadgroup", "loadfile", "loadscope", "worksteal")
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,26 @@ def runtime_depends_header(modules: int) -> str:
             "each runs on one worker, in collection order")
 
 
+def kept_whole_header(dist: str, scopes: int) -> str:
+    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run whole."""
+    if dist == "loadfile":
+        what = _plural(scopes, "file")
+    elif dist == "loadscope":
+        what = f"{scopes} {'scope' if scopes == 1 else 'scopes'} (classes, modules)"
+    else:
+        what = f"{_plural(scopes, 'document')} (files of non-Python test items)"
+    return f"dagorder: {what}: each runs on one worker, in collection order"
+
+
+def dist_refused(dist: str, declared: str) -> str:
+    """Why ``--dist each`` (or another mode not scheduled as a DAG) cannot run declarations."""
+    return (f"--dist {dist} cannot honour depends_on/run_after declarations "
+            f"({declared} declares one): it runs "
+            "every test once on every worker, while a dependency graph runs each test "
+            "once, after its prerequisites; use --dist load, loadgroup, loadfile, "
+            "loadscope or worksteal, or run with -p no:dagorder for plain xdist")
+
+
 def pulled_back_line(pulled: int, tests: int) -> str:
     """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
     return (f"dagorder: {_plural(pulled, 'prerequisite')} pulled back into the run "

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import pytest
 
 from . import durations, wire, wording
-from .affinity import affinity_groups, serial_modules
+from .affinity import affinity_groups, kept_whole, serial_modules
 from .dag_fixture import write_published
 from .declarations import Problem
 from .errors import DependencyError
@@ -501,14 +501,19 @@ class DagScheduling:
         explicit = list(payload.xdist_groups)
         chains = ({} if mode == "none" else
                   serial_modules(payload.module_scopes, payload.runtime_depends))
+        dist = self.config.getvalue("dist")
+        whole = kept_whole(dist, mode, payload.ids, payload.module_scopes, payload.class_scopes)
         chained = {k: list(a) for k, a in after.items()}
-        for module, members in chains.items():
-            # A runtime depends() checks results in its own process: the module
-            # runs as one group (a label joins it), in collection order (edges).
+        for label, members in itertools.chain(
+                ((f"runtime depends() in {m}", ks) for m, ks in chains.items()),
+                whole.items()):
+            # A runtime depends() checks results in its own process, a
+            # document's items share its namespace: the file runs as one group
+            # (a label joins it), in collection order (edges).
             for prev, nxt in itertools.pairwise(members):
                 chained.setdefault(nxt, []).append(prev)
             for k in members:
-                explicit[k] = explicit[k] or f"runtime depends() in {module}"
+                explicit[k] = explicit[k] or label
 
         requires: Sequence[Sequence[int]] = [()] * len(nodeids) if g is None else g.requires
 
@@ -552,6 +557,8 @@ class DagScheduling:
         run.whole = payload.whole
         if chains:
             self.header.append(wording.runtime_depends_header(len(chains)))
+        if whole:
+            self.header.append(wording.kept_whole_header(dist, len(whole)))
         if payload.resources or settings.limits:
             self.header.append(wording.limits_header(
                 settings.limits, resources_in_use(payload.resources),
@@ -865,7 +872,7 @@ def abort(config: pytest.Config, nodes: Sequence[Any], problems: Sequence[Proble
 
 
 class GuardedScheduling:
-    """xdist's own scheduler for an explicitly chosen ``--dist`` mode, refused with a DAG.
+    """xdist's own scheduler for ``--dist each``, refused with a DAG.
 
     Every call goes to the wrapped scheduler; only the first ``schedule()``
     first reads the plan the workers shipped, so a suite that declares
@@ -886,11 +893,7 @@ class GuardedScheduling:
             problems = [Problem(n, m) for n, m in payload.problems]
             if payload.graph is not None or problems:
                 declared = problems[0].nodeid if problems else _first_declaring(payload)
-                problems.insert(0, Problem(declared, (
-                    f"--dist {self._dist} cannot honour depends_on/run_after declarations"
-                    f" ({declared} declares one); "
-                    "drop --dist (or use --dist load) to schedule the dependency graph, "
-                    "or run with -p no:dagorder for plain xdist")))
+                problems.insert(0, Problem(declared, wording.dist_refused(self._dist, declared)))
                 abort(self._controller.config, nodes, problems)
         self._inner.schedule()
 

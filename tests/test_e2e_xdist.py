@@ -509,12 +509,12 @@ def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.P
             mark("b")
     """,
     )
-    result = run(pytester, "-n", "2", "--dist", "loadfile")
+    result = run(pytester, "-n", "2", "--dist", "each")
     assert not (pytester.path / LOG_NAME).exists()
     # Named on the test that declares a prerequisite, not on the first test.
     result.stdout.fnmatch_lines([
-        "*--dist loadfile cannot honour depends_on/run_after declarations "
-        "(test_x.py::test_b declares one); drop --dist*",
+        "*--dist each cannot honour depends_on/run_after declarations "
+        "(test_x.py::test_b declares one)*every worker*",
         "ERROR test_x.py::test_b - *"])
     assert "test_x.py::test_a" not in result.stdout.str()
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR)

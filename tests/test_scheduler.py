@@ -1323,13 +1323,13 @@ def test_an_exclusive_task_waits_for_the_run_to_drain_and_runs_alone() -> None:
     assert sorted(sched.take("w1") + sched.take("w2")) == [2, 3]
 
 
-def test_an_exclusive_task_is_never_handed_out_ahead_nor_bound_to_a_group() -> None:
+def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> None:
     graph = graph_of({"a": "", "x": "a", "b": "x"})
     sched = Scheduler(graph, exclusive=[False, True, False], groups=["g", "g", "g"])
     sched.add_worker("w")
     assert sched.take("w", speculate=True) == [0]
     assert sched.ahead("w", 3) == []  # x waits on a but runs alone: not held
-    assert sched.group_of(1) is None
+    assert sched.group_of(1) == sched.group_of(0) == 0
     assert sched.finished(0, "passed")
     assert sched.take("w") == [1]
     sched.validate()

@@ -1370,7 +1370,7 @@ def guarded(pytester: pytest.Pytester, recorder: Recorder,
         controller.channels[node] = FakeChannel(payload)
         inner.add_node(node)
         inner.add_node_collection(node, payload.ids)
-    return GuardedScheduling(inner, controller, "loadfile"), inner, nodes
+    return GuardedScheduling(inner, controller, "each"), inner, nodes
 
 
 def test_guarded_scheduling_forwards_a_suite_without_graph(
@@ -1398,7 +1398,7 @@ def test_guarded_scheduling_forwards_every_call(
     node = FakeNode("gw0")
     controller.channels[node] = FakeChannel(make_payload({"a": ""}, graph=False))
     inner = FakeInner([node])
-    sched = GuardedScheduling(inner, controller, "loadscope")
+    sched = GuardedScheduling(inner, controller, "each")
     sched.schedule()
     sched.schedule()
     sched.mark_test_complete(node, 0, 0.0)
@@ -1420,7 +1420,7 @@ def test_guarded_scheduling_refuses_declared_dependencies(
     assert all(n.sends == [] for n in nodes), "the inner scheduler ran"
     assert all(n.shutdown_calls == 1 for n in nodes)
     first = recorder.collect[0]
-    assert "--dist loadfile cannot honour depends_on/run_after" in str(first.longrepr)
+    assert "--dist each cannot honour depends_on/run_after" in str(first.longrepr)
     # The first test that declares a prerequisite (a declares nothing), or the problem's.
     assert first.nodeid == nodeid("b")
     assert len(recorder.collect) == (1 if kind == "graph" else 2)
