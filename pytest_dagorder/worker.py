@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from . import sharding, wire
+from .affinity import kept_whole
 from .dag_fixture import LocalResults, uses_dag
 from .internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
 from .memory import collector_paused
@@ -179,7 +180,13 @@ class DagWorker(Planner):
         # the controller follows the flag in the plan it reads.
         # --dag-on-failure=stop starts nothing new after a failure: the
         # controller must be able to hold tests back, so it needs barriers.
-        self.plain = not self.stop_policy and declares_nothing(self.plan, planned)
+        # Files kept whole (--dist loadfile/loadscope, documents) are chains
+        # the controller hands out one test after another: barriers again.
+        dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
+        self.plain = (not self.stop_policy and declares_nothing(self.plan, planned)
+                      and not kept_whole(dist, settings_of(self.config).affinity, ids,
+                                         _scopes(planned, pytest.Module),
+                                         _scopes(planned, pytest.Class)))
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller asks
@@ -191,7 +198,6 @@ class DagWorker(Planner):
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
-        dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
         self.dag_mode = dist in DAG_MODES
         self.session = session
         if self.dag_mode and not self.plain:

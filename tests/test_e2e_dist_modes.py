@@ -83,6 +83,27 @@ def test_files_or_scopes_run_whole_with_declarations(
     result.stdout.fnmatch_lines(["dagorder: * each runs on one worker, in collection order"])
 
 
+@pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
+def test_files_or_scopes_run_whole_in_a_suite_that_declares_nothing(
+        pytester: pytest.Pytester, dist: str) -> None:
+    """Nothing declared, yet files (scopes) are chains handed out one test after
+    another: the workers keep their barrier, or a worker would wait for ever
+    for the next test of a file that follows the one it runs."""
+    write_ini(pytester)
+    make_modules(pytester, **{
+        f"test_f{f}": "".join(
+            f"def test_{k}():\n    mark('f{f}_{k}', 0.05)\n\n\n" for k in range(3))
+        for f in range(3)})
+    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dist", dist,
+                                           timeout=TIMEOUT)
+    result.assert_outcomes(passed=9)
+    ran = read_log(pytester)
+    for f in range(3):
+        names = [f"f{f}_{k}" for k in range(3)]
+        assert len({ran[n].pid for n in names}) == 1
+        assert_after(ran, list(itertools.pairwise(names)))
+
+
 def test_worksteal_schedules_the_graph(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_x="""
