@@ -4,7 +4,8 @@ Hooks only; nothing imports this module.  One driver is registered per
 process:
 
 * an xdist worker gets :class:`~pytest_dagorder.worker.DagWorker` (ships the
-  plan, hosts the hidden barrier items), decided at configure, where
+  plan; hosts the hidden barrier items only if the suite declares something,
+  decided after its collection), decided at configure, where
   ``config.workerinput`` tells;
 * an xdist controller gets :class:`~pytest_dagorder.xdist.DagController`
   (schedules through the core), and any other process

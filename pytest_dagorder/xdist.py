@@ -734,6 +734,11 @@ class DagScheduling:
             return
         sched = run.sched
         inflight = self.inflight
+        if self.plain:
+            self._dispatch_plain(sched)
+            if emit:
+                self.emit_skips()
+            return
         # No worker is brought up to more than a batch (see _want).
         if inflight and min(inflight.values()) >= self._low_water(self.pace.batch()):
             # Every worker, usable or not, holds its next test: nothing to top
@@ -744,11 +749,6 @@ class DagScheduling:
         nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
                  and n not in self.dead
                  and n not in self.unusable]
-        if self.plain:
-            self._dispatch_plain(sched, nodes)
-            if emit:
-                self.emit_skips()
-            return
         spec = self.speculate
         # First every idle worker gets work, then busy ones are topped up.
         for node in nodes:
@@ -773,7 +773,7 @@ class DagScheduling:
         if emit:
             self.emit_skips()
 
-    def _dispatch_plain(self, sched: Any, nodes: list[Any]) -> None:
+    def _dispatch_plain(self, sched: Any) -> None:
         """Dispatch without barriers: a worker runs a test only once it holds the next.
 
         Every test is ready from the start (nothing is declared), so nothing
@@ -785,11 +785,18 @@ class DagScheduling:
         longest ones start on different workers.
         """
         inflight = self.inflight
+        # Checked after nearly every report: every worker topped up (and some
+        # test left to hand out, else the workers are told to shut down).
+        if (inflight and sched.ready_count
+                and min(inflight.values()) >= max(PLAIN_DEPTH, self._low_water(self.pace.batch()))):
+            return
+        nodes = [n for n in self.sent if n in self.core_workers and not n.shutting_down
+                 and n not in self.dead and n not in self.unusable]
         if self.pace.is_fast:
             for node in sorted(nodes, key=inflight.__getitem__):  # idle ones first
                 want = max(PLAIN_DEPTH, self._want(node, len(nodes)))
                 have = inflight[node]
-                if have < self._low_water(want):
+                if have < max(PLAIN_DEPTH, self._low_water(want)):
                     self._send(node, sched.take(node, want - have))
         else:
             short = [node for node in nodes if inflight[node] < PLAIN_DEPTH]

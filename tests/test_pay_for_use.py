@@ -18,6 +18,7 @@ from helpers import base_args, make_modules, read_log, write_ini
 from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
 
 from pytest_dagorder import wire
+from pytest_dagorder.xdist import PLAIN_DEPTH
 
 TIMEOUT = 120
 
@@ -198,6 +199,8 @@ class PlainHarness(Harness):
                 assert i not in seen, f"{self.ids[i]} sent twice"
                 seen.add(i)
         for node in self.nodes:
+            if self.sched.run is not None and not self.sched.run.sched.ready_count:
+                assert not node.queue or node.shutting_down, f"{node} never told to stop"
             # The lookahead rule: a worker starts its head only once it holds a
             # next index or was told to shut down.
             if node.queue and len(node.queue) < 2:
@@ -205,7 +208,7 @@ class PlainHarness(Harness):
         if len(self.reported) == len(self.ids):
             assert self.sched.tests_finished
 
-    def drain_plain(self, *nodes: FakeNode) -> None:
+    def drain_plain(self, *nodes: FakeNode, duration: float = 1.0) -> None:
         for _ in range(10 * len(self.ids) + 10):
             if self.sched.tests_finished:
                 return
@@ -213,20 +216,26 @@ class PlainHarness(Harness):
                         or (n.queue and n.shutting_down)]
             assert runnable, f"deadlock: queues {[n.queue for n in nodes]}"
             node = runnable[0]
-            self.run(node, str(self.name(node.queue[0])))
+            self.run(node, str(self.name(node.queue[0])), duration=duration)
         raise AssertionError("the run did not end")
 
 
-@pytest.mark.parametrize(("tests", "nodes"), [(1, 2), (3, 2), (7, 2), (12, 3)])
+@pytest.mark.parametrize("duration", [1.0, 0.001])  # one test at a time; batches
+@pytest.mark.parametrize(("tests", "nodes"), [(1, 2), (3, 2), (7, 2), (12, 3), (300, 2)])
 def test_the_controller_never_leaves_a_worker_without_its_next_test(
-        pytester: pytest.Pytester, recorder: Recorder, tests: int, nodes: int) -> None:
+        pytester: pytest.Pytester, recorder: Recorder, tests: int, nodes: int,
+        duration: float) -> None:
     names = [f"t{k}" for k in range(tests)]
     payload = make_payload(dict.fromkeys(names, ""), graph=False)
     payload = wire.Payload(**{**payload.__dict__, "plain": True})
     config = make_config(pytester, recorder, nodes=nodes)
     h = PlainHarness(config, recorder, payload)
     workers = h.start(*[f"gw{k}" for k in range(nodes)])
-    h.drain_plain(*workers)
+    if tests >= PLAIN_DEPTH * nodes:
+        # Nothing recorded: one test a round, each worker three ahead.
+        assert [len(n.queue) for n in workers] == [PLAIN_DEPTH] * nodes
+        assert [n.sends[0] for n in workers] == [[k] for k in range(nodes)]
+    h.drain_plain(*workers, duration=duration)
     assert h.reported == set(h.ids)
     assert all(n.shutting_down for n in workers)
 
