@@ -231,12 +231,13 @@ def file_in_tree(
     reach the module as well.  The directories' other files are never
     imported.
 
-    The file's collectors are made by ``pytest_collect_file``, as pytest's
-    own collection makes them (so ``python_files`` and a conftest's
-    ``pytest_pycollect_makemodule`` apply): those its new directory node
-    made while collected, else (the directory is the session's, or ignores
-    the file: the target names it) by calling the hook; none for a file
-    pytest would not collect.  A directory that fails to collect (its
+    The file's collectors are made by pytest's collection hooks (so a
+    conftest's ``pytest_collect_file`` and ``pytest_pycollect_makemodule``
+    apply): those its new directory node made while collected, else (the
+    directory is the session's, or ignores the file) by calling
+    ``pytest_collect_file``, else (a name outside ``python_files``) by
+    ``pytest_pycollect_makemodule``, as for a file named on the command
+    line: the target names it.  A directory that fails to collect (its
     conftest.py raises or skips) comes back as its failed report.
     """
     parent: pytest.Collector = session
@@ -265,6 +266,11 @@ def file_in_tree(
     if not found:  # `parent` was the session's, or it ignored the file the target names
         made_by = parent.ihook.pytest_collect_file(file_path=path, parent=parent)
         found = [c for c in made_by if isinstance(c, pytest.Collector)]
+    if not found:
+        # Outside python_files: the target names the file, as a command line
+        # would (pytest collects a file named there whatever its name).
+        module = parent.ihook.pytest_pycollect_makemodule(module_path=path, parent=parent)
+        found = [module] if isinstance(module, pytest.Collector) else []
     return found
 
 
