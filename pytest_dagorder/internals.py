@@ -35,6 +35,7 @@ SETUP_STATE = ("SetupState", "_setupstate", "teardown_exact")
 TERMINAL_STATS = "stats"
 LASTFAILED_PLUGIN = "lfplugin"
 LASTFAILED_KEY = "cache/lastfailed"
+FIXTURE_INFO = "_fixtureinfo"
 #: The hook caller the worker's gate stands in for: xdist's worker loop
 #: calls it through ``config.hook``.
 PROTOCOL_HOOK = "pytest_runtest_protocol"
@@ -275,11 +276,14 @@ def file_in_tree(
 
 
 def fixture_functions(item: pytest.Item) -> list[Any]:
-    """The functions of the fixtures ``item`` uses (``Function._fixtureinfo``; no public API)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
+    """The functions of the fixtures ``item`` uses (``Function._fixtureinfo``; no public API).
+
+    Fallback, where it is gone or of another shape: none.
+    """
+    defs_by_name = getattr(getattr(item, FIXTURE_INFO, None), "name2fixturedefs", None)
+    if not isinstance(defs_by_name, dict):
         return []
-    return [defs[-1].func for defs in info.name2fixturedefs.values() if defs]
+    return [getattr(defs[-1], "func", None) for defs in defs_by_name.values() if defs]
 
 
 def fill_locations(items: Sequence[pytest.Item]) -> None:

@@ -410,6 +410,26 @@ def test_a_target_outside_python_files_is_collected_as_if_named(
     assert_clean(result)
 
 
+# -- Function._fixtureinfo: which fixtures a test uses ---------------------------------
+
+
+def test_a_tests_fixture_functions_without_fixtureinfo_are_none(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (item,) = pytester.getitems("""
+        import pytest
+
+        @pytest.fixture
+        def resource():
+            return 1
+
+        def test_one(resource):
+            pass
+    """)
+    assert [f.__name__ for f in internals.fixture_functions(item)] == ["resource"]
+    monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
+    assert internals.fixture_functions(item) == []
+
+
 # -- xdist's helpers ---------------------------------------------------------------------
 
 
