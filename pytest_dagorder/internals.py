@@ -35,6 +35,7 @@ SETUP_STATE = ("SetupState", "_setupstate", "teardown_exact")
 TERMINAL_STATS = "stats"
 LASTFAILED_PLUGIN = "lfplugin"
 LASTFAILED_KEY = "cache/lastfailed"
+FIXTURE_INFO = "_fixtureinfo"
 #: The hook caller the worker's gate stands in for: xdist's worker loop
 #: calls it through ``config.hook``.
 PROTOCOL_HOOK = "pytest_runtest_protocol"
@@ -231,12 +232,13 @@ def file_in_tree(
     reach the module as well.  The directories' other files are never
     imported.
 
-    The file's collectors are made by ``pytest_collect_file``, as pytest's
-    own collection makes them (so ``python_files`` and a conftest's
-    ``pytest_pycollect_makemodule`` apply): those its new directory node
-    made while collected, else (the directory is the session's, or ignores
-    the file: the target names it) by calling the hook; none for a file
-    pytest would not collect.  A directory that fails to collect (its
+    The file's collectors are made by pytest's collection hooks (so a
+    conftest's ``pytest_collect_file`` and ``pytest_pycollect_makemodule``
+    apply): those its new directory node made while collected, else (the
+    directory is the session's, or ignores the file) by calling
+    ``pytest_collect_file``, else (a name outside ``python_files``) by
+    ``pytest_pycollect_makemodule``, as for a file named on the command
+    line: the target names it.  A directory that fails to collect (its
     conftest.py raises or skips) comes back as its failed report.
     """
     parent: pytest.Collector = session
@@ -265,15 +267,23 @@ def file_in_tree(
     if not found:  # `parent` was the session's, or it ignored the file the target names
         made_by = parent.ihook.pytest_collect_file(file_path=path, parent=parent)
         found = [c for c in made_by if isinstance(c, pytest.Collector)]
+    if not found:
+        # Outside python_files: the target names the file, as a command line
+        # would (pytest collects a file named there whatever its name).
+        module = parent.ihook.pytest_pycollect_makemodule(module_path=path, parent=parent)
+        found = [module] if isinstance(module, pytest.Collector) else []
     return found
 
 
 def fixture_functions(item: pytest.Item) -> list[Any]:
-    """The functions of the fixtures ``item`` uses (``Function._fixtureinfo``; no public API)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
+    """The functions of the fixtures ``item`` uses (``Function._fixtureinfo``; no public API).
+
+    Fallback, where it is gone or of another shape: none.
+    """
+    defs_by_name = getattr(getattr(item, FIXTURE_INFO, None), "name2fixturedefs", None)
+    if not isinstance(defs_by_name, dict):
         return []
-    return [defs[-1].func for defs in info.name2fixturedefs.values() if defs]
+    return [getattr(defs[-1], "func", None) for defs in defs_by_name.values() if defs]
 
 
 def fill_locations(items: Sequence[pytest.Item]) -> None:

@@ -386,9 +386,15 @@ def test_a_file_outside_the_session_is_made_by_the_collection_hooks(
     assert made == ["test_u.py", "test_i.py"]
 
 
-def test_a_target_in_a_file_pytest_does_not_collect_is_unknown(
+def test_a_target_outside_python_files_is_collected_as_if_named(
         pytester: pytest.Pytester) -> None:
+    """As a file named on the command line: still through the conftest's module hook."""
     write_ini(pytester)
+    pytester.makeconftest("""
+        def pytest_pycollect_makemodule(module_path, parent):
+            with open(parent.config.rootpath / "made.txt", "a") as f:
+                f.write(module_path.name + "\\n")
+    """)
     make_modules(pytester, tests__unit__test_u="""
         @depends_on("tests/integration/check_i.py::test_i")
         def test_u():
@@ -398,10 +404,30 @@ def test_a_target_in_a_file_pytest_does_not_collect_is_unknown(
             mark("i")
     """)
     result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*tests/integration/check_i.py::test_i*"])
-    assert read_log(pytester) == {}
+    result.assert_outcomes(passed=2)
+    assert sorted(read_log(pytester)) == ["i", "u"]
+    assert (pytester.path / "made.txt").read_text().split() == ["test_u.py", "check_i.py"]
     assert_clean(result)
+
+
+# -- Function._fixtureinfo: which fixtures a test uses ---------------------------------
+
+
+def test_a_tests_fixture_functions_without_fixtureinfo_are_none(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (item,) = pytester.getitems("""
+        import pytest
+
+        @pytest.fixture
+        def resource():
+            return 1
+
+        def test_one(resource):
+            pass
+    """)
+    assert [f.__name__ for f in internals.fixture_functions(item)] == ["resource"]
+    monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
+    assert internals.fixture_functions(item) == []
 
 
 # -- xdist's helpers ---------------------------------------------------------------------
