@@ -536,10 +536,12 @@ class DagScheduling:
             len(run.sched.groups), len(known), len(nodeids))]
         if chains:
             self.header.append(wording.runtime_depends_header(len(chains)))
-        if payload.resources or settings.limits:
-            self.header.append(wording.limits_header(
-                settings.limits, resources_in_use(payload.resources),
-                unused_limits(settings.limits, payload.resources)))
+        used = resources_in_use(payload.resources)
+        if used:
+            self.header.append(wording.limits_header(settings.limits, used))
+        unused = unused_limits(settings.limits, payload.resources)
+        if unused:
+            self.header.append(wording.unused_limits_warning(unused))
         if alone is not None:
             self.header.append(wording.exclusive_header(sum(alone)))
 
