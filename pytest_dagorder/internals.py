@@ -246,7 +246,8 @@ def resuming(config: pytest.Config) -> bool:
 def xdist_controller_active(config: pytest.Config) -> bool:
     """Whether xdist's DSession runs this session (it registers as "dsession").
 
-    Asked after xdist's own ``pytest_configure`` (ours is trylast).
+    Asked from our ``pytest_sessionstart``, which runs after every plugin's
+    ``pytest_configure``, so after xdist's, which registers DSession.
     """
     return config.pluginmanager.has_plugin("dsession")
 

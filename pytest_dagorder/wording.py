@@ -38,10 +38,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
-def outcome_phrase(outcome: str) -> str:
-    return PHRASES[outcome]
-
-
 def prerequisite_ended(prereq: str, outcome: str) -> str:
     """A direct prerequisite that ran (or was never run) and did not pass."""
     return f"prerequisite {prereq} {PHRASES[outcome]}"
