@@ -133,17 +133,10 @@ def test_a_limit_no_test_uses_is_a_warning(pytester: pytest.Pytester, mode: list
 def test_a_limit_in_a_suite_without_resources_is_the_same_warning(
         pytester: pytest.Pytester, mode: list[str]) -> None:
     write_ini(pytester)
-    make_modules(pytester, test_x="""
-        def test_a():
-            mark("a")
-
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b")
-    """)
+    make_modules(pytester, test_x=db_suite(0, 2, 0.0) + (
+        '@depends_on("test_free0")\ndef test_after():\n    mark("after")\n'))
     result = run(pytester, *mode, "--dag-limit=unused=2")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "dagorder: warning: no test uses 'unused' (check the name in --dag-limit / dag_limits)"])
     assert "resource limits" not in result.stdout.str()
@@ -213,7 +206,7 @@ def test_after_alone():
 
 
 @MODES
-def test_with_only_exclusive_tests_the_header_names_them_and_no_limits(
+def test_an_exclusive_test_without_resources_gets_no_limits_line(
         pytester: pytest.Pytester, mode: list[str]) -> None:
     write_ini(pytester)
     make_modules(pytester, test_x="""
@@ -231,17 +224,3 @@ def test_with_only_exclusive_tests_the_header_names_them_and_no_limits(
     assert "resource limits" not in out and "warning" not in out
     if mode[0] == "-n":
         result.stdout.fnmatch_lines(["dagorder: 1 test run alone (dag_exclusive)*"])
-
-
-def test_an_exclusive_test_serially(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_x="""
-        @pytest.mark.dag_exclusive
-        def test_alone():
-            mark("alone")
-
-
-        def test_other():
-            mark("other")
-    """)
-    run(pytester, "-p", "no:xdist").assert_outcomes(passed=2)
