@@ -1,4 +1,5 @@
-"""Root conftest: the end-to-end tests drive pytest in-process through pytester."""
+"""Root conftest: the end-to-end tests drive pytest through pytester, each inner run
+in a subprocess of its own (``runpytest_subprocess``)."""
 
 import pytest
 

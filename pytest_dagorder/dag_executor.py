@@ -267,8 +267,9 @@ class DagExecutor:
         for park in self._parks:
             park.acquire()
         self._terminated = threading.Event()
-        # Which worker, if any, the calling thread is: a dict read costs a tenth of
-        # a missed attribute on a threading.local, and every outside submit misses.
+        # Which worker, if any, the calling thread is, by thread ident: every submit
+        # from outside would miss on a threading.local, and a miss raises and catches
+        # an AttributeError inside getattr.
         self._worker_of: dict[int, int] = {}
         self._submitted = self._executed = self._ok = self._failed = 0
         self._retried = self._skipped = self._cancelled = self._steals = 0

@@ -277,10 +277,6 @@ class Graph:
             self._critical = tuple(crit)
         return self._critical
 
-    def ancestors(self, roots: Iterable[int]) -> list[int]:
-        """Every task that ``roots`` (transitively) wait for, in index order."""
-        return sorted(prerequisites_of(roots, self.requires, self.after))
-
     def longest_chain(self) -> int:
         """Number of tasks on the longest dependency chain (0 for an empty graph)."""
         depth = [1] * len(self.ids)

@@ -401,9 +401,9 @@ def resuming(config: pytest.Config) -> bool:
 def xdist_controller_active(config: pytest.Config) -> bool:
     """Whether xdist's DSession runs this session.
 
-    Asked after xdist's own ``pytest_configure`` (ours is trylast).  xdist
-    registers it as "dsession"; should that name change, it is found by its
-    class name.
+    Asked from our ``pytest_sessionstart``, which runs after every plugin's
+    ``pytest_configure``, so after xdist's, which registers DSession as
+    "dsession"; should that name change, it is found by its class name.
     """
     pm = config.pluginmanager
     return pm.has_plugin("dsession") or any(

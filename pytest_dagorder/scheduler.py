@@ -234,10 +234,6 @@ class Scheduler:
         """The affinity groups in force (after any dissolution), as task lists."""
         return [] if self._groups is None else [list(g.members) for g in self._groups.groups]
 
-    def group_of(self, task: int) -> int | None:
-        group = None if self._groups is None else self._groups.of[task]
-        return None if group is None else group.gid
-
     # ------------------------------------------------------------------ events
 
     def add_worker(self, worker: Worker) -> None:
@@ -415,9 +411,6 @@ class Scheduler:
     @property
     def running(self) -> int:
         return len(self.where)
-
-    def running_on(self, worker: Worker) -> list[int]:
-        return sorted(self._running_on.get(worker, ()))
 
     def has_ready(self) -> bool:
         """Whether some task could be handed out now (ignoring resource limits)."""

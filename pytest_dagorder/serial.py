@@ -15,6 +15,7 @@ from . import sharding, wording
 from .dag_fixture import LocalResults, write_published
 from .internals import skip_here
 from .planning import Plan, Planner
+from .resources import unused_limits
 from .run import DagRun, report_problems, write_summary
 from .settings import settings_of
 
@@ -29,10 +30,17 @@ class SerialRunner(Planner):
         self.run: DagRun | None = None
         self.pulled_back = 0
         self.results = LocalResults()
+        self.warnings: list[str] = []  # header lines, with or without a run
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
         sharding.apply(config, plan, items)
         self.results.planned(plan, items)
+        # Limits do nothing serially (one test at a time), but a name no test uses is
+        # the same typo here as under -n: the same warning.
+        unused = unused_limits(settings_of(config).limits,
+                               [needs.resources for needs in plan.needs.values()])
+        if unused:
+            self.warnings.append(wording.unused_limits_warning(unused))
         if plan.problems:
             report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
@@ -45,7 +53,7 @@ class SerialRunner(Planner):
 
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if self.run is None:
-            return []
+            return self.warnings
         g = self.run.graph
         lines = [wording.serial_header(self.run.n_run, g.edge_count, g.longest_chain())]
         if self.plan is not None:
@@ -53,7 +61,7 @@ class SerialRunner(Planner):
         if self.pulled_back:
             # pytest's "collected N items" counted before they were pulled back.
             lines.append(wording.pulled_back_line(self.pulled_back, self.run.n_run))
-        return lines
+        return lines + self.warnings
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -12,7 +12,8 @@ So it opens from a CI artefact store or an e-mail attachment as it is.
 The *critical path* highlighted is the longest chain of dependency edges
 through the executed tests, weighted by what each test took in this run:
 no number of workers could have finished the run sooner than that chain
-(the lower bound max(C, W/N) of the design notes; both figures are shown).
+(no schedule on N workers beats max(C, W/N), for total work W and that chain C;
+see docs/how-it-works.rst, "Performance"; both figures are shown).
 """
 
 from __future__ import annotations

@@ -38,10 +38,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
-def outcome_phrase(outcome: str) -> str:
-    return PHRASES[outcome]
-
-
 def prerequisite_ended(prereq: str, outcome: str) -> str:
     """A direct prerequisite that ran (or was never run) and did not pass."""
     return f"prerequisite {prereq} {PHRASES[outcome]}"
@@ -158,15 +154,16 @@ def serial_header(tests: int, edges: int, chain: int) -> str:
     return f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain} (serial)"
 
 
-def limits_header(limits: Mapping[str, int], used: Sequence[str],
-                  unused: Sequence[str]) -> str:
-    """The resource limits in force; names given a limit that no test uses are a warning."""
+def limits_header(limits: Mapping[str, int], used: Sequence[str]) -> str:
+    """The resource limits in force for the resources some test uses."""
     parts = [f"{name}={limits.get(name, 1)}" for name in used]
-    line = f"dagorder: resource limits {', '.join(parts) or 'none in use'}"
-    if unused:
-        line += (f"; warning: no test uses {', '.join(map(repr, unused))} "
-                 "(check the name in --dag-limit / dag_limits)")
-    return line
+    return f"dagorder: resource limits {', '.join(parts)}"
+
+
+def unused_limits_warning(unused: Sequence[str]) -> str:
+    """Names given a limit that no test uses: a typo, most likely (serially and under -n)."""
+    return (f"dagorder: warning: no test uses {', '.join(map(repr, unused))} "
+            "(check the name in --dag-limit / dag_limits)")
 
 
 def exclusive_header(tests: int) -> str:

@@ -559,10 +559,12 @@ class DagScheduling:
             self.header.append(wording.runtime_depends_header(len(chains)))
         if whole:
             self.header.append(wording.kept_whole_header(dist, len(whole)))
-        if payload.resources or settings.limits:
-            self.header.append(wording.limits_header(
-                settings.limits, resources_in_use(payload.resources),
-                unused_limits(settings.limits, payload.resources)))
+        used = resources_in_use(payload.resources)
+        if used:
+            self.header.append(wording.limits_header(settings.limits, used))
+        unused = unused_limits(settings.limits, payload.resources)
+        if unused:
+            self.header.append(wording.unused_limits_warning(unused))
         if alone is not None:
             self.header.append(wording.exclusive_header(sum(alone)))
 

@@ -113,13 +113,33 @@ def test_a_malformed_limit_is_a_usage_error(pytester: pytest.Pytester, bad: str)
     assert not (pytester.path / "ran.log").exists()
 
 
-def test_a_limit_no_test_uses_is_a_warning(pytester: pytest.Pytester) -> None:
+MODES = pytest.mark.parametrize("mode", [["-n", "2"], ["-p", "no:xdist"]],
+                                ids=["xdist", "serial"])
+
+
+@MODES
+def test_a_limit_no_test_uses_is_a_warning(pytester: pytest.Pytester, mode: list[str]) -> None:
     write_ini(pytester)
     make_modules(pytester, test_db=db_suite(2, 0, 0.0))
-    result = run(pytester, "-n", "2", "--dag-limit=db=2", "--dag-limit=dbb=3")
+    result = run(pytester, *mode, "--dag-limit=db=2", "--dag-limit=dbb=3")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "dagorder: resource limits db=2; warning: no test uses 'dbb'*"])
+        "dagorder: warning: no test uses 'dbb' (check the name in --dag-limit / dag_limits)"])
+    if mode[0] == "-n":  # serially a limit changes nothing: only the warning is written
+        result.stdout.fnmatch_lines(["dagorder: resource limits db=2"])
+
+
+@MODES
+def test_a_limit_in_a_suite_without_resources_is_the_same_warning(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_x=db_suite(0, 2, 0.0) + (
+        '@depends_on("test_free0")\ndef test_after():\n    mark("after")\n'))
+    result = run(pytester, *mode, "--dag-limit=unused=2")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "dagorder: warning: no test uses 'unused' (check the name in --dag-limit / dag_limits)"])
+    assert "resource limits" not in result.stdout.str()
 
 
 def test_the_ini_option_gives_limits_too(pytester: pytest.Pytester) -> None:
@@ -181,10 +201,13 @@ def test_after_alone():
                        and r.start < lone.end and lone.start < r.end]
         assert overlapping == [], (name, overlapping)
     assert most_at_once([r for n, r in ran.items() if n.startswith("db")]) <= 2
-    result.stdout.fnmatch_lines(["dagorder: 2 tests run alone (dag_exclusive)*"])
+    result.stdout.fnmatch_lines(["dagorder: resource limits db=2",
+                                 "dagorder: 2 tests run alone (dag_exclusive)*"])
 
 
-def test_an_exclusive_test_serially(pytester: pytest.Pytester) -> None:
+@MODES
+def test_an_exclusive_test_without_resources_gets_no_limits_line(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
     write_ini(pytester)
     make_modules(pytester, test_x="""
         @pytest.mark.dag_exclusive
@@ -195,4 +218,9 @@ def test_an_exclusive_test_serially(pytester: pytest.Pytester) -> None:
         def test_other():
             mark("other")
     """)
-    run(pytester, "-p", "no:xdist").assert_outcomes(passed=2)
+    result = run(pytester, *mode)
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "resource limits" not in out and "warning" not in out
+    if mode[0] == "-n":
+        result.stdout.fnmatch_lines(["dagorder: 1 test run alone (dag_exclusive)*"])

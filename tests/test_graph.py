@@ -16,7 +16,7 @@ from pytest_dagorder.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from pytest_dagorder.graph import DEFAULT_DURATION, Graph
+from pytest_dagorder.graph import DEFAULT_DURATION, Graph, prerequisites_of
 
 Pairs = list[tuple[Hashable, list[Hashable]]]
 
@@ -166,12 +166,14 @@ def test_longest_chain(spec: dict[str, str], after: dict[str, str], chain: int) 
     assert build(spec, after).longest_chain() == chain
 
 
-def test_ancestors() -> None:
+def test_prerequisites_of() -> None:
+    # What the planner pulls back for a selection: both kinds of edge, transitively.
     g = build({"a": "", "b": "a", "c": "", "d": "b", "e": "c"}, after={"d": "c"})
-    assert g.ancestors([3]) == [0, 1, 2]
-    assert g.ancestors([4]) == [2]
-    assert g.ancestors([0]) == []
-    assert g.ancestors([3, 4]) == [0, 1, 2]
+    assert prerequisites_of([3], g.requires, g.after) == {0, 1, 2}
+    assert prerequisites_of([4], g.requires, g.after) == {2}
+    assert prerequisites_of([0], g.requires, g.after) == set()
+    assert prerequisites_of([3, 4], g.requires, g.after) == {0, 1, 2}
+    assert prerequisites_of([1, 3], g.requires, g.after) == {0, 1, 2}  # a root another waits for
 
 
 # ---------------------------------------------------------------- validation

@@ -31,6 +31,17 @@ def graph_of(spec: Mapping[str, str], after: Mapping[str, str] | None = None,
     )
 
 
+def running_on(sched: Scheduler, worker: Hashable) -> list[int]:
+    """The tasks running on ``worker``, read from ``where`` as the drivers read it."""
+    return sorted(t for t, w in sched.where.items() if w == worker)
+
+
+def group_of(sched: Scheduler) -> dict[int, int]:
+    """Task -> its group's index in ``sched.groups`` (what the drivers report); free
+    tasks are absent."""
+    return {t: gid for gid, members in enumerate(sched.groups) for t in members}
+
+
 class Driver:
     """Names in, names out; ``validate()`` after every event."""
 
@@ -126,7 +137,7 @@ class Driver:
         running: list[str] = []
         while not self.sched.done:
             for w in workers:
-                if not self.sched.running_on(w):
+                if not running_on(self.sched, w):
                     got = self.take(w)
                     order.extend(got)
                     running.extend(got)
@@ -672,8 +683,8 @@ def test_group_on_a_cycle_of_the_group_graph_is_dissolved() -> None:
     spec = {"a": "", "b": "a", "c": "b", "d": "", "e": "d"}
     d = Driver(spec, groups={"a": "G", "c": "G", "d": "H", "e": "H"})
     assert d.sched.groups == [[3, 4]]
-    assert d.sched.group_of(0) is None
-    assert d.sched.group_of(3) == 0
+    assert 0 not in group_of(d.sched)
+    assert group_of(d.sched)[3] == 0
     # After b, group H (d heads a path of two) outranks c (a path of one).
     assert d.run() == ["a", "b", "d", "e", "c"]
 
@@ -870,7 +881,7 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
         else:
             w = data.draw(st.sampled_from(workers), label="taker")
             limit = data.draw(st.integers(1, 3), label="limit")
-            before = set(sched.running_on(w))
+            before = set(running_on(sched, w))
             bound_before = sched.bound_group(w)
             got = sched.take(w, limit)
             assert len(got) <= limit
@@ -887,7 +898,7 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
             # Groups: contiguity.  Once a worker took a group's task it takes only
             # that group's tasks (tasks it was already running may still end), it
             # never runs two groups at once, and a group runs on one worker at a time.
-            gid_of = sched.group_of
+            gid_of = group_of(sched).get
             bound = bound_before
             for t in got:
                 g = gid_of(t)
@@ -997,7 +1008,7 @@ def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> N
         sched.add_worker(w)
     while not sched.done:
         for w in workers:
-            if not sched.running_on(w):
+            if not running_on(sched, w):
                 got = sched.take(w)
                 if not got:
                     # Nothing handed out: every ready task must be blocked by a resource.
@@ -1172,10 +1183,11 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     check_end(Run(graph, sched, dispatched, dict.fromkeys(range(n), 0), events), "skip")
     # Each group ran on one worker, contiguously (next_group or not).
     home: dict[int, str] = {}
+    gid_of = group_of(sched)
     for w, tasks in popped.items():
         seen: list[int | None] = []
         for t in tasks:
-            g = sched.group_of(t)
+            g = gid_of.get(t)
             if g is not None:
                 assert home.setdefault(g, w) == w, f"group {g} ran on {home[g]} and {w}"
                 assert g not in seen or seen[-1] == g, f"group {g} interrupted on {w}: {tasks}"
@@ -1329,7 +1341,7 @@ def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> No
     sched.add_worker("w")
     assert sched.take("w", speculate=True) == [0]
     assert sched.ahead("w", 3) == []  # x waits on a but runs alone: not held
-    assert sched.group_of(1) == sched.group_of(0) == 0
+    assert group_of(sched)[1] == group_of(sched)[0] == 0
     assert sched.finished(0, "passed")
     assert sched.take("w") == [1]
     sched.validate()

@@ -74,10 +74,10 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.depends_unmarked("test_b", "'test_a'"),
      "test_b depends on 'test_a', which is not marked with @pytest.mark.dependency (mark "
      "it, or set automark_dependency = true)"),
-    (lambda: wording.limits_header({"db": 2}, ["db", "broker"], []),
+    (lambda: wording.limits_header({"db": 2}, ["db", "broker"]),
      "dagorder: resource limits db=2, broker=1"),
-    (lambda: wording.limits_header({"dbb": 2}, [], ["dbb"]),
-     "dagorder: resource limits none in use; warning: no test uses 'dbb' (check the name "
+    (lambda: wording.unused_limits_warning(["dbb"]),
+     "dagorder: warning: no test uses 'dbb' (check the name "
      "in --dag-limit / dag_limits)"),
     (lambda: wording.exclusive_header(1),
      "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"),

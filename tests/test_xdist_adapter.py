@@ -3,10 +3,10 @@
 Fake worker nodes record what the controller sends them, in the spirit of
 ``MockNode`` in xdist's testing/test_dsession.py.  A fake node also keeps the
 queue a real worker would hold, so the harness can check what matters about
-the lookahead deadlock (DESIGN.md section 3): a worker runs the head of its
-queue only once a next index (or the shutdown mark) is behind it, hence
-every send must end with the barrier index and no queue may ever end with a
-real test.
+the lookahead deadlock (docs/how-it-works.rst, "Barrier items"): a worker
+runs the head of its queue only once a next index (or the shutdown mark) is
+behind it, hence every send must end with the barrier index and no queue may
+ever end with a real test.
 
 The harness checks its invariants after every event (:meth:`Harness.check`):
 no real test is sent twice to live nodes, every send ends with the barrier,
