@@ -344,6 +344,9 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         readers=migration.readers(config, settings, order_sorted=order_sorted),
         census=census,
     )
+    failed = migration.ordering_failed(config)
+    if failed is not None and items:
+        plan.problems.append(Problem(items[0].nodeid, failed))
     if plan.pulled_back:
         undo_deselected(config, plan.pulled_back)
     for item, reason in plan.skips:

@@ -28,8 +28,16 @@ from .sorting import register as register_sorting
 from .sorting import sorting
 from .takeover import Takeover
 
-__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers",
-           "sorted_by_pytest_order"]
+__all__ = [
+    "ORDER_MARK",
+    "addoption",
+    "apply_ordinals",
+    "configure",
+    "ordering_failed",
+    "readers",
+    "sorted_by_pytest_order",
+    "take_over_early",
+]
 
 DEPENDENCY_MARKER = (
     "dependency(name=None, depends=[], scope='module'): pytest-dependency "
@@ -64,8 +72,7 @@ def configure(config: pytest.Config) -> None:
     """Register the foreign markers, block the originals, keep ``depends()`` working."""
     for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, ORDER_MARKER):
         config.addinivalue_line("markers", line)
-    takeover = Takeover()
-    config.pluginmanager.register(takeover, Takeover.NAME)
+    takeover = take_over_early(config)
     takeover.take_over(config)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
     if "pytest-order" in takeover.taken:
@@ -73,6 +80,29 @@ def configure(config: pytest.Config) -> None:
     if "pytest-depends" in takeover.taken:
         config.pluginmanager.register(DependsActions(config), DependsActions.NAME)
     config.pluginmanager.register(UnknownNames(), UnknownNames.NAME)
+
+
+def take_over_early(config: pytest.Config) -> Takeover:
+    """Block the originals once their options exist, before any ``pytest_configure`` runs.
+
+    Called from ``pytest_load_initial_conftests`` (and again from our
+    configure, for a plugin registered later): a blocked original's
+    configure never runs, so it leaves no state behind (pytest-depends'
+    manager stack) and cannot fail on its own ini values first.
+    """
+    found = config.pluginmanager.get_plugin(Takeover.NAME)
+    if isinstance(found, Takeover):
+        return found
+    takeover = Takeover()
+    config.pluginmanager.register(takeover, Takeover.NAME)
+    takeover.take_over(config)
+    return takeover
+
+
+def ordering_failed(config: pytest.Config) -> str | None:
+    """pytest-order's usage error on an xdist worker (``--fail-all-on-failed-ordering``)."""
+    plugin = sorting(config)
+    return plugin.error if plugin is not None else None
 
 
 def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:

@@ -26,6 +26,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from .takeover import SORTING_PLUGIN
+
 #: Where pytest-order puts ``fail_after_cannot_order`` for a test it could not place.
 FAIL_FIXTURE = "fail_after_cannot_order"
 
@@ -47,12 +49,13 @@ def _pytest_order() -> tuple[type, Callable[[pytest.Metafunc], None] | None] | N
 class OrderSorting:
     """Runs pytest-order's sorter; records whether it did (the plan asks :meth:`sorted`)."""
 
-    NAME: ClassVar[str] = "dagorder-order-sorting"
+    NAME: ClassVar[str] = SORTING_PLUGIN
 
     def __init__(self, sorter: type, generate: Callable[[pytest.Metafunc], None] | None) -> None:
         self._sorter = sorter
         self._generate = generate
         self._sorted: list[pytest.Item] | None = None  # the list it sorted last
+        self.error: str | None = None  # --fail-all-on-failed-ordering on an xdist worker
 
     def sorted(self, items: list[pytest.Item]) -> bool:
         return self._sorted is items
@@ -60,7 +63,14 @@ class OrderSorting:
     def sort(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if not items:
             return
-        items[:] = self._sorter(config, items).sort_items()
+        try:
+            items[:] = self._sorter(config, items).sort_items()
+        except pytest.UsageError as exc:
+            if not hasattr(config, "workerinput"):
+                raise  # serially pytest reports it (exit 4), as with pytest-order
+            # An xdist worker cannot stop the run with a usage error (the
+            # controller would call it an internal error): the plan reports it.
+            self.error = str(exc)
         self._sorted = items
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
