@@ -73,6 +73,15 @@ def test_c():
 @pytest.mark.depends(on=["test_a"])
 def test_d():
     mark("d")
+
+class TestK:
+    @pytest.mark.dependency()
+    def test_m(self):
+        mark("m")
+
+    @pytest.mark.dependency(depends=["test_m"])   # module scope: TestK::test_m there
+    def test_n(self):
+        mark("n")
 """
 
 
@@ -88,11 +97,13 @@ def test_unknown_names_skip_the_dependent_and_are_listed(
         "test_u.py::test_base": "skipped:test_base depends on 'test_p'",
         "test_u.py::test_c": "skipped:test_u.py::test_c depends on 'nothing_here'",
         "test_u.py::test_d": "passed",
+        "test_u.py::TestK::test_n": "skipped:in module scope write TestK::test_m, or give "
+                                    "the marker scope='class'",
     })
     result.stdout.fnmatch_lines([
         "dagorder: tests were skipped for names that match no test: "
         "*'test_typo'*'nothing_here'*"])
-    assert sorted(read_log(pytester)) == ["a", "d", "p1", "p2"]
+    assert sorted(read_log(pytester)) == ["a", "d", "m", "p1", "p2"]
 
 
 @pytest.mark.parametrize("mode", MODES)
