@@ -28,6 +28,11 @@ import pytest
 
 from .takeover import SORTING_PLUGIN
 
+#: The options pytest-order's sorter reads (``Settings``), checked before it is used.
+_OPTIONS = ("sparse_ordering", "order_dependencies", "order_marker_prefix", "order_scope",
+            "order_scope_level", "order_group_scope", "error_on_failed_ordering",
+            "fail_all_on_failed_ordering", "indulgent_ordering", "order_after_ff")
+
 #: Where pytest-order puts ``fail_after_cannot_order`` for a test it could not place.
 FAIL_FIXTURE = "fail_after_cannot_order"
 
@@ -109,7 +114,8 @@ class _AfterFF(OrderSorting):
 def register(config: pytest.Config) -> OrderSorting | None:
     """Sort as pytest-order would, where it is installed (None: it is not)."""
     found = _pytest_order()
-    if found is None:
+    # Its sorter reads its options: they exist only if its pytest_addoption ran.
+    if found is None or not all(hasattr(config.option, dest) for dest in _OPTIONS):
         return None
     cls: type[OrderSorting] = _Default
     if config.getoption("indulgent_ordering", False):
