@@ -46,7 +46,7 @@ DEPENDENCY_MARKER = (
 DEPENDS_MARKER = "depends(on=[], name=None): pytest-depends declaration, read by pytest-dagorder"
 ORDER_MARKER = (
     "order(index=None, before=None, after=None): pytest-order declaration, "
-    "read by pytest-dagorder"
+    "read by pytest-dagorder."
 )
 
 
@@ -70,10 +70,14 @@ def addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) 
 
 def configure(config: pytest.Config) -> None:
     """Register the foreign markers, block the originals, keep ``depends()`` working."""
-    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, ORDER_MARKER):
-        config.addinivalue_line("markers", line)
     takeover = take_over_early(config)
     takeover.take_over(config)
+    # Blocked before its configure, pytest-order registers no marker line:
+    # ours says whose marker it is, as its own line did.
+    order = ORDER_MARKER + (" Provided by pytest-order." if "pytest-order" in takeover.taken
+                            else "")
+    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, order):
+        config.addinivalue_line("markers", line)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
     if "pytest-order" in takeover.taken:
         register_sorting(config)
