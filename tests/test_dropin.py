@@ -438,3 +438,33 @@ def test_order_ff_and_order_after_ff(pytester: pytest.Pytester) -> None:
     (pytester.path / "ran.log").unlink()
     pytester.runpytest_subprocess(*args, "--ff", "--order-after-ff").assert_outcomes(passed=2)
     assert order_of(pytester) == ["first", "flaky"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: str) -> None:
+    """pytest-order switched off: ordinals are ours; what it warned about, we warn about."""
+    make_modules(pytester, test_w="""
+        @pytest.mark.order(after="test_ghost")
+        def test_unknown():
+            mark("unknown")
+
+        @pytest.mark.order("soon")
+        def test_bad_ordinal():
+            mark("bad")
+
+        @pytest.mark.order(0)
+        def test_zero():
+            mark("zero")
+        """)
+    result = run(pytester, mode, "-p", "no:pytest_order")
+    assert result.ret == 0
+    # Each process that plans warns, as pytest-order's sorter does in each worker.
+    result.assert_outcomes(passed=3, warnings=2 if mode == "serial" else 4)
+    result.stdout.fnmatch_lines([
+        "*test_w.py:*: PytestWarning: @pytest.mark.order on test_w.py::test_unknown: target "
+        "'test_ghost' matches no collected test*; the relation is ignored",
+        "*test_w.py:*: PytestWarning: @pytest.mark.order on test_w.py::test_bad_ordinal: "
+        "'soon' is not an ordinal*; the ordinal is ignored",
+    ])
+    if mode == "serial":
+        assert order_of(pytester)[0] == "zero"

@@ -115,6 +115,11 @@ def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> b
     return plugin is not None and plugin.sorted(items)
 
 
+def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int]]:
+    """What pytest-order would have warned about, where its sorter did not run."""
+    return [text for r in found if isinstance(r, OrderReader) for text in r.warnings]
+
+
 def readers(config: pytest.Config, settings: Settings, *,
             order_sorted: bool = False) -> tuple[ForeignReader, ...]:
     """One reader per foreign plugin, for one plan."""
