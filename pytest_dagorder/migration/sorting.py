@@ -66,7 +66,7 @@ class OrderSorting:
         return self._sorted is items
 
     def sort(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not items:
+        if not items or not self._has_work(config, items):
             return
         try:
             items[:] = self._sorter(config, items).sort_items()
@@ -77,6 +77,15 @@ class OrderSorting:
             # controller would call it an internal error): the plan reports it.
             self.error = str(exc)
         self._sorted = items
+
+    @staticmethod
+    def _has_work(config: pytest.Config, items: list[pytest.Item]) -> bool:
+        """Whether pytest-order would move anything: an ``order`` marker, or an
+        option that orders tests without one (cheap to rule out on big runs)."""
+        if config.getoption("order_marker_prefix", None) or config.getoption(
+                "order_dependencies", False):
+            return True
+        return any("order" in item.keywords for item in items)
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if self._generate is not None:
