@@ -80,12 +80,12 @@ class OrderSorting:
 
     @staticmethod
     def _has_work(config: pytest.Config, items: list[pytest.Item]) -> bool:
-        """Whether pytest-order would move anything: an ``order`` marker, or an
-        option that orders tests without one (cheap to rule out on big runs)."""
-        if config.getoption("order_marker_prefix", None) or config.getoption(
-                "order_dependencies", False):
+        """Whether pytest-order could move anything: an ``order`` or ``dependency``
+        marker (``--order-dependencies``), or a marker prefix (cheap to rule
+        out on big runs that use none)."""
+        if config.getoption("order_marker_prefix", None):
             return True
-        return any("order" in item.keywords for item in items)
+        return any("order" in kw or "dependency" in kw for kw in (it.keywords for it in items))
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if self._generate is not None:
