@@ -34,6 +34,7 @@ __all__ = [
     "apply_ordinals",
     "configure",
     "ordering_failed",
+    "reader_warnings",
     "readers",
     "sorted_by_pytest_order",
     "take_over_early",
