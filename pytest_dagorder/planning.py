@@ -8,6 +8,7 @@ prerequisites that were deselected, and every declaration problem.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,6 +340,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     order_sorted = migration.sorted_by_pytest_order(config, items)
     if migration.ORDER_MARK in census.names and not order_sorted:
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
+    readers = migration.readers(config, settings, order_sorted=order_sorted)
     plan = make_plan(
         items,
         collected,
@@ -346,9 +348,14 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         # needs its prerequisites again, whether they failed or passed.
         with_prerequisites=settings.with_prerequisites or resuming(config),
         narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
-        readers=migration.readers(config, settings, order_sorted=order_sorted),
+        readers=readers,
         census=census,
     )
+    for text, path, line in migration.reader_warnings(readers):
+        warnings.warn_explicit(text, pytest.PytestWarning, path, line)
+    failed = migration.ordering_failed(config)
+    if failed is not None and items:
+        plan.problems.append(Problem(items[0].nodeid, failed))
     if plan.pulled_back:
         undo_deselected(config, plan.pulled_back)
     for item, reason in plan.skips:

@@ -38,7 +38,10 @@ with assertion_rewriting_paused():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """With plugin autoload disabled, ``-p dagorder -n 8`` must still bring xdist.
+    """pytest-dependency, pytest-depends and pytest-order are blocked here, before
+    their ``pytest_configure`` (see migration.takeover).
+
+    With plugin autoload disabled, ``-p dagorder -n 8`` must still bring xdist.
 
     Registered here, after the entry points and ``-p`` options were handled
     and before the command line is parsed for good, xdist's options (``-n``)
@@ -46,6 +49,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     pytest 8 it registers xdist's package (no hooks) under the name its
     entry point needs, so ``-n`` would be lost even with autoload on.
     """
+    migration.take_over_early(early_config)
     pm = early_config.pluginmanager
     if pm.has_plugin("xdist") or pm.is_blocked("xdist"):
         return

@@ -130,10 +130,10 @@ def depends_not_run_yet(test: str, name: str) -> str:
 UNKNOWN_TAIL = ", which names no test of this run"
 
 
-def foreign_unknown(test: str, names: list[str], scope: str = "") -> str:
+def foreign_unknown(test: str, names: list[str], scope: str = "", hint: str = "") -> str:
     """pytest-dependency / pytest-depends: a name that matches nothing skips the dependent."""
     where = f" (scope {scope!r})" if scope and scope != "module" else ""
-    return f"{test} depends on {', '.join(map(repr, names))}{UNKNOWN_TAIL}{where}"
+    return f"{test} depends on {', '.join(map(repr, names))}{UNKNOWN_TAIL}{where}{hint}"
 
 
 def unknown_names_line(names: list[str]) -> str:

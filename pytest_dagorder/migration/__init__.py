@@ -28,8 +28,17 @@ from .sorting import register as register_sorting
 from .sorting import sorting
 from .takeover import Takeover
 
-__all__ = ["ORDER_MARK", "addoption", "apply_ordinals", "configure", "readers",
-           "sorted_by_pytest_order"]
+__all__ = [
+    "ORDER_MARK",
+    "addoption",
+    "apply_ordinals",
+    "configure",
+    "ordering_failed",
+    "reader_warnings",
+    "readers",
+    "sorted_by_pytest_order",
+    "take_over_early",
+]
 
 DEPENDENCY_MARKER = (
     "dependency(name=None, depends=[], scope='module'): pytest-dependency "
@@ -38,7 +47,7 @@ DEPENDENCY_MARKER = (
 DEPENDS_MARKER = "depends(on=[], name=None): pytest-depends declaration, read by pytest-dagorder"
 ORDER_MARKER = (
     "order(index=None, before=None, after=None): pytest-order declaration, "
-    "read by pytest-dagorder"
+    "read by pytest-dagorder."
 )
 
 
@@ -62,11 +71,14 @@ def addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) 
 
 def configure(config: pytest.Config) -> None:
     """Register the foreign markers, block the originals, keep ``depends()`` working."""
-    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, ORDER_MARKER):
-        config.addinivalue_line("markers", line)
-    takeover = Takeover()
-    config.pluginmanager.register(takeover, Takeover.NAME)
+    takeover = take_over_early(config)
     takeover.take_over(config)
+    # Blocked before its configure, pytest-order registers no marker line:
+    # ours says whose marker it is, as its own line did.
+    order = ORDER_MARKER + (" Provided by pytest-order." if "pytest-order" in takeover.taken
+                            else "")
+    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, order):
+        config.addinivalue_line("markers", line)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
     if "pytest-order" in takeover.taken:
         register_sorting(config)
@@ -75,10 +87,38 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(UnknownNames(), UnknownNames.NAME)
 
 
+def take_over_early(config: pytest.Config) -> Takeover:
+    """Block the originals once their options exist, before any ``pytest_configure`` runs.
+
+    Called from ``pytest_load_initial_conftests`` (and again from our
+    configure, for a plugin registered later): a blocked original's
+    configure never runs, so it leaves no state behind (pytest-depends'
+    manager stack) and cannot fail on its own ini values first.
+    """
+    found = config.pluginmanager.get_plugin(Takeover.NAME)
+    if isinstance(found, Takeover):
+        return found
+    takeover = Takeover()
+    config.pluginmanager.register(takeover, Takeover.NAME)
+    takeover.take_over(config)
+    return takeover
+
+
+def ordering_failed(config: pytest.Config) -> str | None:
+    """pytest-order's usage error on an xdist worker (``--fail-all-on-failed-ordering``)."""
+    plugin = sorting(config)
+    return plugin.error if plugin is not None else None
+
+
 def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:
     """Whether pytest-order's own sorter ordered ``items`` (see :mod:`.sorting`)."""
     plugin = sorting(config)
     return plugin is not None and plugin.sorted(items)
+
+
+def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int]]:
+    """What pytest-order would have warned about, where its sorter did not run."""
+    return [text for r in found if isinstance(r, OrderReader) for text in r.warnings]
 
 
 def readers(config: pytest.Config, settings: Settings, *,

@@ -135,10 +135,23 @@ class DependencyReader(Reader):
                 hits = [j for j in hits if id(index.items[j]) in chosen]
             found.requires.extend(drop_self(hits, i))
         if missing and not problems:
-            found.skip = wording.foreign_unknown(item.name, missing, scope)
+            found.skip = wording.foreign_unknown(item.name, missing, scope,
+                                                 self._class_hint(t, item, scope, missing))
         elif unmarked and not self.ignore_unknown and not problems:
             found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
         return found
+
+    @staticmethod
+    def _class_hint(t: Tables, item: pytest.Item, scope: str, missing: list[str]) -> str:
+        """For a method's name written bare in module scope: the spellings that work."""
+        cls = item.getparent(pytest.Class)
+        if scope != "module" or cls is None:
+            return ""
+        for target in missing:
+            if ("class", cls.nodeid, target) in t.names:
+                return (f"; in module scope write {cls.name}::{target!s}, "
+                        "or give the marker scope='class'")
+        return ""
 
     @staticmethod
     def _by_node_id(index: Index, node: pytest.Collector, scope: str, target: str) -> list[int]:

@@ -37,6 +37,9 @@ class OrderReader(Reader):
         #: warned about what it could not place, and an edge it did not honour
         #: (unknown target, cycle, another scope) is dropped, as it dropped it.
         self.trusted = sorted_by_pytest_order
+        #: Without that sorter: what pytest-order would have warned about (an
+        #: unknown target, a bad ordinal), for the planner to warn.
+        self.warnings: dict[tuple[str, str, int], None] = {}  # (text, file, line)
 
     def build(self, t: Tables) -> None:
         index = t.index
@@ -47,7 +50,11 @@ class OrderReader(Reader):
             problems = t.problems.setdefault(k, [])
             for node, mark in item.iter_markers_with_node(MARK):
                 if not self.trusted:
-                    problems.extend(_ordinal_problems(item, mark))
+                    for p in _ordinal_problems(item, mark):
+                        if " is not an ordinal" in p.message:
+                            self.warnings[_at(item, f"{p.message}; the ordinal is ignored")] = None
+                        else:
+                            problems.append(p)
                 # pytest-order looks a class mark's names up outside the class.
                 outside = isinstance(node, pytest.Class)
                 for key in ("after", "before"):
@@ -67,7 +74,8 @@ class OrderReader(Reader):
                         if hits is None:
                             if not self.trusted:
                                 t.unknown.setdefault(k, []).append(target)
-                                problems.append(unknown(index, item, MARK, target))
+                                tail = unknown(index, item, MARK, target).message
+                                self.warnings[_at(item, f"{tail}; the relation is ignored")] = None
                             continue
                         for j in drop_self(hits, k):
                             first, then = (j, k) if key == "after" else (k, j)
@@ -83,6 +91,12 @@ class OrderReader(Reader):
         return Declared(after=list(dict.fromkeys(t.after.get(i, []))),
                         problems=list(t.problems.get(i, [])),
                         unknown=list(t.unknown.get(i, [])))
+
+
+def _at(item: pytest.Item, text: str) -> tuple[str, str, int]:
+    """A warning placed at the test (its file and line), not in this plugin."""
+    path, line, _ = item.location
+    return text, path, (line or 0) + 1
 
 
 def _order_resolve(index: Index, item: pytest.Item, target: str,

@@ -26,6 +26,13 @@ from typing import Any, ClassVar
 
 import pytest
 
+from .takeover import SORTING_PLUGIN
+
+#: The options pytest-order's sorter reads (``Settings``), checked before it is used.
+_OPTIONS = ("sparse_ordering", "order_dependencies", "order_marker_prefix", "order_scope",
+            "order_scope_level", "order_group_scope", "error_on_failed_ordering",
+            "fail_all_on_failed_ordering", "indulgent_ordering", "order_after_ff")
+
 #: Where pytest-order puts ``fail_after_cannot_order`` for a test it could not place.
 FAIL_FIXTURE = "fail_after_cannot_order"
 
@@ -47,21 +54,38 @@ def _pytest_order() -> tuple[type, Callable[[pytest.Metafunc], None] | None] | N
 class OrderSorting:
     """Runs pytest-order's sorter; records whether it did (the plan asks :meth:`sorted`)."""
 
-    NAME: ClassVar[str] = "dagorder-order-sorting"
+    NAME: ClassVar[str] = SORTING_PLUGIN
 
     def __init__(self, sorter: type, generate: Callable[[pytest.Metafunc], None] | None) -> None:
         self._sorter = sorter
         self._generate = generate
         self._sorted: list[pytest.Item] | None = None  # the list it sorted last
+        self.error: str | None = None  # --fail-all-on-failed-ordering on an xdist worker
 
     def sorted(self, items: list[pytest.Item]) -> bool:
         return self._sorted is items
 
     def sort(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not items:
+        if not items or not self._has_work(config, items):
             return
-        items[:] = self._sorter(config, items).sort_items()
+        try:
+            items[:] = self._sorter(config, items).sort_items()
+        except pytest.UsageError as exc:
+            if not hasattr(config, "workerinput"):
+                raise  # serially pytest reports it (exit 4), as with pytest-order
+            # An xdist worker cannot stop the run with a usage error (the
+            # controller would call it an internal error): the plan reports it.
+            self.error = str(exc)
         self._sorted = items
+
+    @staticmethod
+    def _has_work(config: pytest.Config, items: list[pytest.Item]) -> bool:
+        """Whether pytest-order could move anything: an ``order`` or ``dependency``
+        marker (``--order-dependencies``), or a marker prefix (cheap to rule
+        out on big runs that use none)."""
+        if config.getoption("order_marker_prefix", None):
+            return True
+        return any("order" in kw or "dependency" in kw for kw in (it.keywords for it in items))
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if self._generate is not None:
@@ -99,7 +123,8 @@ class _AfterFF(OrderSorting):
 def register(config: pytest.Config) -> OrderSorting | None:
     """Sort as pytest-order would, where it is installed (None: it is not)."""
     found = _pytest_order()
-    if found is None:
+    # Its sorter reads its options: they exist only if its pytest_addoption ran.
+    if found is None or not all(hasattr(config.option, dest) for dest in _OPTIONS):
         return None
     cls: type[OrderSorting] = _Default
     if config.getoption("indulgent_ordering", False):

@@ -1,10 +1,13 @@
 """Block pytest-dependency, pytest-depends and pytest-order when they are installed too.
 
-Two plugins must never both reorder or skip.  Their ``pytest_addoption`` and
-``pytest_configure`` have run by the time ours does (pytest calls them for
-every plugin first); every registration after that is blocked as it happens
-(:meth:`Takeover.pytest_plugin_registered`), and a header line says what was
-taken over.
+Two plugins must never both reorder or skip.  They are blocked in
+``pytest_load_initial_conftests``, once their ``pytest_addoption`` has run
+(their options and ini keys exist and are read by us) and before any
+``pytest_configure``; a plugin registered later (a conftest's
+``pytest_plugins``) is blocked as it registers
+(:meth:`Takeover.pytest_plugin_registered`), after its configure ran, so
+pytest-depends' configure-time state is undone (:class:`DependsManagers`).
+A header line says what was taken over.
 """
 
 from __future__ import annotations
@@ -34,16 +37,10 @@ ORIGINALS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"pytest_order", "pytest_order.plugin"}),
     ),
 }
-#: Options of the originals that they still define (pytest adds them before
-#: anyone can block the plugin) but that do nothing under takeover:
-#: (dest, flag) per plugin, named in the header when given.
+#: pytest-order's options: honoured by its own sorter (see :mod:`.sorting`);
+#: named in the header as ignored only when that sorter cannot be used.
+#: pytest-dependency's and pytest-depends' options are all honoured.
 IGNORED_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
-    "pytest-depends": (
-        ("failed_dependency_action", "--failed-dependency-action"),
-        ("missing_dependency_action", "--missing-dependency-action"),
-        ("list_dependency_names", "--list-dependency-names"),
-        ("list_processed_dependencies", "--list-processed-dependencies"),
-    ),
     "pytest-order": (
         ("indulgent_ordering", "--indulgent-ordering"),
         ("order_scope", "--order-scope"),
@@ -57,6 +54,8 @@ IGNORED_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
         ("order_after_ff", "--order-after-ff"),
     ),
 }
+#: Registered when pytest-order's sorter is used (then its options are honoured).
+SORTING_PLUGIN = "dagorder-order-sorting"
 
 
 class DependsManagers:
@@ -142,11 +141,12 @@ class Takeover:
             f"dagorder: took over from {', '.join(self.taken)}: their markers are "
             "read by pytest-dagorder, their plugins are disabled"
         ]
+        honoured = config.pluginmanager.has_plugin(SORTING_PLUGIN)
         ignored = [
             flag
             for label in self.taken
             for dest, flag in IGNORED_OPTIONS.get(label, ())
-            if getattr(config.option, dest, None)
+            if getattr(config.option, dest, None) and not honoured
         ]
         if ignored:
             lines.append(

@@ -1,0 +1,470 @@
+"""The takeover keeps each original's semantics and options (issue: their own suites pass).
+
+Every scenario runs serially and under ``-n 2`` with the same outcomes; the
+real pytest-dependency, pytest-depends and pytest-order are needed (the
+``test`` extra installs them).  Their whole suites are run by
+``benchmarks/peer_suites.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from helpers import assert_after, base_args, junit_key, make_modules, read_junit, read_log
+
+MODES = ["serial", "xdist"]
+
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in
+            ("pytest_dependency", "pytest_depends", "pytest_order")),
+    reason="needs pytest-dependency, pytest-depends and pytest-order (the test extra)")
+
+
+def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
+    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
+    return pytester.runpytest_subprocess(*base_args(), "-rs", "--junitxml=out.xml",
+                                         *extra, *args)
+
+
+def outcomes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
+    cases, _ = read_junit(pytester.path / "out.xml")
+    return {k: (c.outcome, c.message) for k, c in cases.items()}
+
+
+def check(pytester: pytest.Pytester, expected: dict[str, str]) -> None:
+    """``expected``: node id -> outcome, or ``outcome:<part of the message>``."""
+    got = outcomes(pytester)
+    for nodeid, want in expected.items():
+        outcome, message = got[junit_key(nodeid)]
+        kind, _, part = want.partition(":")
+        assert outcome == kind, (nodeid, outcome, message)
+        assert part in message, (nodeid, message)
+
+
+def order_of(pytester: pytest.Pytester) -> list[str]:
+    return [r.name for r in sorted(read_log(pytester).values(), key=lambda r: r.start)]
+
+
+# -- pytest-dependency / pytest-depends: a name that matches nothing skips ---------------
+
+UNKNOWN = """
+@pytest.mark.dependency()
+def test_a():
+    mark("a")
+
+@pytest.mark.dependency(depends=["test_a", "test_typo"])
+def test_b():
+    mark("b")
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.dependency()
+def test_p(p):
+    mark(f"p{p}")
+
+@pytest.mark.dependency(depends=["test_p"])    # a base name is no name there
+def test_base():
+    mark("base")
+
+@pytest.mark.depends(on=["nothing_here"])
+def test_c():
+    mark("c")
+
+@pytest.mark.depends(on=["test_a"])
+def test_d():
+    mark("d")
+
+class TestK:
+    @pytest.mark.dependency()
+    def test_m(self):
+        mark("m")
+
+    @pytest.mark.dependency(depends=["test_m"])   # module scope: TestK::test_m there
+    def test_n(self):
+        mark("n")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unknown_names_skip_the_dependent_and_are_listed(
+        pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_u=UNKNOWN)
+    result = run(pytester, mode)
+    assert result.ret == 0
+    check(pytester, {
+        "test_u.py::test_a": "passed",
+        "test_u.py::test_b": "skipped:test_b depends on 'test_typo', which names no test",
+        "test_u.py::test_base": "skipped:test_base depends on 'test_p'",
+        "test_u.py::test_c": "skipped:test_u.py::test_c depends on 'nothing_here'",
+        "test_u.py::test_d": "passed",
+        "test_u.py::TestK::test_n": "skipped:in module scope write TestK::test_m, or give "
+                                    "the marker scope='class'",
+    })
+    result.stdout.fnmatch_lines([
+        "dagorder: tests were skipped for names that match no test: "
+        "*'test_typo'*'nothing_here'*"])
+    assert sorted(read_log(pytester)) == ["a", "d", "m", "p1", "p2"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_depends_on_stays_strict(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_s="""
+        @depends_on("test_typo")
+        def test_x():
+            mark("x")
+        """)
+    result = run(pytester, mode)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*target 'test_typo' matches no collected test*"])
+    assert read_log(pytester) == {}
+
+
+# -- pytest-depends' options ---------------------------------------------------------
+
+DEPENDS = """
+def test_bar():
+    mark("bar")
+    assert False
+
+@pytest.mark.depends(on=["test_bar"])
+def test_foo():
+    mark("foo")
+
+@pytest.mark.depends(on=["baz"])
+def test_missing():
+    mark("missing")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("failed", "missing", "foo", "miss"), [
+    ("skip", "skip", "skipped:prerequisite test_bar failed", "skipped:which names no test"),
+    ("run", "run", "passed", "passed"),
+    ("fail", "fail", "failed:test_d.py::test_foo depends on test_d.py::test_bar",
+     "failed:test_d.py::test_missing depends on baz, which was not found"),
+])
+def test_depends_actions(pytester: pytest.Pytester, mode: str, failed: str, missing: str,
+                         foo: str, miss: str) -> None:
+    make_modules(pytester, test_d=DEPENDS)
+    run(pytester, mode, f"--failed-dependency-action={failed}",
+        f"--missing-dependency-action={missing}")
+    check(pytester, {"test_d.py::test_bar": "failed", "test_d.py::test_foo": foo,
+                     "test_d.py::test_missing": miss})
+    if failed == "run":
+        assert_after(read_log(pytester), [("bar", "foo")])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_depends_actions_from_the_ini(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_d=DEPENDS)
+    pytester.makeini("[pytest]\nfailed_dependency_action = run\n"
+                     "missing_dependency_action = fail\n")
+    run(pytester, mode)
+    check(pytester, {"test_d.py::test_foo": "passed", "test_d.py::test_missing": "failed"})
+    # the command line wins over the ini
+    run(pytester, mode, "--missing-dependency-action=run")
+    check(pytester, {"test_d.py::test_missing": "passed"})
+
+
+def test_depends_bad_ini_action_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    make_modules(pytester, test_d=DEPENDS)
+    pytester.makeini("[pytest]\nmissing_dependency_action = explode\n")
+    result = run(pytester, "serial")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: missing_dependency_action = 'explode'*run, skip, fail*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_depends_listings(pytester: pytest.Pytester) -> None:
+    make_modules(pytester, test_l="""
+        @pytest.mark.depends(name="alias")
+        def test_foo():
+            pass
+
+        @pytest.mark.depends(on=["alias", "ghost"])
+        def test_bar():
+            pass
+        """)
+    result = run(pytester, "serial", "--list-dependency-names",
+                 "--list-processed-dependencies")
+    result.stdout.fnmatch_lines([
+        "Available dependency names:",
+        "  alias -> test_l.py::test_foo",
+        "Dependencies:",
+        "  test_l.py::test_bar depends on",
+        "    ghost (MISSING)",
+        "    test_l.py::test_foo",
+        "collected 2 items*",
+    ])
+
+
+def test_blocked_depends_leaves_no_manager_behind(pytester: pytest.Pytester) -> None:
+    """Sessions in one process: pytest-depends' manager list stays as it was."""
+    import pytest_depends
+
+    before = list(pytest_depends.managers)
+    make_modules(pytester, test_n="""
+        @pytest.mark.depends(on=["test_a"])
+        def test_b():
+            pass
+
+        def test_a():
+            pass
+        """)
+    for _ in range(2):
+        pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist").assert_outcomes(passed=2)
+    assert pytest_depends.managers == before
+
+
+def test_a_depends_session_around_ours(pytester: pytest.Pytester) -> None:
+    """pytest-depends alone outside, pytest-dagorder inside: both end cleanly."""
+    make_modules(pytester, test_outer=f"""
+        pytest_plugins = "pytester"
+
+        def test_a():
+            mark("a")
+
+        @pytest.mark.depends(on=["test_a"])
+        def test_nested(pytester):
+            pytester.makepyfile(test_inner='''
+        import pytest
+
+        @pytest.mark.depends(on=["test_y"])
+        def test_x():
+            pass
+
+        def test_y():
+            pass
+        ''')
+            pytester.runpytest_inprocess({", ".join(map(repr, base_args()))},
+                                         "-p", "no:xdist").assert_outcomes(passed=2)
+            mark("nested")
+        """)
+    result = pytester.runpytest_subprocess(*base_args(), "-p", "no:xdist", "-p", "no:dagorder")
+    result.assert_outcomes(passed=2)
+
+
+# -- pytest-order ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_ordinal_beside_relative_marker(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_o="""
+        @pytest.mark.order("first", after="test_c")
+        def test_a():
+            mark("a")
+
+        @pytest.mark.order("second")
+        def test_b():
+            mark("b")
+
+        def test_c():
+            mark("c")
+        """)
+    run(pytester, mode).assert_outcomes(passed=3)
+    assert_after(read_log(pytester), [("c", "a")])
+    if mode == "serial":
+        assert order_of(pytester) == ["c", "a", "b"]  # as pytest-order runs them
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_class_mark_names_a_test_outside_the_class(
+        pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_k="""
+        @pytest.mark.order(after="test_1")
+        class TestK:
+            def test_1(self):
+                mark("k1")
+
+        def test_1():
+            mark("m1")
+        """)
+    run(pytester, mode).assert_outcomes(passed=2)
+    assert_after(read_log(pytester), [("m1", "k1")])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_problems_stay_warnings(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_w="""
+        @pytest.mark.order(after="test_ghost")
+        def test_unknown():
+            mark("unknown")
+
+        @pytest.mark.order("soon")
+        def test_bad_ordinal():
+            mark("bad")
+
+        @pytest.mark.order(after="test_y")
+        def test_x():
+            mark("x")
+
+        @pytest.mark.order(after="test_x")
+        def test_y():
+            mark("y")
+        """)
+    result = run(pytester, mode)
+    assert result.ret == 0
+    result.assert_outcomes(passed=4)
+    if mode == "serial":
+        out = result.stdout.str()
+        assert "cannot execute" in out and "test_ghost" in out, out
+        result.stdout.fnmatch_lines(["*Unknown order attribute:'soon'*"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_failed_ordering_options(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_f="""
+        @pytest.mark.order(after="test_ghost")
+        def test_unknown():
+            mark("unknown")
+
+        def test_fine():
+            mark("fine")
+        """)
+    result = run(pytester, mode, "--error-on-failed-ordering")
+    check(pytester, {"test_f.py::test_unknown": "error:The test could not be ordered",
+                     "test_f.py::test_fine": "passed"})
+    result = run(pytester, mode, "--fail-all-on-failed-ordering")
+    # Serially pytest-order's usage error; an xdist worker reports it as a
+    # collection error (a worker's usage error would be an internal error).
+    want = pytest.ExitCode.USAGE_ERROR if mode == "serial" else pytest.ExitCode.INTERRUPTED
+    assert result.ret == want
+    assert "cannot execute 'test_unknown' relative to others" in (
+        result.stdout.str() + result.stderr.str())
+    assert read_log(pytester).keys() == {"fine"}  # from the first run only
+
+
+ORDINALS = """
+@pytest.mark.order(2)
+def test_two():
+    mark("two")
+
+def test_plain():
+    mark("plain")
+
+@pytest.mark.order(0)
+def test_zero():
+    mark("zero")
+"""
+
+
+PREFIXED = """
+@pytest.mark.m1
+def test_x():
+    mark("x")
+
+def test_y():
+    mark("y")
+
+@pytest.mark.m0
+def test_z():
+    mark("z")
+"""
+
+
+@pytest.mark.parametrize(("module", "args", "expected"), [
+    (ORDINALS, (), ["zero", "two", "plain"]),
+    (ORDINALS, ("--sparse-ordering",), ["zero", "plain", "two"]),
+    (PREFIXED, (), ["x", "y", "z"]),
+    (PREFIXED, ("--order-marker-prefix=m",), ["z", "x", "y"]),
+])
+def test_order_options_shape_the_serial_order(
+        pytester: pytest.Pytester, module: str, args: tuple[str, ...],
+        expected: list[str]) -> None:
+    make_modules(pytester, test_r=module)
+    run(pytester, "serial", *args).assert_outcomes(passed=3)
+    assert order_of(pytester) == expected
+
+
+def test_order_scope_module(pytester: pytest.Pytester) -> None:
+    make_modules(pytester, test_1="""
+        def test_a():
+            mark("1a")
+
+        @pytest.mark.order(0)
+        def test_b():
+            mark("1b")
+        """, test_2="""
+        @pytest.mark.order(0)
+        def test_c():
+            mark("2c")
+        """)
+    run(pytester, "serial").assert_outcomes(passed=3)
+    assert order_of(pytester) == ["1b", "2c", "1a"]
+    (pytester.path / "ran.log").unlink()
+    run(pytester, "serial", "--order-scope=module").assert_outcomes(passed=3)
+    assert order_of(pytester) == ["1b", "1a", "2c"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_several_ordinal_markers_become_parameters(
+        pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_m="""
+        @pytest.mark.order(1)
+        @pytest.mark.order(3)
+        def test_twice():
+            pass
+
+        @pytest.mark.order(2)
+        def test_once():
+            pass
+        """)
+    result = run(pytester, mode, "-v")
+    result.assert_outcomes(passed=3)
+    if mode == "serial":
+        result.stdout.fnmatch_lines(["*test_twice?index=1? PASSED*", "*test_once PASSED*",
+                                     "*test_twice?index=3? PASSED*"])
+
+
+def test_order_ff_and_order_after_ff(pytester: pytest.Pytester) -> None:
+    make_modules(pytester, test_f="""
+        import os
+
+        @pytest.mark.order(0)
+        def test_first():
+            mark("first")
+
+        def test_flaky():
+            mark("flaky")
+            assert not os.environ.get("FAIL_FLAKY")
+        """)
+    args = ("-p", "no:xdist", "-p", "cacheprovider")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAIL_FLAKY", "1")
+        pytester.runpytest_subprocess(*args).assert_outcomes(passed=1, failed=1)
+    (pytester.path / "ran.log").unlink()
+    pytester.runpytest_subprocess(*args, "--ff").assert_outcomes(passed=2)
+    assert order_of(pytester) == ["flaky", "first"]  # --ff wins, as with pytest-order
+    (pytester.path / "ran.log").unlink()
+    pytester.runpytest_subprocess(*args, "--ff", "--order-after-ff").assert_outcomes(passed=2)
+    assert order_of(pytester) == ["first", "flaky"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: str) -> None:
+    """pytest-order switched off: ordinals are ours; what it warned about, we warn about."""
+    make_modules(pytester, test_w="""
+        @pytest.mark.order(after="test_ghost")
+        def test_unknown():
+            mark("unknown")
+
+        @pytest.mark.order("soon")
+        def test_bad_ordinal():
+            mark("bad")
+
+        @pytest.mark.order(0)
+        def test_zero():
+            mark("zero")
+        """)
+    result = run(pytester, mode, "-p", "no:pytest_order")
+    assert result.ret == 0
+    # Each process that plans warns, as pytest-order's sorter does in each worker.
+    result.assert_outcomes(passed=3, warnings=2 if mode == "serial" else 4)
+    result.stdout.fnmatch_lines([
+        "*test_w.py:*: PytestWarning: @pytest.mark.order on test_w.py::test_unknown: target "
+        "'test_ghost' matches no collected test*; the relation is ignored",
+        "*test_w.py:*: PytestWarning: @pytest.mark.order on test_w.py::test_bad_ordinal: "
+        "'soon' is not an ordinal*; the ordinal is ignored",
+    ])
+    if mode == "serial":
+        assert order_of(pytester)[0] == "zero"
