@@ -203,6 +203,9 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
         @depends_on("test_slow")
         def test_quick():
             mark("quick")
+
+        def test_other():
+            mark("other")
         """)
     path = pytester.path / "ci" / "durations.json"
     path.parent.mkdir()
@@ -211,18 +214,23 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
     # Part of the suite: nothing forgotten, what ran updated.
     # (xdist's controller never reports what its workers deselected.)
     run(pytester, *mode, "--dag-store-durations", "-k", "slow").assert_outcomes(
-        passed=1, deselected=0 if mode else 1)
+        passed=1, deselected=0 if mode else 2)
     got = recorded(path)
     assert sorted(got) == ["elsewhere/test_y.py::test_y", "test_gone.py::test_x",
                            "test_m.py::test_quick", "test_m.py::test_slow"]
     assert got["test_m.py::test_quick"] == 9.0 and 0.2 <= got["test_m.py::test_slow"] < 9
+    # One part of two (test_other is the other part): nothing forgotten either.
+    run(pytester, *mode, "--dag-store-durations", "--dag-shard=1/2").assert_outcomes(
+        passed=2, deselected=0 if mode else 1)
+    assert "test_gone.py::test_x" in recorded(path)
     # The whole suite: the tests it did not collect are gone.
-    run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=2)
+    run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=3)
     got = recorded(path)
-    assert sorted(got) == ["test_m.py::test_quick", "test_m.py::test_slow"]
+    assert sorted(got) == ["test_m.py::test_other", "test_m.py::test_quick",
+                           "test_m.py::test_slow"]
     assert got["test_m.py::test_quick"] < got["test_m.py::test_slow"]
     assert all(round(v, 4) == v for v in got.values())
-    assert path.read_text(encoding="utf-8").count("\n") == 4  # one entry a line
+    assert path.read_text(encoding="utf-8").count("\n") == 5  # one entry a line
 
 
 def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
