@@ -315,3 +315,36 @@ def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
         seen.append(sorted(line for line in result.stdout.lines
                            if "::" in line and " " not in line))
     assert seen[0] and seen[0] == seen[1] == seen[2]
+
+
+def test_a_module_using_runtime_depends_stays_in_one_part(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_dependency")
+    write_ini(pytester)
+    pytester.makepyfile(test_runtime="""
+        from pytest_dependency import depends
+
+        def test_a():
+            pass
+
+        def test_b(request):
+            depends(request, ["test_a"])
+
+        def test_c():
+            pass
+
+        def test_d(request):
+            depends(request, ["test_c"])
+        """, test_free="""
+        def test_x():
+            pass
+
+        def test_y():
+            pass
+        """)
+    parts = []
+    for k in (1, 2, 3):
+        result = run(pytester, "--collect-only", "-q", f"--dag-shard={k}/3")
+        parts.append({line for line in result.stdout.lines if "::" in line and " " not in line})
+    runtime = {f"test_runtime.py::test_{n}" for n in "abcd"}
+    assert sum(runtime <= part for part in parts) == 1, parts
+    assert set().union(*parts) == runtime | {"test_free.py::test_x", "test_free.py::test_y"}
