@@ -28,6 +28,7 @@ Run: ``python benchmarks/bench_shards.py [--run] [--short 0.004] [--long 0.25]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import shutil
@@ -109,12 +110,17 @@ def compare(tests: Sequence[Test], dur: dict[str, float]) -> None:
     total = sum(dur.values())
     largest = components_max(tests, dur)
     es = edges(tests)
+    have_pytest_split = importlib.util.find_spec("pytest_split") is not None
+    if not have_pytest_split:
+        print("pytest-split is not installed: ours only (pip install 'pytest-split>=0.10')")
     print(f"{len(tests):,} tests, {len(es):,} edges, total {total:.1f} s, "
           f"largest component {largest:.1f} s")
     print(f"{'N':>2}  {'splitter':<22} {'slowest s':>9} {'/ bound':>8} {'edges cut':>9}")
     for n in (2, 4, 8):
         bound = max(total / n, largest)
         for name in ("dagorder", "least_duration", "duration_based_chunks"):
+            if name != "dagorder" and not have_pytest_split:
+                continue
             parts = ours(tests, dur, n) if name == "dagorder" else pytest_split(
                 tests, dur, n, name)
             where = {nid: k for k, p in enumerate(parts) for nid in p}

@@ -78,6 +78,7 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     plan.notes.append(header(k, n, split, timed=any(nid in recorded for nid in ids)))
     if not out:
         return
+    plan.whole = False  # the other parts' tests exist: a durations file keeps them
     plan.graph = _restricted(g, keep, run)
     kept = {id(items[i]) for i in keep}
     plan.items = [items[i] for i in keep]

@@ -203,6 +203,9 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
         @depends_on("test_slow")
         def test_quick():
             mark("quick")
+
+        def test_other():
+            mark("other")
         """)
     path = pytester.path / "ci" / "durations.json"
     path.parent.mkdir()
@@ -211,18 +214,23 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
     # Part of the suite: nothing forgotten, what ran updated.
     # (xdist's controller never reports what its workers deselected.)
     run(pytester, *mode, "--dag-store-durations", "-k", "slow").assert_outcomes(
-        passed=1, deselected=0 if mode else 1)
+        passed=1, deselected=0 if mode else 2)
     got = recorded(path)
     assert sorted(got) == ["elsewhere/test_y.py::test_y", "test_gone.py::test_x",
                            "test_m.py::test_quick", "test_m.py::test_slow"]
     assert got["test_m.py::test_quick"] == 9.0 and 0.2 <= got["test_m.py::test_slow"] < 9
+    # One part of two (test_other is the other part): nothing forgotten either.
+    run(pytester, *mode, "--dag-store-durations", "--dag-shard=1/2").assert_outcomes(
+        passed=2, deselected=0 if mode else 1)
+    assert "test_gone.py::test_x" in recorded(path)
     # The whole suite: the tests it did not collect are gone.
-    run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=2)
+    run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=3)
     got = recorded(path)
-    assert sorted(got) == ["test_m.py::test_quick", "test_m.py::test_slow"]
+    assert sorted(got) == ["test_m.py::test_other", "test_m.py::test_quick",
+                           "test_m.py::test_slow"]
     assert got["test_m.py::test_quick"] < got["test_m.py::test_slow"]
     assert all(round(v, 4) == v for v in got.values())
-    assert path.read_text(encoding="utf-8").count("\n") == 4  # one entry a line
+    assert path.read_text(encoding="utf-8").count("\n") == 5  # one entry a line
 
 
 def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
@@ -307,3 +315,36 @@ def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
         seen.append(sorted(line for line in result.stdout.lines
                            if "::" in line and " " not in line))
     assert seen[0] and seen[0] == seen[1] == seen[2]
+
+
+def test_a_module_using_runtime_depends_stays_in_one_part(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_dependency")
+    write_ini(pytester)
+    pytester.makepyfile(test_runtime="""
+        from pytest_dependency import depends
+
+        def test_a():
+            pass
+
+        def test_b(request):
+            depends(request, ["test_a"])
+
+        def test_c():
+            pass
+
+        def test_d(request):
+            depends(request, ["test_c"])
+        """, test_free="""
+        def test_x():
+            pass
+
+        def test_y():
+            pass
+        """)
+    parts = []
+    for k in (1, 2, 3):
+        result = run(pytester, "--collect-only", "-q", f"--dag-shard={k}/3")
+        parts.append({line for line in result.stdout.lines if "::" in line and " " not in line})
+    runtime = {f"test_runtime.py::test_{n}" for n in "abcd"}
+    assert sum(runtime <= part for part in parts) == 1, parts
+    assert set().union(*parts) == runtime | {"test_free.py::test_x", "test_free.py::test_y"}

@@ -244,3 +244,14 @@ def test_the_header_and_whole_flag_travel_from_worker_to_controller() -> None:
     assert back.in_order(["t.py::a"]).header == payload.header
     assert wire.decode(wire.encode(dataclasses.replace(payload, header=(), whole=False))) == (
         dataclasses.replace(payload, header=(), whole=False))
+
+
+def test_the_header_line_reads_as_the_issue_wrote_it() -> None:
+    from pytest_dagorder import wording
+
+    assert wording.shard_header(2, 4, 1234, 5000, 192.0, None) == (
+        "dagorder: shard 2/4: 1,234 of 5,000 tests, about 3 min 12 s recorded")
+    assert wording.shard_header(1, 2, 3, 4, None, None).endswith(
+        "no durations recorded (split by test count)")
+    assert "0 of 6 tests" in wording.shard_header(6, 6, 0, 6, 0.0, None)
+    assert wording.about(3725) == "1 h 2 min" and wording.about(2.25) == "2.2 s"
