@@ -229,6 +229,23 @@ class Index:
             self._chains[id(parent)] = chain
         return chain
 
+    def same_repetition(self, i: int, hit: list[int]) -> list[int]:
+        """Of the items a bare target names from item ``i``, those of ``i``'s repetition.
+
+        Under pytest-repeat, ``test_a[2-3]`` depending on ``test_b`` means
+        ``test_b[2-3]``, as a repeat user expects: each repetition of the
+        dependent depends on the same repetition of the target.  Items that
+        are not repeated stay; if the target has no such repetition (other
+        counts), every instance is meant, as without pytest-repeat.
+        """
+        step = _repetition(self.items[i])
+        if step is None:
+            return hit
+        same = [j for j in hit if _repetition(self.items[j]) in (step, None)]
+        if len(same) == len(hit) or all(_repetition(self.items[j]) != step for j in hit):
+            return hit
+        return same
+
     def lookup(self, key: str) -> list[int] | None:
         return self.by_key.get(key)
 
@@ -295,6 +312,19 @@ class Index:
             found = difflib.get_close_matches(target, names, n=3, cutoff=0.6)
             self._suggested[(scopes, target)] = found
         return found
+
+
+#: The parameter pytest-repeat gives each repetition (0-based; its id is "N-M").
+REPEAT_PARAM = "__pytest_repeat_step_number"
+
+
+def _repetition(item: pytest.Item) -> int | None:
+    """Which repetition of its test ``item`` is under pytest-repeat (None: not repeated)."""
+    callspec = getattr(item, "callspec", None)  # pytest.Function's parameter set
+    if callspec is None:
+        return None
+    step = callspec.params.get(REPEAT_PARAM)
+    return step if isinstance(step, int) else None
 
 
 def _with_escaped(keys: list[str]) -> list[str]:
@@ -400,6 +430,8 @@ def _resolve_mark(
             if hit is None or (index.repeated and not index.repeated.isdisjoint(
                     [index.ids[j] for j in hit])):
                 break
+            if len(hit) > 1 and spelled and "[" not in spelled:
+                hit = index.same_repetition(i, hit)
             edges.extend(hit if own else [j for j in hit if j != i])
         else:
             return Declared(edges)
@@ -419,6 +451,8 @@ def _resolve_mark(
     for target in mark.args:
         if isinstance(target, str) and target.strip():
             hit = index.find(item, target)
+            if hit is not None and len(hit) > 1 and "[" not in target:
+                hit = index.same_repetition(i, hit)
             if hit is None and (gone := index.unreachable(target.strip())) is not None:
                 module, why = gone
                 if not why.skipped:
@@ -454,6 +488,8 @@ def _resolve_mark(
                     f"{where}: {getattr(fn, '__qualname__', fn)!r} is ambiguous: it is "
                     f"collected in {' and '.join(places)}; name the test by its node id")))
                 continue
+            if len(hit) > 1:
+                hit = index.same_repetition(i, hit)
         else:
             problems.append(Problem(nodeid, (
                 f"{where}: {target!r} is not a test name or test function; "

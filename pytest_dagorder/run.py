@@ -7,6 +7,7 @@ end-of-run summary.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -14,6 +15,7 @@ from typing import NamedTuple
 import pytest
 
 from . import durations, wording
+from .bounds import bounds
 from .declarations import Problem
 from .graph import Graph
 from .internals import keep_in_lastfailed
@@ -93,6 +95,9 @@ class DagRun:
         self.whole = False
         # Seconds per test (all phases), recorded for the next run's priorities.
         self.elapsed: dict[int, float] = {}
+        # The run's wall time, from here to the last time a test's time came
+        # in (the summary weighs what affinity groups cost against it).
+        self.began = self.last_end = time.monotonic()
         # Skips actually reported: a run cut short (-x) decides more than it shows.
         self.reported: set[int] = set()
         # Prerequisites outside the run never run: settle them first.
@@ -145,6 +150,7 @@ class DagRun:
     def took(self, i: int, seconds: float) -> None:
         """Test ``i`` spent ``seconds`` more (its phases, or its whole protocol)."""
         self.elapsed[i] = self.elapsed.get(i, 0.0) + seconds
+        self.last_end = time.monotonic()
 
     def measured(self) -> dict[str, float]:
         """Seconds per node id of the tests that ran (not those skipped for a prerequisite)."""
@@ -212,9 +218,40 @@ def interrupted_message(problems: Sequence[Problem]) -> str:
     return wording.collection_errors(len(problems))
 
 
-def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun) -> None:
+#: The share of the run that affinity groups must cost before the summary says so.
+GROUP_COST_SHARE = 0.10
+
+
+def group_cost_line(run: DagRun, workers: int) -> str | None:
+    """What affinity groups cost this run at least, if over :data:`GROUP_COST_SHARE` of it.
+
+    The cost is how much the groups raise the lower bound on the makespan
+    (:mod:`.bounds`, from the tests' measured times): no scheduler could
+    have avoided it without ungrouping them.
+    """
+    groups = run.sched.groups
+    wall = run.last_end - run.began
+    if not groups or workers < 2 or wall <= 0:
+        return None
+    label = {i: k for k, members in enumerate(groups) for i in members}
+    g = run.graph
+    took = {i: s for i, s in run.elapsed.items() if i < run.n_run}
+    edges = [(p, i) for i in took for p in (*g.requires[i], *g.after[i])]
+    b = bounds(took, edges, {i: label[i] for i in took if i in label}, workers)
+    if b.cost <= GROUP_COST_SHARE * wall:
+        return None
+    named = [(run.nodeids[groups[k][0]], size, secs)
+             for k, size, secs in b.groups_on_path if isinstance(k, int)]
+    return wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named)
+
+
+def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
+                  workers: int = 1) -> None:
     lines = run.summary_lines(verbose=terminalreporter.verbosity > 0)
     if lines:
         terminalreporter.write_sep("=", wording.SUMMARY_TITLE)
         for line in lines:
             terminalreporter.write_line(line)
+    cost = group_cost_line(run, workers)
+    if cost is not None:
+        terminalreporter.write_line(cost)

@@ -24,9 +24,11 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from .bounds import bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +217,15 @@ def render_html(
     *,
     lanes: Iterable[str] = (),
     title: str = "pytest-dagorder timeline",
+    groups: Mapping[str, Hashable] | None = None,
 ) -> str:
-    """The whole page: figures, legend, the SVG chart, then the skipped tests."""
+    """The whole page: figures, legend, the SVG chart, then the skipped tests.
+
+    ``groups`` (node id -> affinity group label): the figures then also give
+    the bound the groups allow (see :mod:`.bounds`).
+    """
     lane_names = ordered_lanes(intervals, lanes)
+    edges = list(edges)
     path = critical_path(intervals, edges)
     fig = figures(intervals, path, len(lane_names))
     esc = html.escape
@@ -237,13 +245,28 @@ def render_html(
         f"the graph.  Makespan {_seconds(fig.makespan)}; work {_seconds(fig.work)}; "
         f"critical path {_seconds(fig.critical)} over {len(path)} "
         f"test{'s' * (len(path) != 1)}; no schedule beats max(C, W/N) = "
-        f"{_seconds(fig.bound)}{ratio}.</p>"
+        f"{_seconds(fig.bound)}{ratio}.{_grouped(intervals, edges, groups, fig)}</p>"
     )
     out.append(_legend(intervals))
     out.append(_svg(intervals, lane_names, path))
     out.extend(_skipped_section(skipped))
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _grouped(intervals: Sequence[Interval], edges: Sequence[tuple[str, str]],
+             groups: Mapping[str, Hashable] | None, fig: Figures) -> str:
+    """The figures' sentence on affinity groups ("" without any)."""
+    if not groups or not fig.workers:
+        return ""
+    took: dict[str, float] = {}
+    for iv in intervals:
+        took[iv.nodeid] = took.get(iv.nodeid, 0.0) + iv.duration
+    b = bounds(took, edges, groups, fig.workers)
+    ratio = f", {fig.makespan / b.grouped_bound:.2f}x that" if b.grouped_bound > 0 else ""
+    return (f"  With affinity groups (each on one worker, contiguously, after its "
+            f"prerequisites): critical path {_seconds(b.grouped_critical)}, no schedule beats "
+            f"{_seconds(b.grouped_bound)}{ratio}.")
 
 
 def _legend(intervals: Sequence[Interval]) -> str:

@@ -316,7 +316,13 @@ class Visuals:
             for path in self.timelines:
                 render = (timeline.render_trace if path.suffix.lower() == ".json"
                           else timeline.render_html)
-                self._write(path, render(intervals, skipped, pairs, lanes=lanes),
+                if render is timeline.render_html and view is not None:
+                    text = timeline.render_html(intervals, skipped, pairs, lanes=lanes, groups={
+                        nid: g for nid, g in zip(view.nodeids, view.groups, strict=True)
+                        if g is not None})
+                else:
+                    text = render(intervals, skipped, pairs, lanes=lanes)
+                self._write(path, text,
                             f"timeline ({len(intervals)} tests, "
                             f"{len(skipped)} skipped by the graph)", t)
                 t = time.perf_counter()

@@ -187,6 +187,18 @@ def kept_whole_header(dist: str, scopes: int) -> str:
     return f"dagorder: {what}: each runs on one worker, in collection order"
 
 
+def group_cost(cost: float, wall: float, grouped: float, plain: float,
+               groups: Sequence[tuple[str, int, float]]) -> str:
+    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second run."""
+    named = "; ".join(f"the group of {first} ({_plural(size, 'test')}, {secs:.2f} s)"
+                      for first, size, secs in groups[:3])
+    more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
+    return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
+            f"(no schedule beats {grouped:.2f} s with them, {plain:.2f} s without);\n"
+            f"  on the critical path: {named}{more}.  If these tests share no process "
+            "state, --dag-affinity=none (or dag.publish for what they pass on) lifts it")
+
+
 def dist_refused(dist: str, declared: str) -> str:
     """Why ``--dist each`` (or another mode not scheduled as a DAG) cannot run declarations."""
     return (f"--dist {dist} cannot honour depends_on/run_after declarations "

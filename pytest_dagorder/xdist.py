@@ -203,7 +203,7 @@ class DagController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
-            write_summary(terminalreporter, self.sched.run)
+            write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
             if self.sched.relay is not None:
                 nodeids = self.sched.run.nodeids
                 write_published(terminalreporter, {

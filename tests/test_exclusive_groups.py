@@ -120,11 +120,11 @@ def runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], list[bool]
 
 
 @settings(max_examples=300, deadline=None)
-@given(runs(), st.booleans())
+@given(runs(), st.booleans(), st.booleans())
 def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
         case: tuple[list[list[int]], list[str | None], list[bool],
                     list[tuple[str, ...]], list[int]],
-        speculate: bool) -> None:
+        speculate: bool, next_group: bool) -> None:
     requires, groups, alone, resources, steps = case
     n = len(requires)
     graph = Graph.build([(i, [p for p in requires[i]]) for i in range(n)])
@@ -141,7 +141,8 @@ def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
         step = next(pick, 0)
         w = workers[step % 3]
         if step % 2:
-            got = sched.take(w, 1 + step % 3, speculate=speculate)
+            got = sched.take(w, 1 + step % 3, speculate=speculate,
+                             next_group=next_group and bool(queue[w]))
             queue[w] += got
         elif queue[w]:
             head = queue[w].pop(0)

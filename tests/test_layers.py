@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "wording": 0, "pacing": 0, "graph": 0, "affinity": 0, "scheduler": 0,
     "states": 0, "placement": 0, "results": 0, "memory": 0,
     "executor": 0, "dag_executor": 0, "graph_export": 0, "timeline": 0, "shards": 0,
+    "bounds": 0,
     # pytest glue
     "markers": 1, "settings": 1, "wire": 1, "internals": 1, "outcomes": 1, "durations": 1,
     "declarations": 1, "planning": 1, "run": 1, "resources": 1, "visual": 1,

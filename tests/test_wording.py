@@ -83,6 +83,23 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"),
     (lambda: wording.runtime_depends_header(2),
      "dagorder: runtime depends() in 2 modules: each runs on one worker, in collection order"),
+    (lambda: wording.kept_whole_header("load", 2),
+     "dagorder: 2 documents (files of non-Python test items): each runs on one worker, "
+     "in collection order"),
+    (lambda: wording.kept_whole_header("loadfile", 1),
+     "dagorder: 1 file: each runs on one worker, in collection order"),
+    (lambda: wording.kept_whole_header("loadscope", 3),
+     "dagorder: 3 scopes (classes, modules): each runs on one worker, in collection order"),
+    (lambda: wording.dist_refused("each"),
+     "--dist each cannot honour depends_on/run_after declarations: it runs every test "
+     "once on every worker, while a dependency graph runs each test once, after its "
+     "prerequisites; use --dist load, loadgroup, loadfile, loadscope or worksteal, or "
+     "run with -p no:dagorder for plain xdist"),
+    (lambda: wording.group_cost(3.1, 14.2, 13.9, 10.8, [("t.py::test_a", 40, 9.8)]),
+     "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
+     "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
+     "t.py::test_a (40 tests, 9.80 s).  If these tests share no process state, "
+     "--dag-affinity=none (or dag.publish for what they pass on) lifts it"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
     (lambda: wording.xdist_header(5, 4, 3, "module", 2, 0, 5),

@@ -1,0 +1,115 @@
+"""The lower bounds with and without affinity groups (core), and where users see them."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from helpers import base_args, make_modules, write_ini
+
+from pytest_dagorder.bounds import bounds
+from pytest_dagorder.timeline import Interval, render_html
+
+
+def test_without_groups_the_bounds_agree() -> None:
+    b = bounds({"a": 1.0, "b": 2.0, "c": 4.0}, [("a", "b")], {}, 2)
+    assert (b.work, b.critical, b.grouped_critical) == (7.0, 4.0, 4.0)
+    assert b.bound == b.grouped_bound == 4.0 and b.cost == 0.0
+    assert b.groups_on_path == ()
+
+
+def test_a_group_waiting_on_a_slow_prerequisite_elsewhere_costs_its_length() -> None:
+    # m1..m4 (one group, 1 s each, free of each other) wait for "slow" (4 s)
+    # because m4 depends on it: the group cannot start before 4 s, then takes 4 s.
+    durations = {"slow": 4.0, "m1": 1.0, "m2": 1.0, "m3": 1.0, "m4": 1.0}
+    groups = {m: "g" for m in ("m1", "m2", "m3", "m4")}
+    b = bounds(durations, [("slow", "m4")], groups, 2)
+    assert b.critical == 5.0
+    assert b.grouped_critical == 8.0
+    assert b.cost == pytest.approx(8.0 - 5.0)
+    assert b.groups_on_path == (("g", 4, 4.0),)
+
+
+def test_a_member_gates_its_dependents_by_its_own_chain_not_the_whole_group() -> None:
+    durations = {"g1": 1.0, "g2": 5.0, "after": 1.0}
+    b = bounds(durations, [("g1", "after")], {"g1": "g", "g2": "g"}, 2)
+    assert b.grouped_critical == 6.0  # the group itself: 1 + 5
+    b = bounds(durations, [("g1", "after")], {"g1": "g", "g2": "g"}, 2)
+    assert b.groups_on_path == (("g", 2, 6.0),)
+
+
+def test_groups_on_a_cycle_between_them_count_as_free() -> None:
+    # a1 -> b1, b2 -> a2: groups a and b wait on each other (the scheduler dissolves them).
+    durations = {"a1": 1.0, "a2": 1.0, "b1": 1.0, "b2": 1.0}
+    b = bounds(durations, [("a1", "b1"), ("b2", "a2")], {"a1": "a", "a2": "a", "b1": "b",
+                                                         "b2": "b"}, 2)
+    assert b.grouped_critical == b.critical == 2.0
+
+
+def test_the_grouped_bound_is_never_below_the_plain_one_and_is_deterministic() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 12)
+        durations = {k: rng.uniform(0.1, 2.0) for k in range(n)}
+        edges = [(p, d) for p, d in itertools.combinations(range(n), 2) if rng.random() < 0.2]
+        groups = {k: rng.choice(["x", "y", None]) for k in range(n)}
+        b = bounds(durations, edges, groups, rng.randint(1, 4))
+        assert b.grouped_bound >= b.bound - 1e-9
+        for g, size, seconds in b.groups_on_path:
+            members = [k for k in range(n) if groups[k] == g]
+            assert size == len(members) and seconds == pytest.approx(
+                sum(durations[k] for k in members))
+        assert b == bounds(durations, edges, groups, b.workers)
+
+
+def test_the_timeline_header_gives_both_bounds() -> None:
+    intervals = [Interval("slow", "gw0", 0.0, 4.0, "passed"),
+                 Interval("m1", "gw1", 4.0, 5.0, "passed"),
+                 Interval("m2", "gw1", 5.0, 6.0, "passed")]
+    page = render_html(intervals, edges=[("slow", "m2")], groups={"m1": "g", "m2": "g"})
+    assert "max(C, W/N) = 5.00 s" in page
+    assert "With affinity groups (each on one worker, contiguously, after its " \
+        "prerequisites): critical path 6.00 s, no schedule beats 6.00 s" in page
+    assert "With affinity groups" not in render_html(intervals, edges=[("slow", "m2")])
+
+
+def test_the_summary_names_the_groups_that_cost_time(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    # One module whose tests form one group (an edge joins them) that also
+    # waits for a slow test in another module; the other worker idles.
+    make_modules(pytester, test_slow="""
+        def test_slow():
+            mark("slow", 0.6)
+    """, test_group="""
+        def test_g0():
+            mark("g0", 0.15)
+
+
+        @depends_on("test_g0")
+        def test_g1():
+            mark("g1", 0.15)
+
+
+        @depends_on("test_g0", "test_slow.py::test_slow")
+        def test_g2():
+            mark("g2", 0.15)
+
+
+        def test_g3():
+            mark("g3", 0.15)
+
+
+        @depends_on("test_g3", "test_g2")
+        def test_g4():
+            mark("g4", 0.15)
+    """)
+    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", timeout=180)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines([
+        "dagorder: affinity groups cost at least * of this * run (no schedule beats *",
+        "  on the critical path: the group of test_group.py::test_g0 (5 tests, *)*",
+    ])
+    quiet = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dag-affinity=none",
+                                          timeout=180)
+    assert "affinity groups cost" not in quiet.stdout.str()
