@@ -107,7 +107,7 @@ def test_one_edge_brings_the_gate_and_the_barrier(pytester: pytest.Pytester) -> 
     """The same probe sees the machinery as soon as the suite declares an edge."""
     seen = probe(pytester, ONE_EDGE)
     assert {s["caller"].rsplit(".", 1)[1] for s in seen} == {"_ProtocolGate"}
-    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+    assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
 @pytest.mark.parametrize("declaration", [
@@ -120,19 +120,19 @@ def test_resources_exclusive_tests_and_groups_keep_the_machinery(
     body = NOTHING_DECLARED.replace("    def test_two():",
                                     f"    {declaration}\n    def test_two():")
     seen = probe(pytester, body)
-    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+    assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
 def test_a_dag_fixture_user_keeps_the_machinery(pytester: pytest.Pytester) -> None:
     body = NOTHING_DECLARED.replace("def test_two():", "def test_two(dag):")
     seen = probe(pytester, body)
-    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+    assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
 def test_on_failure_stop_keeps_the_machinery(pytester: pytest.Pytester) -> None:
     """A stop starts nothing new: the controller must be able to hold tests back."""
     seen = probe(pytester, NOTHING_DECLARED, "--dag-on-failure=stop")
-    assert {s["items"] for s in seen} == {"ItemsWithBarrier"}
+    assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
 LONGEST_LAST = """
