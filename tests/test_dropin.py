@@ -15,10 +15,14 @@ from helpers import assert_after, base_args, junit_key, make_modules, read_junit
 
 MODES = ["serial", "xdist"]
 
-pytestmark = pytest.mark.skipif(
-    not all(importlib.util.find_spec(m) for m in
-            ("pytest_dependency", "pytest_depends", "pytest_order")),
-    reason="needs pytest-dependency, pytest-depends and pytest-order (the test extra)")
+pytestmark = [
+    pytest.mark.skipif(
+        not all(importlib.util.find_spec(m) for m in
+                ("pytest_dependency", "pytest_depends", "pytest_order")),
+        reason="needs pytest-dependency, pytest-depends and pytest-order (the test extra)"),
+    # The takeover of the installed originals is what this module tests.
+    pytest.mark.autoload,
+]
 
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:

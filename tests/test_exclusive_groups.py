@@ -32,7 +32,7 @@ def test_an_exclusive_member_waits_for_the_drain_then_runs_on_its_groups_worker(
     assert sched.take("w1") == [0]  # setup binds the group to w1
     assert sched.take("w2") == [3]
     assert sched.take("w3") == [4]
-    assert sched.group_of(1) == 0
+    assert 1 in sched.groups[0]
     sched.finished(0, "passed")
     # The reader is w1's, and f1/f2 still run: it is parked, and the run drains.
     assert sched.take("w1") == []

@@ -7,6 +7,9 @@ from helpers import base_args, make_modules, write_ini
 
 pytest.importorskip("pytest_repeat")
 
+#: pytest-repeat loads by its entry point in the inner runs.
+pytestmark = pytest.mark.autoload
+
 TIMEOUT = 180.0
 
 SUITE = """

@@ -90,8 +90,9 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "dagorder: 1 file: each runs on one worker, in collection order"),
     (lambda: wording.kept_whole_header("loadscope", 3),
      "dagorder: 3 scopes (classes, modules): each runs on one worker, in collection order"),
-    (lambda: wording.dist_refused("each"),
-     "--dist each cannot honour depends_on/run_after declarations: it runs every test "
+    (lambda: wording.dist_refused("each", "t.py::test_b"),
+     "--dist each cannot honour depends_on/run_after declarations (t.py::test_b "
+     "declares one): it runs every test "
      "once on every worker, while a dependency graph runs each test once, after its "
      "prerequisites; use --dist load, loadgroup, loadfile, loadscope or worksteal, or "
      "run with -p no:dagorder for plain xdist"),
