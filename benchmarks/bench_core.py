@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pytest_dagorder import DagScheduler, Task
-from pytest_dagorder.graph import Graph
+from pytest_dagorder.core.graph import Graph
 
 VALIDATE_TARGET = 1.5
 EXECUTE_TARGET = 1.3
@@ -109,8 +109,8 @@ _MEASURE = """
 import json, random, sys, time
 sys.path.insert(0, sys.argv[1])
 from pytest_dagorder import DagScheduler, Task
-from pytest_dagorder.graph import Graph
-from pytest_dagorder.scheduler import Scheduler
+from pytest_dagorder.core.graph import Graph
+from pytest_dagorder.core.scheduler import Scheduler
 
 def dag(n, degree, seed):
     rng = random.Random(seed)

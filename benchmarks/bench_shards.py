@@ -41,7 +41,7 @@ from typing import Any
 
 from bench_xdist import RECORDER, run_recorded  # this directory (run as a script)
 
-from pytest_dagorder.shards import partition
+from pytest_dagorder.core.shards import partition
 
 Test = tuple[str, float, list[str]]  # node id, seconds, prerequisites (node ids)
 

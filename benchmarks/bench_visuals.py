@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_dagorder import graph_export, timeline
-from pytest_dagorder.graph_export import Edge, Node
-from pytest_dagorder.timeline import Interval, Skipped
+from pytest_dagorder.render import graph_export, timeline
+from pytest_dagorder.render.graph_export import Edge, Node
+from pytest_dagorder.render.timeline import Interval, Skipped
 
 MODULE_SIZE = 50
 T0 = 1_700_000_000.0

@@ -50,7 +50,10 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_dagorder import declarations, graph, planning, wire, worker, xdist
+    from pytest_dagorder.core import graph
+    from pytest_dagorder.distributed import controller as xdist
+    from pytest_dagorder.distributed import wire, worker
+    from pytest_dagorder.glue import declarations, planning
 
     for name in ("collect_plan", "make_plan", "resolve_items", "read_needs",
                  "fill_locations", "_collection_order"):

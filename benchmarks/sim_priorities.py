@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_xdist import lower_bound, shape  # this directory (run as a script)
 
-from pytest_dagorder.graph import Graph
-from pytest_dagorder.scheduler import Scheduler
+from pytest_dagorder.core.graph import Graph
+from pytest_dagorder.core.scheduler import Scheduler
 
 Tests = list[tuple[str, float, list[str]]]
 

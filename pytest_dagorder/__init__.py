@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from .errors import (
+from .core.errors import (
     CycleError,
     DependencyError,
     DuplicateTaskError,
@@ -23,10 +23,10 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .dag_executor import DagExecutor, PrerequisiteFailed
-    from .dag_fixture import Dag
-    from .executor import DagScheduler, Task, TaskResult
-    from .markers import depends_on, run_after
+    from .glue.dag_fixture import Dag
+    from .glue.markers import depends_on, run_after
+    from .runners.dag_executor import DagExecutor, PrerequisiteFailed
+    from .runners.dag_scheduler import DagScheduler, Task, TaskResult
 
 __all__ = [
     "CycleError",
@@ -47,14 +47,14 @@ __all__ = [
 
 #: Names loaded on first use, by the module that has them.
 _LAZY = {
-    "depends_on": "markers",
-    "run_after": "markers",
-    "Dag": "dag_fixture",
-    "DagScheduler": "executor",
-    "Task": "executor",
-    "TaskResult": "executor",
-    "DagExecutor": "dag_executor",
-    "PrerequisiteFailed": "dag_executor",
+    "depends_on": "glue.markers",
+    "run_after": "glue.markers",
+    "Dag": "glue.dag_fixture",
+    "DagScheduler": "runners.dag_scheduler",
+    "Task": "runners.dag_scheduler",
+    "TaskResult": "runners.dag_scheduler",
+    "DagExecutor": "runners.dag_executor",
+    "PrerequisiteFailed": "runners.dag_executor",
 }
 
 

@@ -3,13 +3,13 @@
 Hooks only; nothing imports this module.  One driver is registered per
 process:
 
-* an xdist worker gets :class:`~pytest_dagorder.worker.DagWorker` (ships the
+* an xdist worker gets :class:`~pytest_dagorder.distributed.worker.DagWorker` (ships the
   plan; hosts the hidden barrier items only if the suite declares something,
   decided after its collection), decided at configure, where
   ``config.workerinput`` tells;
-* an xdist controller gets :class:`~pytest_dagorder.xdist.DagController`
+* an xdist controller gets :class:`~pytest_dagorder.distributed.controller.DagController`
   (schedules through the core), and any other process
-  :class:`~pytest_dagorder.serial.SerialRunner` (reorders and skips
+  :class:`~pytest_dagorder.drivers.serial.SerialRunner` (reorders and skips
   in-process), decided at session start, once xdist's own configure has
   registered its DSession or not.
 
@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import pytest
 
-from .internals import assertion_rewriting_paused, barriers_blocker, xdist_controller_active
+from .glue.internals import assertion_rewriting_paused, barriers_blocker, xdist_controller_active
 
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
 with assertion_rewriting_paused():
-    from . import migration, settings, visual
-    from .dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
-    from .markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
-    from .serial import SerialRunner
-    from .settings import DRIVER_NAME
-    from .worker import DagWorker
-    from .xdist import DagController, PlainXdist
+    from . import migration
+    from .distributed.controller import DagController, PlainXdist
+    from .distributed.worker import DagWorker
+    from .drivers.serial import SerialRunner
+    from .glue import settings, visual
+    from .glue.dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
+    from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
+    from .glue.settings import DRIVER_NAME
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -10,7 +10,7 @@ from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.affinity import affinity_groups
+from pytest_dagorder.core.affinity import affinity_groups
 
 Edges = list[list[int]]
 
@@ -95,7 +95,7 @@ def test_inputs_are_not_modified() -> None:
 HASHSEED_SCRIPT = textwrap.dedent(
     """
     import json
-    from pytest_dagorder.affinity import affinity_groups
+    from pytest_dagorder.core.affinity import affinity_groups
 
     n = 60
     scopes = [f"tests/test_mod{i % 7}.py" for i in range(n)]

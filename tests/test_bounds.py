@@ -8,8 +8,8 @@ import random
 import pytest
 from helpers import base_args, make_modules, write_ini
 
-from pytest_dagorder.bounds import bounds
-from pytest_dagorder.timeline import Interval, render_html
+from pytest_dagorder.core.bounds import bounds
+from pytest_dagorder.render.timeline import Interval, render_html
 
 
 def test_without_groups_the_bounds_agree() -> None:

@@ -28,7 +28,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder import DagExecutor, PrerequisiteFailed, dag_executor
+from pytest_dagorder import DagExecutor, PrerequisiteFailed
+from pytest_dagorder.runners import dag_executor
 
 #: Generous bound for any wait in these tests: reached only if something is broken.
 WAIT = 10.0

@@ -12,7 +12,7 @@ import itertools
 import pytest
 from helpers import assert_after, base_args, make_modules, read_log, write_ini
 
-from pytest_dagorder.affinity import kept_whole
+from pytest_dagorder.core.affinity import kept_whole
 
 TIMEOUT = 180.0
 

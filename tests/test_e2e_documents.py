@@ -13,7 +13,7 @@ import textwrap
 import pytest
 from helpers import base_args, make_modules, write_ini
 
-from pytest_dagorder.affinity import document_files
+from pytest_dagorder.core.affinity import document_files
 
 TIMEOUT = 180.0
 

@@ -332,7 +332,7 @@ def test_a_crashed_worker_shows_as_a_crashed_test(pytester: pytest.Pytester) -> 
 def test_crash():
     mark("crash")
     # Not at once: a worker that dies while the controller is still sending
-    # it its first tests can make xdist.py's dispatch write to a closed
+    # it its first tests can make the controller's dispatch write to a closed
     # channel (an INTERNALERROR, seen without these options too).
     time.sleep(0.5)
     os._exit(1)

@@ -528,9 +528,9 @@ def test_a_worker_of_another_plugin_version_is_a_usage_error(
         import os
 
         if os.environ.get("PYTEST_XDIST_WORKER"):
-            import pytest_dagorder.wire
+            import pytest_dagorder.distributed.wire
 
-            pytest_dagorder.wire.__version__ = "0.0.1"
+            pytest_dagorder.distributed.wire.__version__ = "0.0.1"
     """)
     make_modules(pytester, test_x="""
         def test_a():

@@ -13,8 +13,8 @@ from collections.abc import Hashable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.graph import Graph
-from pytest_dagorder.scheduler import Scheduler, State
+from pytest_dagorder.core.graph import Graph
+from pytest_dagorder.core.scheduler import Scheduler, State
 
 
 def chain_graph() -> Graph:

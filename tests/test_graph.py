@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.errors import (
+from pytest_dagorder.core.errors import (
     CycleError,
     DependencyError,
     DuplicateTaskError,
     SelfDependencyError,
     UnknownDependencyError,
 )
-from pytest_dagorder.graph import DEFAULT_DURATION, Graph, prerequisites_of
+from pytest_dagorder.core.graph import DEFAULT_DURATION, Graph, prerequisites_of
 
 Pairs = list[tuple[Hashable, list[Hashable]]]
 

@@ -1,6 +1,6 @@
 """Each pytest / pluggy / xdist internal the plugin touches, taken away: the fallback.
 
-``pytest_dagorder.internals`` looks every internal up by the names in its
+``pytest_dagorder.glue.internals`` looks every internal up by the names in its
 module constants and checks it is there before relying on it.  Each test
 here takes one away, either for real (the attribute replaced by one of
 another shape, where pytest itself does not need it) or by renaming the
@@ -25,7 +25,7 @@ from typing import Any, cast
 import pytest
 from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
 
-from pytest_dagorder import internals
+from pytest_dagorder.glue import internals
 
 TIMEOUT = 120.0
 
@@ -62,7 +62,7 @@ A_FAILS = """
 
 def rename_internals(pytester: pytest.Pytester, **names: object) -> None:
     """A conftest.py that makes ``internals`` look for other names (a release renamed them)."""
-    lines = ["import pytest_dagorder.internals as internals", ""]
+    lines = ["import pytest_dagorder.glue.internals as internals", ""]
     lines += [f"internals.{name} = {value!r}" for name, value in names.items()]
     pytester.makeconftest("\n".join(lines) + "\n")
 
@@ -110,7 +110,7 @@ def test_the_plugin_loads_and_runs_when_the_rewriter_moved(pytester: pytest.Pyte
     make_modules(pytester, test_m=CHAIN)
     code = textwrap.dedent(f"""\
         import sys
-        import pytest_dagorder.internals as internals
+        import pytest_dagorder.glue.internals as internals
         internals.REWRITE_MODULE = "_pytest.assertion.gone"
         import pytest
         sys.exit(pytest.main({[*base_args(), "-p", "no:xdist", "-q"]!r}))

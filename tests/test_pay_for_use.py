@@ -17,8 +17,8 @@ import pytest
 from helpers import base_args, make_modules, read_log, write_ini
 from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
 
-from pytest_dagorder import wire
-from pytest_dagorder.xdist import PLAIN_DEPTH
+from pytest_dagorder.distributed import wire
+from pytest_dagorder.distributed.controller import PLAIN_DEPTH
 
 TIMEOUT = 120
 

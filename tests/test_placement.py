@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dagorder.graph import Graph
-from pytest_dagorder.placement import Rank, ReadyQueues, ResourceLimits
-from pytest_dagorder.scheduler import Scheduler
-from pytest_dagorder.states import State
+from pytest_dagorder.core.graph import Graph
+from pytest_dagorder.core.placement import Rank, ReadyQueues, ResourceLimits
+from pytest_dagorder.core.scheduler import Scheduler
+from pytest_dagorder.core.states import State
 
 
 def ranks(paths: list[float]) -> list[Rank]:

@@ -15,8 +15,8 @@ from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.graph import Graph
-from pytest_dagorder.scheduler import OUTCOMES, FailurePolicy, Scheduler, Skip, State
+from pytest_dagorder.core.graph import Graph
+from pytest_dagorder.core.scheduler import OUTCOMES, FailurePolicy, Scheduler, Skip, State
 
 # ---------------------------------------------------------------- the driver
 
@@ -712,8 +712,8 @@ def test_group_cycle_through_two_groups() -> None:
 
 HASHSEED_SCRIPT = textwrap.dedent("""
     import json
-    from pytest_dagorder.graph import Graph
-    from pytest_dagorder.scheduler import Scheduler
+    from pytest_dagorder.core.graph import Graph
+    from pytest_dagorder.core.scheduler import Scheduler
 
     names = ["t%02d" % k for k in range(40)]
     pairs = [(n, [names[j] for j in range(k) if (k * 7 + j * 3) % 5 == 0][:3])

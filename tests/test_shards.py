@@ -12,14 +12,14 @@ from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder import wire
-from pytest_dagorder.durations import Suite, merged, read_file, write_file
-from pytest_dagorder.shards import (
+from pytest_dagorder.core.shards import (
     ShardSpecError,
     components,
     parse_spec,
     partition,
 )
+from pytest_dagorder.distributed import wire
+from pytest_dagorder.glue.durations import Suite, merged, read_file, write_file
 
 # -- the K/N value -----------------------------------------------------------------
 
@@ -153,7 +153,7 @@ def test_parts_are_disjoint_complete_keep_components_whole_and_ignore_order(
 
 SCRIPT = """
 import json, random
-from pytest_dagorder.shards import partition
+from pytest_dagorder.core.shards import partition
 rnd = random.Random(7)
 ids = [f"tests/test_{i % 9}.py::test_{i}" for i in range(600)]
 requires = [[i - 1 - rnd.randrange(i % 10)] if i % 10 and rnd.random() < 0.5 else []
@@ -247,7 +247,7 @@ def test_the_header_and_whole_flag_travel_from_worker_to_controller() -> None:
 
 
 def test_the_header_line_reads_as_the_issue_wrote_it() -> None:
-    from pytest_dagorder import wording
+    from pytest_dagorder.core import wording
 
     assert wording.shard_header(2, 4, 1234, 5000, 192.0, None) == (
         "dagorder: shard 2/4: 1,234 of 5,000 tests, about 3 min 12 s recorded")

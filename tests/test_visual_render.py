@@ -18,9 +18,9 @@ import pydot
 import pytest
 from helpers import outputs_under_hash_seeds
 
-from pytest_dagorder import graph_export, timeline
-from pytest_dagorder.graph_export import Edge, Node
-from pytest_dagorder.timeline import Interval, Skipped
+from pytest_dagorder.render import graph_export, timeline
+from pytest_dagorder.render.graph_export import Edge, Node
+from pytest_dagorder.render.timeline import Interval, Skipped
 
 # Ids that need escaping somewhere: quotes, backslashes, '#', '<>', '::' in parameters.
 NODES = [
@@ -222,7 +222,7 @@ def test_critical_path_is_the_longest_weighted_chain() -> None:
 def test_critical_path_ties_go_to_the_earliest_start_whatever_the_hash_seed() -> None:
     script = (
         "import json\n"
-        "from pytest_dagorder.timeline import Interval, critical_path\n"
+        "from pytest_dagorder.render.timeline import Interval, critical_path\n"
         "ivs = [Interval(f't::{k}', 'main', float(k), float(k) + 1.0, 'passed') "
         "for k in range(12)]\n"
         "edges = [(f't::{k}', f't::{k + 2}') for k in range(10)]\n"

@@ -1,6 +1,6 @@
 """Every sentence users read about skips, stops and the summary, pinned in one table.
 
-The texts come from one module (``pytest_dagorder.wording``); a change to one
+The texts come from one module (``pytest_dagorder.core.wording``); a change to one
 of them shows here first, next to the sentence users saw before.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_dagorder import wording
+from pytest_dagorder.core import wording
 
 CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("test_a", "failed"), "prerequisite test_a failed"),
@@ -169,6 +169,6 @@ def test_each_sentence_reads_as_users_know_it(make: Callable[[], str], expected:
 
 
 def test_every_outcome_that_can_block_has_a_phrase() -> None:
-    from pytest_dagorder.scheduler import OUTCOMES
+    from pytest_dagorder.core.scheduler import OUTCOMES
 
     assert set(wording.PHRASES) == (OUTCOMES - {"passed"}) | {"cancelled"}

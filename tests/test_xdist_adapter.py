@@ -28,9 +28,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from xdist.scheduler import LoadScheduling
 
-from pytest_dagorder import wire
-from pytest_dagorder.scheduler import Skip, blocked_skip
-from pytest_dagorder.xdist import RECEIVE_TIMEOUT, DagController, DagScheduling, GuardedScheduling
+from pytest_dagorder.core.scheduler import Skip, blocked_skip
+from pytest_dagorder.distributed import wire
+from pytest_dagorder.distributed.controller import (
+    RECEIVE_TIMEOUT,
+    DagController,
+    DagScheduling,
+    GuardedScheduling,
+)
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # xdist's crash report has when "???", which TestReport's annotation does not allow.
@@ -176,7 +181,7 @@ def make_payload(
     problems: Sequence[tuple[str, str]] = (),
     graph: bool = True,
 ) -> Payload:
-    """The plan a worker ships (see worker.py ``_payload``).
+    """The plan a worker ships (see distributed/worker.py ``_payload``).
 
     ``{"b": "a"}``: test b requires a; tests are in key order, which is also
     the collection order; ``modules`` puts a test into another module file.
@@ -222,7 +227,7 @@ def phases(outcome: Outcome) -> list[Phase]:
 class Harness:
     """One ``DagScheduling`` with its controller, fake nodes and report feed.
 
-    Its fake workers gate like worker.py does: under policy ``skip`` a test
+    Its fake workers gate like distributed/worker.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
     ahead, see ``Scheduler.take(speculate=True)``) is reported SKIPPED by the
     worker itself.
@@ -299,7 +304,7 @@ class Harness:
         self.check()
 
     def gate(self, node: FakeNode, i: int) -> str | None:
-        """worker.py's gate: the skip reason if a prerequisite failed on ``node``."""
+        """distributed/worker.py gate: the skip reason if a prerequisite failed on ``node``."""
         graph = self.payload.graph
         if self.policy != "skip" or graph is None:
             return None

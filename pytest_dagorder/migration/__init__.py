@@ -7,7 +7,7 @@ collection:
 * :mod:`.takeover` blocks the original plugins when they are installed too
   (two plugins must never both reorder or skip) and says so in the header;
 * one reader per foreign plugin (:mod:`.dependency`, :mod:`.depends`,
-  :mod:`.order`) turns its markers into :class:`~pytest_dagorder.declarations.Declared`
+  :mod:`.order`) turns its markers into :class:`~pytest_dagorder.glue.declarations.Declared`
   records and touches nothing else;
 * :mod:`.runtime` keeps pytest-dependency's run-time ``depends()`` working.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..declarations import ForeignReader
-from ..settings import GROUP, Settings
+from ..glue.declarations import ForeignReader
+from ..glue.settings import GROUP, Settings
 from .dependency import DependencyReader, dependency_defines_options
 from .depends import DependsActions, DependsReader
 from .order import MARK as ORDER_MARK

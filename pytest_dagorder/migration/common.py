@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ..declarations import Index, Problem
+from ..glue.declarations import Index, Problem
 
 
 def where(mark: str, item: pytest.Item) -> str:

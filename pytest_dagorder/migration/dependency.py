@@ -12,8 +12,8 @@ import importlib.util
 
 import pytest
 
-from .. import wording
-from ..declarations import Declared, Index, Problem
+from ..core import wording
+from ..glue.declarations import Declared, Index, Problem
 from .common import Reader, Tables, drop_self, names, where
 
 MARK = "dependency"

@@ -24,8 +24,8 @@ from typing import ClassVar
 
 import pytest
 
-from .. import wording
-from ..declarations import Declared, Index, Problem
+from ..core import wording
+from ..glue.declarations import Declared, Index, Problem
 from .common import Reader, Tables, drop_self, names, where
 
 MARK = "depends"

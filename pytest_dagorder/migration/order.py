@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from ..declarations import Declared, Index, Problem
+from ..glue.declarations import Declared, Index, Problem
 from .common import Reader, Tables, drop_self, names, unknown, where
 
 MARK = "order"

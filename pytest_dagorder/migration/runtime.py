@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from .. import wording
-from ..internals import fixture_functions, skip_here
-from ..settings import settings_of
+from ..core import wording
+from ..glue.internals import fixture_functions, skip_here
+from ..glue.settings import settings_of
 from .dependency import MARK, SCOPE_CLS, SCOPES, scope_name
 
 

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import pytest
 
-from . import wording
+from ..core import wording
 from .markers import DEPENDS_ON, RUN_AFTER
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .bounds import bounds
+from ..core.bounds import bounds
 
 
 @dataclass(frozen=True, slots=True)

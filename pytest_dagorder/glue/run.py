@@ -14,13 +14,14 @@ from typing import NamedTuple
 
 import pytest
 
-from . import durations, wording
-from .bounds import bounds
+from ..core import wording
+from ..core.bounds import bounds
+from ..core.graph import Graph
+from ..core.scheduler import FailurePolicy, Scheduler, Skip, as_outcome
+from . import durations
 from .declarations import Problem
-from .graph import Graph
 from .internals import keep_in_lastfailed
 from .outcomes import OutcomeTracker
-from .scheduler import FailurePolicy, Scheduler, Skip, as_outcome
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from . import migration
+from .. import migration
+from ..core.errors import CycleError, DependencyError, SelfDependencyError
+from ..core.graph import Graph, prerequisites_of
+from ..core.memory import collector_paused
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -24,8 +27,6 @@ from .declarations import (
     merge_shared,
     resolve_items,
 )
-from .errors import CycleError, DependencyError, SelfDependencyError
-from .graph import Graph, prerequisites_of
 from .internals import (
     collect_quietly,
     directory_nodes,
@@ -35,7 +36,6 @@ from .internals import (
     undo_deselected,
 )
 from .markers import EXCLUSIVE, RESOURCE
-from .memory import collector_paused
 from .resources import Needs, read_needs
 from .settings import settings_of
 

@@ -36,19 +36,20 @@ from typing import Any
 
 import pytest
 
-from . import sharding, wire
-from .affinity import kept_whole
-from .dag_fixture import LocalResults, uses_dag
-from .internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
-from .memory import collector_paused
-from .migration.runtime import RuntimeUsers
-from .outcomes import OutcomeTracker
-from .planning import Plan, Planner
-from .resources import NONE
-from .run import short_names
-from .scheduler import Skip, blocked_skip
-from .settings import DAG_MODES, settings_of
-from .sharding import xdist_group
+from ..core.affinity import kept_whole
+from ..core.memory import collector_paused
+from ..core.scheduler import Skip, blocked_skip
+from ..glue import sharding
+from ..glue.dag_fixture import LocalResults, uses_dag
+from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
+from ..glue.outcomes import OutcomeTracker
+from ..glue.planning import Plan, Planner
+from ..glue.resources import NONE
+from ..glue.run import short_names
+from ..glue.settings import DAG_MODES, settings_of
+from ..glue.sharding import xdist_group
+from ..migration.runtime import RuntimeUsers
+from . import wire
 
 BARRIER_NAME = "<dagorder-barrier>"
 

@@ -10,7 +10,7 @@ decisions into ``send_runtest_some`` calls and SKIPPED reports.
 Relies on xdist's Scheduling protocol and ``WorkerController``'s
 ``send_runtest_some`` / ``shutting_down`` / ``workerinput`` / ``gateway``
 (pinned in pyproject.toml); xdist's private helpers are reached through
-:mod:`~pytest_dagorder.internals` only.
+:mod:`~pytest_dagorder.glue.internals` only.
 """
 
 from __future__ import annotations
@@ -23,19 +23,21 @@ from typing import Any, NoReturn
 
 import pytest
 
-from . import durations, wire, wording
-from .affinity import affinity_groups, kept_whole, serial_modules
-from .dag_fixture import write_published
-from .declarations import Problem
-from .errors import DependencyError
-from .graph import Graph
-from .internals import xdist_collection_diff, xdist_node_count
-from .memory import collector_paused
-from .pacing import Pacing
-from .resources import resources_in_use, unused_limits
-from .results import Relay
-from .run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
-from .settings import DAG_MODES, settings_of
+from ..core import wording
+from ..core.affinity import affinity_groups, kept_whole, serial_modules
+from ..core.errors import DependencyError
+from ..core.graph import Graph
+from ..core.memory import collector_paused
+from ..core.pacing import Pacing
+from ..core.results import Relay
+from ..glue import durations
+from ..glue.dag_fixture import write_published
+from ..glue.declarations import Problem
+from ..glue.internals import xdist_collection_diff, xdist_node_count
+from ..glue.resources import resources_in_use, unused_limits
+from ..glue.run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
+from ..glue.settings import DAG_MODES, settings_of
+from . import wire
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
 #: the same connection, so normally there already) and for its plan, which
@@ -75,7 +77,7 @@ LOW_WATER = 2
 
 class PlainXdist:
     """Registered instead of :class:`DagController` when the barriers cannot work
-    (:func:`~pytest_dagorder.internals.barriers_blocker`): xdist schedules as it
+    (:func:`~pytest_dagorder.glue.internals.barriers_blocker`): xdist schedules as it
     would without this plugin, and the run ends with one line saying why."""
 
     def __init__(self, missing: str) -> None:

@@ -21,11 +21,11 @@ from typing import Any, Final
 
 import pytest
 
-from . import graph_export, timeline
-from .graph_export import Edge, Node
+from ..render import graph_export, timeline
+from ..render.graph_export import Edge, Node
+from ..render.timeline import Interval, Skipped
 from .outcomes import OutcomeTracker
 from .settings import DRIVER_NAME
-from .timeline import Interval, Skipped
 
 PLUGIN_NAME: Final = "dagorder-visuals"
 MARKER_RESOURCE: Final = "dag_resource"
@@ -159,8 +159,8 @@ def find_run(config: pytest.Config) -> tuple[RunView | None, bool]:
     """The session's run state (None: no declarations), and whether it was invalid.
 
     The one place that reads the run plugin's internals: a
-    :class:`~pytest_dagorder.serial.SerialRunner` (``.run``, ``.plan``) or,
-    on an xdist controller, a :class:`~pytest_dagorder.xdist.DagController`
+    :class:`~pytest_dagorder.drivers.serial.SerialRunner` (``.run``, ``.plan``) or,
+    on an xdist controller, a :class:`~pytest_dagorder.distributed.controller.DagController`
     (``.sched.run``, ``.sched.aborted``).
     """
     holder = config.pluginmanager.get_plugin(DRIVER_NAME)

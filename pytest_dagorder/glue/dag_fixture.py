@@ -1,13 +1,13 @@
 """The ``dag`` fixture: ``dag.publish(key, value)`` and ``dag.result(target)``.
 
-Glue between a test and :mod:`~pytest_dagorder.results` (the checks and the
+Glue between a test and :mod:`~pytest_dagorder.core.results` (the checks and the
 stores).  Each process that runs tests (a serial run, an xdist worker) has
 one :class:`LocalResults`, owned by its driver: it opens a
-:class:`~pytest_dagorder.results.Publication` per test attempt, keeps it
+:class:`~pytest_dagorder.core.results.Publication` per test attempt, keeps it
 once the test passed (a worker also sends it to the controller then), and
 answers reads from what it holds.  Under xdist the controller sends a
 worker the values a test may read ahead of the test itself
-(:mod:`~pytest_dagorder.xdist`); :meth:`LocalResults.read` waits, bounded,
+(:mod:`~pytest_dagorder.distributed.controller`); :meth:`LocalResults.read` waits, bounded,
 until that delivery is in.
 """
 
@@ -18,11 +18,8 @@ from typing import Any
 
 import pytest
 
-from . import wording
-from .declarations import Index
-from .outcomes import OutcomeTracker
-from .planning import Plan
-from .results import (
+from ..core import wording
+from ..core.results import (
     Publication,
     Published,
     ReadError,
@@ -31,6 +28,9 @@ from .results import (
     Values,
     requires_closure,
 )
+from .declarations import Index
+from .outcomes import OutcomeTracker
+from .planning import Plan
 from .run import short_names
 from .settings import DRIVER_NAME
 

@@ -1,6 +1,6 @@
 """``--dag-shard K/N``: keep one part of the planned run, report the others as deselected.
 
-The partition itself is pure (:mod:`pytest_dagorder.shards`); this module
+The partition itself is pure (:mod:`pytest_dagorder.core.shards`); this module
 reads what it needs off the plan (node ids, edges, ``xdist_group`` labels,
 modules using pytest-dependency's runtime ``depends()``) and the recorded
 durations, then narrows the plan and the session's items to the part.  It
@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from . import durations, wording
-from .graph import Graph
-from .migration.runtime import RuntimeUsers
+from ..core import wording
+from ..core.graph import Graph
+from ..core.shards import Partition, partition
+from ..migration.runtime import RuntimeUsers
+from . import durations
 from .planning import Plan
 from .settings import settings_of
-from .shards import Partition, partition
 
 
 def xdist_group(item: pytest.Item) -> str | None:

@@ -11,13 +11,14 @@ from collections.abc import Generator
 
 import pytest
 
-from . import sharding, wording
-from .dag_fixture import LocalResults, write_published
-from .internals import skip_here
-from .planning import Plan, Planner
-from .resources import unused_limits
-from .run import DagRun, report_problems, write_summary
-from .settings import settings_of
+from ..core import wording
+from ..glue import sharding
+from ..glue.dag_fixture import LocalResults, write_published
+from ..glue.internals import skip_here
+from ..glue.planning import Plan, Planner
+from ..glue.resources import unused_limits
+from ..glue.run import DagRun, report_problems, write_summary
+from ..glue.settings import settings_of
 
 WORKER = "serial"
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Literal, final
 
-from . import wording
-from .graph import Graph
-from .pacing import Pacing
-from .scheduler import FailurePolicy, Scheduler
+from ..core import wording
+from ..core.graph import Graph
+from ..core.pacing import Pacing
+from ..core.scheduler import FailurePolicy, Scheduler
 
 Status = Literal["passed", "failed", "skipped"]
 

@@ -155,7 +155,7 @@ class Graph:
         """Validate ``(id, prerequisites)`` pairs and build the graph.
 
         Raises a :class:`DependencyError` naming every problem found (see
-        :mod:`pytest_dagorder.errors`); nothing is partially built.
+        :mod:`pytest_dagorder.core.errors`); nothing is partially built.
         ``stable``: :attr:`topo` will be needed (computed on the way).
         """
         ids: list[Hashable] = []

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from . import __version__
-from .settings import AffinityMode
+from .. import __version__
+from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
 #: item on workers whose suite declares nothing).

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from threading import get_ident
 from typing import Any, Final, Literal, TypeVar, final
 
-from . import wording
+from ..core import wording
 
 __all__ = ["DagExecutor", "ExecutorStats", "PrerequisiteFailed"]
 

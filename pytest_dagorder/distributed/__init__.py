@@ -1,0 +1,1 @@
+"""The xdist driver: the controller's scheduler, the worker, the wire format."""

@@ -1,0 +1,1 @@
+"""The pytest glue: markers, settings, planning and reports turned into core values."""

@@ -1,0 +1,1 @@
+"""Pictures of a run: the graph export (DOT, JSON) and the timeline."""

@@ -1,0 +1,1 @@
+"""The standalone runners: ``DagScheduler`` and ``DagExecutor`` run plain callables on threads."""
