@@ -31,7 +31,7 @@ with assertion_rewriting_paused():
     from .distributed.controller import DagController, PlainXdist
     from .distributed.worker import DagWorker
     from .drivers.serial import SerialRunner
-    from .glue import settings, visual
+    from .glue import settings, sharding, visual
     from .glue.dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
     from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
     from .glue.settings import DRIVER_NAME
@@ -107,3 +107,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.pluginmanager.register(PlainXdist(missing), "dagorder-plain-xdist")
     else:
         config.pluginmanager.register(DagController(config), DRIVER_NAME)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    sharding.settle_exit_status(session)

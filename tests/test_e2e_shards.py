@@ -150,6 +150,40 @@ def test_the_part_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) 
     assert ids_in(pytester.path / "serial.xml") == ids_in(pytester.path / "xdist.xml")
 
 
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_summary_counts_the_deselected_and_an_empty_part_passes(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_chain="""
+        def test_first():
+            mark("first")
+
+        @depends_on("test_first")
+        def test_second():
+            mark("second")
+        """)
+    # One component, two parts: the second part is empty.  A CI job for it
+    # has nothing to run and must not fail ("no tests ran" is exit status 5).
+    result = run(pytester, *mode, "--dag-shard=2/2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: shard 2/2: 0 of 2 tests: fewer groups of tests that must stay together "
+        "than parts; nothing to run, so the part passes",
+        "*= 2 deselected in *"])
+    assert read_log(pytester) == {}
+    # Under -n the workers deselect; the summary line counts it as serially,
+    # what -k left out and what the other part holds alike.
+    result = run(pytester, *mode, "--dag-shard=1/2", "-k", "first")
+    result.assert_outcomes(passed=1, deselected=1)
+    result = run(pytester, *mode, "--dag-shard=2/2", "-k", "first")
+    result.assert_outcomes(deselected=2)
+    assert result.ret == pytest.ExitCode.OK
+    # A selection that is empty before the split stays pytest's "no tests ran".
+    result = run(pytester, *mode, "--dag-shard=2/2", "-k", "nothing_matches")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.assert_outcomes(deselected=2)
+
+
 @pytest.mark.parametrize("value", ["0/4", "5/4", "x", "2/0"])
 def test_a_bad_shard_is_a_usage_error_naming_it(pytester: pytest.Pytester, value: str) -> None:
     write_ini(pytester)
@@ -212,16 +246,15 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
     path.write_text(json.dumps({"test_gone.py::test_x": 5.0, "test_m.py::test_quick": 9.0,
                                 "elsewhere/test_y.py::test_y": 1.0}), encoding="utf-8")
     # Part of the suite: nothing forgotten, what ran updated.
-    # (xdist's controller never reports what its workers deselected.)
     run(pytester, *mode, "--dag-store-durations", "-k", "slow").assert_outcomes(
-        passed=1, deselected=0 if mode else 2)
+        passed=1, deselected=2)
     got = recorded(path)
     assert sorted(got) == ["elsewhere/test_y.py::test_y", "test_gone.py::test_x",
                            "test_m.py::test_quick", "test_m.py::test_slow"]
     assert got["test_m.py::test_quick"] == 9.0 and 0.2 <= got["test_m.py::test_slow"] < 9
     # One part of two (test_other is the other part): nothing forgotten either.
     run(pytester, *mode, "--dag-store-durations", "--dag-shard=1/2").assert_outcomes(
-        passed=2, deselected=0 if mode else 1)
+        passed=2, deselected=1)
     assert "test_gone.py::test_x" in recorded(path)
     # The whole suite: the tests it did not collect are gone.
     run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=3)

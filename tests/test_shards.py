@@ -234,11 +234,11 @@ def test_the_file_is_sorted_one_entry_a_line_and_rewrites_stably(tmp_path: Path)
     assert not list(path.parent.glob(".*.tmp"))
 
 
-def test_the_header_and_whole_flag_travel_from_worker_to_controller() -> None:
+def test_the_header_flags_and_deselected_count_travel_from_worker_to_controller() -> None:
     payload = wire.Payload(["t.py::a"], 1, [("t.py", 0, "a")], ["t.py"], [None], [None],
                            problems=[],
                            header=["dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded"],
-                           whole=True)
+                           whole=True, deselected=3, empty_part=True)
     back = wire.decode(wire.encode(payload))
     assert back == payload
     assert back.in_order(["t.py::a"]).header == payload.header
@@ -253,5 +253,8 @@ def test_the_header_line_reads_as_the_issue_wrote_it() -> None:
         "dagorder: shard 2/4: 1,234 of 5,000 tests, about 3 min 12 s recorded")
     assert wording.shard_header(1, 2, 3, 4, None, None).endswith(
         "no durations recorded (split by test count)")
-    assert "0 of 6 tests" in wording.shard_header(6, 6, 0, 6, 0.0, None)
+    assert wording.shard_header(6, 6, 0, 6, 0.0, None).endswith(
+        ": 0 of 6 tests: fewer groups of tests that must stay together than parts; "
+        "nothing to run, so the part passes")
+    assert "passes" not in wording.shard_header(1, 2, 0, 0, None, None)
     assert wording.about(3725) == "1 h 2 min" and wording.about(2.25) == "2.2 s"

@@ -252,9 +252,9 @@ def about(seconds: float) -> str:
 def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
                  big: Oversized | None) -> str:
     """``seconds``: the part's recorded total (None: nothing recorded, split by count)."""
-    if tests == 0:
+    if tests == 0 and of > 0:
         return (f"dagorder: shard {k}/{n}: 0 of {of:,} tests: fewer groups of tests that "
-                "must stay together than parts")
+                "must stay together than parts; nothing to run, so the part passes")
     line = f"dagorder: shard {k}/{n}: {tests:,} of {of:,} tests, " + (
         f"{'' if seconds < 0.1 else 'about '}{about(seconds)} recorded" if seconds is not None
         else "no durations recorded (split by test count)")

@@ -30,7 +30,7 @@ from ..core.graph import Graph
 from ..core.memory import collector_paused
 from ..core.pacing import Pacing
 from ..core.results import Relay
-from ..glue import durations
+from ..glue import durations, sharding
 from ..glue.dag_fixture import write_published
 from ..glue.declarations import Problem
 from ..glue.internals import xdist_collection_diff, xdist_node_count
@@ -556,6 +556,8 @@ class DagScheduling:
             n, graph.edge_count, graph.longest_chain(), mode,
             len(run.sched.groups), len(known), len(nodeids))]
         self.header += payload.header
+        sharding.from_workers(self.config, deselected=payload.deselected,
+                              empty_part=payload.empty_part)
         run.whole = payload.whole
         if chains:
             self.header.append(wording.runtime_depends_header(len(chains)))

@@ -105,6 +105,10 @@ class Payload:
     #: The worker collected every test under its arguments and deselected none
     #: (a durations file may then forget the tests it did not see).
     whole: bool = False
+    #: How many collected tests the worker deselected (``-k``, ``--dag-shard``, ...).
+    deselected: int = 0
+    #: ``--dag-shard`` left the part empty although the selection has tests.
+    empty_part: bool = False
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -268,6 +272,8 @@ def encode(payload: Payload) -> str:
         "plain": payload.plain,
         "header": list(payload.header),
         "whole": payload.whole,
+        "deselected": payload.deselected,
+        "empty_part": payload.empty_part,
     }, separators=(",", ":"))
 
 
@@ -346,6 +352,8 @@ def _fields(data: dict[str, Any]) -> Payload:
         plain=bool(data["plain"]),
         header=_typed(data["header"], str) or (),
         whole=data["whole"] is True,
+        deselected=int(data["deselected"]),
+        empty_part=data["empty_part"] is True,
     )
 
 

@@ -344,8 +344,9 @@ class DagWorker(Planner):
             problems=problems,
             plain=self.plain,
         )
-        if plan is not None and (plan.notes or plan.whole):
-            payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole)
+        if plan is not None and (plan.notes or plan.whole or plan.dropped):
+            payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole,
+                                          deselected=plan.dropped, empty_part=plan.empty_part)
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()

@@ -193,6 +193,32 @@ def undo_deselected(config: pytest.Config, items: Sequence[pytest.Item]) -> None
     stats["deselected"] = [it for it in stats["deselected"] if id(it) not in gone]
 
 
+class DeselectedOnAWorker:
+    """Stands in the terminal's "deselected" list for a test a worker deselected.
+
+    The controller has no item for it; the terminal only counts the entries.
+    (No ``__slots__``: plugins that walk every stats entry read ``__dict__``.)
+    """
+
+
+def count_deselected(config: pytest.Config, n: int) -> None:
+    """Add ``n`` to the terminal's "deselected" count (the xdist controller).
+
+    The workers deselect (``-k``, ``--dag-shard``) in their own collection;
+    ``pytest_deselected`` takes items, which the controller does not have,
+    and its other implementations expect real ones.  So the terminal
+    reporter's ``stats`` list gets ``n`` placeholders.  Fallback: the
+    summary line leaves the count out, as plain xdist does.
+    """
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(terminal, TERMINAL_STATS, None)
+    if n <= 0 or not isinstance(stats, dict):
+        return
+    entries = stats.setdefault("deselected", [])
+    if isinstance(entries, list):
+        entries.extend([DeselectedOnAWorker()] * n)
+
+
 def collect_quietly(collector: pytest.Collector) -> list[pytest.Item | pytest.Collector]:
     """``collector``'s children, without the hooks that would report them.
 

@@ -61,6 +61,12 @@ class Plan:
     #: The session collected every test under its arguments and deselected none
     #: (a durations file may then forget tests it did not see).
     whole: bool = False
+    #: How many collected tests this process deselected in the end (``-k``,
+    #: ``-m``, ``--dag-shard``, ... less the prerequisites pulled back): the
+    #: "deselected" count of the terminal's summary line.
+    dropped: int = 0
+    #: ``--dag-shard`` left this part empty although the selection has tests.
+    empty_part: bool = False
 
     @property
     def nodeids(self) -> list[str]:
@@ -371,6 +377,18 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     return plan
 
 
+def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item], plan: Plan) -> int:
+    """How many of ``collected`` are not in the final ``items``.
+
+    A prerequisite pulled back from a file outside the selection was never
+    collected, so a plain difference of lengths would miscount it.
+    """
+    if len(collected) == len(items) and not plan.pulled_back:
+        return 0
+    kept = {id(it) for it in items}
+    return sum(id(it) not in kept for it in collected)
+
+
 class Planner:
     """Makes the plan once collection is final (base of the serial runner and the worker).
 
@@ -392,6 +410,7 @@ class Planner:
             self.plan.whole = whole and not (
                 any("::" in str(a) for a in config.args) or resuming(config))
             self.planned(config, self.plan, items)
+            self.plan.dropped = dropped(collected, items, self.plan)
             fill_locations(items)
         return result
 

@@ -19,8 +19,12 @@ from ..core.graph import Graph
 from ..core.shards import Partition, partition
 from ..migration.runtime import RuntimeUsers
 from . import durations
+from .internals import count_deselected
 from .planning import Plan
 from .settings import settings_of
+
+#: Set where ``--dag-shard`` left this process's part empty (see :func:`settle_exit_status`).
+EMPTY_PART = pytest.StashKey[bool]()
 
 
 def xdist_group(item: pytest.Item) -> str | None:
@@ -79,6 +83,8 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     plan.notes.append(header(k, n, split, timed=any(nid in recorded for nid in ids)))
     if not out:
         return
+    if not keep:
+        plan.empty_part = config.stash[EMPTY_PART] = True
     plan.whole = False  # the other parts' tests exist: a durations file keeps them
     plan.graph = _restricted(g, keep, run)
     kept = {id(items[i]) for i in keep}
@@ -88,6 +94,31 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     plan.pulled_back = [it for it in plan.pulled_back if id(it) in kept]
     items[:] = plan.items
     config.hook.pytest_deselected(items=out)
+
+
+def from_workers(config: pytest.Config, *, deselected: int, empty_part: bool) -> None:
+    """On the xdist controller: what the workers' selection means for this session.
+
+    The workers deselected ``deselected`` tests (``-k``, ``-m``, the other
+    parts): the summary line counts them as a serial run does.  ``empty_part``:
+    see :func:`settle_exit_status`.
+    """
+    count_deselected(config, deselected)
+    if empty_part:
+        config.stash[EMPTY_PART] = True
+
+
+def settle_exit_status(session: pytest.Session) -> None:
+    """An empty part of a suite that has tests passes (exit status 0, not 5).
+
+    More parts than groups of tests that must stay together leave some part
+    empty; a CI matrix job for it has nothing to run, and pytest's "no tests
+    ran" (5) would fail the job.  A selection that is empty before the split
+    (nothing collected, ``-k`` matching nothing) keeps pytest's 5.
+    """
+    if (session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+            and session.config.stash.get(EMPTY_PART, False)):
+        session.exitstatus = pytest.ExitCode.OK
 
 
 def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
