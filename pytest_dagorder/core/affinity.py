@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .disjoint import DisjointSets
+
 
 def serial_modules(modules: Sequence[str | None],
                    flagged: Sequence[bool]) -> dict[str, list[int]]:
@@ -82,22 +84,8 @@ def affinity_groups(
     runs and independent of hashing.
     """
     n = len(scopes)
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            # The lower index becomes the root: labels follow collection order.
-            if rb < ra:
-                ra, rb = rb, ra
-            parent[rb] = ra
-
+    sets = DisjointSets(n)
+    union = sets.union
     for i in range(n):
         scope = scopes[i]
         if scope is None:
@@ -105,14 +93,8 @@ def affinity_groups(
         for p in (*requires[i], *after[i]):
             if p < n and scopes[p] == scope:
                 union(i, p)
-    first_with: dict[str, int] = {}
-    for i, label in enumerate(explicit):
-        if label is not None:
-            if label in first_with:
-                union(i, first_with[label])
-            else:
-                first_with[label] = i
-    roots = [find(i) for i in range(n)]
+    first_with = sets.join_labels(explicit)
+    roots = sets.roots()
     size: dict[int, int] = {}
     for r in roots:
         size[r] = size.get(r, 0) + 1

@@ -113,8 +113,10 @@ def _node(t: Hashable, label: Mapping[Hashable, Hashable]) -> Node:
     return ("task", t) if g is None else ("group", g)
 
 
-def _dissolve(tasks: Sequence[Hashable], preds: Mapping[Hashable, Sequence[Hashable]],
-              label: Mapping[Hashable, Hashable]) -> dict[Hashable, Hashable]:
+def _contracted(tasks: Sequence[Hashable], preds: Mapping[Hashable, Sequence[Hashable]],
+                label: Mapping[Hashable, Hashable]
+                ) -> tuple[list[Hashable], dict[Hashable, list[Hashable]]]:
+    """The graph with each group contracted to one node: its nodes, and their predecessors."""
     cpreds: dict[Hashable, list[Hashable]] = {}
     nodes: dict[Hashable, None] = {}
     for t in tasks:
@@ -124,7 +126,12 @@ def _dissolve(tasks: Sequence[Hashable], preds: Mapping[Hashable, Sequence[Hasha
             b = _node(p, label)
             if a != b:
                 cpreds.setdefault(a, []).append(b)
-    _, left = _topo(list(nodes), cpreds)
+    return list(nodes), cpreds
+
+
+def _dissolve(tasks: Sequence[Hashable], preds: Mapping[Hashable, Sequence[Hashable]],
+              label: Mapping[Hashable, Hashable]) -> dict[Hashable, Hashable]:
+    _, left = _topo(*_contracted(tasks, preds, label))
     bad = {n[1] for n in left if isinstance(n, tuple) and n[0] == "group"}
     return {t: g for t, g in label.items() if g not in bad}
 
@@ -138,16 +145,7 @@ def _grouped(tasks: Sequence[Hashable], order: Sequence[Hashable],
     for t in order:  # each group's members in an order their inside edges respect
         if t in label:
             members.setdefault(label[t], []).append(t)
-    cpreds: dict[Hashable, list[Hashable]] = {}
-    nodes: dict[Hashable, None] = {}
-    for t in tasks:
-        a = _node(t, label)
-        nodes[a] = None
-        for p in preds.get(t, ()):
-            b = _node(p, label)
-            if a != b:
-                cpreds.setdefault(a, []).append(b)
-    corder, left = _topo(list(nodes), cpreds)
+    corder, left = _topo(*_contracted(tasks, preds, label))
     if left:
         return None
     fin: dict[Hashable, float] = {}

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import final
 
+from .disjoint import DisjointSets
+
 #: Weight of a test when no test of the run has a recorded duration.
 UNKNOWN = 1.0
 #: Bound on improvement rounds after the greedy pass (each lowers the
@@ -118,30 +120,16 @@ def components(
     ties by key.
     """
     n = len(ids)
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
+    sets = DisjointSets(n)
+    union = sets.union
     for i in range(n):
         for p in (*requires[i], *after[i]):
             if p < n:
                 union(i, p)
-    first: dict[str, int] = {}
-    for i, label in enumerate(labels):
-        if label is not None:
-            union(i, first.setdefault(label, i))
+    sets.join_labels(labels)
     groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
+    for i, root in enumerate(sets.roots()):
+        groups.setdefault(root, []).append(i)
     w = durations if durations is not None else [UNKNOWN] * n
     out = []
     for members in groups.values():
