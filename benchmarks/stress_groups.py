@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers import prelude  # noqa: E402
-from test_e2e_documents import CONFTEST  # noqa: E402
+from test_e2e_documents import CONFTEST, DECLARED, DOCUMENTS  # noqa: E402
 from test_e2e_exclusive_groups import SUITE  # noqa: E402
 
 EXPECTED = {"exclusive": "20 passed", "documents": "21 passed"}
@@ -48,21 +48,9 @@ def write(suite: str, where: Path) -> None:
         modules = SUITE
     else:
         where.joinpath("conftest.py").write_text(textwrap.dedent(CONFTEST))
-        where.joinpath("guide.steps").write_text("\n".join(f"step{k}" for k in range(15)))
-        where.joinpath("short.steps").write_text("one two three")
-        modules = {"test_declared": """
-            def test_a():
-                mark("a", 0.02)
-
-
-            @depends_on("test_a")
-            def test_b():
-                mark("b", 0.02)
-
-
-            def test_free():
-                mark("free", 0.02)
-        """}
+        for name, text in DOCUMENTS.items():
+            where.joinpath(name).write_text(text)
+        modules = {"test_declared": DECLARED}
     for name, body in modules.items():
         where.joinpath(f"{name}.py").write_text(head + textwrap.dedent(body))
 

@@ -99,6 +99,22 @@ def read_log(pytester: pytest.Pytester) -> dict[str, Ran]:
     return out
 
 
+def free_tests(n: int, seconds: float = 0.05) -> str:
+    """A module body of ``n`` independent tests ``test_free0 ..`` recording ``free0 ..``."""
+    return "\n".join(f"def test_free{k}():\n    mark('free{k}', {seconds})\n\n" for k in range(n))
+
+
+def run_suite(pytester: pytest.Pytester, suite: dict[str, str], *args: str,
+              passed: int, timeout: float = 180.0) -> pytest.RunResult:
+    """Write ``suite`` (see :func:`make_modules`), run it with ``args`` in a
+    subprocess and check that its ``passed`` tests all passed."""
+    write_ini(pytester)
+    make_modules(pytester, **suite)
+    result = pytester.runpytest_subprocess(*base_args(), *args, timeout=timeout)
+    result.assert_outcomes(passed=passed)
+    return result
+
+
 def assert_after(ran: dict[str, Ran], edges: list[tuple[str, str]]) -> None:
     """Each (prerequisite, dependent): the dependent started after the prerequisite ended."""
     for pre, dep in edges:

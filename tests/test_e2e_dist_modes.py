@@ -10,7 +10,15 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from helpers import assert_after, base_args, make_modules, read_log, write_ini
+from helpers import (
+    assert_after,
+    base_args,
+    free_tests,
+    make_modules,
+    read_log,
+    run_suite,
+    write_ini,
+)
 
 from pytest_dagorder.core.affinity import kept_whole
 
@@ -55,19 +63,15 @@ SUITE = {
         def test_root():
             mark("root", 0.1)
     """,
-    "test_free": "\n".join(
-        f"def test_free{k}():\n    mark('free{k}', 0.05)\n\n" for k in range(6)),
+    "test_free": free_tests(6),
 }
 
 
 @pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
 def test_files_or_scopes_run_whole_with_declarations(
         pytester: pytest.Pytester, dist: str) -> None:
-    write_ini(pytester)
-    make_modules(pytester, **SUITE)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "3", "--dist", dist,
-                                           "--dag-affinity=none", timeout=TIMEOUT)
-    result.assert_outcomes(passed=12)
+    result = run_suite(pytester, SUITE, "-n", "3", "--dist", dist, "--dag-affinity=none",
+                       passed=12, timeout=TIMEOUT)
     ran = read_log(pytester)
     assert_after(ran, [("root", "third"), ("in", "out")])
     assert ran["in"].pid == ran["out"].pid

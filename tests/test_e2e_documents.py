@@ -55,25 +55,32 @@ def pytest_collect_file(parent, file_path):
 """
 
 
+#: The documents (file name -> text): 15 items and 3 items.
+DOCUMENTS = {"guide.steps": "\n".join(f"step{k}" for k in range(15)),
+             "short.steps": "one two three"}
+#: Declared tests beside the documents (module test_declared).
+DECLARED = """
+    def test_a():
+        mark("a", 0.02)
+
+
+    @depends_on("test_a")
+    def test_b():
+        mark("b", 0.02)
+
+
+    def test_free():
+        mark("free", 0.02)
+"""
+
+
 def write_suite(pytester: pytest.Pytester) -> None:
+    """Also written by benchmarks/stress_groups.py."""
     write_ini(pytester)
     pytester.makeconftest(textwrap.dedent(CONFTEST))
-    pytester.path.joinpath("guide.steps").write_text(
-        "\n".join(f"step{k}" for k in range(15)), encoding="utf-8")
-    pytester.path.joinpath("short.steps").write_text("one two three", encoding="utf-8")
-    make_modules(pytester, test_declared="""
-        def test_a():
-            mark("a", 0.02)
-
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b", 0.02)
-
-
-        def test_free():
-            mark("free", 0.02)
-    """)
+    for name, text in DOCUMENTS.items():
+        pytester.path.joinpath(name).write_text(text, encoding="utf-8")
+    make_modules(pytester, test_declared=DECLARED)
 
 
 @pytest.mark.parametrize("n", ["2", "3"])

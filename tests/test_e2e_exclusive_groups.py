@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import base_args, make_modules, read_log, write_ini
+from helpers import free_tests, read_log, run_suite
 
 TIMEOUT = 180.0
 
@@ -70,19 +70,14 @@ SUITE = {
         def test_db_elsewhere():
             mark("db_elsewhere", 0.2)
     """,
-    "test_free": "\n".join(
-        f"def test_free{k}():\n    mark('free{k}', 0.05)\n\n" for k in range(12)),
+    "test_free": free_tests(12),
 }
 
 
 @pytest.mark.parametrize("dist", ["load", "loadgroup"])
 def test_exclusive_and_limited_members_run_on_their_groups_worker(
         pytester: pytest.Pytester, dist: str) -> None:
-    write_ini(pytester)
-    make_modules(pytester, **SUITE)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "3", "--dist", dist,
-                                           timeout=TIMEOUT)
-    result.assert_outcomes(passed=20)
+    run_suite(pytester, SUITE, "-n", "3", "--dist", dist, passed=20, timeout=TIMEOUT)
     ran = read_log(pytester)
     assert ran["reader"].pid == ran["setup"].pid == ran["after"].pid
     assert ran["limited"].pid == ran["limited_setup"].pid

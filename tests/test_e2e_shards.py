@@ -81,6 +81,17 @@ TOGETHER = [
 ]
 
 
+#: test_m.py: test_b depends on test_a.
+A_THEN_B = """
+    def test_a():
+        mark("a")
+
+    @depends_on("test_a")
+    def test_b():
+        mark("b")
+    """
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*base_args(), "-p", "no:randomly", *args,
                                          timeout=TIMEOUT)
@@ -196,24 +207,14 @@ def test_a_bad_shard_is_a_usage_error_naming_it(pytester: pytest.Pytester, value
 
 def test_an_oversized_component_is_named(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
-    make_modules(pytester, test_chain="""
-        def test_a():
-            mark("a")
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b")
-
-        def test_c():
-            mark("c")
-        """)
+    make_modules(pytester, test_m=A_THEN_B, test_other="def test_c():\n    mark('c')\n")
     durations = pytester.path / ".test_durations"
-    durations.write_text(json.dumps({"test_chain.py::test_a": 60, "test_chain.py::test_b": 60,
-                                     "test_chain.py::test_c": 1}), encoding="utf-8")
+    durations.write_text(json.dumps({"test_m.py::test_a": 60, "test_m.py::test_b": 60,
+                                     "test_other.py::test_c": 1}), encoding="utf-8")
     result = run(pytester, "--dag-shard=1/2", "--dag-durations=.test_durations")
     result.stdout.fnmatch_lines([
         "dagorder: shard 1/2: 2 of 3 tests, about 2 min 0 s recorded; the largest component "
-        "(2 tests tied to test_chain.py::test_a) alone takes about 2 min 0 s, over a fair "
+        "(2 tests tied to test_m.py::test_a) alone takes about 2 min 0 s, over a fair "
         "share*"])
     result.assert_outcomes(passed=2, deselected=1)
 
@@ -269,14 +270,7 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
 def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
         pytester: pytest.Pytester) -> None:
     write_ini(pytester)
-    make_modules(pytester, test_m="""
-        def test_a():
-            mark("a")
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b")
-        """)
+    make_modules(pytester, test_m=A_THEN_B)
     path = pytester.path / "d.json"
     path.write_text('{"test_m.py::test_a": 7.0}', encoding="utf-8")
     pytester.runpytest_subprocess(*base_args(cache=True), f"--dag-durations={path}",
@@ -292,14 +286,7 @@ def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
 def test_a_malformed_file_is_a_warning_and_the_run_goes_on(
         pytester: pytest.Pytester, mode: list[str], content: str | None) -> None:
     write_ini(pytester)
-    make_modules(pytester, test_m="""
-        def test_a():
-            mark("a")
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b")
-        """)
+    make_modules(pytester, test_m=A_THEN_B)
     path = pytester.path / "d.json"
     if content is None:
         path.mkdir()

@@ -320,6 +320,19 @@ def test_pulled_back_prerequisites_leave_the_deselected_count(
     assert sorted(read_log(pytester)) == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize(("names", "deselected"), [({}, 1), ({"TERMINAL_STATS": "counts"}, 0)],
+                         ids=["stats", "renamed"])
+def test_the_controller_counts_what_the_workers_deselected(
+        pytester: pytest.Pytester, names: dict[str, object], deselected: int) -> None:
+    write_ini(pytester)
+    if names:
+        rename_internals(pytester, **names)
+    make_modules(pytester, test_m=CHAIN)
+    result = run(pytester, "-n", "2", "-k", "test_a or test_b")
+    result.assert_outcomes(passed=2, deselected=deselected)
+    assert_clean(result)
+
+
 # -- cacheprovider's lastfailed: a blocked test stays for --lf ------------------------
 
 
@@ -355,6 +368,23 @@ def test_a_lastfailed_value_of_another_shape_is_left_alone(pytester: pytest.Pyte
 # -- pulled-in files: made by the collection hooks ------------------------------------
 
 
+def run_unit_pulling_in(pytester: pytest.Pytester, module: str) -> pytest.RunResult:
+    """Run ``tests/unit``, whose test needs ``tests/integration/<module>.py::test_i``:
+    the prerequisite is pulled in and both pass."""
+    make_modules(pytester, tests__unit__test_u=f"""
+        @depends_on("tests/integration/{module}.py::test_i")
+        def test_u():
+            mark("u")
+    """, **{f"tests__integration__{module}": """
+        def test_i():
+            mark("i")
+    """})
+    result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
+    result.assert_outcomes(passed=2)
+    assert sorted(read_log(pytester)) == ["i", "u"]
+    return result
+
+
 def test_a_file_outside_the_session_is_made_by_the_collection_hooks(
         pytester: pytest.Pytester) -> None:
     """A conftest's own module class collects a pulled-in file, as it would in the session."""
@@ -371,17 +401,7 @@ def test_a_file_outside_the_session_is_made_by_the_collection_hooks(
         def pytest_pycollect_makemodule(module_path, parent):
             return Recorded.from_parent(parent, path=module_path)
     """)
-    make_modules(pytester, tests__unit__test_u="""
-        @depends_on("tests/integration/test_i.py::test_i")
-        def test_u():
-            mark("u")
-    """, tests__integration__test_i="""
-        def test_i():
-            mark("i")
-    """)
-    result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
-    result.assert_outcomes(passed=2)
-    assert sorted(read_log(pytester)) == ["i", "u"]
+    run_unit_pulling_in(pytester, "test_i")
     made = (pytester.path / "made.txt").read_text().split()
     assert made == ["test_u.py", "test_i.py"]
 
@@ -395,17 +415,7 @@ def test_a_target_outside_python_files_is_collected_as_if_named(
             with open(parent.config.rootpath / "made.txt", "a") as f:
                 f.write(module_path.name + "\\n")
     """)
-    make_modules(pytester, tests__unit__test_u="""
-        @depends_on("tests/integration/check_i.py::test_i")
-        def test_u():
-            mark("u")
-    """, tests__integration__check_i="""
-        def test_i():
-            mark("i")
-    """)
-    result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
-    result.assert_outcomes(passed=2)
-    assert sorted(read_log(pytester)) == ["i", "u"]
+    result = run_unit_pulling_in(pytester, "check_i")
     assert (pytester.path / "made.txt").read_text().split() == ["test_u.py", "check_i.py"]
     assert_clean(result)
 
