@@ -254,7 +254,7 @@ def mib(kib: int | None) -> str:
 
 
 #: Wall seconds of every round, by run name (see compare): a host shared
-#: with others drifts within a session, and the ratio of two runs taken one
+#: with others drifts within a benchmark run, and the ratio of two runs taken one
 #: after the other in the same round cancels most of that drift.
 WALLS: dict[str, list[float]] = {}
 #: CPU seconds of every round (all processes of the run), by run name: less
