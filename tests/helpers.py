@@ -99,6 +99,18 @@ def read_log(pytester: pytest.Pytester) -> dict[str, Ran]:
     return out
 
 
+#: A module body: test_b depends on test_a.
+A_THEN_B = """
+    def test_a():
+        mark("a")
+
+
+    @depends_on("test_a")
+    def test_b():
+        mark("b")
+"""
+
+
 def free_tests(n: int, seconds: float = 0.05) -> str:
     """A module body of ``n`` independent tests ``test_free0 ..`` recording ``free0 ..``."""
     return "\n".join(f"def test_free{k}():\n    mark('free{k}', {seconds})\n\n" for k in range(n))

@@ -7,7 +7,7 @@ was made, and hooks of other plugins reading ``session.items`` on a worker.
 from __future__ import annotations
 
 import pytest
-from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
+from helpers import A_THEN_B, LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
 
 TIMEOUT = 120.0
 
@@ -131,15 +131,7 @@ def test_hooks_of_other_plugins_never_see_the_barrier_in_session_items(
 ) -> None:
     write_ini(pytester)
     pytester.makeconftest(SESSION_ITEMS_CONFTEST)
-    make_modules(pytester, test_x="""
-        def test_a():
-            mark("a")
-
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b")
-    """)
+    make_modules(pytester, test_x=A_THEN_B)
     result = run(pytester, "-n", "2")
     no_crash(result)
     result.assert_outcomes(passed=2)

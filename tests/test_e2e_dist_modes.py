@@ -11,6 +11,7 @@ import itertools
 
 import pytest
 from helpers import (
+    A_THEN_B,
     assert_after,
     base_args,
     free_tests,
@@ -127,15 +128,7 @@ def test_worksteal_schedules_the_graph(pytester: pytest.Pytester) -> None:
 
 def test_each_is_refused_with_the_reason(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
-    make_modules(pytester, test_x="""
-        def test_a():
-            mark("a")
-
-
-        @depends_on("test_a")
-        def test_b():
-            mark("b")
-    """)
+    make_modules(pytester, test_x=A_THEN_B)
     result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dist", "each",
                                            timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.INTERRUPTED

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import base_args, junit_key, make_modules, read_junit, read_log, write_ini
+from helpers import A_THEN_B, base_args, junit_key, make_modules, read_junit, read_log, write_ini
 
 TIMEOUT = 180.0
 PARTS = 4
@@ -79,17 +79,6 @@ TOGETHER = [
     {"test_fees.py::test_skipped", "test_fees.py::test_needs_skipped"},
     {"test_accounts.py::test_db_a", "test_fees.py::test_db_b"},
 ]
-
-
-#: test_m.py: test_b depends on test_a.
-A_THEN_B = """
-    def test_a():
-        mark("a")
-
-    @depends_on("test_a")
-    def test_b():
-        mark("b")
-    """
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
