@@ -241,7 +241,15 @@ def test_the_header_flags_and_deselected_count_travel_from_worker_to_controller(
                            whole=True, deselected=3, empty_part=True)
     back = wire.decode(wire.encode(payload))
     assert back == payload
-    assert back.in_order(["t.py::a"]).header == payload.header
+    # A reordered plan (a hook reordered session.items after planning) keeps them.
+    two = dataclasses.replace(payload, ids=["t.py::a", "t.py::b"], barrier=2,
+                              locations=[("t.py", 0, "a"), ("t.py", 1, "b")],
+                              module_scopes=["t.py"] * 2, class_scopes=[None] * 2,
+                              xdist_groups=[None] * 2)
+    moved = two.in_order(["t.py::b", "t.py::a"])
+    assert moved.ids == ["t.py::b", "t.py::a"]
+    assert (moved.header, moved.whole, moved.deselected, moved.empty_part) == (
+        payload.header, True, 3, True)
     assert wire.decode(wire.encode(dataclasses.replace(payload, header=(), whole=False))) == (
         dataclasses.replace(payload, header=(), whole=False))
 

@@ -171,6 +171,8 @@ class Payload:
             plain=self.plain,
             header=self.header,
             whole=self.whole,
+            deselected=self.deselected,
+            empty_part=self.empty_part,
         )
 
 
