@@ -182,6 +182,11 @@ def test_the_summary_counts_the_deselected_and_an_empty_part_passes(
     result = run(pytester, *mode, "--dag-shard=2/2", "-k", "nothing_matches")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.assert_outcomes(deselected=2)
+    # A suite that declares nothing (under -n: no barrier, plain dispatch) alike.
+    make_modules(pytester, test_chain="def test_first():\n    mark('first')\n")
+    result = run(pytester, *mode, "--dag-shard=2/2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(deselected=1)
 
 
 @pytest.mark.parametrize("value", ["0/4", "5/4", "x", "2/0"])
