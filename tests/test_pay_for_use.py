@@ -18,7 +18,7 @@ from helpers import base_args, make_modules, read_log, write_ini
 from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
 
 from pytest_dagorder.distributed import wire
-from pytest_dagorder.distributed.controller import PLAIN_DEPTH
+from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
 
 TIMEOUT = 120
 

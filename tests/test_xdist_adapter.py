@@ -33,9 +33,9 @@ from pytest_dagorder.distributed import wire
 from pytest_dagorder.distributed.controller import (
     RECEIVE_TIMEOUT,
     DagController,
-    DagScheduling,
     GuardedScheduling,
 )
+from pytest_dagorder.distributed.scheduling import DagScheduling
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # xdist's crash report has when "???", which TestReport's annotation does not allow.
@@ -439,12 +439,12 @@ class Harness:
             assert self.sched.tests_finished, f"every test ended: {sorted(terminal)}"
         # A skip held back until its cause's line is shown waits for a report a
         # worker owes (or for another held skip): it is reported, not lost.
-        owed = set(self.sched.awaiting) | {skip.task for skip in self.sched.held}
-        for skip in self.sched.held:
+        owed = set(self.sched.skips.awaiting) | {skip.task for skip in self.sched.skips.held}
+        for skip in self.sched.skips.held:
             assert skip.prerequisite in owed, f"{self.ids[skip.task]} held for nothing"
         if self.sched.tests_finished:
             left = set(self.ids) - terminal
-            later = {self.ids[skip.task] for skip in self.sched.held}
+            later = {self.ids[skip.task] for skip in self.sched.skips.held}
             assert left <= held | later, f"finished, but {sorted(left - held - later)} never ran"
 
 
