@@ -10,7 +10,7 @@ next (:meth:`Scheduler.take`) and which tasks became skipped, with why
 This module holds the state machine: task states, the counters, skip
 propagation, stops and :meth:`~Scheduler.validate`.  Where and in which
 order READY tasks run (ready queues, affinity groups, resource limits,
-hand-out-ahead) is :mod:`.placement`'s business, behind the small
+exclusive tests) is :mod:`.placement`'s business, behind the small
 :class:`~.placement.Placement` protocol: the state machine tells it what
 became READY, started, ended and terminal, and asks it for a worker's next
 task.  Placement never changes a state, so the invariants below are this
@@ -63,10 +63,10 @@ from typing import Final, Literal, final, get_args
 from . import wording
 from .errors import name_of
 from .graph import Graph
+from .hand_out_ahead import HandOutAhead
 from .placement import (
     AffinityGroups,
     Exclusive,
-    HandOutAhead,
     Placement,
     Rank,
     ReadyQueues,
