@@ -11,7 +11,7 @@ reported by :class:`~.skips.SkipEmitter`, and tests are handed out by
 Relies on xdist's Scheduling protocol and ``WorkerController``'s
 ``send_runtest_some`` / ``shutting_down`` / ``workerinput`` / ``gateway``
 (pinned in pyproject.toml); xdist's private helpers are reached through
-:mod:`~pytest_dagorder.glue.internals` only.
+:mod:`.xdist_internals` only.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ..core.memory import collector_paused
 from ..core.results import Relay
 from ..glue import durations
 from ..glue.declarations import Problem
-from ..glue.internals import xdist_collection_diff, xdist_node_count
 from ..glue.run import DagRun
 from ..glue.settings import settings_of
 from .build import build_run
@@ -35,6 +34,7 @@ from .reports import ReportFeed
 from .session import WorkerGone, abort
 from .skips import SkipEmitter
 from .wire import Payload
+from .xdist_internals import xdist_collection_diff, xdist_node_count
 
 
 class Channels(Protocol):
