@@ -410,13 +410,13 @@ import sys
 
 from _pytest.assertion.rewrite import AssertionRewritingHook
 
-import pytest_dagorder.core.scheduler
+import pytest_dagorder.core.state_machine
 import pytest_dagorder.distributed.controller
 
 
 def test_the_plugin_loaded_plain():
     assert any(isinstance(f, AssertionRewritingHook) for f in sys.meta_path)
-    for module in (pytest_dagorder.core.scheduler, pytest_dagorder.distributed.controller):
+    for module in (pytest_dagorder.core.state_machine, pytest_dagorder.distributed.controller):
         assert not isinstance(module.__loader__, AssertionRewritingHook), module
 
 

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from xdist.scheduler import LoadScheduling
 
-from pytest_dagorder.core.scheduler import Skip, blocked_skip
+from pytest_dagorder.core.state_machine import Skip, blocked_skip
 from pytest_dagorder.distributed import wire
 from pytest_dagorder.distributed.controller import (
     RECEIVE_TIMEOUT,
@@ -229,7 +229,7 @@ class Harness:
 
     Its fake workers gate like distributed/worker.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
-    ahead, see ``Scheduler.take(speculate=True)``) is reported SKIPPED by the
+    ahead, see ``StateMachine.take(speculate=True)``) is reported SKIPPED by the
     worker itself.
     """
 

@@ -1,6 +1,6 @@
 """Handing out ahead: WAITING tasks a worker may hold behind the tasks it runs now.
 
-Part of the state machine (:mod:`.scheduler`), not a placement policy: it
+Part of the state machine (:mod:`.state_machine`), not a placement policy: it
 reads the machine's own record of what runs where (``where``,
 ``running_on``) and picks tasks that have not become READY, which no
 placement ever sees.  The machine then moves each pick straight to

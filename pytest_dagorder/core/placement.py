@@ -1,6 +1,6 @@
 """Placement: which ready task a worker runs next.
 
-The state machine (:mod:`.scheduler`) decides *whether* a task may run: it
+The state machine (:mod:`.state_machine`) decides *whether* a task may run: it
 counts prerequisites down, moves a task to READY, RUNNING and a terminal
 state, skips what cannot pass.  Placement decides *where and in which order*
 READY tasks run.  The state machine talks to it through one small protocol,
@@ -58,7 +58,7 @@ from .states import TERMINAL, State, Worker, check
 #: first, so the longest remaining path goes first, then collection order.
 #: The heaps hold the ranks themselves, built once per task.  A bare tuple,
 #: not a NamedTuple: heapq orders both as fast, but a NamedTuple is several
-#: times dearer to build, paid once per task at every Scheduler construction
+#: times dearer to build, paid once per task at every StateMachine construction
 #: (docs/performance.md); the two fields are documented here instead.
 Rank = tuple[float, int]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.pacing import Pacing
 from ..core.results import Relay
-from ..core.scheduler import Scheduler
+from ..core.state_machine import StateMachine
 from ..glue.run import DagRun
 from . import wire
 from .ledger import Ledger
@@ -167,7 +167,7 @@ class Dispatcher:
             return LOW_WATER
         return max(LOW_WATER, want // 2)
 
-    def _want(self, sched: Scheduler, node: Any, n_nodes: int) -> int:
+    def _want(self, sched: StateMachine, node: Any, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""
         if not self.pace.is_fast:
             return MAX_PIPELINE

@@ -38,7 +38,7 @@ import pytest
 
 from ..core.affinity import kept_whole
 from ..core.memory import collector_paused
-from ..core.scheduler import Skip, blocked_skip
+from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
@@ -113,7 +113,7 @@ class DagWorker(Planner):
         self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
         self.last_real: pytest.Item | None = None
         self._below: dict[int, list[pytest.Item]] = {}
-        # Gating of speculatively sent tests (see Scheduler.take): outcomes
+        # Gating of speculatively sent tests (see StateMachine.take): outcomes
         # of the tests this worker ran, in the order they ended.
         self.gating = settings_of(config).on_failure == "skip"
         self.stop_policy = settings_of(config).on_failure == "stop"

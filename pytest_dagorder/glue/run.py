@@ -17,7 +17,7 @@ import pytest
 from ..core import wording
 from ..core.bounds import bounds
 from ..core.graph import Graph
-from ..core.scheduler import FailurePolicy, Scheduler, Skip, as_outcome
+from ..core.state_machine import FailurePolicy, Skip, StateMachine, as_outcome
 from . import durations
 from .declarations import Problem
 from .internals import keep_in_lastfailed
@@ -80,7 +80,7 @@ class DagRun:
         self.unique = len(self.index) == len(self.nodeids)
         self._names: list[str] | None = None  # see name()
         self.n_run = n_run
-        self.sched = Scheduler(
+        self.sched = StateMachine(
             graph,
             on_failure=on_failure,
             groups=groups,

@@ -21,7 +21,7 @@ from typing import Literal, final
 from ..core import wording
 from ..core.graph import Graph
 from ..core.pacing import Pacing
-from ..core.scheduler import FailurePolicy, Scheduler
+from ..core.state_machine import FailurePolicy, StateMachine
 
 Status = Literal["passed", "failed", "skipped"]
 
@@ -112,7 +112,7 @@ class DagScheduler:
     def execute(self) -> dict[Hashable, TaskResult]:
         """Run every task; return once each is terminal, keyed by task id."""
         tasks = self._tasks
-        sched = Scheduler(
+        sched = StateMachine(
             self.graph,
             on_failure=self.on_failure,
             resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,

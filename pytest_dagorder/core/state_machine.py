@@ -4,11 +4,11 @@ Pure: no pytest, no threads, no clocks.  A driver (the serial plugin, the
 xdist controller, the thread-pool executor) feeds it events - a worker came or
 went, tasks were taken by a worker, a task finished with an outcome, a stop
 was requested - and reads its decisions: which tasks a worker should run
-next (:meth:`Scheduler.take`) and which tasks became skipped, with why
-(:meth:`Scheduler.pop_skipped`).
+next (:meth:`StateMachine.take`) and which tasks became skipped, with why
+(:meth:`StateMachine.pop_skipped`).
 
 This module holds the state machine: task states, the counters, skip
-propagation, stops and :meth:`~Scheduler.validate`.  Where and in which
+propagation, stops and :meth:`~StateMachine.validate`.  Where and in which
 order READY tasks run (ready queues, affinity groups, resource limits,
 exclusive tests) is :mod:`.placement`'s business, behind the small
 :class:`~.placement.Placement` protocol: the state machine tells it what
@@ -31,7 +31,7 @@ dropped, never run.  A task put back by :meth:`remove_worker` returns to
 READY and is released to placement afresh.
 
 The one exception is the speculative hand-out (``take(..., speculate=True)``
-and :meth:`~Scheduler.ahead`): a WAITING task of a bound group, or a free
+and :meth:`~StateMachine.ahead`): a WAITING task of a bound group, or a free
 one, whose every open prerequisite is RUNNING on one worker goes straight
 to RUNNING there.  It is still handed out
 once (only a WAITING task qualifies, and it leaves WAITING), its counter
@@ -79,9 +79,9 @@ __all__ = [
     "OUTCOMES",
     "FailurePolicy",
     "Outcome",
-    "Scheduler",
     "Skip",
     "State",
+    "StateMachine",
     "Worker",
     "as_outcome",
     "blocked_skip",
@@ -158,7 +158,7 @@ def blocked_skip(
 
 
 @final
-class Scheduler:
+class StateMachine:
     def __init__(
         self,
         graph: Graph,
