@@ -1,4 +1,4 @@
-"""Tier 2: the xdist adapter (``DagScheduling``) driven through xdist's scheduler protocol.
+"""Tier 2: the xdist adapter (``DependencyScheduling``) driven through xdist's scheduler protocol.
 
 Fake worker nodes record what the controller sends them, in the spirit of
 ``MockNode`` in xdist's testing/test_dsession.py.  A fake node also keeps the
@@ -35,7 +35,7 @@ from pytest_dagorder.distributed.controller import (
     DagController,
     GuardedScheduling,
 )
-from pytest_dagorder.distributed.scheduling import DagScheduling
+from pytest_dagorder.distributed.scheduling import DependencyScheduling
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # xdist's crash report has when "???", which TestReport's annotation does not allow.
@@ -225,7 +225,7 @@ def phases(outcome: Outcome) -> list[Phase]:
 
 
 class Harness:
-    """One ``DagScheduling`` with its controller, fake nodes and report feed.
+    """One ``DependencyScheduling`` with its controller, fake nodes and report feed.
 
     Its fake workers gate like distributed/worker.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
@@ -243,7 +243,7 @@ class Harness:
         self.barrier: int = payload.barrier
         self.log = FakeLog()
         self.controller = DagController(config)
-        self.sched = DagScheduling(config, self.log, self.controller)
+        self.sched = DependencyScheduling(config, self.log, self.controller)
         self.controller.sched = self.sched  # what pytest_xdist_make_scheduler does
         self.nodes: list[FakeNode] = []
         self.journal: list[tuple[FakeNode, list[int]]] = []

@@ -2,7 +2,7 @@
 
 :class:`DagController` gives every worker a side channel, reads the plan a
 worker ships on it, makes the scheduler for the DAG modes
-(:class:`~.scheduling.DagScheduling`) and feeds it the test reports from
+(:class:`~.scheduling.DependencyScheduling`) and feeds it the test reports from
 ``pytest_runtest_logreport``; any other ``--dist`` mode runs xdist's own
 scheduler behind :class:`GuardedScheduling`.
 """
@@ -20,7 +20,7 @@ from ..glue.declarations import Problem
 from ..glue.run import write_summary
 from ..glue.settings import DAG_MODES, settings_of
 from . import wire
-from .scheduling import DagScheduling
+from .scheduling import DependencyScheduling
 from .session import WorkerGone, abort
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
@@ -47,7 +47,7 @@ class DagController:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.policy = settings_of(config).on_failure
-        self.sched: DagScheduling | None = None
+        self.sched: DependencyScheduling | None = None
         self.channels: dict[Any, Any] = {}
 
     def pytest_configure_node(self, node: Any) -> None:
@@ -66,7 +66,7 @@ class DagController:
         inner = yield
         dist = config.getvalue("dist")
         if dist in DAG_MODES:
-            self.sched = DagScheduling(config, log, self)
+            self.sched = DependencyScheduling(config, log, self)
             return self.sched
         return None if inner is None else GuardedScheduling(inner, self, dist)
 

@@ -1,6 +1,6 @@
 """xdist's scheduler protocol, translated into calls on the parts that do the work.
 
-xdist's DSession calls the methods of :class:`DagScheduling` (see xdist's
+xdist's DSession calls the methods of :class:`DependencyScheduling` (see xdist's
 ``scheduler/`` package); outcomes never reach a scheduler there, so the
 controller plugin feeds the test reports in through :meth:`on_report`.
 This class only translates: building the run is :func:`~.build.build_run`,
@@ -52,7 +52,7 @@ class Channels(Protocol):
     def admit(self, node: Any, nodes: Sequence[Any]) -> None: ...
 
 
-class DagScheduling:
+class DependencyScheduling:
     """xdist's scheduler protocol, driven by the pure core (see module docstring)."""
 
     def __init__(self, config: pytest.Config, log: Any, controller: Channels) -> None:

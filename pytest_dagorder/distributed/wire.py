@@ -196,7 +196,7 @@ class ExitRequest:
     """A test on a worker called ``pytest.exit(message, returncode)``.
 
     Sent after the hello (and the plan, if one is shipped): the controller
-    ends the session the way pytest ends it (see ``DagScheduling``).
+    ends the session the way pytest ends it (see ``DependencyScheduling``).
     """
 
     message: str
