@@ -18,7 +18,7 @@ from ..core import wording
 from ..core.affinity import affinity_groups, kept_whole, serial_modules
 from ..core.errors import DependencyError
 from ..core.graph import Graph
-from ..core.results import Relay
+from ..core.published import Relay
 from ..glue.resources import resources_in_use, unused_limits
 from ..glue.run import DagRun
 from ..glue.settings import Settings

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.pacing import Pacing
-from ..core.results import Relay
+from ..core.published import Relay
 from ..core.state_machine import StateMachine
 from ..glue.run import DagRun
 from . import wire

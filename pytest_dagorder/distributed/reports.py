@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ..core.results import Relay
+from ..core.published import Relay
 from ..glue.run import DagRun
 from . import wire
 from .ledger import Ledger

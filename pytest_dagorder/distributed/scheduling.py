@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import pytest
 
 from ..core.memory import collector_paused
-from ..core.results import Relay
+from ..core.published import Relay
 from ..glue import durations
 from ..glue.declarations import Problem
 from ..glue.run import DagRun
