@@ -42,7 +42,7 @@ from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
-from ..glue.outcomes import OutcomeTracker
+from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner
 from ..glue.resources import NONE
 from ..glue.run import short_names

@@ -29,7 +29,7 @@ from ..core.published import (
     requires_closure,
 )
 from .declarations import Index
-from .outcomes import OutcomeTracker
+from .outcome_tracker import OutcomeTracker
 from .planning import Plan
 from .run import short_names
 from .settings import DRIVER_NAME

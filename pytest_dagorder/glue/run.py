@@ -21,7 +21,7 @@ from ..core.state_machine import FailurePolicy, Skip, StateMachine, as_outcome
 from . import durations
 from .declarations import Problem
 from .internals import keep_in_lastfailed
-from .outcomes import OutcomeTracker
+from .outcome_tracker import OutcomeTracker
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:

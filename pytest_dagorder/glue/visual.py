@@ -24,7 +24,7 @@ import pytest
 from ..render import graph_export, timeline
 from ..render.graph_export import Edge, Node
 from ..render.timeline import Interval, Skipped
-from .outcomes import OutcomeTracker
+from .outcome_tracker import OutcomeTracker
 from .settings import DRIVER_NAME
 
 PLUGIN_NAME: Final = "dagorder-visuals"
