@@ -13,7 +13,7 @@ import importlib.util
 import pytest
 from helpers import LOG_NAME, base_args, make_modules, read_log, write_ini
 
-from pytest_dagorder.glue.run import short_names
+from pytest_dagorder.glue.dag_run import short_names
 
 TIMEOUT = 120.0
 

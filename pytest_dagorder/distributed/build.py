@@ -19,8 +19,8 @@ from ..core.affinity import affinity_groups, kept_whole, serial_modules
 from ..core.errors import DependencyError
 from ..core.graph import Graph
 from ..core.published import Relay
+from ..glue.dag_run import DagRun
 from ..glue.resources import resources_in_use, unused_limits
-from ..glue.run import DagRun
 from ..glue.settings import Settings
 from . import wire
 

@@ -16,8 +16,8 @@ import pytest
 
 from ..core import wording
 from ..glue.dag_fixture import write_published
+from ..glue.dag_run import write_summary
 from ..glue.declarations import Problem
-from ..glue.run import write_summary
 from ..glue.settings import DAG_MODES, settings_of
 from . import wire
 from .scheduling import DependencyScheduling

@@ -13,7 +13,7 @@ from typing import Any
 from ..core.pacing import Pacing
 from ..core.published import Relay
 from ..core.state_machine import StateMachine
-from ..glue.run import DagRun
+from ..glue.dag_run import DagRun
 from . import wire
 from .ledger import Ledger
 

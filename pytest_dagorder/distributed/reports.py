@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..core.published import Relay
-from ..glue.run import DagRun
+from ..glue.dag_run import DagRun
 from . import wire
 from .ledger import Ledger
 from .skips import SkipEmitter

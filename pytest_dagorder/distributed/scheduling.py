@@ -24,8 +24,8 @@ import pytest
 from ..core.memory import collector_paused
 from ..core.published import Relay
 from ..glue import durations
+from ..glue.dag_run import DagRun
 from ..glue.declarations import Problem
-from ..glue.run import DagRun
 from ..glue.settings import settings_of
 from .build import build_run
 from .dispatch import Dispatcher

@@ -7,8 +7,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from ..glue.dag_run import interrupted_message, report_problems
 from ..glue.declarations import Problem
-from ..glue.run import interrupted_message, report_problems
 
 
 class WorkerGone(Exception):

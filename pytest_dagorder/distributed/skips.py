@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ..glue.run import DagRun, SkipToReport
+from ..glue.dag_run import DagRun, SkipToReport
 from . import wire
 from .ledger import Ledger
 

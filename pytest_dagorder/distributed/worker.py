@@ -41,11 +41,11 @@ from ..core.memory import collector_paused
 from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
+from ..glue.dag_run import short_names
 from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner
 from ..glue.resources import NONE
-from ..glue.run import short_names
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
 from ..migration.runtime import RuntimeUsers

@@ -14,10 +14,10 @@ import pytest
 from ..core import wording
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, write_published
+from ..glue.dag_run import DagRun, report_problems, write_summary
 from ..glue.internals import skip_here
 from ..glue.planning import Plan, Planner
 from ..glue.resources import unused_limits
-from ..glue.run import DagRun, report_problems, write_summary
 from ..glue.settings import settings_of
 
 WORKER = "serial"

@@ -28,10 +28,10 @@ from ..core.published import (
     Values,
     requires_closure,
 )
+from .dag_run import short_names
 from .declarations import Index
 from .outcome_tracker import OutcomeTracker
 from .planning import Plan
-from .run import short_names
 from .settings import DRIVER_NAME
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of
