@@ -83,11 +83,11 @@ def test_resource_limits_park_until_a_holder_ends() -> None:
     limits.started(0, "w")
     state[0] = State.RUNNING
     assert limits.next_for("w") == 2  # 1 is parked: it does not idle the worker
-    assert limits.held_back()
+    assert limits.has_parked()
     assert not limits.has_ready()  # parked tasks are off the queues
     state[0] = State.PASSED
     limits.ended(0)
-    assert not limits.held_back()
+    assert not limits.has_parked()
     assert limits.next_for("w") == 1
     limits.validate()
     assert limits.constrained(1) and not limits.constrained(2)

@@ -437,14 +437,14 @@ class Harness:
         terminal = self.terminal()
         if terminal == set(self.ids):
             assert self.sched.tests_finished, f"every test ended: {sorted(terminal)}"
-        # A skip held back until its cause's line is shown waits for a report a
+        # A skip deferred until its cause's line is shown waits for a report a
         # worker owes (or for another held skip): it is reported, not lost.
-        owed = set(self.sched.skips.awaiting) | {skip.task for skip in self.sched.skips.held}
-        for skip in self.sched.skips.held:
-            assert skip.prerequisite in owed, f"{self.ids[skip.task]} held for nothing"
+        owed = set(self.sched.skips.awaiting) | {skip.task for skip in self.sched.skips.deferred}
+        for skip in self.sched.skips.deferred:
+            assert skip.prerequisite in owed, f"{self.ids[skip.task]} deferred for nothing"
         if self.sched.tests_finished:
             left = set(self.ids) - terminal
-            later = {self.ids[skip.task] for skip in self.sched.skips.held}
+            later = {self.ids[skip.task] for skip in self.sched.skips.deferred}
             assert left <= held | later, f"finished, but {sorted(left - held - later)} never ran"
 
 
@@ -676,7 +676,7 @@ def test_crash_returns_the_running_test_and_skips_its_dependents(harness: Any) -
     assert h.sched.nodes == [n2]
 
 
-def test_crash_puts_the_other_tests_it_held_back_for_the_other_node(harness: Any) -> None:
+def test_crash_gives_the_other_tests_it_held_to_the_other_node(harness: Any) -> None:
     """Short tests are pipelined; a crash gives back every held test but the running one."""
     spec = {name: "" for name in "abcdefghijkl"}
     h: Harness = harness(make_payload(spec), "--dag-affinity=none")

@@ -31,7 +31,7 @@ The policies, each one class:
   between groups are dissolved into free tasks (the only way such a group
   could ever start).
 * :class:`ResourceLimits` (wraps either): a task whose resource is at its
-  limit is parked until a holder ends, so it never idles a worker while
+  limit is parked until a task using it ends, so it never idles a worker while
   other work is ready.  Whatever restricts where or when a task may start
   beyond its prerequisites belongs here.
 
@@ -100,7 +100,7 @@ class Placement(Protocol):
     def ready_for(self, worker: Worker) -> bool:
         """Whether :meth:`next_for` would give ``worker`` a task now, resource limits aside."""
 
-    def held_back(self) -> bool:
+    def has_parked(self) -> bool:
         """Whether a READY task waits off the queues until a running one ends."""
 
     def validate(self) -> None:
@@ -188,7 +188,7 @@ class ReadyQueues:
         state = self._state
         return any(state[i] is _READY for q in self._local.values() for i in q)
 
-    def held_back(self) -> bool:
+    def has_parked(self) -> bool:
         return False
 
     def validate(self) -> None:
@@ -504,8 +504,8 @@ class _Wrapping:
     def ready_for(self, worker: Worker) -> bool:
         return self._inner.ready_for(worker)
 
-    def held_back(self) -> bool:
-        return self._inner.held_back()
+    def has_parked(self) -> bool:
+        return self._inner.has_parked()
 
     def validate(self) -> None:
         self._inner.validate()
@@ -513,7 +513,7 @@ class _Wrapping:
 
 @final
 class ResourceLimits(_Wrapping):
-    """Parks a task whose resource is at its limit until a holder ends.
+    """Parks a task whose resource is at its limit until a task using it ends.
 
     Wraps the queues: it sees every task before it starts and every end.
     """
@@ -563,8 +563,8 @@ class ResourceLimits(_Wrapping):
                     if self._state[j] is _READY:
                         self._inner.released((j,), None)
 
-    def held_back(self) -> bool:
-        return any(self._parked.values()) or self._inner.held_back()
+    def has_parked(self) -> bool:
+        return any(self._parked.values()) or self._inner.has_parked()
 
     def validate(self) -> None:
         for r, used in self._in_use.items():
@@ -679,8 +679,8 @@ class Exclusive(_Wrapping):
         # A parked task counts as ready: nothing is handed out ahead meanwhile.
         return bool(self._parked) or self._inner.ready_for(worker)
 
-    def held_back(self) -> bool:
-        return bool(self._parked) or self._inner.held_back()
+    def has_parked(self) -> bool:
+        return bool(self._parked) or self._inner.has_parked()
 
     def validate(self) -> None:
         check(self._running >= 0, "negative running count")

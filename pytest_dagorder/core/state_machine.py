@@ -583,5 +583,5 @@ class StateMachine:
             waiting = [i for i in range(n) if self.state[i] in (State.WAITING, State.READY)]
             check(not waiting, f"tasks {waiting} not skipped after the stop")
         if not self.done and not self.where and self._workers:
-            live = self.has_ready() or self._placement.held_back()
+            live = self.has_ready() or self._placement.has_parked()
             check(live, "run cannot progress: nothing running, nothing ready")

@@ -95,7 +95,7 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
     groups += [None] * (len(graph) - n)
     # affinity none: tests share no process state, so a released test
     # need not prefer the worker that released it; priority alone decides.
-    # Deselected prerequisites (past the run) never start: they hold nothing.
+    # Deselected prerequisites (past the run) never start: they use nothing.
     resources = ([*payload.resources, *[()] * (len(graph) - n)]
                  if payload.resources else None)
     alone = ([*payload.exclusive, *[False] * (len(graph) - n)]

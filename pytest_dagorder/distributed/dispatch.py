@@ -114,7 +114,7 @@ class Dispatcher:
         """Dispatch without barriers: a worker runs a test only once it holds the next.
 
         Every test is ready from the start (nothing is declared), so nothing
-        is ever held back: a worker is kept at :data:`PLAIN_DEPTH` tests in
+        is ever withheld: a worker is kept at :data:`PLAIN_DEPTH` tests in
         flight (short tests: at a batch, see :meth:`_want`), and once nothing
         is left to hand out it is told to shut down, which is the "next" its
         last test waits for (as xdist's own load scheduling does).  Tests

@@ -34,8 +34,8 @@ class SkipEmitter:
         self.awaiting: dict[int, tuple[Any, str]] = {}
         self.emitting: int | None = None  # the test report() reports right now
         # Skips decided here whose direct prerequisite's report has not been
-        # shown yet (a worker still owes it, see awaiting): reported after it.
-        self.held: list[SkipToReport] = []
+        # shown yet (a worker still owes it, see awaiting): deferred until after it.
+        self.deferred: list[SkipToReport] = []
         self._busy = False
 
     def emit(self, run: DagRun) -> None:
@@ -47,7 +47,7 @@ class SkipEmitter:
         """
         if self._busy:
             return
-        if not (self.awaiting or self.held or run.sched.skips_pending):
+        if not (self.awaiting or self.deferred or run.sched.skips_pending):
             return  # the common case, after nearly every report: nothing to do
         self._busy = True
         try:
@@ -62,9 +62,9 @@ class SkipEmitter:
             for i, (holder, _) in list(self.awaiting.items()):
                 if holder not in sent and (gone := self.awaiting.pop(i, None)):
                     self.report(run, i, gone[1])
-        todo = deque([*self.held, *run.pop_skips()])
-        self.held = []
-        held_tasks: set[int] = set()  # of self.held, for the membership test below
+        todo = deque([*self.deferred, *run.pop_skips()])
+        self.deferred = []
+        deferred_tasks: set[int] = set()  # of self.deferred, for the membership test below
         running_at = self.ledger.running_at
         while todo:
             skip = todo.popleft()
@@ -72,11 +72,11 @@ class SkipEmitter:
             if holder is not None and holder in sent:
                 # Handed out ahead: its worker skips it and reports that.
                 self.awaiting[skip.task] = (holder, skip.reason)
-            elif skip.prerequisite in self.awaiting or skip.prerequisite in held_tasks:
+            elif skip.prerequisite in self.awaiting or skip.prerequisite in deferred_tasks:
                 # Its cause's own SKIPPED line is still to come from a worker:
                 # this one follows that (the report feed emits it then).
-                self.held.append(skip)
-                held_tasks.add(skip.task)
+                self.deferred.append(skip)
+                deferred_tasks.add(skip.task)
             else:
                 self.report(run, skip.task, skip.reason)
             todo.extend(run.pop_skips())

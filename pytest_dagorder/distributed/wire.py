@@ -86,7 +86,7 @@ class Payload:
     xdist_groups: list[str | None]
     graph: GraphData | None = None
     problems: Sequence[tuple[str, str]] = ()
-    #: Per test: resources it holds while it runs (empty: none), and whether
+    #: Per test: resources it uses while it runs (empty: none), and whether
     #: it runs alone.  Empty sequences: no test has either.
     resources: Sequence[Sequence[str]] = ()
     exclusive: Sequence[bool] = ()

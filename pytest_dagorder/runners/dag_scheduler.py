@@ -40,7 +40,7 @@ class Task:
     """A unit of work: ``fn`` runs once every task in ``deps`` passed.
 
     ``after`` orders without gating (wait for those to end, whatever their
-    outcome); ``resources`` names limited resources the task holds while it
+    outcome); ``resources`` names limited resources the task uses while it
     runs (at most ``limits[name]`` tasks naming it at once, default 1);
     ``exclusive`` runs it alone, no other task at the same time;
     ``duration`` estimates its run time in seconds, to run the longest
