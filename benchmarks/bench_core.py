@@ -110,7 +110,10 @@ import json, random, sys, time
 sys.path.insert(0, sys.argv[1])
 from pytest_dagorder import DagScheduler, Task
 from pytest_dagorder.core.graph import Graph
-from pytest_dagorder.core.state_machine import StateMachine
+try:
+    from pytest_dagorder.core.state_machine import StateMachine
+except ImportError:  # a commit from before the rename
+    from pytest_dagorder.core.scheduler import Scheduler as StateMachine
 
 def dag(n, degree, seed):
     rng = random.Random(seed)

@@ -11,7 +11,10 @@ changes a task's state; it reads the shared state list to drop queue
 entries that went stale (a task started or ended elsewhere), so nothing it
 holds can make a task run twice.
 
-The policies, each one class:
+The policies, each one class, compose one way: :class:`ReadyQueues` is
+innermost, and every other policy wraps the one before it (each sees every
+event and forwards it inward), in the order listed; only the queues are
+always there.
 
 * :class:`ReadyQueues` (always): a task released by a completion on worker
   W joins W's local queue (its fixtures are warm there); W pops its newest
@@ -22,7 +25,7 @@ The policies, each one class:
   entry of the longest local queue (ties: the worker added first).  With
   ``locality=False`` every task goes to the heap: pure priority order, the
   shortest makespan when tasks share no process state.
-* :class:`AffinityGroups` (a :class:`ReadyQueues` that also binds groups):
+* :class:`AffinityGroups` (wraps the queues, when there are groups):
   a group is startable once every prerequisite it has outside itself is
   terminal; it is queued in the global heap under the rank of its first
   ready task; the worker that takes it runs only the group's tasks until
@@ -30,10 +33,12 @@ The policies, each one class:
   is left of the group.  Groups whose outside prerequisites would form a cycle
   between groups are dissolved into free tasks (the only way such a group
   could ever start).
-* :class:`ResourceLimits` (wraps either): a task whose resource is at its
-  limit is parked until a task using it ends, so it never idles a worker while
-  other work is ready.  Whatever restricts where or when a task may start
-  beyond its prerequisites belongs here.
+* :class:`ResourceLimits` (when some task uses a resource): a task whose
+  resource is at its limit is parked until a task using it ends, so it
+  never idles a worker while other work is ready.  Whatever restricts where
+  or when a task may start beyond its prerequisites belongs here.
+* :class:`Exclusive` (when some task runs alone): outermost; parks a task
+  that runs alone until nothing else runs.
 
 Handing out ahead (``take(speculate=True)`` and ``ahead()``) is not a
 placement: it picks WAITING tasks from the state machine's own record of
@@ -47,7 +52,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, final
 
@@ -117,6 +122,20 @@ class ReadyQueues:
         # Workers in the order they were added: the tie-break when stealing.
         self._local: dict[Worker, deque[int]] = {}
         self._heap: list[Rank] = []
+        # Set by a policy whose heap entries stand for more than their task
+        # (see stand_in); None: an entry is live while its task is READY.
+        self._entry_live: Callable[[int], bool] | None = None
+        self._entry_dropped: Callable[[int], None] = _ignore
+
+    def stand_in(self, live: Callable[[int], bool], dropped: Callable[[int], None]) -> None:
+        """Let a wrapping policy decide when a heap entry still stands for work.
+
+        :class:`AffinityGroups` queues a group under one member's entry:
+        ``live(task)`` says whether the entry of ``task`` is still worth
+        popping, and ``dropped(task)`` is told when a stale one is dropped.
+        """
+        self._entry_live = live
+        self._entry_dropped = dropped
 
     def worker_added(self, worker: Worker) -> None:
         self._local[worker] = deque()
@@ -128,18 +147,23 @@ class ReadyQueues:
                 heapq.heappush(heap, rank[i])
 
     def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        if len(tasks) > 1 and origin is not None and self._locality:
+            # Pushed in reverse priority so the LIFO pops the most urgent first.
+            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
+        self.enqueue(tasks, origin)
+
+    def enqueue(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        """:meth:`released` for ``tasks`` already in reverse priority order."""
         if origin is not None and self._locality and origin in self._local:
-            if len(tasks) > 1:
-                # Pushed in reverse priority so the LIFO pops the most urgent first.
-                tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
             self._local[origin].extend(tasks)
             return
-        self._push(tasks)
-
-    def _push(self, tasks: Sequence[int]) -> None:
         heap, rank, push = self._heap, self._rank, heapq.heappush
         for i in tasks:
             push(heap, rank[i])
+
+    def push_entry(self, rank: Rank) -> None:
+        """Put ``rank``'s task into the global heap (for a wrapper queueing a group)."""
+        heapq.heappush(self._heap, rank)
 
     def next_for(self, worker: Worker) -> int | None:
         local = self._drop_ended(worker)
@@ -196,6 +220,8 @@ class ReadyQueues:
 
     def _live(self, task: int) -> bool:
         """Whether the heap entry of ``task`` still stands for something to run."""
+        if self._entry_live is not None:
+            return self._entry_live(task)
         return self._state[task] is _READY
 
     def _drop_ended(self, worker: Worker) -> deque[int]:
@@ -213,258 +239,20 @@ class ReadyQueues:
         return local
 
     def _drop_heap(self) -> None:
-        heap, state = self._heap, self._state
-        while heap and state[heap[0][1]] is not _READY:
-            heapq.heappop(heap)
-
-
-@dataclass(slots=True, eq=False)
-class Group:
-    """One affinity group: tasks that run on one worker, contiguously."""
-
-    gid: int
-    members: list[int]
-    #: Prerequisites outside the group not yet terminal: startable at 0.
-    outside_left: int
-    #: Members not yet terminal: the binding ends at 0.
-    left: int
-    #: Members neither terminal nor running (held or not): at 0 the group's
-    #: worker holds all that is left of it (see AffinityGroups.let_go).
-    unstarted: int
-    #: Ranks of members released while the group was startable (a heap; may hold stale ones).
-    ready: list[Rank] = field(default_factory=list)
-    #: Whether the global heap holds an entry for the group.
-    queued: bool = False
-    #: The worker bound to the group, if any, and what that worker already ran
-    #: when it took the group (those may end alongside it; nothing else may start there).
-    worker: Worker | None = None
-    over: frozenset[int] = frozenset()
-
-
-@final
-class AffinityGroups(ReadyQueues):
-    """:class:`ReadyQueues` where a group's tasks go to one worker, contiguously.
-
-    A startable, unbound group is queued in the global heap under the rank of
-    its first ready member (an entry of a grouped task stands for its group);
-    taking that entry binds the worker, which then takes only the group's
-    tasks until all are terminal, and nothing while they run elsewhere
-    (:meth:`let_go` ends the binding once the worker holds all that is left).
-    """
-
-    def __init__(
-        self,
-        graph: Graph,
-        labels: Sequence[Hashable | None],
-        rank: Sequence[Rank],
-        state: Sequence[State],
-        running_on: Mapping[Worker, set[int]],
-        *,
-        locality: bool,
-    ) -> None:
-        super().__init__(rank, state, locality=locality)
-        n = len(graph)
-        if len(labels) != n:
-            raise ValueError(f"groups has {len(labels)} entries for {n} tasks")
-        self._running_on = running_on
-        ids: dict[Hashable, int] = {}
-        of = [-1] * n
-        for i, label in enumerate(labels):
-            if label is not None:
-                of[i] = ids.setdefault(label, len(ids))
-        of = _dissolve_group_cycles(graph, of, len(ids))
-        members: dict[int, list[int]] = {}
-        for i in range(n):
-            if of[i] >= 0:
-                members.setdefault(of[i], []).append(i)
-        #: Per task, its group (None: a free task).
-        self.of: list[Group | None] = [None] * n
-        self.groups: list[Group] = []
-        self._outside_of: dict[int, list[Group]] = {}
-        # Number the surviving groups densely, in order of their first task.
-        for old in sorted(members, key=lambda k: members[k][0]):
-            tasks = members[old]
-            inside = set(tasks)
-            outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
-                              if p not in inside})
-            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
-            self.groups.append(group)
-            for i in tasks:
-                self.of[i] = group
-            for p in outside:
-                self._outside_of.setdefault(p, []).append(group)
-        self._bound: dict[Worker, Group] = {}
-
-    def bound_group(self, worker: Worker) -> int | None:
-        group = self._bound.get(worker)
-        return None if group is None else group.gid
-
-    def group_bound_to(self, worker: Worker) -> Group | None:
-        return self._bound.get(worker)
-
-    def unstarted(self, gid: int) -> int:
-        """Members of group ``gid`` neither terminal nor running: 0 once all are handed out.
-
-        With none, nothing of the group is left to hold ahead; a driver
-        topping up a worker near its group's end asks after every report,
-        and the search for tasks to hold would scan all it runs.
-        """
-        return self.groups[gid].unstarted
-
-    def worker_removed(self, worker: Worker) -> None:
-        super().worker_removed(worker)
-        group = self._bound.pop(worker, None)
-        if group is not None:
-            group.worker = None
-            self._queue(group)
-
-    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
-        if len(tasks) > 1:
-            # In reverse priority, as the local queues want them; the order
-            # also decides which member a group is queued under.
-            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
-        free: list[int] = []
-        of = self.of
-        for i in tasks:
-            group = of[i]
-            if group is None:
-                free.append(i)
-            else:
-                self._offer(group, i)
-        if not free:
-            return
-        if origin is not None and self._locality and origin in self._local:
-            self._local[origin].extend(free)
-        else:
-            self._push(free)
-
-    def next_for(self, worker: Worker) -> int | None:
-        while True:
-            group = self._bound.get(worker)
-            if group is not None:
-                # Contiguity: None while the group's next tasks still wait on running ones.
-                return self._pop_member(group)
-            i = super().next_for(worker)
-            if i is None:
-                return None
-            group = self.of[i]
-            if group is None:
-                return i
-            group.queued = False  # the entry was taken off the heap
-            self._bind(group, worker)
-
-    def started(self, task: int, worker: Worker) -> None:
-        group = self.of[task]
-        if group is not None:
-            self._bind(group, worker)
-            group.unstarted -= 1
-
-    def ended(self, task: int) -> None:
-        # No longer running: settled next (finished, or skipped while held)
-        # or put back (its worker is gone).
-        super().ended(task)
-        group = self.of[task]
-        if group is not None:
-            group.unstarted += 1
-
-    def settled(self, task: int) -> None:
-        group = self.of[task]
-        if group is not None:
-            group.left -= 1
-            group.unstarted -= 1
-            if not group.left and group.worker is not None:
-                del self._bound[group.worker]
-                group.worker = None
-                group.over = frozenset()
-        for waiting in self._outside_of.get(task, ()):
-            waiting.outside_left -= 1
-            if not waiting.outside_left:
-                for m in waiting.members:
-                    if self._state[m] is _READY:
-                        self._offer(waiting, m)
-
-    def has_ready(self) -> bool:
-        return super().has_ready() or any(g.ready for g in self._bound.values())
-
-    def let_go(self, worker: Worker) -> bool:
-        """End ``worker``'s binding early if it runs or holds all that is left of its group.
-
-        The worker may then take its next group (or a free task) while it
-        still runs the last one's tasks: they become that binding's ``over``,
-        and nothing of the old group is left to go anywhere else, so each
-        group still runs on one worker, contiguously.  True if it was let go.
-        """
-        group = self._bound.get(worker)
-        if group is None or group.unstarted:
-            return False
-        del self._bound[worker]
-        group.worker = None
-        group.over = frozenset()
-        return True
-
-    def validate(self) -> None:
-        for group in self.groups:
-            w = group.worker
-            if w is None:
-                continue
-            check(self._bound.get(w) is group, "group binding asymmetric")
-            others = [i for i in self._running_on.get(w, ())
-                      if self.of[i] is not group and i not in group.over]
-            check(not others, f"worker {w!r} runs {others} outside its group {group.gid}")
-        for group in self.groups:
-            open_ = [i for i in group.members if self._state[i] not in TERMINAL]
-            idle = [i for i in open_ if self._state[i] is not State.RUNNING]
-            check(group.unstarted == len(idle),
-                  f"group {group.gid}: {group.unstarted} counted unstarted, {len(idle)} are")
-
-    def _offer(self, group: Group, i: int) -> None:
-        """Put READY member ``i`` where its group's worker will find it."""
-        if group.outside_left:
-            return  # offered when the group becomes startable
-        heapq.heappush(group.ready, self._rank[i])
-        if group.worker is None:
-            self._queue(group)
-
-    def _queue(self, group: Group) -> None:
-        if group.ready and not group.queued and group.worker is None:
-            group.queued = True
-            heapq.heappush(self._heap, group.ready[0])
-
-    def _pop_member(self, group: Group) -> int | None:
-        ready, state = group.ready, self._state
-        while ready:
-            i = heapq.heappop(ready)[1]
-            if state[i] is _READY:
-                return i
-        return None
-
-    def _bind(self, group: Group, worker: Worker) -> None:
-        current = self._bound.get(worker)
-        if current is group:
-            return
-        if current is not None or group.worker is not None:
-            raise ValueError(f"group {group.gid} cannot be bound to worker {worker!r}")
-        self._bound[worker] = group
-        group.worker = worker
-        group.over = frozenset(self._running_on[worker])
-
-    def _live(self, task: int) -> bool:
-        group = self.of[task]
-        if group is None:
-            return self._state[task] is _READY
-        # Drop entries of members that ended while queued (a "deselected" report):
-        # binding a worker to a group with nothing left would idle it for good.
-        ready, state = group.ready, self._state
-        while ready and state[ready[0][1]] is not _READY:
-            heapq.heappop(ready)
-        return bool(ready) and group.worker is None
-
-    def _drop_heap(self) -> None:
         heap = self._heap
-        while heap and not self._live(heap[0][1]):
-            group = self.of[heapq.heappop(heap)[1]]
-            if group is not None:
-                group.queued = False
+        live = self._entry_live
+        if live is None:
+            state = self._state
+            while heap and state[heap[0][1]] is not _READY:
+                heapq.heappop(heap)
+            return
+        dropped = self._entry_dropped
+        while heap and not live(heap[0][1]):
+            dropped(heapq.heappop(heap)[1])
+
+
+def _ignore(task: int) -> None:
+    pass
 
 
 class _Wrapping:
@@ -509,6 +297,261 @@ class _Wrapping:
 
     def validate(self) -> None:
         self._inner.validate()
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """One affinity group: tasks that run on one worker, contiguously."""
+
+    gid: int
+    members: list[int]
+    #: Prerequisites outside the group not yet terminal: startable at 0.
+    outside_left: int
+    #: Members not yet terminal: the binding ends at 0.
+    left: int
+    #: Members neither terminal nor running (held or not): at 0 the group's
+    #: worker holds all that is left of it (see AffinityGroups.let_go).
+    unstarted: int
+    #: Ranks of members released while the group was startable (a heap; may hold stale ones).
+    ready: list[Rank] = field(default_factory=list)
+    #: Whether the global heap holds an entry for the group.
+    queued: bool = False
+    #: The worker bound to the group, if any, and what that worker already ran
+    #: when it took the group (those may end alongside it; nothing else may start there).
+    worker: Worker | None = None
+    over: frozenset[int] = frozenset()
+
+
+@final
+class AffinityGroups(_Wrapping):
+    """Wraps the :class:`ReadyQueues`: a group's tasks go to one worker, contiguously.
+
+    Free tasks go to the queues as they are.  A startable, unbound group is
+    queued in the queues' global heap under the rank of its first ready
+    member (an entry of a grouped task stands for its group, see
+    :meth:`ReadyQueues.stand_in`);
+    taking that entry binds the worker, which then takes only the group's
+    tasks until all are terminal, and nothing while they run elsewhere
+    (:meth:`let_go` ends the binding once the worker holds all that is left).
+    """
+
+    def __init__(
+        self,
+        queues: ReadyQueues,
+        graph: Graph,
+        labels: Sequence[Hashable | None],
+        rank: Sequence[Rank],
+        state: Sequence[State],
+        running_on: Mapping[Worker, set[int]],
+    ) -> None:
+        super().__init__(queues)
+        self._queues = queues
+        self._rank = rank
+        self._state = state
+        n = len(graph)
+        if len(labels) != n:
+            raise ValueError(f"groups has {len(labels)} entries for {n} tasks")
+        self._running_on = running_on
+        ids: dict[Hashable, int] = {}
+        of = [-1] * n
+        for i, label in enumerate(labels):
+            if label is not None:
+                of[i] = ids.setdefault(label, len(ids))
+        of = _dissolve_group_cycles(graph, of, len(ids))
+        members: dict[int, list[int]] = {}
+        for i in range(n):
+            if of[i] >= 0:
+                members.setdefault(of[i], []).append(i)
+        #: Per task, its group (None: a free task).
+        self.of: list[Group | None] = [None] * n
+        self.groups: list[Group] = []
+        self._outside_of: dict[int, list[Group]] = {}
+        # Number the surviving groups densely, in order of their first task.
+        for old in sorted(members, key=lambda k: members[k][0]):
+            tasks = members[old]
+            inside = set(tasks)
+            outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
+                              if p not in inside})
+            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
+            self.groups.append(group)
+            for i in tasks:
+                self.of[i] = group
+            for p in outside:
+                self._outside_of.setdefault(p, []).append(group)
+        self._bound: dict[Worker, Group] = {}
+        queues.stand_in(self._live, self._dropped)
+
+    def bound_group(self, worker: Worker) -> int | None:
+        group = self._bound.get(worker)
+        return None if group is None else group.gid
+
+    def group_bound_to(self, worker: Worker) -> Group | None:
+        return self._bound.get(worker)
+
+    def unstarted(self, gid: int) -> int:
+        """Members of group ``gid`` neither terminal nor running: 0 once all are handed out.
+
+        With none, nothing of the group is left to hold ahead; a driver
+        topping up a worker near its group's end asks after every report,
+        and the search for tasks to hold would scan all it runs.
+        """
+        return self.groups[gid].unstarted
+
+    def worker_removed(self, worker: Worker) -> None:
+        self._queues.worker_removed(worker)
+        group = self._bound.pop(worker, None)
+        if group is not None:
+            group.worker = None
+            self._queue(group)
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        if len(tasks) > 1:
+            # In reverse priority, as the local queues want them; the order
+            # also decides which member a group is queued under.
+            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
+        free: list[int] = []
+        of = self.of
+        for i in tasks:
+            group = of[i]
+            if group is None:
+                free.append(i)
+            else:
+                self._offer(group, i)
+        if free:
+            self._queues.enqueue(free, origin)
+
+    def next_for(self, worker: Worker) -> int | None:
+        while True:
+            group = self._bound.get(worker)
+            if group is not None:
+                # Contiguity: None while the group's next tasks still wait on running ones.
+                return self._pop_member(group)
+            i = self._queues.next_for(worker)
+            if i is None:
+                return None
+            group = self.of[i]
+            if group is None:
+                return i
+            group.queued = False  # the entry was taken off the heap
+            self._bind(group, worker)
+
+    def started(self, task: int, worker: Worker) -> None:
+        self._queues.started(task, worker)
+        group = self.of[task]
+        if group is not None:
+            self._bind(group, worker)
+            group.unstarted -= 1
+
+    def ended(self, task: int) -> None:
+        # No longer running: settled next (finished, or skipped while held)
+        # or put back (its worker is gone).
+        self._queues.ended(task)
+        group = self.of[task]
+        if group is not None:
+            group.unstarted += 1
+
+    def settled(self, task: int) -> None:
+        self._queues.settled(task)
+        group = self.of[task]
+        if group is not None:
+            group.left -= 1
+            group.unstarted -= 1
+            if not group.left and group.worker is not None:
+                del self._bound[group.worker]
+                group.worker = None
+                group.over = frozenset()
+        for waiting in self._outside_of.get(task, ()):
+            waiting.outside_left -= 1
+            if not waiting.outside_left:
+                for m in waiting.members:
+                    if self._state[m] is _READY:
+                        self._offer(waiting, m)
+
+    def has_ready(self) -> bool:
+        return self._queues.has_ready() or any(g.ready for g in self._bound.values())
+
+    def let_go(self, worker: Worker) -> bool:
+        """End ``worker``'s binding early if it runs or holds all that is left of its group.
+
+        The worker may then take its next group (or a free task) while it
+        still runs the last one's tasks: they become that binding's ``over``,
+        and nothing of the old group is left to go anywhere else, so each
+        group still runs on one worker, contiguously.  True if it was let go.
+        """
+        group = self._bound.get(worker)
+        if group is None or group.unstarted:
+            return False
+        del self._bound[worker]
+        group.worker = None
+        group.over = frozenset()
+        return True
+
+    def validate(self) -> None:
+        for group in self.groups:
+            w = group.worker
+            if w is None:
+                continue
+            check(self._bound.get(w) is group, "group binding asymmetric")
+            others = [i for i in self._running_on.get(w, ())
+                      if self.of[i] is not group and i not in group.over]
+            check(not others, f"worker {w!r} runs {others} outside its group {group.gid}")
+        for group in self.groups:
+            open_ = [i for i in group.members if self._state[i] not in TERMINAL]
+            idle = [i for i in open_ if self._state[i] is not State.RUNNING]
+            check(group.unstarted == len(idle),
+                  f"group {group.gid}: {group.unstarted} counted unstarted, {len(idle)} are")
+        self._queues.validate()
+
+    def _offer(self, group: Group, i: int) -> None:
+        """Put READY member ``i`` where its group's worker will find it."""
+        if group.outside_left:
+            return  # offered when the group becomes startable
+        heapq.heappush(group.ready, self._rank[i])
+        if group.worker is None:
+            self._queue(group)
+
+    def _queue(self, group: Group) -> None:
+        if group.ready and not group.queued and group.worker is None:
+            group.queued = True
+            self._queues.push_entry(group.ready[0])
+
+    def _pop_member(self, group: Group) -> int | None:
+        ready, state = group.ready, self._state
+        while ready:
+            i = heapq.heappop(ready)[1]
+            if state[i] is _READY:
+                return i
+        return None
+
+    def _bind(self, group: Group, worker: Worker) -> None:
+        current = self._bound.get(worker)
+        if current is group:
+            return
+        if current is not None or group.worker is not None:
+            raise ValueError(f"group {group.gid} cannot be bound to worker {worker!r}")
+        self._bound[worker] = group
+        group.worker = worker
+        group.over = frozenset(self._running_on[worker])
+
+    def _live(self, task: int) -> bool:
+        """Whether the queues' heap entry of ``task`` still stands for work: a
+        free task's while it is READY, a member's while its group is unbound
+        and has a READY member."""
+        group = self.of[task]
+        if group is None:
+            return self._state[task] is _READY
+        # Drop entries of members that ended while queued (a "deselected" report):
+        # binding a worker to a group with nothing left would idle it for good.
+        ready, state = group.ready, self._state
+        while ready and state[ready[0][1]] is not _READY:
+            heapq.heappop(ready)
+        return bool(ready) and group.worker is None
+
+    def _dropped(self, task: int) -> None:
+        """The queues dropped the stale heap entry of ``task``."""
+        group = self.of[task]
+        if group is not None:
+            group.queued = False
 
 
 @final

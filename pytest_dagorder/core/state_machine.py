@@ -196,18 +196,18 @@ class StateMachine:
         self._stopped: str | None = None
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
-        # Placement, outermost policy last: each wraps or extends the one before.
+        # Placement: the ready queues, each other policy wrapping the one
+        # before, outermost last.
         self._groups: AffinityGroups | None = None
-        placement: Placement
         alone = list(exclusive) if exclusive is not None and any(exclusive) else None
         if alone is not None and len(alone) != n:
             raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
+        queues = ReadyQueues(self._rank, self.state, locality=locality)
+        placement: Placement = queues
         if groups is not None:
-            self._groups = AffinityGroups(graph, groups, self._rank, self.state,
-                                          self._running_on, locality=locality)
+            self._groups = AffinityGroups(queues, graph, groups, self._rank, self.state,
+                                          self._running_on)
             placement = self._groups
-        else:
-            placement = ReadyQueues(self._rank, self.state, locality=locality)
         limited: ResourceLimits | None = None
         if resources or limits:
             limited = ResourceLimits(placement, resources, limits, self.state, n)
