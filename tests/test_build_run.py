@@ -45,7 +45,7 @@ def test_a_chain_in_one_module_is_one_group_and_the_header_counts_it() -> None:
     built = build_run(payload({"a": "", "b": "a", "c": "b", "d": ""}), settings(), {})
     run = built.run
     assert run.nodeids[:3] == [f"{MODULE}::test_{n}" for n in "abc"]
-    assert run.sched.groups == [[0, 1, 2]]
+    assert run.machine.groups == [[0, 1, 2]]
     assert built.relay is None and built.dag_users == ()
     assert built.mean_duration is None
     assert built.header == [
@@ -55,7 +55,7 @@ def test_a_chain_in_one_module_is_one_group_and_the_header_counts_it() -> None:
 
 def test_affinity_none_makes_no_group() -> None:
     built = build_run(payload({"a": "", "b": "a"}), settings(affinity="none"), {})
-    assert built.run.sched.groups == []
+    assert built.run.machine.groups == []
     assert "affinity none (0 groups)" in built.header[0]
 
 
@@ -66,15 +66,15 @@ def test_recorded_durations_rank_and_set_the_mean() -> None:
     assert "recorded durations of 2/3 tests" in built.header[0]
     # The longest recorded test goes first (the longest remaining path).
     worker = object()
-    built.run.sched.add_worker(worker)
-    assert built.run.sched.take(worker, 1) == [2]
+    built.run.machine.add_worker(worker)
+    assert built.run.machine.take(worker, 1) == [2]
 
 
 def test_a_deselected_prerequisite_is_settled_and_blocks_its_dependent() -> None:
     built = build_run(payload({"a": "", "b": "gone"}, deselected=["gone"]), settings(), {})
     run = built.run
     assert run.n_run == 2 and len(run.graph) == 3
-    assert run.sched.outcome[2] == "deselected"
+    assert run.machine.outcome[2] == "deselected"
     skips = run.pop_skips()
     assert [s.task for s in skips] == [1]
     assert "deselected" in skips[0].reason
@@ -84,7 +84,7 @@ def test_loadfile_keeps_each_file_whole_in_collection_order() -> None:
     p = payload({"a": "", "b": "", "c": "", "d": ""},
                 modules={"c": "test_n.py", "d": "test_n.py"})
     built = build_run(p, settings(), {}, dist="loadfile")
-    assert built.run.sched.groups == [[0, 1], [2, 3]]
+    assert built.run.machine.groups == [[0, 1], [2, 3]]
     assert list(built.run.graph.after[1]) == [0]
     assert any("2 files" in line for line in built.header[1:])
 
@@ -93,7 +93,7 @@ def test_runtime_depends_chains_its_module() -> None:
     p = payload({"a": "", "b": "", "c": ""}, modules={"c": "test_n.py"},
                 runtime_depends=[False, True, False])
     built = build_run(p, settings(), {})
-    assert built.run.sched.groups == [[0, 1]]
+    assert built.run.machine.groups == [[0, 1]]
     assert list(built.run.graph.after[1]) == [0]
     assert built.header[1] == ("dagorder: runtime depends() in 1 module: "
                                "each runs on one worker, in collection order")

@@ -108,13 +108,13 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
     if known:
         built.mean_duration = sum(known.values()) / len(known)
     if any(payload.dag_users):
-        outcome = run.sched.outcome
+        outcome = run.machine.outcome
         built.dag_users = payload.dag_users
         built.relay = Relay(graph.requires, lambda i: outcome[i] == "passed")
     header = built.header
     header.append(wording.xdist_header(
         n, graph.edge_count, graph.longest_chain(), mode,
-        len(run.sched.groups), len(known), len(nodeids)))
+        len(run.machine.groups), len(known), len(nodeids)))
     header += payload.header
     if chains:
         header.append(wording.runtime_depends_header(len(chains)))

@@ -72,7 +72,7 @@ class Dispatcher:
 
     def dispatch(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
         """Top up every worker that needs it; ``eligible`` says which may get work."""
-        sched = run.sched
+        machine = run.machine
         inflight = self.ledger.inflight
         if self.plain:
             self._dispatch_plain(run, eligible)
@@ -87,24 +87,24 @@ class Dispatcher:
         # First every idle worker gets work, then busy ones are topped up.
         for node in nodes:
             if inflight[node] == 0:
-                self._send(run, node,
-                           sched.take(node, self._want(sched, node, len(nodes)), speculate=spec))
+                want = self._want(machine, node, len(nodes))
+                self._send(run, node, machine.take(node, want, speculate=spec))
         for node in nodes:
             have = inflight[node]
-            want = self._want(sched, node, len(nodes))
+            want = self._want(machine, node, len(nodes))
             if have >= self._low_water(want):
                 continue
             if 0 < have < want:
                 # Fast tests: a worker holding the rest of its group takes its
                 # next group now, not a round trip after the group's end.
-                self._send(run, node, sched.take(node, want - have, speculate=spec,
+                self._send(run, node, machine.take(node, want - have, speculate=spec,
                                                  next_group=self.pace.is_fast))
             elif spec and have == 1 and want == 1:
                 # Slow tests, one in flight: add the test that can start only
                 # once it ended (its dependent, its group's next).  The worker
                 # starts that one without a round trip through this process;
                 # no other worker could have started it sooner.
-                self._send(run, node, sched.ahead(node, 1))
+                self._send(run, node, machine.ahead(node, 1))
 
     def _usable(self, eligible: Callable[[Any], bool]) -> list[Any]:
         return [n for n in self.ledger.sent
@@ -121,29 +121,29 @@ class Dispatcher:
         that take a while go out one a round across the workers, so that the
         longest ones start on different workers.
         """
-        sched = run.sched
+        machine = run.machine
         inflight = self.ledger.inflight
         # Checked after nearly every report: every worker topped up (and some
         # test left to hand out, else the workers are told to shut down).
-        if (inflight and sched.ready_count
+        if (inflight and machine.ready_count
                 and min(inflight.values()) >= max(PLAIN_DEPTH, self._low_water(self.pace.batch()))):
             return
         nodes = self._usable(eligible)
         if self.pace.is_fast:
             for node in sorted(nodes, key=inflight.__getitem__):  # idle ones first
-                want = max(PLAIN_DEPTH, self._want(sched, node, len(nodes)))
+                want = max(PLAIN_DEPTH, self._want(machine, node, len(nodes)))
                 have = inflight[node]
                 if have < max(PLAIN_DEPTH, self._low_water(want)):
-                    self._send(run, node, sched.take(node, want - have))
+                    self._send(run, node, machine.take(node, want - have))
         else:
             short = [node for node in nodes if inflight[node] < PLAIN_DEPTH]
-            while short and sched.ready_count:
+            while short and machine.ready_count:
                 for node in list(short):
-                    tasks = sched.take(node, 1)
+                    tasks = machine.take(node, 1)
                     self._send(run, node, tasks)
                     if not tasks or node in self.dead or inflight[node] >= PLAIN_DEPTH:
                         short.remove(node)
-        if not sched.ready_count:
+        if not machine.ready_count:
             for node in nodes:
                 if not node.shutting_down:
                     node.shutdown()
@@ -167,17 +167,17 @@ class Dispatcher:
             return LOW_WATER
         return max(LOW_WATER, want // 2)
 
-    def _want(self, sched: StateMachine, node: Any, n_nodes: int) -> int:
+    def _want(self, machine: StateMachine, node: Any, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""
         if not self.pace.is_fast:
             return MAX_PIPELINE
         batch = self.pace.batch()
-        if self.speculate and sched.bound_group(node) is not None:
+        if self.speculate and machine.bound_group(node) is not None:
             # Its group's chain is the node's alone: hand it out ahead.
             return batch
         # Free tests: an equal share of what is ready, so no worker goes idle
         # while another holds a long queue.
-        return max(1, min(batch, sched.ready_count // n_nodes))
+        return max(1, min(batch, machine.ready_count // n_nodes))
 
     def _send(self, run: DagRun, node: Any, tasks: list[int]) -> None:
         if not tasks:

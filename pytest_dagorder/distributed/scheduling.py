@@ -101,13 +101,13 @@ class DependencyScheduling:
         run = self.run
         if run is None:
             return self.aborted and self.collection is not None and self.collection_is_completed
-        return self.aborted or run.sched.done
+        return self.aborted or run.machine.done
 
     @property
     def has_pending(self) -> bool:
         if self.run is None:
             return False
-        return not self.run.sched.done or any(self.ledger.sent.values())
+        return not self.run.machine.done or any(self.ledger.sent.values())
 
     def add_node(self, node: Any) -> None:
         self.ledger.add(node)
@@ -137,7 +137,7 @@ class DependencyScheduling:
         self.ledger.completed(node, item_index)
         if self.run is not None and (item_index == self.barrier or (
                 0 <= item_index < self.barrier
-                and not self.run.sched.state[item_index].terminal)):
+                and not self.run.machine.state[item_index].terminal)):
             # A test ends without its last report only if pytest.exit() cut it
             # short (the worker then said so first, see DagWorker.pass_on_exit);
             # a barrier's teardown may call it too.  Other tests never look.
@@ -182,24 +182,24 @@ class DependencyScheduling:
         run = self.run
         if run is None:
             return None
-        sched = run.sched
+        machine = run.machine
         awaiting = self.skips.awaiting
         crashed: int | None = None
         if pending and pending[0] < self.barrier:
             # The worker died in the first test it had not finished reporting:
             # one still open, or one it held to skip itself (sent ahead).
             crashed = next((i for i in pending if i < self.barrier
-                            and (not sched.state[i].terminal or i in awaiting)), None)
+                            and (not machine.state[i].terminal or i in awaiting)), None)
         if crashed is not None:
             # xdist reports it as crashed; a skip it was to report is dropped.
             awaiting.pop(crashed, None)
-            sched.finished(crashed, "crashed")
+            machine.finished(crashed, "crashed")
         if self.relay is not None:
             self.relay.forget(node)
         if node in self.core_workers:
             self.core_workers.discard(node)
             running_at = self.ledger.running_at
-            for i in sched.remove_worker(node):
+            for i in machine.remove_worker(node):
                 running_at.pop(i, None)
         # A crashed test: xdist reports it as soon as this returns, and the
         # skips it caused follow that report (our logreport hook emits them),
@@ -223,9 +223,9 @@ class DependencyScheduling:
                     except WorkerGone:
                         self.gone.add(node)
                         continue
-                run.sched.add_worker(node)
+                run.machine.add_worker(node)
                 self.core_workers.add(node)
-        if not run.sched.done and sent and all(n in self.unusable for n in sent):
+        if not run.machine.done and sent and all(n in self.unusable for n in sent):
             # No worker can run what is left, and none is on its way (xdist
             # calls schedule() once a worker's collection is in): end the
             # session rather than wait for ever.

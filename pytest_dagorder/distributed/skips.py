@@ -47,7 +47,7 @@ class SkipEmitter:
         """
         if self._busy:
             return
-        if not (self.awaiting or self.deferred or run.sched.skips_pending):
+        if not (self.awaiting or self.deferred or run.machine.skips_pending):
             return  # the common case, after nearly every report: nothing to do
         self._busy = True
         try:
