@@ -110,7 +110,10 @@ import json, random, sys, time
 sys.path.insert(0, sys.argv[1])
 from pytest_dagorder import DagScheduler, Task
 from pytest_dagorder.core.graph import Graph
-from pytest_dagorder.core.scheduler import Scheduler
+try:
+    from pytest_dagorder.core.state_machine import StateMachine
+except ImportError:  # a commit from before the rename
+    from pytest_dagorder.core.scheduler import Scheduler as StateMachine
 
 def dag(n, degree, seed):
     rng = random.Random(seed)
@@ -133,7 +136,7 @@ graph.critical_path()
 modules = [str(t).split("::")[0] for t in graph.ids]
 
 def drive(**kw):
-    s = Scheduler(graph, **kw)
+    s = StateMachine(graph, **kw)
     for w in range(4):
         s.add_worker(w)
     running = []
@@ -146,9 +149,9 @@ validate = dag(100_000, 3, 100_000)
 runner = DagScheduler([Task(t, lambda: None, deps=d) for t, d in pairs], max_workers=4)
 print(json.dumps({
     "Graph.build 100k": cpu(lambda: Graph.build(validate), 3),
-    "Scheduler, heap only": cpu(lambda: drive(locality=False), 3),
-    "Scheduler, local queues": cpu(lambda: drive(), 3),
-    "Scheduler, affinity groups": cpu(lambda: drive(groups=modules), 3),
+    "StateMachine, heap only": cpu(lambda: drive(locality=False), 3),
+    "StateMachine, local queues": cpu(lambda: drive(), 3),
+    "StateMachine, affinity groups": cpu(lambda: drive(groups=modules), 3),
     "DagScheduler.execute": cpu(runner.execute, 3),
 }))
 """

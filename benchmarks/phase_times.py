@@ -51,8 +51,7 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_dagorder.core import graph
-    from pytest_dagorder.distributed import controller as xdist
-    from pytest_dagorder.distributed import wire, worker
+    from pytest_dagorder.distributed import build, scheduling, wire, worker
     from pytest_dagorder.glue import declarations, planning
 
     for name in ("collect_plan", "make_plan", "resolve_items", "read_needs",
@@ -65,8 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _wrap(worker.DagWorker, "_payload", "worker payload")
     _wrap(wire, "encode", "wire.encode")
     _wrap(wire, "decode", "wire.decode")
-    _wrap(xdist.DagScheduling, "_start", "controller start")
-    _wrap(xdist, "affinity_groups", "affinity_groups")
+    _wrap(scheduling.DependencyScheduling, "_start", "controller start")
+    _wrap(build, "affinity_groups", "affinity_groups")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

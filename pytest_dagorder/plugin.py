@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from .glue.internals import assertion_rewriting_paused, barriers_blocker, xdist_controller_active
+from .glue.internals import assertion_rewriting_paused, barriers_blocker
 
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
@@ -30,6 +30,7 @@ with assertion_rewriting_paused():
     from . import migration
     from .distributed.controller import DagController, PlainXdist
     from .distributed.worker import DagWorker
+    from .distributed.xdist_internals import xdist_controller_active
     from .drivers.serial import SerialRunner
     from .glue import settings, sharding, visual
     from .glue.dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)

@@ -13,7 +13,7 @@ import importlib.util
 import pytest
 from helpers import LOG_NAME, base_args, make_modules, read_log, write_ini
 
-from pytest_dagorder.glue.run import short_names
+from pytest_dagorder.glue.dag_run import short_names
 
 TIMEOUT = 120.0
 
@@ -411,13 +411,13 @@ import sys
 
 from _pytest.assertion.rewrite import AssertionRewritingHook
 
-import pytest_dagorder.core.scheduler
+import pytest_dagorder.core.state_machine
 import pytest_dagorder.distributed.controller
 
 
 def test_the_plugin_loaded_plain():
     assert any(isinstance(f, AssertionRewritingHook) for f in sys.meta_path)
-    for module in (pytest_dagorder.core.scheduler, pytest_dagorder.distributed.controller):
+    for module in (pytest_dagorder.core.state_machine, pytest_dagorder.distributed.controller):
         assert not isinstance(module.__loader__, AssertionRewritingHook), module
 
 

@@ -248,7 +248,7 @@ def test_graph_shapes_under_two_workers(pytester: pytest.Pytester) -> None:
     result = run(pytester, "-n", "2", "-v", "--strict-markers", f"--junitxml={xml}")
     check_shapes(result, pytester)
     out = result.stdout.str()
-    assert "scheduling tests via DagScheduling" in out
+    assert "scheduling tests via DependencyScheduling" in out
     assert "[100%]" in out
     assert "dagorder-barrier" not in out
 
@@ -733,7 +733,7 @@ def test_plugin_loaded_explicitly_brings_xdist(
     )
     result = run(pytester, "-p", "dagorder", "-n", "2", "-v", "--strict-markers")
     result.assert_outcomes(passed=3)
-    assert "scheduling tests via DagScheduling" in result.stdout.str()
+    assert "scheduling tests via DependencyScheduling" in result.stdout.str()
     ran = read_log(pytester)
     assert_after(ran, [("a", "b")])
     assert len({r.pid for r in ran.values()}) >= 1
@@ -881,7 +881,7 @@ def test_dist_loadgroup_is_scheduled_as_a_dag(pytester: pytest.Pytester) -> None
     )
     result = run(pytester, "-n", "2", "--dist", "loadgroup", "-v")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["*scheduling tests via DagScheduling*"])
+    result.stdout.fnmatch_lines(["*scheduling tests via DependencyScheduling*"])
     ran = read_log(pytester)
     assert ran["create"].pid == ran["use"].pid
     assert_after(ran, [("create", "use"), ("use", "report")])

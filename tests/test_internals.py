@@ -25,6 +25,7 @@ from typing import Any, cast
 import pytest
 from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
 
+from pytest_dagorder.distributed import xdist_internals
 from pytest_dagorder.glue import internals
 
 TIMEOUT = 120.0
@@ -450,9 +451,9 @@ def test_the_worker_count_is_read_from_the_tx_specs_without_xdists_helper(
     config = cast(pytest.Config, SimpleNamespace(
         getoption=lambda name, default=None: ["3*popen", "ssh=host"] if name == "tx" else default,
         getvalue=lambda name: ["3*popen", "ssh=host"]))
-    assert internals.xdist_node_count(config) == 4
+    assert xdist_internals.xdist_node_count(config) == 4
     monkeypatch.delattr(xdist.workermanage, "parse_tx_spec_config")
-    assert internals.xdist_node_count(config) == 4
+    assert xdist_internals.xdist_node_count(config) == 4
 
 
 def test_the_collection_diff_has_a_message_without_xdists_helper(
@@ -460,7 +461,7 @@ def test_the_collection_diff_has_a_message_without_xdists_helper(
     import xdist.report
 
     monkeypatch.delattr(xdist.report, "report_collection_diff")
-    text = internals.xdist_collection_diff(["a", "b"], ["a"], "gw0", "gw1")
+    text = xdist_internals.xdist_collection_diff(["a", "b"], ["a"], "gw0", "gw1")
     assert text == "Different tests were collected between gw0 and gw1: 2 and 1 tests"
 
 
@@ -469,10 +470,10 @@ def test_the_controller_is_found_by_its_class_name(request: pytest.FixtureReques
         pass
 
     pm = request.config.pluginmanager
-    assert not internals.xdist_controller_active(request.config) or pm.has_plugin("dsession")
+    assert not xdist_internals.xdist_controller_active(request.config) or pm.has_plugin("dsession")
     plugin = DSession()
     pm.register(plugin, "dsession-renamed")
     try:
-        assert internals.xdist_controller_active(request.config)
+        assert xdist_internals.xdist_controller_active(request.config)
     finally:
         pm.unregister(plugin)

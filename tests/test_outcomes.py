@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.glue.outcomes import RERUN, OutcomeTracker
+from pytest_dagorder.glue.outcome_tracker import RERUN, OutcomeTracker
 
 PHASES = ("setup", "call", "teardown")
 OUTCOMES = ("passed", "failed", "skipped", RERUN)

@@ -18,7 +18,7 @@ from helpers import base_args, make_modules, read_log, write_ini
 from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
 
 from pytest_dagorder.distributed import wire
-from pytest_dagorder.distributed.controller import PLAIN_DEPTH
+from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
 
 TIMEOUT = 120
 
@@ -199,7 +199,7 @@ class PlainHarness(Harness):
                 assert i not in seen, f"{self.ids[i]} sent twice"
                 seen.add(i)
         for node in self.nodes:
-            if self.sched.run is not None and not self.sched.run.sched.ready_count:
+            if self.sched.run is not None and not self.sched.run.machine.ready_count:
                 assert not node.queue or node.shutting_down, f"{node} never told to stop"
             # The lookahead rule: a worker starts its head only once it holds a
             # next index or was told to shut down.

@@ -1,6 +1,6 @@
 """Tier 1: the placement policies on their own, driven through the Placement protocol.
 
-The state machine's tests (test_scheduler.py, test_affinity.py) cover them
+The state machine's tests (test_state_machine.py, test_affinity.py) cover them
 end to end; these pin what each policy promises the state machine.
 """
 
@@ -10,7 +10,7 @@ import pytest
 
 from pytest_dagorder.core.graph import Graph
 from pytest_dagorder.core.placement import Rank, ReadyQueues, ResourceLimits
-from pytest_dagorder.core.scheduler import Scheduler
+from pytest_dagorder.core.state_machine import StateMachine
 from pytest_dagorder.core.states import State
 
 
@@ -83,11 +83,11 @@ def test_resource_limits_park_until_a_holder_ends() -> None:
     limits.started(0, "w")
     state[0] = State.RUNNING
     assert limits.next_for("w") == 2  # 1 is parked: it does not idle the worker
-    assert limits.held_back()
+    assert limits.has_parked()
     assert not limits.has_ready()  # parked tasks are off the queues
     state[0] = State.PASSED
     limits.ended(0)
-    assert not limits.held_back()
+    assert not limits.has_parked()
     assert limits.next_for("w") == 1
     limits.validate()
     assert limits.constrained(1) and not limits.constrained(2)
@@ -103,7 +103,7 @@ def test_a_group_bound_by_claim_is_never_handed_to_another_worker() -> None:
     # The group's heap entry stays queued when a claim binds it; taking it
     # from elsewhere must drop it, not try to bind the group twice.
     g = Graph.build([("a", []), ("b", ["a"]), ("c", [])])
-    s = Scheduler(g, groups=["m", "m", None])
+    s = StateMachine(g, groups=["m", "m", None])
     s.add_worker("w1")
     s.add_worker("w2")
     s.claim(0, "w1")
@@ -115,7 +115,7 @@ def test_a_group_bound_by_claim_is_never_handed_to_another_worker() -> None:
 
 def test_a_start_the_placement_refuses_changes_nothing() -> None:
     g = Graph.build([("a", []), ("b", [])])
-    s = Scheduler(g, groups=["m", "m"])
+    s = StateMachine(g, groups=["m", "m"])
     s.add_worker("w1")
     s.add_worker("w2")
     s.claim(0, "w1")
@@ -130,7 +130,7 @@ def test_a_group_is_queued_under_its_first_ready_member() -> None:
     # Free task f (path 2) against group {a (path 1), b (path 3)}: the group
     # waits in the heap under a's rank, the first member released, so f goes first.
     g = Graph.build([("a", []), ("b", []), ("f", [])])
-    s = Scheduler(g, groups=["m", "m", None], priority=[1.0, 3.0, 2.0])
+    s = StateMachine(g, groups=["m", "m", None], priority=[1.0, 3.0, 2.0])
     s.add_worker("w")
     assert s.take("w") == [2]
     assert s.take("w", 2) == [1, 0]

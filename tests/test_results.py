@@ -1,4 +1,4 @@
-"""The core of published results (pytest_dagorder.core.results): checks, limits, stores, relay."""
+"""The core of published results (pytest_dagorder.core.published): checks, limits, stores, relay."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import OrderedDict
 import execnet
 import pytest
 
-from pytest_dagorder.core.results import (
+from pytest_dagorder.core.published import (
     ITEM_BYTES,
     MAX_DEPTH,
     MAX_VALUE_BYTES,

@@ -169,6 +169,6 @@ def test_each_sentence_reads_as_users_know_it(make: Callable[[], str], expected:
 
 
 def test_every_outcome_that_can_block_has_a_phrase() -> None:
-    from pytest_dagorder.core.scheduler import OUTCOMES
+    from pytest_dagorder.core.state_machine import OUTCOMES
 
     assert set(wording.PHRASES) == (OUTCOMES - {"passed"}) | {"cancelled"}

@@ -1,4 +1,4 @@
-"""Tier 2: the xdist adapter (``DagScheduling``) driven through xdist's scheduler protocol.
+"""Tier 2: the xdist adapter (``DependencyScheduling``) driven through xdist's scheduler protocol.
 
 Fake worker nodes record what the controller sends them, in the spirit of
 ``MockNode`` in xdist's testing/test_dsession.py.  A fake node also keeps the
@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from xdist.scheduler import LoadScheduling
 
-from pytest_dagorder.core.scheduler import Skip, blocked_skip
+from pytest_dagorder.core.state_machine import Skip, blocked_skip
 from pytest_dagorder.distributed import wire
 from pytest_dagorder.distributed.controller import (
     RECEIVE_TIMEOUT,
     DagController,
-    DagScheduling,
     GuardedScheduling,
 )
+from pytest_dagorder.distributed.scheduling import DependencyScheduling
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # xdist's crash report has when "???", which TestReport's annotation does not allow.
@@ -225,11 +225,11 @@ def phases(outcome: Outcome) -> list[Phase]:
 
 
 class Harness:
-    """One ``DagScheduling`` with its controller, fake nodes and report feed.
+    """One ``DependencyScheduling`` with its controller, fake nodes and report feed.
 
     Its fake workers gate like distributed/worker.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
-    ahead, see ``Scheduler.take(speculate=True)``) is reported SKIPPED by the
+    ahead, see ``StateMachine.take(speculate=True)``) is reported SKIPPED by the
     worker itself.
     """
 
@@ -243,7 +243,7 @@ class Harness:
         self.barrier: int = payload.barrier
         self.log = FakeLog()
         self.controller = DagController(config)
-        self.sched = DagScheduling(config, self.log, self.controller)
+        self.sched = DependencyScheduling(config, self.log, self.controller)
         self.controller.sched = self.sched  # what pytest_xdist_make_scheduler does
         self.nodes: list[FakeNode] = []
         self.journal: list[tuple[FakeNode, list[int]]] = []
@@ -437,14 +437,14 @@ class Harness:
         terminal = self.terminal()
         if terminal == set(self.ids):
             assert self.sched.tests_finished, f"every test ended: {sorted(terminal)}"
-        # A skip held back until its cause's line is shown waits for a report a
+        # A skip deferred until its cause's line is shown waits for a report a
         # worker owes (or for another held skip): it is reported, not lost.
-        owed = set(self.sched.awaiting) | {skip.task for skip in self.sched.held}
-        for skip in self.sched.held:
-            assert skip.prerequisite in owed, f"{self.ids[skip.task]} held for nothing"
+        owed = set(self.sched.skips.awaiting) | {skip.task for skip in self.sched.skips.deferred}
+        for skip in self.sched.skips.deferred:
+            assert skip.prerequisite in owed, f"{self.ids[skip.task]} deferred for nothing"
         if self.sched.tests_finished:
             left = set(self.ids) - terminal
-            later = {self.ids[skip.task] for skip in self.sched.held}
+            later = {self.ids[skip.task] for skip in self.sched.skips.deferred}
             assert left <= held | later, f"finished, but {sorted(left - held - later)} never ran"
 
 
@@ -676,7 +676,7 @@ def test_crash_returns_the_running_test_and_skips_its_dependents(harness: Any) -
     assert h.sched.nodes == [n2]
 
 
-def test_crash_puts_the_other_tests_it_held_back_for_the_other_node(harness: Any) -> None:
+def test_crash_gives_the_other_tests_it_held_to_the_other_node(harness: Any) -> None:
     """Short tests are pipelined; a crash gives back every held test but the running one."""
     spec = {name: "" for name in "abcdefghijkl"}
     h: Harness = harness(make_payload(spec), "--dag-affinity=none")

@@ -1,6 +1,6 @@
 """Placement: which ready task a worker runs next.
 
-The state machine (:mod:`.scheduler`) decides *whether* a task may run: it
+The state machine (:mod:`.state_machine`) decides *whether* a task may run: it
 counts prerequisites down, moves a task to READY, RUNNING and a terminal
 state, skips what cannot pass.  Placement decides *where and in which order*
 READY tasks run.  The state machine talks to it through one small protocol,
@@ -11,7 +11,10 @@ changes a task's state; it reads the shared state list to drop queue
 entries that went stale (a task started or ended elsewhere), so nothing it
 holds can make a task run twice.
 
-The policies, each one class:
+The policies, each one class, compose one way: :class:`ReadyQueues` is
+innermost, and every other policy wraps the one before it (each sees every
+event and forwards it inward), in the order listed; only the queues are
+always there.
 
 * :class:`ReadyQueues` (always): a task released by a completion on worker
   W joins W's local queue (its fixtures are warm there); W pops its newest
@@ -22,7 +25,7 @@ The policies, each one class:
   entry of the longest local queue (ties: the worker added first).  With
   ``locality=False`` every task goes to the heap: pure priority order, the
   shortest makespan when tasks share no process state.
-* :class:`AffinityGroups` (a :class:`ReadyQueues` that also binds groups):
+* :class:`AffinityGroups` (wraps the queues, when there are groups):
   a group is startable once every prerequisite it has outside itself is
   terminal; it is queued in the global heap under the rank of its first
   ready task; the worker that takes it runs only the group's tasks until
@@ -30,12 +33,16 @@ The policies, each one class:
   is left of the group.  Groups whose outside prerequisites would form a cycle
   between groups are dissolved into free tasks (the only way such a group
   could ever start).
-* :class:`ResourceLimits` (wraps either): a task whose resource is at its
-  limit is parked until a holder ends, so it never idles a worker while
-  other work is ready.  Whatever restricts where or when a task may start
-  beyond its prerequisites belongs here.
-* :class:`HandOutAhead` (called by ``take(speculate=True)`` and ``ahead()``):
-  picks WAITING tasks a worker may hold behind the tasks it runs now.
+* :class:`ResourceLimits` (when some task uses a resource): a task whose
+  resource is at its limit is parked until a task using it ends, so it
+  never idles a worker while other work is ready.  Whatever restricts where
+  or when a task may start beyond its prerequisites belongs here.
+* :class:`Exclusive` (when some task runs alone): outermost; parks a task
+  that runs alone until nothing else runs.
+
+Handing out ahead (``take(speculate=True)`` and ``ahead()``) is not a
+placement: it picks WAITING tasks from the state machine's own record of
+what runs where, see :mod:`.hand_out_ahead`.
 
 The remaining path of a task is its own duration plus the longest path after
 it, in the durations the graph carries (equal when none are known).
@@ -56,7 +63,7 @@ from .states import TERMINAL, State, Worker, check
 #: first, so the longest remaining path goes first, then collection order.
 #: The heaps hold the ranks themselves, built once per task.  A bare tuple,
 #: not a NamedTuple: heapq orders both as fast, but a NamedTuple is several
-#: times dearer to build, paid once per task at every Scheduler construction
+#: times dearer to build, paid once per task at every StateMachine construction
 #: (docs/performance.md); the two fields are documented here instead.
 Rank = tuple[float, int]
 
@@ -98,7 +105,7 @@ class Placement(Protocol):
     def ready_for(self, worker: Worker) -> bool:
         """Whether :meth:`next_for` would give ``worker`` a task now, resource limits aside."""
 
-    def held_back(self) -> bool:
+    def has_parked(self) -> bool:
         """Whether a READY task waits off the queues until a running one ends."""
 
     def validate(self) -> None:
@@ -115,6 +122,20 @@ class ReadyQueues:
         # Workers in the order they were added: the tie-break when stealing.
         self._local: dict[Worker, deque[int]] = {}
         self._heap: list[Rank] = []
+        # Set by a policy whose heap entries stand for more than their task
+        # (see stand_in); None: an entry is live while its task is READY.
+        self._entry_live: Callable[[int], bool] | None = None
+        self._entry_dropped: Callable[[int], None] = _ignore
+
+    def stand_in(self, live: Callable[[int], bool], dropped: Callable[[int], None]) -> None:
+        """Let a wrapping policy decide when a heap entry still stands for work.
+
+        :class:`AffinityGroups` queues a group under one member's entry:
+        ``live(task)`` says whether the entry of ``task`` is still worth
+        popping, and ``dropped(task)`` is told when a stale one is dropped.
+        """
+        self._entry_live = live
+        self._entry_dropped = dropped
 
     def worker_added(self, worker: Worker) -> None:
         self._local[worker] = deque()
@@ -126,18 +147,23 @@ class ReadyQueues:
                 heapq.heappush(heap, rank[i])
 
     def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        if len(tasks) > 1 and origin is not None and self._locality:
+            # Pushed in reverse priority so the LIFO pops the most urgent first.
+            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
+        self.enqueue(tasks, origin)
+
+    def enqueue(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        """:meth:`released` for ``tasks`` already in reverse priority order."""
         if origin is not None and self._locality and origin in self._local:
-            if len(tasks) > 1:
-                # Pushed in reverse priority so the LIFO pops the most urgent first.
-                tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
             self._local[origin].extend(tasks)
             return
-        self._push(tasks)
-
-    def _push(self, tasks: Sequence[int]) -> None:
         heap, rank, push = self._heap, self._rank, heapq.heappush
         for i in tasks:
             push(heap, rank[i])
+
+    def push_entry(self, rank: Rank) -> None:
+        """Put ``rank``'s task into the global heap (for a wrapper queueing a group)."""
+        heapq.heappush(self._heap, rank)
 
     def next_for(self, worker: Worker) -> int | None:
         local = self._drop_ended(worker)
@@ -186,7 +212,7 @@ class ReadyQueues:
         state = self._state
         return any(state[i] is _READY for q in self._local.values() for i in q)
 
-    def held_back(self) -> bool:
+    def has_parked(self) -> bool:
         return False
 
     def validate(self) -> None:
@@ -194,6 +220,8 @@ class ReadyQueues:
 
     def _live(self, task: int) -> bool:
         """Whether the heap entry of ``task`` still stands for something to run."""
+        if self._entry_live is not None:
+            return self._entry_live(task)
         return self._state[task] is _READY
 
     def _drop_ended(self, worker: Worker) -> deque[int]:
@@ -211,258 +239,20 @@ class ReadyQueues:
         return local
 
     def _drop_heap(self) -> None:
-        heap, state = self._heap, self._state
-        while heap and state[heap[0][1]] is not _READY:
-            heapq.heappop(heap)
-
-
-@dataclass(slots=True, eq=False)
-class Group:
-    """One affinity group: tasks that run on one worker, contiguously."""
-
-    gid: int
-    members: list[int]
-    #: Prerequisites outside the group not yet terminal: startable at 0.
-    outside_left: int
-    #: Members not yet terminal: the binding ends at 0.
-    left: int
-    #: Members neither terminal nor running (held or not): at 0 the group's
-    #: worker holds all that is left of it (see AffinityGroups.let_go).
-    unstarted: int
-    #: Ranks of members released while the group was startable (a heap; may hold stale ones).
-    ready: list[Rank] = field(default_factory=list)
-    #: Whether the global heap holds an entry for the group.
-    queued: bool = False
-    #: The worker bound to the group, if any, and what that worker already ran
-    #: when it took the group (those may end alongside it; nothing else may start there).
-    worker: Worker | None = None
-    over: frozenset[int] = frozenset()
-
-
-@final
-class AffinityGroups(ReadyQueues):
-    """:class:`ReadyQueues` where a group's tasks go to one worker, contiguously.
-
-    A startable, unbound group is queued in the global heap under the rank of
-    its first ready member (an entry of a grouped task stands for its group);
-    taking that entry binds the worker, which then takes only the group's
-    tasks until all are terminal, and nothing while they run elsewhere
-    (:meth:`let_go` ends the binding once the worker holds all that is left).
-    """
-
-    def __init__(
-        self,
-        graph: Graph,
-        labels: Sequence[Hashable | None],
-        rank: Sequence[Rank],
-        state: Sequence[State],
-        running_on: Mapping[Worker, set[int]],
-        *,
-        locality: bool,
-    ) -> None:
-        super().__init__(rank, state, locality=locality)
-        n = len(graph)
-        if len(labels) != n:
-            raise ValueError(f"groups has {len(labels)} entries for {n} tasks")
-        self._running_on = running_on
-        ids: dict[Hashable, int] = {}
-        of = [-1] * n
-        for i, label in enumerate(labels):
-            if label is not None:
-                of[i] = ids.setdefault(label, len(ids))
-        of = _dissolve_group_cycles(graph, of, len(ids))
-        members: dict[int, list[int]] = {}
-        for i in range(n):
-            if of[i] >= 0:
-                members.setdefault(of[i], []).append(i)
-        #: Per task, its group (None: a free task).
-        self.of: list[Group | None] = [None] * n
-        self.groups: list[Group] = []
-        self._outside_of: dict[int, list[Group]] = {}
-        # Number the surviving groups densely, in order of their first task.
-        for old in sorted(members, key=lambda k: members[k][0]):
-            tasks = members[old]
-            inside = set(tasks)
-            outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
-                              if p not in inside})
-            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
-            self.groups.append(group)
-            for i in tasks:
-                self.of[i] = group
-            for p in outside:
-                self._outside_of.setdefault(p, []).append(group)
-        self._bound: dict[Worker, Group] = {}
-
-    def bound_group(self, worker: Worker) -> int | None:
-        group = self._bound.get(worker)
-        return None if group is None else group.gid
-
-    def group_bound_to(self, worker: Worker) -> Group | None:
-        return self._bound.get(worker)
-
-    def unstarted(self, gid: int) -> int:
-        """Members of group ``gid`` neither terminal nor running: 0 once all are handed out.
-
-        With none, nothing of the group is left to hold ahead; a driver
-        topping up a worker near its group's end asks after every report,
-        and the search for tasks to hold would scan all it runs.
-        """
-        return self.groups[gid].unstarted
-
-    def worker_removed(self, worker: Worker) -> None:
-        super().worker_removed(worker)
-        group = self._bound.pop(worker, None)
-        if group is not None:
-            group.worker = None
-            self._queue(group)
-
-    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
-        if len(tasks) > 1:
-            # In reverse priority, as the local queues want them; the order
-            # also decides which member a group is queued under.
-            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
-        free: list[int] = []
-        of = self.of
-        for i in tasks:
-            group = of[i]
-            if group is None:
-                free.append(i)
-            else:
-                self._offer(group, i)
-        if not free:
-            return
-        if origin is not None and self._locality and origin in self._local:
-            self._local[origin].extend(free)
-        else:
-            self._push(free)
-
-    def next_for(self, worker: Worker) -> int | None:
-        while True:
-            group = self._bound.get(worker)
-            if group is not None:
-                # Contiguity: None while the group's next tasks still wait on running ones.
-                return self._pop_member(group)
-            i = super().next_for(worker)
-            if i is None:
-                return None
-            group = self.of[i]
-            if group is None:
-                return i
-            group.queued = False  # the entry was taken off the heap
-            self._bind(group, worker)
-
-    def started(self, task: int, worker: Worker) -> None:
-        group = self.of[task]
-        if group is not None:
-            self._bind(group, worker)
-            group.unstarted -= 1
-
-    def ended(self, task: int) -> None:
-        # No longer running: settled next (finished, or skipped while held)
-        # or put back (its worker is gone).
-        super().ended(task)
-        group = self.of[task]
-        if group is not None:
-            group.unstarted += 1
-
-    def settled(self, task: int) -> None:
-        group = self.of[task]
-        if group is not None:
-            group.left -= 1
-            group.unstarted -= 1
-            if not group.left and group.worker is not None:
-                del self._bound[group.worker]
-                group.worker = None
-                group.over = frozenset()
-        for waiting in self._outside_of.get(task, ()):
-            waiting.outside_left -= 1
-            if not waiting.outside_left:
-                for m in waiting.members:
-                    if self._state[m] is _READY:
-                        self._offer(waiting, m)
-
-    def has_ready(self) -> bool:
-        return super().has_ready() or any(g.ready for g in self._bound.values())
-
-    def let_go(self, worker: Worker) -> bool:
-        """End ``worker``'s binding early if it runs or holds all that is left of its group.
-
-        The worker may then take its next group (or a free task) while it
-        still runs the last one's tasks: they become that binding's ``over``,
-        and nothing of the old group is left to go anywhere else, so each
-        group still runs on one worker, contiguously.  True if it was let go.
-        """
-        group = self._bound.get(worker)
-        if group is None or group.unstarted:
-            return False
-        del self._bound[worker]
-        group.worker = None
-        group.over = frozenset()
-        return True
-
-    def validate(self) -> None:
-        for group in self.groups:
-            w = group.worker
-            if w is None:
-                continue
-            check(self._bound.get(w) is group, "group binding asymmetric")
-            others = [i for i in self._running_on.get(w, ())
-                      if self.of[i] is not group and i not in group.over]
-            check(not others, f"worker {w!r} runs {others} outside its group {group.gid}")
-        for group in self.groups:
-            open_ = [i for i in group.members if self._state[i] not in TERMINAL]
-            idle = [i for i in open_ if self._state[i] is not State.RUNNING]
-            check(group.unstarted == len(idle),
-                  f"group {group.gid}: {group.unstarted} counted unstarted, {len(idle)} are")
-
-    def _offer(self, group: Group, i: int) -> None:
-        """Put READY member ``i`` where its group's worker will find it."""
-        if group.outside_left:
-            return  # offered when the group becomes startable
-        heapq.heappush(group.ready, self._rank[i])
-        if group.worker is None:
-            self._queue(group)
-
-    def _queue(self, group: Group) -> None:
-        if group.ready and not group.queued and group.worker is None:
-            group.queued = True
-            heapq.heappush(self._heap, group.ready[0])
-
-    def _pop_member(self, group: Group) -> int | None:
-        ready, state = group.ready, self._state
-        while ready:
-            i = heapq.heappop(ready)[1]
-            if state[i] is _READY:
-                return i
-        return None
-
-    def _bind(self, group: Group, worker: Worker) -> None:
-        current = self._bound.get(worker)
-        if current is group:
-            return
-        if current is not None or group.worker is not None:
-            raise ValueError(f"group {group.gid} cannot be bound to worker {worker!r}")
-        self._bound[worker] = group
-        group.worker = worker
-        group.over = frozenset(self._running_on[worker])
-
-    def _live(self, task: int) -> bool:
-        group = self.of[task]
-        if group is None:
-            return self._state[task] is _READY
-        # Drop entries of members that ended while queued (a "deselected" report):
-        # binding a worker to a group with nothing left would idle it for good.
-        ready, state = group.ready, self._state
-        while ready and state[ready[0][1]] is not _READY:
-            heapq.heappop(ready)
-        return bool(ready) and group.worker is None
-
-    def _drop_heap(self) -> None:
         heap = self._heap
-        while heap and not self._live(heap[0][1]):
-            group = self.of[heapq.heappop(heap)[1]]
-            if group is not None:
-                group.queued = False
+        live = self._entry_live
+        if live is None:
+            state = self._state
+            while heap and state[heap[0][1]] is not _READY:
+                heapq.heappop(heap)
+            return
+        dropped = self._entry_dropped
+        while heap and not live(heap[0][1]):
+            dropped(heapq.heappop(heap)[1])
+
+
+def _ignore(task: int) -> None:
+    pass
 
 
 class _Wrapping:
@@ -502,16 +292,271 @@ class _Wrapping:
     def ready_for(self, worker: Worker) -> bool:
         return self._inner.ready_for(worker)
 
-    def held_back(self) -> bool:
-        return self._inner.held_back()
+    def has_parked(self) -> bool:
+        return self._inner.has_parked()
 
     def validate(self) -> None:
         self._inner.validate()
 
 
+@dataclass(slots=True, eq=False)
+class Group:
+    """One affinity group: tasks that run on one worker, contiguously."""
+
+    gid: int
+    members: list[int]
+    #: Prerequisites outside the group not yet terminal: startable at 0.
+    outside_left: int
+    #: Members not yet terminal: the binding ends at 0.
+    left: int
+    #: Members neither terminal nor running (held or not): at 0 the group's
+    #: worker holds all that is left of it (see AffinityGroups.let_go).
+    unstarted: int
+    #: Ranks of members released while the group was startable (a heap; may hold stale ones).
+    ready: list[Rank] = field(default_factory=list)
+    #: Whether the global heap holds an entry for the group.
+    queued: bool = False
+    #: The worker bound to the group, if any, and what that worker already ran
+    #: when it took the group (those may end alongside it; nothing else may start there).
+    worker: Worker | None = None
+    over: frozenset[int] = frozenset()
+
+
+@final
+class AffinityGroups(_Wrapping):
+    """Wraps the :class:`ReadyQueues`: a group's tasks go to one worker, contiguously.
+
+    Free tasks go to the queues as they are.  A startable, unbound group is
+    queued in the queues' global heap under the rank of its first ready
+    member (an entry of a grouped task stands for its group, see
+    :meth:`ReadyQueues.stand_in`);
+    taking that entry binds the worker, which then takes only the group's
+    tasks until all are terminal, and nothing while they run elsewhere
+    (:meth:`let_go` ends the binding once the worker holds all that is left).
+    """
+
+    def __init__(
+        self,
+        queues: ReadyQueues,
+        graph: Graph,
+        labels: Sequence[Hashable | None],
+        rank: Sequence[Rank],
+        state: Sequence[State],
+        running_on: Mapping[Worker, set[int]],
+    ) -> None:
+        super().__init__(queues)
+        self._queues = queues
+        self._rank = rank
+        self._state = state
+        n = len(graph)
+        if len(labels) != n:
+            raise ValueError(f"groups has {len(labels)} entries for {n} tasks")
+        self._running_on = running_on
+        ids: dict[Hashable, int] = {}
+        of = [-1] * n
+        for i, label in enumerate(labels):
+            if label is not None:
+                of[i] = ids.setdefault(label, len(ids))
+        of = _dissolve_group_cycles(graph, of, len(ids))
+        members: dict[int, list[int]] = {}
+        for i in range(n):
+            if of[i] >= 0:
+                members.setdefault(of[i], []).append(i)
+        #: Per task, its group (None: a free task).
+        self.of: list[Group | None] = [None] * n
+        self.groups: list[Group] = []
+        self._outside_of: dict[int, list[Group]] = {}
+        # Number the surviving groups densely, in order of their first task.
+        for old in sorted(members, key=lambda k: members[k][0]):
+            tasks = members[old]
+            inside = set(tasks)
+            outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
+                              if p not in inside})
+            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
+            self.groups.append(group)
+            for i in tasks:
+                self.of[i] = group
+            for p in outside:
+                self._outside_of.setdefault(p, []).append(group)
+        self._bound: dict[Worker, Group] = {}
+        queues.stand_in(self._live, self._dropped)
+
+    def bound_group(self, worker: Worker) -> int | None:
+        group = self._bound.get(worker)
+        return None if group is None else group.gid
+
+    def group_bound_to(self, worker: Worker) -> Group | None:
+        return self._bound.get(worker)
+
+    def unstarted(self, gid: int) -> int:
+        """Members of group ``gid`` neither terminal nor running: 0 once all are handed out.
+
+        With none, nothing of the group is left to hold ahead; a driver
+        topping up a worker near its group's end asks after every report,
+        and the search for tasks to hold would scan all it runs.
+        """
+        return self.groups[gid].unstarted
+
+    def worker_removed(self, worker: Worker) -> None:
+        self._queues.worker_removed(worker)
+        group = self._bound.pop(worker, None)
+        if group is not None:
+            group.worker = None
+            self._queue(group)
+
+    def released(self, tasks: Sequence[int], origin: Worker | None) -> None:
+        if len(tasks) > 1:
+            # In reverse priority, as the local queues want them; the order
+            # also decides which member a group is queued under.
+            tasks = sorted(tasks, key=self._rank.__getitem__, reverse=True)
+        free: list[int] = []
+        of = self.of
+        for i in tasks:
+            group = of[i]
+            if group is None:
+                free.append(i)
+            else:
+                self._offer(group, i)
+        if free:
+            self._queues.enqueue(free, origin)
+
+    def next_for(self, worker: Worker) -> int | None:
+        while True:
+            group = self._bound.get(worker)
+            if group is not None:
+                # Contiguity: None while the group's next tasks still wait on running ones.
+                return self._pop_member(group)
+            i = self._queues.next_for(worker)
+            if i is None:
+                return None
+            group = self.of[i]
+            if group is None:
+                return i
+            group.queued = False  # the entry was taken off the heap
+            self._bind(group, worker)
+
+    def started(self, task: int, worker: Worker) -> None:
+        self._queues.started(task, worker)
+        group = self.of[task]
+        if group is not None:
+            self._bind(group, worker)
+            group.unstarted -= 1
+
+    def ended(self, task: int) -> None:
+        # No longer running: settled next (finished, or skipped while held)
+        # or put back (its worker is gone).
+        self._queues.ended(task)
+        group = self.of[task]
+        if group is not None:
+            group.unstarted += 1
+
+    def settled(self, task: int) -> None:
+        self._queues.settled(task)
+        group = self.of[task]
+        if group is not None:
+            group.left -= 1
+            group.unstarted -= 1
+            if not group.left and group.worker is not None:
+                del self._bound[group.worker]
+                group.worker = None
+                group.over = frozenset()
+        for waiting in self._outside_of.get(task, ()):
+            waiting.outside_left -= 1
+            if not waiting.outside_left:
+                for m in waiting.members:
+                    if self._state[m] is _READY:
+                        self._offer(waiting, m)
+
+    def has_ready(self) -> bool:
+        return self._queues.has_ready() or any(g.ready for g in self._bound.values())
+
+    def let_go(self, worker: Worker) -> bool:
+        """End ``worker``'s binding early if it runs or holds all that is left of its group.
+
+        The worker may then take its next group (or a free task) while it
+        still runs the last one's tasks: they become that binding's ``over``,
+        and nothing of the old group is left to go anywhere else, so each
+        group still runs on one worker, contiguously.  True if it was let go.
+        """
+        group = self._bound.get(worker)
+        if group is None or group.unstarted:
+            return False
+        del self._bound[worker]
+        group.worker = None
+        group.over = frozenset()
+        return True
+
+    def validate(self) -> None:
+        for group in self.groups:
+            w = group.worker
+            if w is None:
+                continue
+            check(self._bound.get(w) is group, "group binding asymmetric")
+            others = [i for i in self._running_on.get(w, ())
+                      if self.of[i] is not group and i not in group.over]
+            check(not others, f"worker {w!r} runs {others} outside its group {group.gid}")
+        for group in self.groups:
+            open_ = [i for i in group.members if self._state[i] not in TERMINAL]
+            idle = [i for i in open_ if self._state[i] is not State.RUNNING]
+            check(group.unstarted == len(idle),
+                  f"group {group.gid}: {group.unstarted} counted unstarted, {len(idle)} are")
+        self._queues.validate()
+
+    def _offer(self, group: Group, i: int) -> None:
+        """Put READY member ``i`` where its group's worker will find it."""
+        if group.outside_left:
+            return  # offered when the group becomes startable
+        heapq.heappush(group.ready, self._rank[i])
+        if group.worker is None:
+            self._queue(group)
+
+    def _queue(self, group: Group) -> None:
+        if group.ready and not group.queued and group.worker is None:
+            group.queued = True
+            self._queues.push_entry(group.ready[0])
+
+    def _pop_member(self, group: Group) -> int | None:
+        ready, state = group.ready, self._state
+        while ready:
+            i = heapq.heappop(ready)[1]
+            if state[i] is _READY:
+                return i
+        return None
+
+    def _bind(self, group: Group, worker: Worker) -> None:
+        current = self._bound.get(worker)
+        if current is group:
+            return
+        if current is not None or group.worker is not None:
+            raise ValueError(f"group {group.gid} cannot be bound to worker {worker!r}")
+        self._bound[worker] = group
+        group.worker = worker
+        group.over = frozenset(self._running_on[worker])
+
+    def _live(self, task: int) -> bool:
+        """Whether the queues' heap entry of ``task`` still stands for work: a
+        free task's while it is READY, a member's while its group is unbound
+        and has a READY member."""
+        group = self.of[task]
+        if group is None:
+            return self._state[task] is _READY
+        # Drop entries of members that ended while queued (a "deselected" report):
+        # binding a worker to a group with nothing left would idle it for good.
+        ready, state = group.ready, self._state
+        while ready and state[ready[0][1]] is not _READY:
+            heapq.heappop(ready)
+        return bool(ready) and group.worker is None
+
+    def _dropped(self, task: int) -> None:
+        """The queues dropped the stale heap entry of ``task``."""
+        group = self.of[task]
+        if group is not None:
+            group.queued = False
+
+
 @final
 class ResourceLimits(_Wrapping):
-    """Parks a task whose resource is at its limit until a holder ends.
+    """Parks a task whose resource is at its limit until a task using it ends.
 
     Wraps the queues: it sees every task before it starts and every end.
     """
@@ -561,8 +606,8 @@ class ResourceLimits(_Wrapping):
                     if self._state[j] is _READY:
                         self._inner.released((j,), None)
 
-    def held_back(self) -> bool:
-        return any(self._parked.values()) or self._inner.held_back()
+    def has_parked(self) -> bool:
+        return any(self._parked.values()) or self._inner.has_parked()
 
     def validate(self) -> None:
         for r, used in self._in_use.items():
@@ -677,8 +722,8 @@ class Exclusive(_Wrapping):
         # A parked task counts as ready: nothing is handed out ahead meanwhile.
         return bool(self._parked) or self._inner.ready_for(worker)
 
-    def held_back(self) -> bool:
-        return bool(self._parked) or self._inner.held_back()
+    def has_parked(self) -> bool:
+        return bool(self._parked) or self._inner.has_parked()
 
     def validate(self) -> None:
         check(self._running >= 0, "negative running count")
@@ -686,110 +731,6 @@ class Exclusive(_Wrapping):
               f"exclusive task {self._active} runs beside "
               f"{self._running - 1 - self._behind} others")
         self._inner.validate()
-
-
-@final
-class HandOutAhead:
-    """Picks WAITING tasks a worker may hold behind the tasks it runs now.
-
-    Only a task that could not start anywhere before the worker's running
-    tasks end qualifies: every open prerequisite of it runs on that worker.
-    Tasks that need a resource never qualify (a hold bypasses the limits).
-    """
-
-    def __init__(
-        self,
-        graph: Graph,
-        rank: Sequence[Rank],
-        state: Sequence[State],
-        where: Mapping[int, Worker],
-        running_on: Mapping[Worker, set[int]],
-        group_of: Sequence[Group | None] | None,
-        constrained: Callable[[int], bool] | None,
-    ) -> None:
-        self._graph = graph
-        self._rank = rank
-        self._state = state
-        self._where = where
-        self._running_on = running_on
-        self._group_of = group_of
-        self._constrained = constrained
-
-    def successor(self, worker: Worker) -> int | None:
-        """The most urgent free WAITING task whose open prerequisites all run on ``worker``."""
-        g, state, rank = self._graph, self._state, self._rank
-        of, constrained = self._group_of, self._constrained
-        best: int | None = None
-        for r in self._running_on[worker]:
-            for d in (*g.dependents[r], *g.followers[r]):
-                if (state[d] is not State.WAITING
-                        or (of is not None and of[d] is not None)
-                        or (constrained is not None and constrained(d))
-                        or (best is not None and rank[best] <= rank[d])):
-                    continue
-                if self._waits_only_on(d, worker):
-                    best = d
-        return best
-
-    def group_tasks(self, worker: Worker, gid: int, limit: int,
-                    hold: Callable[[int], None]) -> list[int]:
-        """Up to ``limit`` tasks of group ``gid`` whose open prerequisites all run on
-        ``worker``, most urgent first, each passed to ``hold`` as it is found (a
-        held task's own dependents then qualify in turn)."""
-        g, state, rank = self._graph, self._state, self._rank
-        of, constrained = self._group_of, self._constrained
-        assert of is not None  # a worker is bound to a group only where groups exist
-        # Only a running task with a WAITING successor can lead anywhere, and
-        # holding tasks never makes another WAITING: the others are dropped
-        # before sorting (a worker may run a batch of a thousand, nearly all
-        # of them with their successors held already, and this runs per batch).
-        waiting = State.WAITING
-        seeds: list[int] = []
-        for r in self._running_on[worker]:
-            for d in g.dependents[r]:
-                if state[d] is waiting:
-                    seeds.append(r)
-                    break
-            else:
-                for d in g.followers[r]:
-                    if state[d] is waiting:
-                        seeds.append(r)
-                        break
-        frontier = sorted(seeds, key=rank.__getitem__)
-        out: list[int] = []
-        k = 0
-        while k < len(frontier) and len(out) < limit:
-            r = frontier[k]
-            k += 1
-            for d in sorted((*g.dependents[r], *g.followers[r]), key=rank.__getitem__):
-                group = of[d]
-                if (len(out) >= limit or state[d] is not State.WAITING
-                        or group is None or group.gid != gid
-                        or (constrained is not None and constrained(d))
-                        or not self._waits_only_on(d, worker)):
-                    continue
-                hold(d)
-                out.append(d)
-                frontier.append(d)
-        return out
-
-    def _waits_only_on(self, d: int, worker: Worker) -> bool:
-        """Whether every open prerequisite of ``d`` is running on ``worker``.
-
-        Requires-pass prerequisites must have passed or be running there;
-        ordering-only ones must have ended or be running there.
-        """
-        state, where = self._state, self._where
-        # Plain loops: this runs for every task a batch holds ahead.
-        for p in self._graph.requires[d]:
-            s = state[p]
-            if s is not State.PASSED and (s is not State.RUNNING or where.get(p) != worker):
-                return False
-        for p in self._graph.after[d]:
-            s = state[p]
-            if s not in TERMINAL and (s is not State.RUNNING or where.get(p) != worker):
-                return False
-        return True
 
 
 def _dissolve_group_cycles(graph: Graph, of: list[int], count: int) -> list[int]:

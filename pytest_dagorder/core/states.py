@@ -1,6 +1,6 @@
 """Task states: the vocabulary the scheduler's state machine and its placement share.
 
-Only the state machine (:mod:`.scheduler`) changes a task's state; placement
+Only the state machine (:mod:`.state_machine`) changes a task's state; placement
 (:mod:`.placement`) reads it to tell live queue entries from stale ones.
 """
 

@@ -86,7 +86,7 @@ class Payload:
     xdist_groups: list[str | None]
     graph: GraphData | None = None
     problems: Sequence[tuple[str, str]] = ()
-    #: Per test: resources it holds while it runs (empty: none), and whether
+    #: Per test: resources it uses while it runs (empty: none), and whether
     #: it runs alone.  Empty sequences: no test has either.
     resources: Sequence[Sequence[str]] = ()
     exclusive: Sequence[bool] = ()
@@ -202,7 +202,7 @@ class ExitRequest:
     """A test on a worker called ``pytest.exit(message, returncode)``.
 
     Sent after the hello (and the plan, if one is shipped): the controller
-    ends the session the way pytest ends it (see ``DagScheduling``).
+    ends the session the way pytest ends it (see ``DependencyScheduling``).
     """
 
     message: str

@@ -19,7 +19,7 @@ then ends its own scopes only, keeping module/class fixtures for whatever
 comes next.
 
 When neither is installed.  A suite that declares nothing the controller
-must order, limit or hold back (see :func:`declares_nothing`) needs no
+must order, limit or withhold (see :func:`declares_nothing`) needs no
 barrier: every test is ready from the start, so the controller always
 sends a worker its next test ahead, as xdist's own load scheduling does.
 Every worker decides that after its collection (all collect the same) and
@@ -38,14 +38,14 @@ import pytest
 
 from ..core.affinity import kept_whole
 from ..core.memory import collector_paused
-from ..core.scheduler import Skip, blocked_skip
+from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
+from ..glue.dag_run import short_names
 from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
-from ..glue.outcomes import OutcomeTracker
+from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner
 from ..glue.resources import NONE
-from ..glue.run import short_names
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
 from ..migration.runtime import RuntimeUsers
@@ -113,7 +113,7 @@ class DagWorker(Planner):
         self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
         self.last_real: pytest.Item | None = None
         self._below: dict[int, list[pytest.Item]] = {}
-        # Gating of speculatively sent tests (see Scheduler.take): outcomes
+        # Gating of speculatively sent tests (see StateMachine.take): outcomes
         # of the tests this worker ran, in the order they ended.
         self.gating = settings_of(config).on_failure == "skip"
         self.stop_policy = settings_of(config).on_failure == "stop"
@@ -180,7 +180,7 @@ class DagWorker(Planner):
         # Every worker collects the same tests, so every one decides alike, and
         # the controller follows the flag in the plan it reads.
         # --dag-on-failure=stop starts nothing new after a failure: the
-        # controller must be able to hold tests back, so it needs barriers.
+        # controller must be able to withhold tests, so it needs barriers.
         # Files kept whole (--dist loadfile/loadscope, documents) are chains
         # the controller hands out one test after another: barriers again.
         dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
@@ -286,7 +286,7 @@ class DagWorker(Planner):
             # A barrier's teardown of a module/class fixture failed after the
             # test had passed; it is reported on that test, as serially.  The
             # controller has settled the test already, so only the dependents
-            # that start on this worker from now on can still be held back by
+            # that start on this worker from now on can still be skipped for
             # it (serially every dependent would be).
             self.outcome[i] = word
 
@@ -413,7 +413,7 @@ def declares_nothing(plan: Plan | None, items: list[pytest.Item]) -> bool:
     edges), no problem to report, no resource or exclusive test, no
     ``xdist_group``, no test using the ``dag`` fixture or pytest-dependency's
     runtime ``depends()``: every test is ready from the start, so the
-    controller never holds one back and the worker needs no barrier.
+    controller never withholds one and the worker needs no barrier.
     """
     if plan is None or plan.graph is not None or plan.problems or plan.needs:
         return False

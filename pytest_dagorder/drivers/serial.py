@@ -14,10 +14,10 @@ import pytest
 from ..core import wording
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, write_published
+from ..glue.dag_run import DagRun, report_problems, write_summary
 from ..glue.internals import skip_here
 from ..glue.planning import Plan, Planner
 from ..glue.resources import unused_limits
-from ..glue.run import DagRun, report_problems, write_summary
 from ..glue.settings import settings_of
 
 WORKER = "serial"
@@ -48,7 +48,7 @@ class SerialRunner(Planner):
         elif plan.graph is not None:
             self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
                               on_failure=settings_of(config).on_failure)
-            self.run.sched.add_worker(WORKER)
+            self.run.machine.add_worker(WORKER)
             self.run.whole = plan.whole
             self.pulled_back = len(plan.pulled_back)
 
@@ -72,20 +72,20 @@ class SerialRunner(Planner):
         i = run.index.get(item.nodeid)
         if i is None:
             return
-        sched = run.sched
-        skip = sched.skips.get(i)
+        machine = run.machine
+        skip = machine.skips.get(i)
         if skip is not None:
             run.reported.add(i)
             skip_here(run.reason(skip))
-        state = sched.state[i]
+        state = machine.state[i]
         if state.value == "ready":
-            sched.claim(i, WORKER)
+            machine.claim(i, WORKER)
             return
         if state.value == "waiting":
             # Another plugin moved this test before its prerequisites: do not run blind.
             missing = [run.nodeids[p] for p in (*run.graph.requires[i], *run.graph.after[i])
-                       if not sched.state[p].terminal]
-            sched.finished(i, "not run")
+                       if not machine.state[p].terminal]
+            machine.finished(i, "not run")
             skip_here(wording.not_run_yet(missing[0]))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

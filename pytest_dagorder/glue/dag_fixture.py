@@ -1,9 +1,9 @@
 """The ``dag`` fixture: ``dag.publish(key, value)`` and ``dag.result(target)``.
 
-Glue between a test and :mod:`~pytest_dagorder.core.results` (the checks and the
+Glue between a test and :mod:`~pytest_dagorder.core.published` (the checks and the
 stores).  Each process that runs tests (a serial run, an xdist worker) has
 one :class:`LocalResults`, owned by its driver: it opens a
-:class:`~pytest_dagorder.core.results.Publication` per test attempt, keeps it
+:class:`~pytest_dagorder.core.published.Publication` per test attempt, keeps it
 once the test passed (a worker also sends it to the controller then), and
 answers reads from what it holds.  Under xdist the controller sends a
 worker the values a test may read ahead of the test itself
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ..core import wording
-from ..core.results import (
+from ..core.published import (
     Publication,
     Published,
     ReadError,
@@ -28,10 +28,10 @@ from ..core.results import (
     Values,
     requires_closure,
 )
+from .dag_run import short_names
 from .declarations import Index
-from .outcomes import OutcomeTracker
+from .outcome_tracker import OutcomeTracker
 from .planning import Plan
-from .run import short_names
 from .settings import DRIVER_NAME
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of

@@ -1,4 +1,4 @@
-"""Every use of a pytest, pluggy or pytest-xdist internal, one function each.
+"""Every use of a pytest or pluggy internal, one function each.
 
 Checked against pytest 8.4 and 9.2, pluggy 1.5 and 1.7, pytest-xdist 3.8
 (pyproject.toml allows pytest <10, pluggy <2, pytest-xdist <4).  Each
@@ -7,8 +7,8 @@ that the internal is still there before it relies on it, and otherwise
 does what docs/limitations.rst lists as its fallback: a release that
 renames one degrades this plugin, never the pytest run.  The names looked
 up are the module constants below, so a test can rename one to see the
-fallback.  pytest-dependency's internals have their own module
-(``migration/runtime.py``), as they are that plugin's, not pytest's.
+fallback.  pytest-xdist's are in ``distributed/xdist_internals.py`` (only
+the xdist driver uses them), pytest-dependency's in ``migration/runtime.py``.
 """
 
 from __future__ import annotations
@@ -419,48 +419,6 @@ def keep_in_lastfailed(config: pytest.Config, nodeids: Sequence[str]) -> None:
 def resuming(config: pytest.Config) -> bool:
     """Whether ``--lf`` or ``--sw`` may narrow the run to where the last one failed."""
     return bool(config.getoption("lf", False) or config.getoption("stepwise", False))
-
-
-# -- pytest-xdist -----------------------------------------------------------------
-
-
-def xdist_controller_active(config: pytest.Config) -> bool:
-    """Whether xdist's DSession runs this session.
-
-    Asked from our ``pytest_sessionstart``, which runs after every plugin's
-    ``pytest_configure``, so after xdist's, which registers DSession as
-    "dsession"; should that name change, it is found by its class name.
-    """
-    pm = config.pluginmanager
-    return pm.has_plugin("dsession") or any(
-        type(p).__name__ == "DSession" for p in pm.get_plugins())
-
-
-def xdist_node_count(config: pytest.Config) -> int:
-    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``,
-    which xdist's own schedulers use; where it is gone, the ``--tx`` specs that
-    xdist makes of ``-n`` are counted the same way here)."""
-    try:
-        from xdist.workermanage import parse_tx_spec_config
-    except ImportError:
-        count = 0
-        for spec in config.getoption("tx", None) or ():
-            times, star, _ = str(spec).partition("*")
-            count += int(times) if star and times.isdigit() else 1
-        return count
-    return len(parse_tx_spec_config(config))
-
-
-def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
-                          first_id: str, other_id: str) -> str:
-    """xdist's own message for workers that collected different tests (where it
-    is gone, a short one)."""
-    try:
-        from xdist.report import report_collection_diff
-    except ImportError:
-        return (f"Different tests were collected between {first_id} and {other_id}: "
-                f"{len(first)} and {len(other)} tests")
-    return str(report_collection_diff(list(first), list(other), first_id, other_id))
 
 
 @contextmanager

@@ -116,7 +116,7 @@ def make_plan(
     outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
     run = _collection_order(run, n_sel, universe, collected, res.requires, res.after)
     # Nodes of the graph as built: the deselected ones first, so that, free
-    # from the start, they hold back no test of the run in the stable
+    # from the start, they keep back no test of the run in the stable
     # topological order; then the run in collection order.
     order = outside + run
     pos = {u: k for k, u in enumerate(order)}

@@ -1,4 +1,4 @@
-"""What a test holds while it runs: named resources, or the whole machine.
+"""What a test uses while it runs: named resources, or the whole machine.
 
 ``@pytest.mark.dag_resource("postgres", "broker")`` names resources a test
 uses; at most ``--dag-limit NAME=N`` tests naming the same resource run at

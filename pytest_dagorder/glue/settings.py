@@ -16,8 +16,8 @@ from typing import Any, Literal, cast, get_args
 
 import pytest
 
-from ..core.scheduler import FAILURE_POLICIES, FailurePolicy
 from ..core.shards import ShardSpecError, parse_spec
+from ..core.state_machine import FAILURE_POLICIES, FailurePolicy
 
 #: Which tests must share a worker (see affinity.py): chains inside a module,
 #: inside a class, or none (pure per-test scheduling).

@@ -24,7 +24,7 @@ import pytest
 from ..render import graph_export, timeline
 from ..render.graph_export import Edge, Node
 from ..render.timeline import Interval, Skipped
-from .outcomes import OutcomeTracker
+from .outcome_tracker import OutcomeTracker
 from .settings import DRIVER_NAME
 
 PLUGIN_NAME: Final = "dagorder-visuals"
@@ -176,18 +176,18 @@ def find_run(config: pytest.Config) -> tuple[RunView | None, bool]:
         run, invalid = holder.run, bool(plan is not None and plan.problems)
     if run is None:
         return None, invalid
-    sched = run.sched
+    machine = run.machine
     label = {i: run.nodeids[members[0]]
-             for members in sched.groups for i in members}
+             for members in machine.groups for i in members}
     return RunView(
         nodeids=list(run.nodeids),
         n_run=run.n_run,
         requires=run.graph.requires,
         after=run.graph.after,
-        outcome=list(sched.outcome),
-        skips={i: (run.reason(s), s.root) for i, s in sorted(sched.skips.items())
+        outcome=list(machine.outcome),
+        skips={i: (run.reason(s), s.root) for i, s in sorted(machine.skips.items())
                if i < run.n_run and i in run.reported},
-        blocked=frozenset(sched.skips),
+        blocked=frozenset(machine.skips),
         groups=[label.get(i) for i in range(len(run.nodeids))],
     ), invalid
 

@@ -21,7 +21,7 @@ from typing import Literal, final
 from ..core import wording
 from ..core.graph import Graph
 from ..core.pacing import Pacing
-from ..core.scheduler import FailurePolicy, Scheduler
+from ..core.state_machine import FailurePolicy, StateMachine
 
 Status = Literal["passed", "failed", "skipped"]
 
@@ -40,7 +40,7 @@ class Task:
     """A unit of work: ``fn`` runs once every task in ``deps`` passed.
 
     ``after`` orders without gating (wait for those to end, whatever their
-    outcome); ``resources`` names limited resources the task holds while it
+    outcome); ``resources`` names limited resources the task uses while it
     runs (at most ``limits[name]`` tasks naming it at once, default 1);
     ``exclusive`` runs it alone, no other task at the same time;
     ``duration`` estimates its run time in seconds, to run the longest
@@ -112,7 +112,7 @@ class DagScheduler:
     def execute(self) -> dict[Hashable, TaskResult]:
         """Run every task; return once each is terminal, keyed by task id."""
         tasks = self._tasks
-        sched = Scheduler(
+        sched = StateMachine(
             self.graph,
             on_failure=self.on_failure,
             resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,

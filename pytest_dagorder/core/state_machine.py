@@ -4,13 +4,13 @@ Pure: no pytest, no threads, no clocks.  A driver (the serial plugin, the
 xdist controller, the thread-pool executor) feeds it events - a worker came or
 went, tasks were taken by a worker, a task finished with an outcome, a stop
 was requested - and reads its decisions: which tasks a worker should run
-next (:meth:`Scheduler.take`) and which tasks became skipped, with why
-(:meth:`Scheduler.pop_skipped`).
+next (:meth:`StateMachine.take`) and which tasks became skipped, with why
+(:meth:`StateMachine.pop_skipped`).
 
 This module holds the state machine: task states, the counters, skip
-propagation, stops and :meth:`~Scheduler.validate`.  Where and in which
+propagation, stops and :meth:`~StateMachine.validate`.  Where and in which
 order READY tasks run (ready queues, affinity groups, resource limits,
-hand-out-ahead) is :mod:`.placement`'s business, behind the small
+exclusive tests) is :mod:`.placement`'s business, behind the small
 :class:`~.placement.Placement` protocol: the state machine tells it what
 became READY, started, ended and terminal, and asks it for a worker's next
 task.  Placement never changes a state, so the invariants below are this
@@ -31,7 +31,7 @@ dropped, never run.  A task put back by :meth:`remove_worker` returns to
 READY and is released to placement afresh.
 
 The one exception is the speculative hand-out (``take(..., speculate=True)``
-and :meth:`~Scheduler.ahead`): a WAITING task of a bound group, or a free
+and :meth:`~StateMachine.ahead`): a WAITING task of a bound group, or a free
 one, whose every open prerequisite is RUNNING on one worker goes straight
 to RUNNING there.  It is still handed out
 once (only a WAITING task qualifies, and it leaves WAITING), its counter
@@ -63,10 +63,10 @@ from typing import Final, Literal, final, get_args
 from . import wording
 from .errors import name_of
 from .graph import Graph
+from .hand_out_ahead import HandOutAhead
 from .placement import (
     AffinityGroups,
     Exclusive,
-    HandOutAhead,
     Placement,
     Rank,
     ReadyQueues,
@@ -79,9 +79,9 @@ __all__ = [
     "OUTCOMES",
     "FailurePolicy",
     "Outcome",
-    "Scheduler",
     "Skip",
     "State",
+    "StateMachine",
     "Worker",
     "as_outcome",
     "blocked_skip",
@@ -158,7 +158,7 @@ def blocked_skip(
 
 
 @final
-class Scheduler:
+class StateMachine:
     def __init__(
         self,
         graph: Graph,
@@ -196,18 +196,18 @@ class Scheduler:
         self._stopped: str | None = None
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
-        # Placement, outermost policy last: each wraps or extends the one before.
+        # Placement: the ready queues, each other policy wrapping the one
+        # before, outermost last.
         self._groups: AffinityGroups | None = None
-        placement: Placement
         alone = list(exclusive) if exclusive is not None and any(exclusive) else None
         if alone is not None and len(alone) != n:
             raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
+        queues = ReadyQueues(self._rank, self.state, locality=locality)
+        placement: Placement = queues
         if groups is not None:
-            self._groups = AffinityGroups(graph, groups, self._rank, self.state,
-                                          self._running_on, locality=locality)
+            self._groups = AffinityGroups(queues, graph, groups, self._rank, self.state,
+                                          self._running_on)
             placement = self._groups
-        else:
-            placement = ReadyQueues(self._rank, self.state, locality=locality)
         limited: ResourceLimits | None = None
         if resources or limits:
             limited = ResourceLimits(placement, resources, limits, self.state, n)
@@ -583,5 +583,5 @@ class Scheduler:
             waiting = [i for i in range(n) if self.state[i] in (State.WAITING, State.READY)]
             check(not waiting, f"tasks {waiting} not skipped after the stop")
         if not self.done and not self.where and self._workers:
-            live = self.has_ready() or self._placement.held_back()
+            live = self.has_ready() or self._placement.has_parked()
             check(live, "run cannot progress: nothing running, nothing ready")

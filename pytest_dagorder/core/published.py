@@ -321,7 +321,7 @@ class Relay:
     ``requires`` are the graph's requires-pass edges; ``passed(i)`` tells
     whether test ``i`` has passed for good.  :meth:`missing` walks a
     dispatched test's prerequisites and names the values its worker lacks;
-    a passed prerequisite whose whole ancestry the worker holds is not
+    a passed prerequisite whose whole ancestry was delivered to the worker is not
     walked again for that worker, so each (worker, test) pair is visited once.
     """
 
@@ -330,13 +330,13 @@ class Relay:
         self.requires = requires
         self.passed = passed
         self.values: dict[int, Values] = {}
-        self._held: dict[Hashable, set[int]] = {}
+        self._delivered: dict[Hashable, set[int]] = {}
         self._complete: dict[Hashable, set[int]] = {}
 
     def received(self, worker: Hashable, test: int, values: Values) -> None:
         """``worker`` ran ``test``, which published ``values`` (kept if the test passes)."""
         self.values[test] = values
-        self._held.setdefault(worker, set()).add(test)
+        self._delivered.setdefault(worker, set()).add(test)
 
     def settled(self, test: int) -> None:
         """``test``'s outcome is final: its values stay only if it passed."""
@@ -344,11 +344,11 @@ class Relay:
             self.values.pop(test, None)
 
     def missing(self, worker: Hashable, tests: Iterable[int]) -> dict[int, Values]:
-        """Values of the prerequisites of ``tests`` that ``worker`` does not hold yet.
+        """Values of the prerequisites of ``tests`` that ``worker`` was not sent yet.
 
-        Recorded as held once returned (the caller sends them).
+        Recorded as delivered once returned (the caller sends them).
         """
-        held = self._held.setdefault(worker, set())
+        delivered = self._delivered.setdefault(worker, set())
         complete = self._complete.setdefault(worker, set())
         out: dict[int, Values] = {}
         seen: set[int] = set()
@@ -358,17 +358,17 @@ class Relay:
             if p in seen or p in complete:
                 continue
             seen.add(p)
-            if p in self.values and p not in held:
+            if p in self.values and p not in delivered:
                 out[p] = self.values[p]
-                held.add(p)
+                delivered.add(p)
             stack.extend(self.requires[p])
         # A passed test ran after all of its prerequisites passed: everything
-        # above it was walked now and is held from here on.
+        # above it was walked now and is delivered from here on.
         complete.update(p for p in seen if self.passed(p))
         return out
 
     def forget(self, worker: Hashable) -> None:
-        self._held.pop(worker, None)
+        self._delivered.pop(worker, None)
         self._complete.pop(worker, None)
 
     def keys_by_test(self) -> dict[int, list[str]]:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dagorder.core.graph import Graph
-from pytest_dagorder.core.scheduler import OUTCOMES, FailurePolicy, Scheduler, Skip, State
+from pytest_dagorder.core.state_machine import OUTCOMES, FailurePolicy, Skip, State, StateMachine
 
 # ---------------------------------------------------------------- the driver
 
@@ -31,12 +31,12 @@ def graph_of(spec: Mapping[str, str], after: Mapping[str, str] | None = None,
     )
 
 
-def running_on(sched: Scheduler, worker: Hashable) -> list[int]:
+def running_on(sched: StateMachine, worker: Hashable) -> list[int]:
     """The tasks running on ``worker``, read from ``where`` as the drivers read it."""
     return sorted(t for t, w in sched.where.items() if w == worker)
 
 
-def group_of(sched: Scheduler) -> dict[int, int]:
+def group_of(sched: StateMachine) -> dict[int, int]:
     """Task -> its group's index in ``sched.groups`` (what the drivers report); free
     tasks are absent."""
     return {t: gid for gid, members in enumerate(sched.groups) for t in members}
@@ -59,7 +59,7 @@ class Driver:
     ) -> None:
         self.graph = graph_of(spec, after, durations)
         ids = [str(t) for t in self.graph.ids]
-        self.sched = Scheduler(
+        self.sched = StateMachine(
             self.graph,
             on_failure=on_failure,
             resources=[(resources or {}).get(t, "").split() for t in ids]
@@ -216,7 +216,7 @@ def test_priority_longest_critical_path_first() -> None:
 
 def test_explicit_priority_overrides_the_critical_path() -> None:
     g = graph_of({"a": "", "b": "", "c": ""})
-    s = Scheduler(g, priority=[1.0, 3.0, 2.0])
+    s = StateMachine(g, priority=[1.0, 3.0, 2.0])
     s.add_worker("w")
     assert s.take("w", 3) == [1, 2, 0]
     s.validate()
@@ -331,11 +331,11 @@ def test_explicit_stop_skips_every_unstarted_task_with_its_reason() -> None:
 def test_bad_policy_and_limits_rejected() -> None:
     g = graph_of({"a": ""})
     with pytest.raises(ValueError, match="on_failure"):
-        Scheduler(g, on_failure="ignore")  # type: ignore[arg-type]
+        StateMachine(g, on_failure="ignore")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least 1"):
-        Scheduler(g, limits={"db": 0})
+        StateMachine(g, limits={"db": 0})
     with pytest.raises(ValueError, match="groups has 2 entries for 1 tasks"):
-        Scheduler(g, groups=["x", "y"])
+        StateMachine(g, groups=["x", "y"])
 
 
 # ---------------------------------------------------------------- after-edges
@@ -713,14 +713,14 @@ def test_group_cycle_through_two_groups() -> None:
 HASHSEED_SCRIPT = textwrap.dedent("""
     import json
     from pytest_dagorder.core.graph import Graph
-    from pytest_dagorder.core.scheduler import Scheduler
+    from pytest_dagorder.core.state_machine import StateMachine
 
     names = ["t%02d" % k for k in range(40)]
     pairs = [(n, [names[j] for j in range(k) if (k * 7 + j * 3) % 5 == 0][:3])
              for k, n in enumerate(names)]
     after = {names[k]: [names[k - 1]] for k in range(3, 40, 6)}
     g = Graph.build(pairs, after=after)
-    s = Scheduler(
+    s = StateMachine(
         g,
         resources=[["db", "net"] if k % 4 == 0 else (["net"] if k % 3 == 0 else [])
                    for k in range(40)],
@@ -816,7 +816,7 @@ def requires_closure(graph: Graph, roots: set[int]) -> set[int]:
 @dataclass
 class Run:
     graph: Graph
-    sched: Scheduler
+    sched: StateMachine
     dispatched: dict[int, int]
     put_back: dict[int, int]
     events: dict[int, str]  # outcome reported through finished()
@@ -825,7 +825,7 @@ class Run:
 def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
     graph = case.graph()
     n = len(graph)
-    sched = Scheduler(graph, on_failure=policy, resources=case.resources, limits=case.limits,
+    sched = StateMachine(graph, on_failure=policy, resources=case.resources, limits=case.limits,
                       groups=case.groups, exclusive=case.exclusive)
     sched.validate()
     alone = case.exclusive or [False] * n
@@ -1002,7 +1002,7 @@ def test_random_runs_stop_policy(case: Case, data: st.DataObject) -> None:
 def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> None:
     """Every worker that asks gets work whenever a ready task fits its resources."""
     graph = case.graph()
-    sched = Scheduler(graph, resources=case.resources, limits=case.limits)
+    sched = StateMachine(graph, resources=case.resources, limits=case.limits)
     workers = [f"w{k}" for k in range(nworkers)]
     for w in workers:
         sched.add_worker(w)
@@ -1132,7 +1132,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     prerequisites passed, and the outcome equals the non-speculative rule."""
     graph = case.graph()
     n = len(graph)
-    sched = Scheduler(graph, on_failure="skip", resources=case.resources, limits=case.limits,
+    sched = StateMachine(graph, on_failure="skip", resources=case.resources, limits=case.limits,
                       groups=case.groups)
     workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
     for w in workers:
@@ -1263,7 +1263,7 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
     task starts only after its prerequisites passed, or is skipped (remote)."""
     graph = case.graph()
     n = len(graph)
-    sched = Scheduler(graph, on_failure="skip", resources=case.resources,
+    sched = StateMachine(graph, on_failure="skip", resources=case.resources,
                       limits=case.limits, groups=case.groups)
     workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
     for w in workers:
@@ -1320,7 +1320,7 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
 
 def test_an_exclusive_task_waits_for_the_run_to_drain_and_runs_alone() -> None:
     graph = graph_of({"a": "", "x": "", "b": "", "c": ""})
-    sched = Scheduler(graph, exclusive=[False, True, False, False], locality=False)
+    sched = StateMachine(graph, exclusive=[False, True, False, False], locality=False)
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]  # a
@@ -1337,7 +1337,7 @@ def test_an_exclusive_task_waits_for_the_run_to_drain_and_runs_alone() -> None:
 
 def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> None:
     graph = graph_of({"a": "", "x": "a", "b": "x"})
-    sched = Scheduler(graph, exclusive=[False, True, False], groups=["g", "g", "g"])
+    sched = StateMachine(graph, exclusive=[False, True, False], groups=["g", "g", "g"])
     sched.add_worker("w")
     assert sched.take("w", speculate=True) == [0]
     assert sched.ahead("w", 3) == []  # x waits on a but runs alone: not held
@@ -1350,7 +1350,7 @@ def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> No
 def test_a_group_in_progress_finishes_while_an_exclusive_task_waits() -> None:
     # g1, g2: one group (an edge); x: runs alone; w1 works through the group.
     graph = graph_of({"g1": "", "g2": "g1", "x": ""})
-    sched = Scheduler(graph, exclusive=[False, False, True], groups=["g", "g", None])
+    sched = StateMachine(graph, exclusive=[False, False, True], groups=["g", "g", None])
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]

@@ -17,11 +17,11 @@ import pytest
 from ..core import wording
 from ..core.bounds import bounds
 from ..core.graph import Graph
-from ..core.scheduler import FailurePolicy, Scheduler, Skip, as_outcome
+from ..core.state_machine import FailurePolicy, Skip, StateMachine, as_outcome
 from . import durations
 from .declarations import Problem
 from .internals import keep_in_lastfailed
-from .outcomes import OutcomeTracker
+from .outcome_tracker import OutcomeTracker
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:
@@ -80,7 +80,7 @@ class DagRun:
         self.unique = len(self.index) == len(self.nodeids)
         self._names: list[str] | None = None  # see name()
         self.n_run = n_run
-        self.sched = Scheduler(
+        self.machine = StateMachine(
             graph,
             on_failure=on_failure,
             groups=groups,
@@ -103,7 +103,7 @@ class DagRun:
         self.reported: set[int] = set()
         # Prerequisites outside the run never run: settle them first.
         for i in range(n_run, len(graph)):
-            self.sched.finished(i, "deselected")
+            self.machine.finished(i, "deselected")
 
     def name(self, i: int) -> str:
         """How skip reasons name test ``i`` (made on first use: a run with no
@@ -125,7 +125,7 @@ class DagRun:
         itself (they count once that report arrived).
         """
         return [SkipToReport(s.task, self.reason(s), s.remote, s.prerequisite)
-                for s in self.sched.pop_skipped() if s.task < self.n_run]
+                for s in self.machine.pop_skipped() if s.task < self.n_run]
 
     def record(self, report: pytest.TestReport, index: int | None = None, *,
                timed: bool = True) -> int | None:
@@ -145,7 +145,7 @@ class DagRun:
         word = self.tracker.feed(report, i)
         if word is None:
             return None
-        self.sched.finished(i, as_outcome(word))
+        self.machine.finished(i, as_outcome(word))
         return i
 
     def took(self, i: int, seconds: float) -> None:
@@ -155,13 +155,13 @@ class DagRun:
 
     def measured(self) -> dict[str, float]:
         """Seconds per node id of the tests that ran (not those skipped for a prerequisite)."""
-        skipped = self.sched.skips
+        skipped = self.machine.skips
         return {self.nodeids[i]: secs for i, secs in self.elapsed.items()
-                if i not in skipped and self.sched.outcome[i] != "crashed"}
+                if i not in skipped and self.machine.outcome[i] != "crashed"}
 
     def blocked(self) -> list[str]:
         """Node ids of the tests of the run skipped because a prerequisite did not pass."""
-        return [self.nodeids[i] for i, skip in self.sched.skips.items()
+        return [self.nodeids[i] for i, skip in self.machine.skips.items()
                 if skip.root is not None and i < self.n_run and i in self.reported]
 
     def finish(self, config: pytest.Config) -> None:
@@ -182,7 +182,7 @@ class DagRun:
         """
         blocked: dict[int, list[int]] = {}
         stops: dict[str, list[int]] = {}
-        for skip in self.sched.skips.values():
+        for skip in self.machine.skips.values():
             if skip.task not in self.reported:
                 continue
             if skip.root is None:
@@ -190,7 +190,7 @@ class DagRun:
             else:
                 blocked.setdefault(skip.root, []).append(skip.task)
         sections = [
-            *((wording.blocked_line(self.nodeids[root], str(self.sched.outcome[root]),
+            *((wording.blocked_line(self.nodeids[root], str(self.machine.outcome[root]),
                                     len(tasks)), tasks) for root, tasks in sorted(blocked.items())),
             *((wording.not_started_line(reason, len(tasks)), tasks)
               for reason, tasks in sorted(stops.items())),
@@ -230,7 +230,7 @@ def group_cost_line(run: DagRun, workers: int) -> str | None:
     (:mod:`.bounds`, from the tests' measured times): no scheduler could
     have avoided it without ungrouping them.
     """
-    groups = run.sched.groups
+    groups = run.machine.groups
     wall = run.last_end - run.began
     if not groups or workers < 2 or wall <= 0:
         return None

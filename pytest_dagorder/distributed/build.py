@@ -1,0 +1,131 @@
+"""Building the run from a worker's plan: pure, no worker, no xdist call.
+
+:func:`build_run` turns the plan a worker shipped (:class:`~.wire.Payload`),
+the checked settings and the recorded durations into the run the controller
+drives: the core with its groups, limits and priorities, the relay of
+published values when some test reads them, and the header lines that
+announce it.  The caller has checked the plan (no problems, the tests its
+worker collected).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..core import wording
+from ..core.affinity import affinity_groups, kept_whole, serial_modules
+from ..core.errors import DependencyError
+from ..core.graph import Graph
+from ..core.published import Relay
+from ..glue.dag_run import DagRun
+from ..glue.resources import resources_in_use, unused_limits
+from ..glue.settings import Settings
+from . import wire
+
+
+@dataclass
+class BuiltRun:
+    """What :func:`build_run` makes: the run and what drives it beside the core."""
+
+    run: DagRun
+    #: Lines announcing the run (written once every collection is in).
+    header: list[str]
+    #: Published values, when some test requests the ``dag`` fixture; per
+    #: test, whether it does (empty: none does).
+    relay: Relay | None = None
+    dag_users: Sequence[bool] = ()
+    #: Mean recorded duration of the run's tests (None: none recorded).
+    mean_duration: float | None = None
+    #: What the controller's log should say about the build.
+    notes: list[str] = field(default_factory=list)
+
+
+def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, float],
+              *, dist: str = "load") -> BuiltRun:
+    """The run for ``payload`` under ``settings``; ``recorded``: seconds per node id.
+
+    ``dist`` is the ``--dist`` mode (it decides which files are kept whole).
+    """
+    n = len(payload.ids)
+    g = payload.graph
+    nodeids = payload.ids if g is None else g.ids
+    notes: list[str] = []
+    # Graph ids are positions: node ids may repeat (--keep-duplicates).
+    known: dict[int, float] = {
+        k: recorded[nid] for k, nid in enumerate(nodeids) if nid in recorded}
+    # Priorities: the longest remaining path in recorded seconds, declared
+    # dependencies or not (tests with no record count as the mean of those
+    # with one).
+    mode = settings.affinity
+    after: dict[int, list[int]] = {} if g is None else {
+        k: list(a) for k, a in enumerate(g.after) if a}
+    explicit = list(payload.xdist_groups)
+    chains = ({} if mode == "none" else
+              serial_modules(payload.module_scopes, payload.runtime_depends))
+    whole = kept_whole(dist, mode, payload.ids, payload.module_scopes, payload.class_scopes)
+    chained = {k: list(a) for k, a in after.items()}
+    for label, members in itertools.chain(
+            ((f"runtime depends() in {m}", ks) for m, ks in chains.items()),
+            whole.items()):
+        # A runtime depends() checks results in its own process, a
+        # document's items share its namespace: the file runs as one group
+        # (a label joins it), in collection order (edges).
+        for prev, nxt in itertools.pairwise(members):
+            chained.setdefault(nxt, []).append(prev)
+        for k in members:
+            explicit[k] = explicit[k] or label
+
+    requires: Sequence[Sequence[int]] = [()] * len(nodeids) if g is None else g.requires
+
+    def build(edges: dict[int, list[int]]) -> Graph:
+        return Graph.of_positions(requires, after=edges, durations=known)
+
+    try:
+        graph = build(chained)
+    except DependencyError:
+        # The worker's order contradicts a declared edge (a hook reordered
+        # the tests after the plan): the declared order wins.
+        notes.append("runtime depends() modules not chained: their order contradicts an edge")
+        graph = build(after)
+    groups = affinity_groups(
+        payload.scopes(mode), graph.requires[:n], graph.after[:n], explicit
+    )
+    groups += [None] * (len(graph) - n)
+    # affinity none: tests share no process state, so a released test
+    # need not prefer the worker that released it; priority alone decides.
+    # Deselected prerequisites (past the run) never start: they use nothing.
+    resources = ([*payload.resources, *[()] * (len(graph) - n)]
+                 if payload.resources else None)
+    alone = ([*payload.exclusive, *[False] * (len(graph) - n)]
+             if any(payload.exclusive) else None)
+    run = DagRun(graph, nodeids, n_run=n, on_failure=settings.on_failure,
+                 groups=groups, locality=mode != "none",
+                 resources=resources, limits=settings.limits, exclusive=alone)
+    run.whole = payload.whole
+    built = BuiltRun(run, [], notes=notes)
+    if known:
+        built.mean_duration = sum(known.values()) / len(known)
+    if any(payload.dag_users):
+        outcome = run.machine.outcome
+        built.dag_users = payload.dag_users
+        built.relay = Relay(graph.requires, lambda i: outcome[i] == "passed")
+    header = built.header
+    header.append(wording.xdist_header(
+        n, graph.edge_count, graph.longest_chain(), mode,
+        len(run.machine.groups), len(known), len(nodeids)))
+    header += payload.header
+    if chains:
+        header.append(wording.runtime_depends_header(len(chains)))
+    if whole:
+        header.append(wording.kept_whole_header(dist, len(whole)))
+    used = resources_in_use(payload.resources)
+    if used:
+        header.append(wording.limits_header(settings.limits, used))
+    unused = unused_limits(settings.limits, payload.resources)
+    if unused:
+        header.append(wording.unused_limits_warning(unused))
+    if alone is not None:
+        header.append(wording.exclusive_header(sum(alone)))
+    return built

@@ -1,0 +1,219 @@
+"""Flow control: how many tests each worker has in flight, and handing them out.
+
+The core decides which tests may run and where (:meth:`take`, :meth:`ahead`
+of the scheduler core); this decides when a worker is topped up and by how
+many, and sends them (a barrier last, see worker.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..core.pacing import Pacing
+from ..core.published import Relay
+from ..core.state_machine import StateMachine
+from ..glue.dag_run import DagRun
+from . import wire
+from .ledger import Ledger
+
+#: Real tests in flight per worker when tests take a while: one, so that no
+#: test ever waits behind another on a busy worker while a worker is idle
+#: (more in flight made random DAGs measurably slower: docs/performance.md).
+MAX_PIPELINE = 1
+#: Tests this fast (moving average, seconds) make the round trip of a dispatch
+#: the main cost: then several are sent at once, as xdist's own load
+#: scheduling batches more when tests are short.  How many: about
+#: BATCH_SECONDS of tests at the average duration, at most FAST_PIPELINE.
+#: Every dispatch costs a message each way and a barrier on the worker, and
+#: the send itself holds up this process's main thread (on a busy host it
+#: waits for the interpreter lock and a CPU, far longer than handling a
+#: report), so fewer, larger batches save time; the time bound keeps a stop
+#: (-x) prompt: what a worker holds when it is told to stop runs in about
+#: BATCH_SECONDS.  The cap only guards against a wrong average: a low cap
+#: brings back the many sends (figures for both in docs/performance.md).
+FAST_TEST = 0.02
+BATCH_SECONDS = 0.5
+FAST_PIPELINE = 1000
+#: Tests in flight per worker where the workers have no barrier item (a
+#: suite that declares nothing): the one running, the next (a worker starts a
+#: test only once it holds the next), and one more, so that a worker starts
+#: its next test without waiting for this process to hear the last one ended.
+PLAIN_DEPTH = 3
+#: A worker is topped up when fewer real tests than this are in flight
+#: (the current one and the next, as xdist's own MIN_PENDING) or, for fast
+#: tests, fewer than half of what it is brought up to (see
+#: Dispatcher._low_water).
+LOW_WATER = 2
+
+
+class Dispatcher:
+    """Tops workers up from the core and sends them their tests."""
+
+    def __init__(self, ledger: Ledger, channels: Mapping[Any, Any],
+                 log: Callable[[str], None], *, speculate: bool) -> None:
+        self.ledger = ledger
+        self.channels = channels
+        self.log = log
+        # Speculative hand-out needs workers to gate, which they do under "skip".
+        self.speculate = speculate
+        # Unknown yet: start with the careful depth (one test in flight).
+        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
+                           initial=FAST_TEST)
+        self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
+        self.barrier = -1  # index of the workers' barrier item; real tests are below it
+        # The suite declares nothing (see wire.Payload.plain): the workers have
+        # no barrier, so every worker always holds its next test or is told
+        # to shut down (the lookahead rule in worker.py's docstring).
+        self.plain = False
+        # Published values: what the readers among the tests sent must receive first.
+        self.relay: Relay | None = None
+        self.dag_users: Sequence[bool] = ()
+
+    def dispatch(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
+        """Top up every worker that needs it; ``eligible`` says which may get work."""
+        machine = run.machine
+        inflight = self.ledger.inflight
+        if self.plain:
+            self._dispatch_plain(run, eligible)
+            return
+        # No worker is brought up to more than a batch (see _want).
+        if inflight and min(inflight.values()) >= self._low_water(self.pace.batch()):
+            # Every worker, usable or not, holds its next test: nothing to top
+            # up (the common case with batches, checked after nearly every report).
+            return
+        nodes = self._usable(eligible)
+        spec = self.speculate
+        # First every idle worker gets work, then busy ones are topped up.
+        for node in nodes:
+            if inflight[node] == 0:
+                want = self._want(machine, node, len(nodes))
+                self._send(run, node, machine.take(node, want, speculate=spec))
+        for node in nodes:
+            have = inflight[node]
+            want = self._want(machine, node, len(nodes))
+            if have >= self._low_water(want):
+                continue
+            if 0 < have < want:
+                # Fast tests: a worker holding the rest of its group takes its
+                # next group now, not a round trip after the group's end.
+                self._send(run, node, machine.take(node, want - have, speculate=spec,
+                                                 next_group=self.pace.is_fast))
+            elif spec and have == 1 and want == 1:
+                # Slow tests, one in flight: add the test that can start only
+                # once it ended (its dependent, its group's next).  The worker
+                # starts that one without a round trip through this process;
+                # no other worker could have started it sooner.
+                self._send(run, node, machine.ahead(node, 1))
+
+    def _usable(self, eligible: Callable[[Any], bool]) -> list[Any]:
+        return [n for n in self.ledger.sent
+                if eligible(n) and not n.shutting_down and n not in self.dead]
+
+    def _dispatch_plain(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
+        """Dispatch without barriers: a worker runs a test only once it holds the next.
+
+        Every test is ready from the start (nothing is declared), so nothing
+        is ever withheld: a worker is kept at :data:`PLAIN_DEPTH` tests in
+        flight (short tests: at a batch, see :meth:`_want`), and once nothing
+        is left to hand out it is told to shut down, which is the "next" its
+        last test waits for (as xdist's own load scheduling does).  Tests
+        that take a while go out one a round across the workers, so that the
+        longest ones start on different workers.
+        """
+        machine = run.machine
+        inflight = self.ledger.inflight
+        # Checked after nearly every report: every worker topped up (and some
+        # test left to hand out, else the workers are told to shut down).
+        if (inflight and machine.ready_count
+                and min(inflight.values()) >= max(PLAIN_DEPTH, self._low_water(self.pace.batch()))):
+            return
+        nodes = self._usable(eligible)
+        if self.pace.is_fast:
+            for node in sorted(nodes, key=inflight.__getitem__):  # idle ones first
+                want = max(PLAIN_DEPTH, self._want(machine, node, len(nodes)))
+                have = inflight[node]
+                if have < max(PLAIN_DEPTH, self._low_water(want)):
+                    self._send(run, node, machine.take(node, want - have))
+        else:
+            short = [node for node in nodes if inflight[node] < PLAIN_DEPTH]
+            while short and machine.ready_count:
+                for node in list(short):
+                    tasks = machine.take(node, 1)
+                    self._send(run, node, tasks)
+                    if not tasks or node in self.dead or inflight[node] >= PLAIN_DEPTH:
+                        short.remove(node)
+        if not machine.ready_count:
+            for node in nodes:
+                if not node.shutting_down:
+                    node.shutdown()
+
+    def _low_water(self, want: int) -> int:
+        """Top a worker up once fewer real tests than this are in flight, ``want``
+        being what it is brought up to (see :meth:`_want`).
+
+        Fast tests: half of ``want``, a batch for a worker bound to a group.
+        This process learns that a test ended only when it has handled the
+        reports queued before that one, and a worker runs tests faster than
+        this process takes their reports in: topped up at its last two, a
+        worker ran dry before every batch arrived, idle far longer than under
+        xdist's own load scheduling, which tops up at a quarter of the
+        pending share.  The other half of the batch covers that lag.
+        Free tests share what is ready, often far less than a batch: half of
+        that share, so that one send carries several tests, not one per
+        report, which costs CPU (figures for both in docs/performance.md).
+        """
+        if not self.pace.is_fast:
+            return LOW_WATER
+        return max(LOW_WATER, want // 2)
+
+    def _want(self, machine: StateMachine, node: Any, n_nodes: int) -> int:
+        """How many real tests ``node`` should have in flight."""
+        if not self.pace.is_fast:
+            return MAX_PIPELINE
+        batch = self.pace.batch()
+        if self.speculate and machine.bound_group(node) is not None:
+            # Its group's chain is the node's alone: hand it out ahead.
+            return batch
+        # Free tests: an equal share of what is ready, so no worker goes idle
+        # while another holds a long queue.
+        return max(1, min(batch, machine.ready_count // n_nodes))
+
+    def _send(self, run: DagRun, node: Any, tasks: list[int]) -> None:
+        if not tasks:
+            return
+        indices = tasks if self.plain else [*tasks, self.barrier]
+        if not self._deliver(run, node, tasks):
+            return
+        try:
+            node.send_runtest_some(indices)
+        except (OSError, ValueError, EOFError) as exc:
+            # The worker died before xdist noticed (its channel is closed).
+            # xdist's removal of the node follows and puts these tasks back;
+            # they were never delivered, so none of them can be the one that
+            # crashed it, and nothing more goes there.
+            self.log(f"could not send to {node.gateway.id}: {exc}")
+            self.dead.add(node)
+            return
+        self.ledger.sent_to(node, tasks, indices)
+
+    def _deliver(self, run: DagRun, node: Any, tasks: list[int]) -> bool:
+        """Send ``node`` what the readers among ``tasks`` may read, ahead of them.
+
+        False if the worker is gone (as for a failed dispatch).
+        """
+        if self.relay is None:
+            return True
+        readers = [i for i in tasks if self.dag_users[i]] if self.dag_users else []
+        if not readers:
+            return True
+        nodeids = run.nodeids
+        values = {nodeids[p]: v for p, v in self.relay.missing(node, readers).items()}
+        try:
+            self.channels[node].send(
+                wire.deliveries([nodeids[i] for i in readers], values))
+        except (OSError, ValueError, EOFError, KeyError) as exc:
+            self.log(f"could not send results to {node.gateway.id}: {exc}")
+            self.dead.add(node)
+            return False
+        return True

@@ -1,0 +1,50 @@
+"""What the controller sent each worker and has not heard back about."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+
+class Ledger:
+    """Per worker: the indices sent and not yet complete (barriers too), and
+    the real tests in flight (sent, not yet settled); per sent test, its worker."""
+
+    def __init__(self) -> None:
+        self.sent: dict[Any, deque[int]] = {}
+        self.inflight: dict[Any, int] = {}
+        self.running_at: dict[int, Any] = {}
+
+    def add(self, node: Any) -> None:
+        if node in self.sent:
+            raise ValueError(f"node {node} added twice")
+        self.sent[node] = deque()
+        self.inflight[node] = 0
+
+    def remove(self, node: Any) -> deque[int]:
+        """Forget ``node``; what it was sent and had not completed, in order."""
+        self.inflight.pop(node, None)
+        return self.sent.pop(node, deque())
+
+    def sent_to(self, node: Any, tasks: list[int], indices: list[int]) -> None:
+        """``node`` was sent ``indices``: the real tests ``tasks`` (and a barrier)."""
+        for i in tasks:
+            self.running_at[i] = node
+        self.inflight[node] += len(tasks)
+        self.sent[node].extend(indices)
+
+    def completed(self, node: Any, index: int) -> None:
+        """``node`` is done with ``index`` (its reports, if any, came first)."""
+        pending = self.sent.get(node)
+        if pending is not None and index in pending:
+            pending.remove(index)
+
+    def settled(self, i: int) -> None:
+        """Test ``i``'s outcome is known: it no longer counts as in flight."""
+        node = self.running_at.pop(i, None)
+        if node is not None and node in self.inflight:
+            self.inflight[node] -= 1
+
+    def forget_tasks_of(self, node: Any) -> None:
+        for i in [i for i, n in self.running_at.items() if n is node]:
+            del self.running_at[i]

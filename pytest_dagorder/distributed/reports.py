@@ -1,0 +1,109 @@
+"""From what workers report to core events: which test a report is about, and
+what a worker queued on its side channel (published values, ``pytest.exit()``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from ..core.published import Relay
+from ..glue.dag_run import DagRun
+from . import wire
+from .ledger import Ledger
+from .skips import SkipEmitter
+
+#: Most side-channel messages taken from one worker per report or barrier.
+SIDE_CHANNEL_BATCH = 10_000
+
+
+class ReportFeed:
+    """Feeds the test reports of a run to its core (see :meth:`feed`)."""
+
+    def __init__(self, run: DagRun, barrier: int, ledger: Ledger, skips: SkipEmitter,
+                 channels: Mapping[Any, Any], relay: Relay | None,
+                 log: Callable[[str], None]) -> None:
+        self.run = run
+        self.barrier = barrier
+        self.ledger = ledger
+        self.skips = skips
+        self.channels = channels
+        self.relay = relay
+        self.log = log
+        # pytest.exit() requests read from a worker's side channel, not yet acted on.
+        self.exit_requests: dict[Any, wire.ExitRequest] = {}
+
+    def feed(self, report: pytest.TestReport) -> int | None:
+        """Fold ``report`` into its test's outcome; the test's index once that is
+        settled (its last report), else None."""
+        run = self.run
+        if self.relay is not None:
+            self.read_side_channel(getattr(report, "node", None))
+        elif run.tracker.inert(report):
+            # Two reports of three: nothing to fold, nothing to dispatch, and
+            # the time comes whole with the test's completion (see
+            # mark_test_complete): which test it is about is not even looked up.
+            return None
+        i = run.record(report, self.index_of(report), timed=False)
+        if i is None:
+            return None
+        if self.relay is not None:
+            self.relay.settled(i)
+        if self.skips.awaiting.pop(i, None) is not None:
+            run.reported.add(i)  # the worker's own report of a skip decided here
+        self.ledger.settled(i)
+        return i
+
+    def index_of(self, report: pytest.TestReport) -> int | None:
+        """Which test ``report`` is about: node ids may repeat (--keep-duplicates).
+
+        A worker's reports are about the first test it was sent and has not
+        completed with that node id (a worker runs what it holds in order);
+        a skip this controller reports itself names its index in ``emitting``.
+        """
+        if self.skips.emitting is not None:
+            return self.skips.emitting
+        return self.index_of_sent(getattr(report, "node", None), report.nodeid)
+
+    def index_of_sent(self, node: Any, nodeid: str) -> int | None:
+        """The first test ``node`` holds with ``nodeid`` (node ids may repeat), else any."""
+        run = self.run
+        if run.unique:
+            return run.index.get(nodeid)  # nothing to tell apart
+        for i in self.ledger.sent.get(node, ()):
+            if i < self.barrier and run.nodeids[i] == nodeid:
+                return i
+        return run.index.get(nodeid)
+
+    def read_side_channel(self, node: Any) -> None:
+        """Take what ``node`` queued on the side channel after its plan (never waits).
+
+        Two kinds come: a passed test's published values, sent before that
+        test's reports on the same connection (so by the time its last report
+        is handled here they are queued), and a ``pytest.exit()`` request
+        (kept in :attr:`exit_requests`).  This is the one reader of both: a
+        reader of one kind would drop a message of the other that happened to
+        be queued first.
+        """
+        channel = self.channels.get(node)
+        if channel is None:
+            return
+        # Bounded even if a channel never ran empty: the rest waits for the next call.
+        for _ in range(SIDE_CHANNEL_BATCH):
+            try:
+                raw = channel.receive(timeout=0)
+            except Exception:  # empty (execnet's TimeoutError), closed, or gone
+                return
+            request = wire.decode_exit(raw)
+            if request is not None:
+                self.exit_requests.setdefault(node, request)
+                continue
+            try:
+                nodeid, values = wire.read_published(raw)
+            except wire.WireError as exc:
+                self.log(f"ignored from {node.gateway.id}: {exc}")
+                continue
+            i = self.index_of_sent(node, nodeid)
+            if i is not None and self.relay is not None:
+                self.relay.received(node, i, values)

@@ -1,0 +1,52 @@
+"""Every use of a pytest-xdist internal, one function each (see glue/internals.py).
+
+Checked against pytest-xdist 3.8 (pyproject.toml allows <4).  Each function
+says what it touches, checks that it is still there, and otherwise falls
+back as docs/limitations.rst lists: a release that renames one degrades
+this plugin, never the pytest run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+
+def xdist_controller_active(config: pytest.Config) -> bool:
+    """Whether xdist's DSession runs this session.
+
+    Asked from our ``pytest_sessionstart``, which runs after every plugin's
+    ``pytest_configure``, so after xdist's, which registers DSession as
+    "dsession"; should that name change, it is found by its class name.
+    """
+    pm = config.pluginmanager
+    return pm.has_plugin("dsession") or any(
+        type(p).__name__ == "DSession" for p in pm.get_plugins())
+
+
+def xdist_node_count(config: pytest.Config) -> int:
+    """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``,
+    which xdist's own schedulers use; where it is gone, the ``--tx`` specs that
+    xdist makes of ``-n`` are counted the same way here)."""
+    try:
+        from xdist.workermanage import parse_tx_spec_config
+    except ImportError:
+        count = 0
+        for spec in config.getoption("tx", None) or ():
+            times, star, _ = str(spec).partition("*")
+            count += int(times) if star and times.isdigit() else 1
+        return count
+    return len(parse_tx_spec_config(config))
+
+
+def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
+                          first_id: str, other_id: str) -> str:
+    """xdist's own message for workers that collected different tests (where it
+    is gone, a short one)."""
+    try:
+        from xdist.report import report_collection_diff
+    except ImportError:
+        return (f"Different tests were collected between {first_id} and {other_id}: "
+                f"{len(first)} and {len(other)} tests")
+    return str(report_collection_diff(list(first), list(other), first_id, other_id))
