@@ -111,6 +111,29 @@ def test_unknown_names_skip_the_dependent_and_are_listed(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_dependency_options(pytester: pytest.Pytester, mode: str) -> None:
+    """pytest-dependency's automark_dependency and --ignore-unknown-dependency."""
+    make_modules(pytester, test_auto="""
+        def test_plain():
+            mark("plain")
+
+        @pytest.mark.dependency(depends=["test_plain"])
+        def test_dependent():
+            mark("dependent")
+        """)
+    run(pytester, mode)  # test_plain is not marked: skipped, as there
+    check(pytester, {"test_auto.py::test_dependent": "skipped:not marked"})
+    run(pytester, mode, "-o", "automark_dependency=true")
+    check(pytester, {"test_auto.py::test_dependent": "passed"})
+    run(pytester, mode, "--ignore-unknown-dependency")
+    check(pytester, {"test_auto.py::test_dependent": "passed"})
+    run(pytester, mode, "-k", "dependent", "-o", "automark_dependency=true")
+    check(pytester, {"test_auto.py::test_dependent": "skipped:test_plain"})
+    run(pytester, mode, "-k", "dependent", "--ignore-unknown-dependency")
+    check(pytester, {"test_auto.py::test_dependent": "passed"})
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_depends_on_stays_strict(pytester: pytest.Pytester, mode: str) -> None:
     make_modules(pytester, test_s="""
         @depends_on("test_typo")
@@ -156,6 +179,38 @@ def test_depends_actions(pytester: pytest.Pytester, mode: str, failed: str, miss
                      "test_d.py::test_missing": miss})
     if failed == "run":
         assert_after(read_log(pytester), [("bar", "foo")])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_depends_fail_action_sees_every_outcome(pytester: pytest.Pytester, mode: str) -> None:
+    """Prerequisites in other modules (under -n: test_foo runs where test_slow ran,
+    test_bar failed on the other worker), and a dependent of a failed dependent."""
+    make_modules(pytester, test_a="""
+        def test_bar():
+            mark("bar")
+            assert False
+        """, test_c="""
+        def test_slow():
+            mark("slow", sleep=1.0)
+        """, test_b="""
+        @pytest.mark.depends(on=["test_a.py::test_bar", "test_c.py::test_slow"])
+        def test_foo():
+            mark("foo")
+        """, test_d="""
+        @pytest.mark.depends(on=["test_b.py::test_foo"])
+        def test_after_foo():
+            mark("after_foo")
+        """)
+    run(pytester, mode, "--failed-dependency-action=fail")
+    check(pytester, {
+        "test_a.py::test_bar": "failed",
+        "test_c.py::test_slow": "passed",
+        "test_b.py::test_foo": "failed:test_b.py::test_foo depends on test_a.py::test_bar",
+        "test_d.py::test_after_foo":
+            "failed:test_d.py::test_after_foo depends on test_b.py::test_foo",
+    })
+    if mode == "xdist":  # decided by the controller: the bodies never ran
+        assert "foo" not in read_log(pytester) and "after_foo" not in read_log(pytester)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -329,10 +384,8 @@ def test_order_failed_ordering_options(pytester: pytest.Pytester, mode: str) -> 
     check(pytester, {"test_f.py::test_unknown": "error:The test could not be ordered",
                      "test_f.py::test_fine": "passed"})
     result = run(pytester, mode, "--fail-all-on-failed-ordering")
-    # Serially pytest-order's usage error; an xdist worker reports it as a
-    # collection error (a worker's usage error would be an internal error).
-    want = pytest.ExitCode.USAGE_ERROR if mode == "serial" else pytest.ExitCode.INTERRUPTED
-    assert result.ret == want
+    # pytest-order's usage error, also where a worker met it (the controller ends the run).
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot execute 'test_unknown' relative to others" in (
         result.stdout.str() + result.stderr.str())
     assert read_log(pytester).keys() == {"fine"}  # from the first run only

@@ -475,6 +475,12 @@ class DagScheduling:
         self.followed = first
         self.read_plans.add(first)
         self.collection = self.node2collection[first]
+        if payload.usage_error:
+            # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
+            self.aborted = True
+            for node in self.sent:
+                node.shutdown()
+            raise pytest.UsageError(payload.usage_error)
         if payload.problems:
             self.aborted = True
             abort(self.config, list(self.sent), [Problem(n, m) for n, m in payload.problems])
@@ -545,7 +551,8 @@ class DagScheduling:
                  if any(payload.exclusive) else None)
         run = self.built = DagRun(graph, nodeids, n_run=n, on_failure=self.controller.policy,
                                   groups=groups, locality=mode != "none",
-                                  resources=resources, limits=settings.limits, exclusive=alone)
+                                  resources=resources, limits=settings.limits, exclusive=alone,
+                                  checks=dict(payload.fail_checks))
         if any(payload.dag_users):
             outcome = run.sched.outcome
             self.dag_users = payload.dag_users
@@ -706,11 +713,15 @@ class DagScheduling:
                 self.held.append(skip)
                 held_tasks.add(skip.task)
             else:
-                self._report_skip(skip.task, skip.reason)
+                self._report_skip(skip.task, skip.reason, fail=skip.fail)
             todo.extend(run.pop_skips())
 
-    def _report_skip(self, i: int, reason: str) -> None:
-        """Report test ``i`` SKIPPED from the controller, as a worker would have."""
+    def _report_skip(self, i: int, reason: str, *, fail: bool = False) -> None:
+        """Report test ``i`` SKIPPED from the controller, as a worker would have.
+
+        ``fail``: FAILED instead, in its call (pytest-depends' ``fail`` action
+        for a prerequisite that did not pass, decided by the core).
+        """
         assert self.run is not None
         self.run.reported.add(i)
         hook = self.config.hook
@@ -721,10 +732,18 @@ class DagScheduling:
         self.emitting = i
         try:
             hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
-            hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid=nodeid, location=loc, keywords={}, outcome="skipped",
-                longrepr=(loc[0], line, f"Skipped: {reason}"), when="setup",
-                start=now, stop=now))
+            if fail:
+                hook.pytest_runtest_logreport(report=pytest.TestReport(
+                    nodeid=nodeid, location=loc, keywords={}, outcome="passed", longrepr=None,
+                    when="setup", start=now, stop=now))
+                hook.pytest_runtest_logreport(report=pytest.TestReport(
+                    nodeid=nodeid, location=loc, keywords={}, outcome="failed",
+                    longrepr=f"Failed: {reason}", when="call", start=now, stop=now))
+            else:
+                hook.pytest_runtest_logreport(report=pytest.TestReport(
+                    nodeid=nodeid, location=loc, keywords={}, outcome="skipped",
+                    longrepr=(loc[0], line, f"Skipped: {reason}"), when="setup",
+                    start=now, stop=now))
             hook.pytest_runtest_logreport(report=pytest.TestReport(
                 nodeid=nodeid, location=loc, keywords={}, outcome="passed", longrepr=None,
                 when="teardown", start=now, stop=now))

@@ -48,6 +48,7 @@ from ..glue.resources import NONE
 from ..glue.run import short_names
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
+from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from . import wire
 
@@ -346,6 +347,10 @@ class DagWorker(Planner):
         )
         if plan is not None and (plan.notes or plan.whole):
             payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole)
+        if usage := ordering_failed(self.config):
+            payload = dataclasses.replace(payload, usage_error=usage)
+        if checks := fail_checks(self.config):
+            payload = dataclasses.replace(payload, fail_checks=list(checks.items()))
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
