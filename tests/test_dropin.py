@@ -525,3 +525,67 @@ def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: s
     ])
     if mode == "serial":
         assert order_of(pytester)[0] == "zero"
+
+
+# -- every option set: the same outcomes serially and under -n 2 -----------------------
+
+MIXED_1 = """
+@pytest.mark.order(after="test_x2.py::test_late")
+def test_early():
+    mark("early")
+
+@pytest.mark.m1
+@pytest.mark.order(2)
+def test_two():
+    mark("two")
+
+@pytest.mark.dependency()
+def test_fails():
+    assert False
+
+@pytest.mark.dependency(depends=["test_fails"])
+def test_blocked():
+    mark("blocked")
+
+@pytest.mark.dependency(depends=["test_later"])
+def test_before():
+    mark("before")
+
+@pytest.mark.dependency()
+def test_later():
+    mark("later")
+"""
+
+MIXED_2 = """
+def test_late():
+    mark("late")
+
+@pytest.mark.depends(on=["test_x1.py::test_fails"])
+def test_dep():
+    mark("dep")
+
+@pytest.mark.depends(on=["test_late"])
+def test_dep_ok():
+    mark("dep_ok")
+"""
+
+
+@pytest.mark.parametrize("args", [
+    (),
+    ("--order-scope=module",),
+    ("--order-scope=module", "--error-on-failed-ordering"),
+    ("--sparse-ordering", "--order-marker-prefix=m"),
+    ("--indulgent-ordering", "--order-dependencies"),
+    ("--order-group-scope=module", "--order-scope-level=0"),
+    ("--ignore-unknown-dependency", "--failed-dependency-action=run"),
+    ("--missing-dependency-action=fail", "--failed-dependency-action=fail"),
+], ids=lambda a: " ".join(a) or "defaults")
+def test_foreign_options_same_outcomes_serially_and_under_xdist(
+        pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    make_modules(pytester, test_x1=MIXED_1, test_x2=MIXED_2)
+    got = {}
+    for mode in MODES:
+        result = run(pytester, mode, *args)
+        got[mode] = (result.ret, {k: v[0] for k, v in outcomes(pytester).items()})
+    assert got["serial"] == got["xdist"]
+    assert got["serial"][1][junit_key("test_x1.py::test_blocked")] == "skipped"
