@@ -214,6 +214,25 @@ def test_depends_fail_action_sees_every_outcome(pytester: pytest.Pytester, mode:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_depends_fail_action_counts_towards_maxfail(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_a="""
+        def test_bar():
+            assert False
+        """, test_b="""
+        @pytest.mark.depends(on=["test_a.py::test_bar"])
+        def test_foo():
+            mark("foo")
+        """, test_d="""
+        @pytest.mark.parametrize("k", range(8))
+        def test_later(k):
+            mark(f"later{k}", sleep=0.5)
+        """)
+    result = run(pytester, mode, "--failed-dependency-action=fail", "--maxfail=2")
+    result.stdout.fnmatch_lines(["*stopping after 2 failures*"])
+    assert len(read_log(pytester)) < 8  # the run stopped
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_depends_actions_from_the_ini(pytester: pytest.Pytester, mode: str) -> None:
     make_modules(pytester, test_d=DEPENDS)
     pytester.makeini("[pytest]\nfailed_dependency_action = run\n"

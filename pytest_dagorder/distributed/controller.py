@@ -33,7 +33,7 @@ from ..core.results import Relay
 from ..glue import durations
 from ..glue.dag_fixture import write_published
 from ..glue.declarations import Problem
-from ..glue.internals import xdist_collection_diff, xdist_node_count
+from ..glue.internals import count_xdist_failure, xdist_collection_diff, xdist_node_count
 from ..glue.resources import resources_in_use, unused_limits
 from ..glue.run import DagRun, SkipToReport, interrupted_message, report_problems, write_summary
 from ..glue.settings import DAG_MODES, settings_of
@@ -736,9 +736,11 @@ class DagScheduling:
                 hook.pytest_runtest_logreport(report=pytest.TestReport(
                     nodeid=nodeid, location=loc, keywords={}, outcome="passed", longrepr=None,
                     when="setup", start=now, stop=now))
-                hook.pytest_runtest_logreport(report=pytest.TestReport(
+                failed = pytest.TestReport(
                     nodeid=nodeid, location=loc, keywords={}, outcome="failed",
-                    longrepr=f"Failed: {reason}", when="call", start=now, stop=now))
+                    longrepr=f"Failed: {reason}", when="call", start=now, stop=now)
+                hook.pytest_runtest_logreport(report=failed)
+                count_xdist_failure(self.config, failed)  # --maxfail counts it, as a worker's
             else:
                 hook.pytest_runtest_logreport(report=pytest.TestReport(
                     nodeid=nodeid, location=loc, keywords={}, outcome="skipped",

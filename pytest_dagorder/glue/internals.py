@@ -410,6 +410,26 @@ def xdist_controller_active(config: pytest.Config) -> bool:
         type(p).__name__ == "DSession" for p in pm.get_plugins())
 
 
+#: DSession's failure counter behind ``--maxfail`` / ``-x``.
+DSESSION_FAILURES = "_handlefailures"
+
+
+def count_xdist_failure(config: pytest.Config, report: pytest.TestReport) -> bool:
+    """Count a failure the controller reports itself towards ``--maxfail`` / ``-x``.
+
+    xdist counts failures only for reports that came from a worker
+    (``DSession.worker_testreport`` calls ``_handlefailures``); no hook does
+    it.  False where it is gone: such a failure then does not count (the run
+    goes on past ``--maxfail``).
+    """
+    dsession = config.pluginmanager.get_plugin("dsession")
+    handle = getattr(dsession, DSESSION_FAILURES, None)
+    if not callable(handle):
+        return False
+    handle(report)
+    return True
+
+
 def xdist_node_count(config: pytest.Config) -> int:
     """How many workers xdist starts (``xdist.workermanage.parse_tx_spec_config``,
     which xdist's own schedulers use; where it is gone, the ``--tx`` specs that
