@@ -9,8 +9,9 @@ no tests, so its suite is read from a git checkout given with
 ``--depends-checkout`` (tag ``v1.0.1``).  Prints one row per suite: tests,
 passed without, passed with, and the ids that pass without and not with.
 
-``--check`` compares those ids with the "what differs" tables of
-docs/migration-*.rst and exits 1 when they disagree.  ``--work DIR`` keeps
+``--check`` compares those ids, and the "N of M pass with it" counts, with
+the "what differs" sections of docs/migration-*.rst and exits 1 when they
+disagree.  ``--work DIR`` keeps
 the venvs and sdists there, so a second run only reruns the suites (the
 checkout is installed editable).
 
@@ -114,9 +115,22 @@ def outcomes(python: Path, suite: Suite, tree: Path, work: Path) -> Result:
 
 def documented(suite: Suite) -> set[str]:
     """The ids in the "what differs" table of the suite's migration page."""
+    return set(re.findall(r"``peer:([^`]+)``", _differs(suite)))
+
+
+def documented_counts(suite: Suite) -> tuple[int, int] | None:
+    """(passed with us, tests) as the page's "what differs" text says them."""
+    part = " ".join(_differs(suite).split())
+    found = re.search(r"(\d+) of (\d+) pass with it", part)
+    if found:
+        return int(found[1]), int(found[2])
+    found = re.search(r"All (\d+) pass with pytest-dagorder", part)
+    return (int(found[1]), int(found[1])) if found else None
+
+
+def _differs(suite: Suite) -> str:
     text = (ROOT / "docs" / suite.doc).read_text()
-    part = text.split("What differs", 1)[-1] if "What differs" in text else ""
-    return set(re.findall(r"``peer:([^`]+)``", part))
+    return text.split("What differs", 1)[-1] if "What differs" in text else ""
 
 
 def main() -> int:
@@ -142,16 +156,21 @@ def main() -> int:
             without = outcomes(venv(suite, tree, work, False), suite, tree, work)
             with_us = outcomes(venv(suite, tree, work, True), suite, tree, work)
             lost = sorted(without.passed - with_us.passed)
-            rows.append((suite, lost))
+            rows.append((suite, lost, (len(with_us.passed), without.tests)))
             print(f"| {suite.label} {suite.version} | {without.tests} | {len(without.passed)} | "
                   f"{len(with_us.passed)} | {', '.join(lost) or '-'} |", flush=True)
         if opts.check:
-            for suite, lost in rows:
+            for suite, lost, counts in rows:
                 doc = documented(suite)
                 if doc != set(lost):
                     bad = True
                     print(f"{suite.label}: docs/{suite.doc} names {sorted(doc)}, "
                           f"the run lost {lost}")
+                said = documented_counts(suite)
+                if said != counts:
+                    bad = True
+                    print(f"{suite.label}: docs/{suite.doc} says {said} (passed, tests), "
+                          f"the run gave {counts}")
         return 1 if bad else 0
 
 

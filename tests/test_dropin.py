@@ -111,6 +111,29 @@ def test_unknown_names_skip_the_dependent_and_are_listed(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_dependency_options(pytester: pytest.Pytester, mode: str) -> None:
+    """pytest-dependency's automark_dependency and --ignore-unknown-dependency."""
+    make_modules(pytester, test_auto="""
+        def test_plain():
+            mark("plain")
+
+        @pytest.mark.dependency(depends=["test_plain"])
+        def test_dependent():
+            mark("dependent")
+        """)
+    run(pytester, mode)  # test_plain is not marked: skipped, as there
+    check(pytester, {"test_auto.py::test_dependent": "skipped:not marked"})
+    run(pytester, mode, "-o", "automark_dependency=true")
+    check(pytester, {"test_auto.py::test_dependent": "passed"})
+    run(pytester, mode, "--ignore-unknown-dependency")
+    check(pytester, {"test_auto.py::test_dependent": "passed"})
+    run(pytester, mode, "-k", "dependent", "-o", "automark_dependency=true")
+    check(pytester, {"test_auto.py::test_dependent": "skipped:test_plain"})
+    run(pytester, mode, "-k", "dependent", "--ignore-unknown-dependency")
+    check(pytester, {"test_auto.py::test_dependent": "passed"})
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_depends_on_stays_strict(pytester: pytest.Pytester, mode: str) -> None:
     make_modules(pytester, test_s="""
         @depends_on("test_typo")
@@ -156,6 +179,57 @@ def test_depends_actions(pytester: pytest.Pytester, mode: str, failed: str, miss
                      "test_d.py::test_missing": miss})
     if failed == "run":
         assert_after(read_log(pytester), [("bar", "foo")])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_depends_fail_action_sees_every_outcome(pytester: pytest.Pytester, mode: str) -> None:
+    """Prerequisites in other modules (under -n: test_foo runs where test_slow ran,
+    test_bar failed on the other worker), and a dependent of a failed dependent."""
+    make_modules(pytester, test_a="""
+        def test_bar():
+            mark("bar")
+            assert False
+        """, test_c="""
+        def test_slow():
+            mark("slow", sleep=1.0)
+        """, test_b="""
+        @pytest.mark.depends(on=["test_a.py::test_bar", "test_c.py::test_slow"])
+        def test_foo():
+            mark("foo")
+        """, test_d="""
+        @pytest.mark.depends(on=["test_b.py::test_foo"])
+        def test_after_foo():
+            mark("after_foo")
+        """)
+    run(pytester, mode, "--failed-dependency-action=fail")
+    check(pytester, {
+        "test_a.py::test_bar": "failed",
+        "test_c.py::test_slow": "passed",
+        "test_b.py::test_foo": "failed:test_b.py::test_foo depends on test_a.py::test_bar",
+        "test_d.py::test_after_foo":
+            "failed:test_d.py::test_after_foo depends on test_b.py::test_foo",
+    })
+    if mode == "xdist":  # decided by the controller: the bodies never ran
+        assert "foo" not in read_log(pytester) and "after_foo" not in read_log(pytester)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_depends_fail_action_counts_towards_maxfail(pytester: pytest.Pytester, mode: str) -> None:
+    make_modules(pytester, test_a="""
+        def test_bar():
+            assert False
+        """, test_b="""
+        @pytest.mark.depends(on=["test_a.py::test_bar"])
+        def test_foo():
+            mark("foo")
+        """, test_d="""
+        @pytest.mark.parametrize("k", range(8))
+        def test_later(k):
+            mark(f"later{k}", sleep=0.5)
+        """)
+    result = run(pytester, mode, "--failed-dependency-action=fail", "--maxfail=2")
+    result.stdout.fnmatch_lines(["*stopping after 2 failures*"])
+    assert len(read_log(pytester)) < 8  # the run stopped
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -329,10 +403,8 @@ def test_order_failed_ordering_options(pytester: pytest.Pytester, mode: str) -> 
     check(pytester, {"test_f.py::test_unknown": "error:The test could not be ordered",
                      "test_f.py::test_fine": "passed"})
     result = run(pytester, mode, "--fail-all-on-failed-ordering")
-    # Serially pytest-order's usage error; an xdist worker reports it as a
-    # collection error (a worker's usage error would be an internal error).
-    want = pytest.ExitCode.USAGE_ERROR if mode == "serial" else pytest.ExitCode.INTERRUPTED
-    assert result.ret == want
+    # pytest-order's usage error, also where a worker met it (the controller ends the run).
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot execute 'test_unknown' relative to others" in (
         result.stdout.str() + result.stderr.str())
     assert read_log(pytester).keys() == {"fine"}  # from the first run only
@@ -472,3 +544,67 @@ def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: s
     ])
     if mode == "serial":
         assert order_of(pytester)[0] == "zero"
+
+
+# -- every option set: the same outcomes serially and under -n 2 -----------------------
+
+MIXED_1 = """
+@pytest.mark.order(after="test_x2.py::test_late")
+def test_early():
+    mark("early")
+
+@pytest.mark.m1
+@pytest.mark.order(2)
+def test_two():
+    mark("two")
+
+@pytest.mark.dependency()
+def test_fails():
+    assert False
+
+@pytest.mark.dependency(depends=["test_fails"])
+def test_blocked():
+    mark("blocked")
+
+@pytest.mark.dependency(depends=["test_later"])
+def test_before():
+    mark("before")
+
+@pytest.mark.dependency()
+def test_later():
+    mark("later")
+"""
+
+MIXED_2 = """
+def test_late():
+    mark("late")
+
+@pytest.mark.depends(on=["test_x1.py::test_fails"])
+def test_dep():
+    mark("dep")
+
+@pytest.mark.depends(on=["test_late"])
+def test_dep_ok():
+    mark("dep_ok")
+"""
+
+
+@pytest.mark.parametrize("args", [
+    (),
+    ("--order-scope=module",),
+    ("--order-scope=module", "--error-on-failed-ordering"),
+    ("--sparse-ordering", "--order-marker-prefix=m"),
+    ("--indulgent-ordering", "--order-dependencies"),
+    ("--order-group-scope=module", "--order-scope-level=0"),
+    ("--ignore-unknown-dependency", "--failed-dependency-action=run"),
+    ("--missing-dependency-action=fail", "--failed-dependency-action=fail"),
+], ids=lambda a: " ".join(a) or "defaults")
+def test_foreign_options_same_outcomes_serially_and_under_xdist(
+        pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    make_modules(pytester, test_x1=MIXED_1, test_x2=MIXED_2)
+    got = {}
+    for mode in MODES:
+        result = run(pytester, mode, *args)
+        got[mode] = (result.ret, {k: v[0] for k, v in outcomes(pytester).items()})
+    assert got["serial"] == got["xdist"]
+    assert got["serial"][1][junit_key("test_x1.py::test_blocked")] == "skipped"

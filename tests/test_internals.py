@@ -477,3 +477,29 @@ def test_the_controller_is_found_by_its_class_name(request: pytest.FixtureReques
         assert xdist_internals.xdist_controller_active(request.config)
     finally:
         pm.unregister(plugin)
+
+
+def test_a_controller_failure_counts_towards_maxfail_only_with_dsessions_counter(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    class DSession:
+        def __init__(self) -> None:
+            self.counted: list[object] = []
+
+        def _handlefailures(self, rep: object) -> None:
+            self.counted.append(rep)
+
+    pm = request.config.pluginmanager
+    if pm.has_plugin("dsession"):
+        pytest.skip("runs inside an xdist controller")
+    plugin = DSession()
+    report = pytest.TestReport("t.py::t", ("t.py", 0, "t"), {}, "failed", "boom", "call")
+    pm.register(plugin, "dsession")
+    try:
+        assert xdist_internals.count_xdist_failure(request.config, report)
+        assert plugin.counted == [report]
+        monkeypatch.setattr(xdist_internals, "DSESSION_FAILURES", "_renamed")
+        assert not xdist_internals.count_xdist_failure(request.config, report)
+        assert plugin.counted == [report]
+    finally:
+        pm.unregister(plugin)
+    assert not xdist_internals.count_xdist_failure(request.config, report)  # no xdist at all

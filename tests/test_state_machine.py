@@ -1363,3 +1363,46 @@ def test_a_group_in_progress_finishes_while_an_exclusive_task_waits() -> None:
     sched.validate()
     assert sched.finished(2, "passed")
     assert sched.done
+
+
+# ---------------------------------------------------------------- checked tasks
+
+
+def test_checked_task_fails_unrun_when_a_checked_prerequisite_did_not_pass() -> None:
+    """pytest-depends' fail action: decided at release, from every worker's outcome."""
+    g = graph_of({"a": "", "c": "", "b": "", "d": "b", "e": "", "f": ""},
+                 after={"b": "a c", "e": "b", "f": "b"})
+    ix = g.index
+    plain = StateMachine(g)
+    sched = StateMachine(g, checks={ix["b"]: [ix["a"], ix["c"]], ix["e"]: [ix["b"]]})
+    for s in (plain, sched):
+        s.add_worker("w1")
+        assert [g.ids[t] for t in s.take("w1", 2)] == ["a", "c"]
+    # A checked task is never held ahead: its worker may not know every outcome.
+    assert [g.ids[t] for t in plain.ahead("w1")] == ["b"]
+    assert sched.ahead("w1") == []
+    sched.finished(ix["a"], "failed")
+    sched.validate()
+    assert sched.state[ix["b"]] is State.WAITING  # still waits on c
+    assert sched.pop_skipped() == []
+    sched.finished(ix["c"], "passed")
+    sched.validate()
+    decided = {g.ids[s.task]: s for s in sched.pop_skipped()}
+    assert decided["b"].failed == (ix["a"],) and decided["e"].failed == (ix["b"],)
+    assert decided["d"].failed == () and decided["d"].reason == "prerequisite b failed"
+    assert sched.state[ix["b"]] is State.FAILED and sched.outcome[ix["b"]] == "failed"
+    assert sched.state[ix["e"]] is State.FAILED and set(sched.fails) == {ix["b"], ix["e"]}
+    assert sched.state[ix["d"]] is State.SKIPPED
+    assert sched.state[ix["f"]] is State.READY  # ordering only, not checked
+
+
+def test_checked_task_runs_when_its_checked_prerequisites_passed() -> None:
+    g = graph_of({"a": "", "b": ""}, after={"b": "a"})
+    sched = StateMachine(g, checks={1: [0]})
+    sched.add_worker("w")
+    assert sched.take("w") == [0]
+    sched.finished(0, "passed")
+    assert sched.take("w") == [1] and sched.pop_skipped() == []
+    sched.finished(1, "passed")
+    sched.validate()
+    assert sched.done

@@ -121,6 +121,9 @@ class Skip:
     for a stop or a cancellation.  ``remote``: the task had been handed out
     speculatively, so the worker holding it skips it itself (with this same
     reason, see :func:`blocked_skip`); the driver must not report it twice.
+    ``failed``: not a skip but a failure without running (a checked task, see
+    :class:`StateMachine`): the checked prerequisites that did not pass, for
+    the driver to word.
     """
 
     task: int
@@ -129,6 +132,7 @@ class Skip:
     root: int | None
     root_outcome: str | None
     remote: bool = False
+    failed: tuple[int, ...] = ()
 
 
 def blocked_skip(
@@ -157,6 +161,14 @@ def blocked_skip(
     return Skip(task, wording.prerequisite_ended(p, outcome), prereq, prereq, outcome)
 
 
+def _or_checked(checked: Mapping[int, Sequence[int]],
+                inner: Callable[[int], bool] | None) -> Callable[[int], bool]:
+    """``inner`` (tasks never held ahead), extended by the checked tasks."""
+    if inner is None:
+        return checked.__contains__
+    return lambda t: t in checked or inner(t)
+
+
 @final
 class StateMachine:
     def __init__(
@@ -171,7 +183,14 @@ class StateMachine:
         name: Callable[[int], str] | None = None,
         locality: bool = True,
         exclusive: Sequence[bool] | None = None,
+        checks: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
+        """``checks``: per task, ordering-only prerequisites that must all have
+        passed when the task is released, else it fails without running
+        (pytest-depends' ``--failed-dependency-action=fail``): a decision in
+        :meth:`pop_skipped` with ``failed`` set, the task FAILED.  Such a task
+        is never handed out ahead (its worker may not know those outcomes).
+        """
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
         n = len(graph)
@@ -194,6 +213,9 @@ class StateMachine:
         self._ready_count = 0
         self._new_skips: list[Skip] = []
         self._stopped: str | None = None
+        self._checks: Mapping[int, Sequence[int]] = checks or {}
+        #: Checked tasks that failed without running, by task (see ``checks``).
+        self.fails: dict[int, Skip] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
         # Placement: the ready queues, each other policy wrapping the one
@@ -212,11 +234,15 @@ class StateMachine:
         if resources or limits:
             limited = ResourceLimits(placement, resources, limits, self.state, n)
             placement = limited
-        constrained = None if limited is None else limited.constrained
+        constrained: Callable[[int], bool] | None = (
+            None if limited is None else limited.constrained)
         if alone is not None:
             placement = Exclusive(placement, alone, self.state, self._groups)
             constrained = (placement.constrained if limited is None
                            else lambda t, a=alone, c=limited.constrained: a[t] or c(t))
+        if self._checks:
+            # Held ahead, a checked task's worker may not know every checked outcome.
+            constrained = _or_checked(self._checks, constrained)
         self._placement = placement
         self._ahead = HandOutAhead(
             graph, self._rank, self.state, self.where, self._running_on,
@@ -499,12 +525,30 @@ class StateMachine:
                     released.append(d)
             # A task held ahead is RUNNING already: its release changes nothing.
             ready = [d for d in released if states[d] is State.WAITING]
+            if self._checks and ready:
+                ready = [d for d in ready if not self._fails_check(d, work)]
             if ready:
                 for d in ready:
                     states[d] = State.READY
                 self._ready_count += len(ready)
                 placement.released(ready, origin)
         self.done = self._terminal_count == len(states)
+
+    def _fails_check(self, task: int, work: list[tuple[int, State]]) -> bool:
+        """Whether released ``task`` fails for a checked prerequisite (queued in ``work``)."""
+        bad = tuple(p for p in self._checks.get(task, ())
+                    if self.outcome[p] not in ("passed", "deselected"))
+        if not bad:
+            return False
+        first = bad[0]
+        decision = Skip(task, wording.prerequisite_ended(
+            self._name(first), self.outcome[first] or "not run"), first, first,
+            self.outcome[first], failed=bad)
+        self.fails[task] = decision
+        self.outcome[task] = "failed"
+        self._new_skips.append(decision)
+        work.append((task, State.FAILED))
+        return True
 
     def _blocked(self, task: int, prereq: int) -> Skip:
         """Why ``task`` is skipped because ``prereq`` did not pass."""

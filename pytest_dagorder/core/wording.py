@@ -136,6 +136,11 @@ def foreign_unknown(test: str, names: list[str], scope: str = "", hint: str = ""
     return f"{test} depends on {', '.join(map(repr, names))}{UNKNOWN_TAIL}{where}{hint}"
 
 
+def foreign_failed(test: str, failed: list[str]) -> str:
+    """pytest-depends' ``--failed-dependency-action=fail``: its own message."""
+    return f"{test} depends on {', '.join(failed)}"
+
+
 def unknown_names_line(names: list[str]) -> str:
     """Summary: the names that matched nothing, so a typo is not lost among the skips."""
     return (f"dagorder: tests were skipped for names that match no test: "

@@ -102,7 +102,8 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
              if any(payload.exclusive) else None)
     run = DagRun(graph, nodeids, n_run=n, on_failure=settings.on_failure,
                  groups=groups, locality=mode != "none",
-                 resources=resources, limits=settings.limits, exclusive=alone)
+                 resources=resources, limits=settings.limits, exclusive=alone,
+                 checks=dict(payload.fail_checks))
     run.whole = payload.whole
     built = BuiltRun(run, [], notes=notes)
     if known:

@@ -77,7 +77,7 @@ class DependencyScheduling:
         self.read_plans: set[Any] = set()
         self.aborted = False
         self.core_workers: set[Any] = set()  # nodes the core knows, by identity
-        self.skips = SkipEmitter(config.hook, self.ledger)
+        self.skips = SkipEmitter(config, self.ledger)
         self.dispatcher = Dispatcher(self.ledger, controller.channels, self.log,
                                      speculate=controller.policy == "skip")
         self.feed: ReportFeed | None = None  # once the run is built
@@ -292,6 +292,12 @@ class DependencyScheduling:
         self.followed = first
         self.read_plans.add(first)
         self.collection = self.node2collection[first]
+        if payload.usage_error:
+            # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
+            self.aborted = True
+            for node in nodes:
+                node.shutdown()
+            raise pytest.UsageError(payload.usage_error)
         if payload.problems:
             self.aborted = True
             abort(self.config, nodes, [Problem(n, m) for n, m in payload.problems])

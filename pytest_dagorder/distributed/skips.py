@@ -20,13 +20,15 @@ import pytest
 from ..glue.dag_run import DagRun, SkipToReport
 from . import wire
 from .ledger import Ledger
+from .xdist_internals import count_xdist_failure
 
 
 class SkipEmitter:
     """Reports the skips the core decided, in an order the terminal can follow."""
 
-    def __init__(self, hook: Any, ledger: Ledger) -> None:
-        self.hook = hook
+    def __init__(self, config: pytest.Config, ledger: Ledger) -> None:
+        self.config = config
+        self.hook = config.hook
         self.ledger = ledger
         self.locations: Sequence[wire.Location | None] = []
         # Tests skipped while a worker held them: (that worker, reason) until
@@ -78,11 +80,15 @@ class SkipEmitter:
                 self.deferred.append(skip)
                 deferred_tasks.add(skip.task)
             else:
-                self.report(run, skip.task, skip.reason)
+                self.report(run, skip.task, skip.reason, fail=skip.fail)
             todo.extend(run.pop_skips())
 
-    def report(self, run: DagRun, i: int, reason: str) -> None:
-        """Report test ``i`` SKIPPED from the controller, as a worker would have."""
+    def report(self, run: DagRun, i: int, reason: str, *, fail: bool = False) -> None:
+        """Report test ``i`` SKIPPED from the controller, as a worker would have.
+
+        ``fail``: FAILED instead, in its call (pytest-depends' ``fail`` action
+        for a prerequisite that did not pass, decided by the core).
+        """
         run.reported.add(i)
         hook = self.hook
         nodeid = run.nodeids[i]
@@ -92,10 +98,20 @@ class SkipEmitter:
         self.emitting = i
         try:
             hook.pytest_runtest_logstart(nodeid=nodeid, location=loc)
-            hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid=nodeid, location=loc, keywords={}, outcome="skipped",
-                longrepr=(loc[0], line, f"Skipped: {reason}"), when="setup",
-                start=now, stop=now))
+            if fail:
+                hook.pytest_runtest_logreport(report=pytest.TestReport(
+                    nodeid=nodeid, location=loc, keywords={}, outcome="passed", longrepr=None,
+                    when="setup", start=now, stop=now))
+                failed = pytest.TestReport(
+                    nodeid=nodeid, location=loc, keywords={}, outcome="failed",
+                    longrepr=f"Failed: {reason}", when="call", start=now, stop=now)
+                hook.pytest_runtest_logreport(report=failed)
+                count_xdist_failure(self.config, failed)  # --maxfail counts it, as a worker's
+            else:
+                hook.pytest_runtest_logreport(report=pytest.TestReport(
+                    nodeid=nodeid, location=loc, keywords={}, outcome="skipped",
+                    longrepr=(loc[0], line, f"Skipped: {reason}"), when="setup",
+                    start=now, stop=now))
             hook.pytest_runtest_logreport(report=pytest.TestReport(
                 nodeid=nodeid, location=loc, keywords={}, outcome="passed", longrepr=None,
                 when="teardown", start=now, stop=now))

@@ -96,6 +96,12 @@ class Payload:
     #: Per test: it requests the ``dag`` fixture (reads or publishes results).
     #: Empty: no test does.
     dag_users: Sequence[bool] = ()
+    #: pytest-depends' ``--failed-dependency-action=fail``: by node id, the
+    #: prerequisites that must have passed, else the test fails unrun.
+    fail_checks: Sequence[tuple[str, Sequence[str]]] = ()
+    #: A usage error the worker met while planning (pytest-order's
+    #: ``--fail-all-on-failed-ordering``): the session ends with it (exit 4).
+    usage_error: str = ""
     #: The suite declares nothing the controller must order or limit: the
     #: workers have no barrier item (``barrier`` is never sent) and run as
     #: under plain xdist; the controller always sends the next test ahead.
@@ -168,6 +174,8 @@ class Payload:
             runtime_depends=([self.runtime_depends[k] for k in old]
                              if self.runtime_depends else ()),
             dag_users=[self.dag_users[k] for k in old] if self.dag_users else (),
+            fail_checks=self.fail_checks,
+            usage_error=self.usage_error,
             plain=self.plain,
             header=self.header,
             whole=self.whole,
@@ -271,6 +279,8 @@ def encode(payload: Payload) -> str:
         "exclusive": list(payload.exclusive),
         "runtime_depends": list(payload.runtime_depends),
         "dag_users": list(payload.dag_users),
+        "fail_checks": [[nid, list(ps)] for nid, ps in payload.fail_checks],
+        "usage_error": payload.usage_error,
         "plain": payload.plain,
         "header": list(payload.header),
         "whole": payload.whole,
@@ -351,6 +361,8 @@ def _fields(data: dict[str, Any]) -> Payload:
         exclusive=[bool(x) for x in data["exclusive"]] or (),
         runtime_depends=[bool(x) for x in data["runtime_depends"]] or (),
         dag_users=[bool(x) for x in data["dag_users"]] or (),
+        fail_checks=[(str(nid), _typed(ps, str)) for nid, ps in data["fail_checks"]] or (),
+        usage_error=str(data["usage_error"]),
         plain=bool(data["plain"]),
         header=_typed(data["header"], str) or (),
         whole=data["whole"] is True,

@@ -48,6 +48,7 @@ from ..glue.planning import Plan, Planner
 from ..glue.resources import NONE
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
+from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from . import wire
 
@@ -347,6 +348,10 @@ class DagWorker(Planner):
         if plan is not None and (plan.notes or plan.whole or plan.dropped):
             payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole,
                                           deselected=plan.dropped, empty_part=plan.empty_part)
+        if usage := ordering_failed(self.config):
+            payload = dataclasses.replace(payload, usage_error=usage)
+        if checks := fail_checks(self.config):
+            payload = dataclasses.replace(payload, fail_checks=list(checks.items()))
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()

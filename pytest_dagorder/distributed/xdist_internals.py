@@ -50,3 +50,23 @@ def xdist_collection_diff(first: Sequence[str], other: Sequence[str],
         return (f"Different tests were collected between {first_id} and {other_id}: "
                 f"{len(first)} and {len(other)} tests")
     return str(report_collection_diff(list(first), list(other), first_id, other_id))
+
+
+#: DSession's failure counter behind ``--maxfail`` / ``-x``.
+DSESSION_FAILURES = "_handlefailures"
+
+
+def count_xdist_failure(config: pytest.Config, report: pytest.TestReport) -> bool:
+    """Count a failure the controller reports itself towards ``--maxfail`` / ``-x``.
+
+    xdist counts failures only for reports that came from a worker
+    (``DSession.worker_testreport`` calls ``_handlefailures``); no hook does
+    it.  False where it is gone: such a failure then does not count (the run
+    goes on past ``--maxfail``).
+    """
+    dsession = config.pluginmanager.get_plugin("dsession")
+    handle = getattr(dsession, DSESSION_FAILURES, None)
+    if not callable(handle):
+        return False
+    handle(report)
+    return True

@@ -57,6 +57,8 @@ class SkipToReport(NamedTuple):
     remote: bool
     #: The direct prerequisite that did not pass (None: a stop).
     prerequisite: int | None
+    #: Not a skip: the test fails without running (a failed checked prerequisite).
+    fail: bool = False
 
 
 class DagRun:
@@ -72,7 +74,10 @@ class DagRun:
         resources: Sequence[Sequence[str]] | None = None,
         limits: Mapping[str, int] | None = None,
         exclusive: Sequence[bool] | None = None,
+        checks: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """``checks``: by node id, prerequisites that must have passed, else the
+        test fails without running (see :class:`~..core.state_machine.StateMachine`)."""
         self.graph = graph
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
@@ -89,6 +94,7 @@ class DagRun:
             resources=resources,
             limits=limits,
             exclusive=exclusive,
+            checks=self._by_index(checks) if checks else None,
         )
         self.tracker = OutcomeTracker()
         #: The run collected its whole suite (see ``Plan.whole``): a durations
@@ -112,7 +118,15 @@ class DagRun:
             self._names = short_names(self.nodeids)
         return self._names[i]
 
+    def _by_index(self, checks: Mapping[str, Sequence[str]]) -> dict[int, list[int]]:
+        index = self.index
+        return {index[nid]: [index[p] for p in ps if p in index]
+                for nid, ps in checks.items() if nid in index}
+
     def reason(self, skip: Skip) -> str:
+        if skip.failed:
+            return wording.foreign_failed(self.nodeids[skip.task],
+                                          [self.nodeids[p] for p in skip.failed])
         if skip.root_outcome == "deselected":
             return skip.reason + wording.DESELECTED_HINT
         return skip.reason
@@ -124,7 +138,7 @@ class DagRun:
         except ``remote`` ones, which the worker holding the test reports
         itself (they count once that report arrived).
         """
-        return [SkipToReport(s.task, self.reason(s), s.remote, s.prerequisite)
+        return [SkipToReport(s.task, self.reason(s), s.remote, s.prerequisite, bool(s.failed))
                 for s in self.machine.pop_skipped() if s.task < self.n_run]
 
     def record(self, report: pytest.TestReport, index: int | None = None, *,

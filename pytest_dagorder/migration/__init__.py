@@ -110,6 +110,13 @@ def ordering_failed(config: pytest.Config) -> str | None:
     return plugin.error if plugin is not None else None
 
 
+def fail_checks(config: pytest.Config) -> dict[str, list[str]]:
+    """pytest-depends' ``fail`` action: by node id, the prerequisites that must
+    pass, else the test fails (the core decides where outcomes are elsewhere)."""
+    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
+    return actions.checks() if isinstance(actions, DependsActions) else {}
+
+
 def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:
     """Whether pytest-order's own sorter ordered ``items`` (see :mod:`.sorting`)."""
     plugin = sorting(config)

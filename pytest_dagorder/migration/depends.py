@@ -7,9 +7,10 @@ meaning (command line over ini, as it reads them):
 * ``--failed-dependency-action`` (``failed_dependency_action``): ``skip``
   (default) blocks the dependent; ``run`` makes the dependency an ordering
   edge only; ``fail`` runs the dependent after its prerequisites and fails
-  it when one of them did not pass (told by the results of this process:
-  under ``-n`` the prerequisites in the same module share the worker, see
-  affinity);
+  it when one of them did not pass (serially at call time, from this
+  process's results; under ``-n`` the controller's core decides from every
+  worker's outcomes and reports the failure without running the test, see
+  ``checks`` of the core's ``StateMachine``);
 * ``--missing-dependency-action`` (``missing_dependency_action``): ``skip``
   (default), ``run`` (ignore the name) or ``fail`` (the test fails);
 * ``--list-dependency-names`` / ``--list-processed-dependencies`` print
@@ -132,6 +133,10 @@ class DependsActions:
             self._check[item.nodeid] = check
         if missing:
             self._missing[item.nodeid] = missing
+
+    def checks(self) -> dict[str, list[str]]:
+        """By node id, the prerequisites a test fails for unless they passed."""
+        return dict(self._check)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
