@@ -25,8 +25,8 @@ AffinityMode = Literal["module", "class", "none"]
 AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
 
 GROUP = "dagorder"
-#: The registration name of whichever driver runs the session (serial.py,
-#: xdist.py, worker.py); other parts find the run state under it.
+#: The registration name of whichever driver runs the session (drivers/serial.py,
+#: distributed/controller.py, distributed/worker.py); other parts find the run state under it.
 DRIVER_NAME = "dagorder-run"
 #: --dist modes the DAG scheduler takes over: the default and worksteal (its
 #: workers steal anyway), loadgroup (xdist_group marks are affinity groups),
