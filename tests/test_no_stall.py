@@ -1,6 +1,6 @@
 """No stall: a worker never holds a report while it waits, and never waits with a test unrun.
 
-Two guarantees, each checked where it is made (docs/limitations.rst,
+Two guarantees, each checked where it is made (docs/how-it-works.rst,
 "Reports are never held"):
 
 * A worker sends each report the moment pytest makes it: nothing between
