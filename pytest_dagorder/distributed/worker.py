@@ -43,7 +43,7 @@ from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
 from ..glue.outcomes import OutcomeTracker
-from ..glue.planning import Plan, Planner
+from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
 from ..glue.run import short_names
 from ..glue.settings import DAG_MODES, settings_of
@@ -346,6 +346,14 @@ class DagWorker(Planner):
         )
         if plan is not None and (plan.notes or plan.whole):
             payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole)
+        if (graph is not None and plan is not None and plan.graph is not None
+                and settings_of(self.config).affinity == "state"):
+            labels = state_scopes(plan.items, plan.graph)
+            if any(labels):
+                # Graph positions are plan.items'; the payload's, planned's.
+                where = dict(zip(map(id, plan.items), labels, strict=True))
+                payload = dataclasses.replace(
+                    payload, state_scopes=[where.get(id(it)) for it in planned])
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
