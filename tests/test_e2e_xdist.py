@@ -912,7 +912,8 @@ def test_fast_chain_handed_out_ahead_matches_the_serial_run(pytester: pytest.Pyt
     serial.assert_outcomes(passed=135, failed=1, skipped=24)
     expected, _ = read_junit(pytester.path / "serial.xml")
     for _round in range(2):
-        result = run(pytester, "-n", "2", "--junitxml=dist.xml")
+        # module: the chain shares nothing, so only this rule makes it a group.
+        result = run(pytester, "-n", "2", "--dag-affinity=module", "--junitxml=dist.xml")
         result.assert_outcomes(passed=135, failed=1, skipped=24)
         got, n_cases = read_junit(pytester.path / "dist.xml")
         assert n_cases == 160
