@@ -58,6 +58,8 @@ class Suite:
     generated: tuple[tuple[str, str], ...] = ()
     #: Environment of its test runs (values are paths in the checkout).
     env: tuple[tuple[str, str], ...] = ()
+    #: Its own requirements files (paths in the checkout).
+    requirement_files: tuple[str, ...] = ()
 
 
 PLUGINS = ("pytest-dependency==0.6.1", "pytest-order", "pytest-timeout")
@@ -81,6 +83,9 @@ SUITES = {s.name: s for s in (
           ("tests",), ("src",),
           generated=(("src/archive/_meta.py", 'release = version = "0"\n'),),
           env=(("BUILD_SCRIPTS_DIR", "scripts"),)),
+    # Its OpenVidu test needs docker and xfails without it, as in its CI.
+    Suite("slurk", "clp-research/slurk", "715471f30644818abea4b6af27728579c8c0db2b",
+          ("pytest-depends==1.0.1", "docker"), ("tests",), requirement_files=("requirements.txt",)),
 )}
 
 
@@ -107,7 +112,8 @@ def venv(suite: Suite, work: Path, tree: Path) -> Path:
     if not python.exists():
         sh([sys.executable, "-m", "venv", str(env_dir)])
         pip = [str(python), "-m", "pip", "install", "-q"]
-        sh([*pip, "-e", str(ROOT), *suite.requirements])
+        files = [arg for f in suite.requirement_files for arg in ("-r", str(tree / f))]
+        sh([*pip, "-e", str(ROOT), *suite.requirements, *files])
         if suite.editable:
             sh([*pip, "-e", str(tree)])
     return python
