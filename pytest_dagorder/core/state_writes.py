@@ -118,7 +118,7 @@ def _function_writes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[bool, 
             state = True
         elif isinstance(node, ast.Attribute | ast.Subscript) and isinstance(
                 node.ctx, ast.Store | ast.Del):
-            written(node.value if isinstance(node, ast.Subscript) else _receiver(node))
+            written(node.value)  # a.b.c = 1 and a.b[c] = 1 write into a.b
         elif isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in MUTATORS:
@@ -127,11 +127,6 @@ def _function_writes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[bool, 
                   and node.args):
                 written(node.args[0])
     return state, into
-
-
-def _receiver(node: ast.Attribute) -> ast.expr:
-    """What ``node`` (an attribute being set) is set on: ``a.b.c = 1`` sets on ``a.b``."""
-    return node.value
 
 
 def _root(expr: ast.expr) -> tuple[ast.Name | None, frozenset[str]]:
