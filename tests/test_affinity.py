@@ -10,7 +10,8 @@ from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.core.affinity import affinity_groups
+from pytest_dagorder.core.affinity import MODULE_STATE, affinity_groups, state_keys
+from pytest_dagorder.core.state_writes import module_writes
 
 Edges = list[list[int]]
 
@@ -214,3 +215,113 @@ def test_cross_scope_edges_change_nothing(
 
     assert affinity_groups(scopes, requires, after, explicit) == affinity_groups(
         scopes, intra(requires), intra(after), explicit)
+
+
+# ---------------------------------------------------------------- shared state
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        pytest.param([frozenset({"k"}), frozenset({"k"}), frozenset()],
+                     ["group-0", "group-0", None], id="shared-key-joins"),
+        pytest.param([frozenset({"k"}), frozenset({"j"}), frozenset({"k"})],
+                     ["group-0", None, "group-0"], id="only-the-sharing-edge-joins"),
+        pytest.param([frozenset(), frozenset(), frozenset()], [None, None, None],
+                     id="no-state-stays-free"),
+    ],
+)
+def test_state_joins_only_tests_that_share(state: list[frozenset[str]],
+                                           expected: list[str | None]) -> None:
+    # 0 <- 1 and 0 <- 2, all in one module.
+    assert affinity_groups(["m"] * 3, edges(3, {1: [0], 2: [0]}), edges(3), (),
+                           state) == expected
+
+
+def test_state_does_not_join_across_modules() -> None:
+    keys = [frozenset({MODULE_STATE})] * 2
+    assert affinity_groups(["m1", "m2"], edges(2, {1: [0]}), edges(2), (), keys) == [None] * 2
+
+
+FIX = ("box", "module", "tests/test_m.py")
+
+
+@pytest.mark.parametrize(
+    ("fixtures", "module_state", "written", "class_id", "expected"),
+    [
+        pytest.param([FIX], False, frozenset(), None,
+                     {"module tests/test_m.py box"}, id="module-fixture-counts"),
+        pytest.param([("pkg", "package", "tests")], False, frozenset(), None,
+                     {"package tests pkg"}, id="package-fixture-counts"),
+        pytest.param([("c", "class", "tests/test_m.py")], False, frozenset(),
+                     "tests/test_m.py::T", {"class tests/test_m.py::T tests/test_m.py c"},
+                     id="class-fixture-per-class"),
+        pytest.param([("client", "session", "")], False, frozenset(), None, set(),
+                     id="session-fixture-only-read-is-free"),
+        pytest.param([("vars", "session", "")], False, frozenset({"vars"}), None,
+                     {"session  vars"}, id="session-fixture-written-counts"),
+        pytest.param([], True, frozenset(), None, {MODULE_STATE}, id="module-writes-state"),
+        pytest.param(None, False, frozenset(), None, {MODULE_STATE},
+                     id="unknown-fixtures-share-everything"),
+        pytest.param([], False, frozenset(), None, set(), id="nothing"),
+    ],
+)
+def test_state_keys(fixtures: list[tuple[str, str, str]] | None, module_state: bool,
+                    written: frozenset[str], class_id: str | None, expected: set[str]) -> None:
+    assert state_keys(fixtures, module_state=module_state, written=written,
+                      class_id=class_id) == expected
+
+
+def test_class_fixture_keys_of_two_classes_differ() -> None:
+    fix = [("c", "class", "tests/test_m.py")]
+    a = state_keys(fix, module_state=False, class_id="tests/test_m.py::A")
+    b = state_keys(fix, module_state=False, class_id="tests/test_m.py::B")
+    assert a and b and not a & b
+
+
+WRITES = [
+    pytest.param("STATE = {}\ndef test_a():\n    STATE['x'] = 1\n", True, set(),
+                 id="item-of-a-module-name"),
+    pytest.param("X = 0\ndef test_a():\n    global X\n    X = 1\n", True, set(), id="global"),
+    pytest.param("SEEN = []\ndef test_a():\n    SEEN.append(1)\n", True, set(), id="mutator-call"),
+    pytest.param("import os\ndef test_a():\n    os.environ['A'] = '1'\n", True, set(),
+                 id="imported-module"),
+    pytest.param("class TestA:\n    def test_a(self):\n        TestA.x = 1\n", True, set(),
+                 id="class-attribute-by-name"),
+    pytest.param("class TestA:\n    def test_a(self):\n        type(self).x = 1\n", True, set(),
+                 id="class-attribute-through-type"),
+    pytest.param("class TestA:\n    def test_a(self):\n        self.__class__.x = 1\n", True,
+                 set(), id="class-attribute-through-dunder-class"),
+    pytest.param("class TestA:\n    store = {}\n    def test_a(self):\n"
+                 "        self.store['k'] = 1\n", True, set(),
+                 id="class-container-through-self"),
+    pytest.param("def test_a(request):\n    request.module.x = 1\n", True, set(),
+                 id="request-module"),
+    pytest.param("def test_a(request):\n    setattr(request.cls, 'x', 1)\n", True, set(),
+                 id="setattr-on-a-class"),
+    pytest.param("class TestA:\n    def test_a(self):\n        self.x = 1\n", False, set(),
+                 id="instance-attribute-is-the-tests-own"),
+    pytest.param("def test_a():\n    d = {}\n    d['x'] = 1\n    d.update(y=2)\n", False, set(),
+                 id="local-object"),
+    pytest.param("def test_a(shared):\n    shared['id'] = 1\n", False, {"shared"},
+                 id="written-into-a-parameter"),
+    pytest.param("def test_a(client):\n    client.put('/x')\n    client.post('/y')\n", False,
+                 set(), id="http-calls-are-not-mutators"),
+    pytest.param("def test_a():\n    out = []\n    def add():\n        out.append(1)\n    add()\n",
+                 False, set(), id="nested-function-writes-an-enclosing-local"),
+    pytest.param("def test_a():\n    f = lambda x: x.append(1)\n    f([])\n", False, set(),
+                 id="lambda-argument"),
+    pytest.param("DATA = [1, 2]\ndef test_a():\n    assert sorted(DATA) == DATA\n", False, set(),
+                 id="reads-only"),
+]
+
+
+@pytest.mark.parametrize(("source", "module_state", "params"), WRITES)
+def test_module_writes(source: str, module_state: bool, params: set[str]) -> None:
+    found = module_writes(source)
+    assert found is not None
+    assert (found.module_state, set(found.into_params)) == (module_state, params)
+
+
+def test_module_writes_of_unparsable_source_is_unknown() -> None:
+    assert module_writes("def (:\n") is None

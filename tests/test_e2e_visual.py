@@ -168,7 +168,8 @@ def test_serial_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
 
 def test_xdist_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
     out = suite.path
-    result = run(suite, "-n", "2", *graph_args(out), f"--dag-timeline={out / 't.html'}")
+    result = run(suite, "-n", "2", "--dag-affinity=module", *graph_args(out),
+                 f"--dag-timeline={out / 't.html'}")
     result.assert_outcomes(passed=5, failed=1, skipped=3)
     nodes = check_graphs(out, ran=True)
     # Module affinity: the chains inside test_a.py are groups; test_b.py's tests are free.

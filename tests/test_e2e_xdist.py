@@ -817,6 +817,74 @@ def test_affinity_keeps_chain_state_on_one_worker(pytester: pytest.Pytester) -> 
         assert len({ran[f"busy{n}"].pid for n in range(8)}) > 1, attempt
 
 
+STATE_FREE = """
+def test_root():
+    mark("root", 0.05)
+
+
+@depends_on("test_root")
+def test_left():
+    mark("left", 0.05)
+
+
+@depends_on("test_root")
+def test_right():
+    mark("right", 0.05)
+"""
+
+STATE_GLOBAL = """
+SEEN = []
+
+
+def test_first():
+    mark("first", 0.05)
+    SEEN.append(os.getpid())
+
+
+@depends_on("test_first")
+def test_second():
+    mark("second", 0.05)
+    assert SEEN == [os.getpid()]
+"""
+
+STATE_FIXTURE = """
+@pytest.fixture(scope="module")
+def box():
+    return {}
+
+
+def test_put(box):
+    mark("put", 0.05)
+    box["pid"] = os.getpid()
+
+
+@depends_on("test_put")
+def test_read(box):
+    mark("read", 0.05)
+    assert box == {"pid": os.getpid()}
+"""
+
+
+def test_default_affinity_groups_only_chains_that_share_state(
+        pytester: pytest.Pytester) -> None:
+    """--dag-affinity=state: a chain whose module writes a module-level name, or
+    whose tests share a module fixture, is a group; one sharing nothing is not
+    (``module`` still groups all three)."""
+    write_ini(pytester)
+    make_modules(pytester, test_free=STATE_FREE, test_global=STATE_GLOBAL,
+                 test_fixture=STATE_FIXTURE, test_busy=AFFINITY_BUSY)
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=15)
+    result.stdout.fnmatch_lines(["*affinity state (2 groups)*"])
+    ran = read_log(pytester)
+    for a, b in (("first", "second"), ("put", "read")):
+        assert ran[a].pid == ran[b].pid and ran[b].start >= ran[a].end
+    (pytester.path / LOG_NAME).unlink()
+    result = run(pytester, "-n", "2", "--dag-affinity=module")
+    result.assert_outcomes(passed=15)
+    result.stdout.fnmatch_lines(["*affinity module (3 groups)*"])
+
+
 # -- chains handed out ahead (short tests, default affinity) ----------------------------
 
 
@@ -844,7 +912,8 @@ def test_fast_chain_handed_out_ahead_matches_the_serial_run(pytester: pytest.Pyt
     serial.assert_outcomes(passed=135, failed=1, skipped=24)
     expected, _ = read_junit(pytester.path / "serial.xml")
     for _round in range(2):
-        result = run(pytester, "-n", "2", "--junitxml=dist.xml")
+        # module: the chain shares nothing, so only this rule makes it a group.
+        result = run(pytester, "-n", "2", "--dag-affinity=module", "--junitxml=dist.xml")
         result.assert_outcomes(passed=135, failed=1, skipped=24)
         got, n_cases = read_junit(pytester.path / "dist.xml")
         assert n_cases == 160

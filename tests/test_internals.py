@@ -441,6 +441,32 @@ def test_a_tests_fixture_functions_without_fixtureinfo_are_none(
     assert internals.fixture_functions(item) == []
 
 
+def test_wide_fixtures_name_the_scopes_and_without_fixtureinfo_are_unknown(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (item,) = pytester.getitems("""
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def box():
+            return {}
+
+        @pytest.fixture
+        def inner(box):
+            return box
+
+        def test_one(inner, tmp_path):
+            pass
+    """)
+    found = internals.wide_fixtures(item)
+    assert found is not None
+    # Requested through another fixture; tmp_path's session-scoped factory too.
+    assert [(name, scope) for name, scope, _ in found if name == "box"] == [("box", "module")]
+    assert {scope for _, scope, _ in found} <= {"module", "session"}
+    assert "inner" not in {name for name, _, _ in found}
+    monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
+    assert internals.wide_fixtures(item) is None
+
+
 # -- xdist's helpers ---------------------------------------------------------------------
 
 

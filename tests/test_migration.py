@@ -1034,7 +1034,7 @@ def test_runtime_depends_on_a_test_running_elsewhere(pytester: pytest.Pytester) 
     result = run(pytester, "xdist")
     check(pytester, {"test_fast.py::test_fast":
                      "skipped:test_fast depends on test_slow.py::test_slow, which "
-                     + NOT_HERE.format(name="test_fast") + " (--dag-affinity=module)"})
+                     + NOT_HERE.format(name="test_fast") + " (--dag-affinity=state)"})
     result.assert_outcomes(passed=1, skipped=1)
 
 

@@ -763,7 +763,7 @@ def test_fast_tests_take_the_next_module_before_the_last_one_ends(harness: Any) 
     names = [f"{m}{k}" for m in "abc" for k in range(10)]
     spec = {n: (f"{n[0]}{int(n[1:]) - 1}" if n[1:] != "0" else "") for n in names}
     modules = {n: f"test_{n[0]}.py" for n in names}
-    h: Harness = harness(make_payload(spec, modules=modules))
+    h: Harness = harness(make_payload(spec, modules=modules), "--dag-affinity=module")
     n1, n2 = h.start("gw0", "gw1")
     early = False
     ran: dict[str, list[str]] = {"gw0": [], "gw1": []}
@@ -1218,7 +1218,7 @@ AHEAD = {"w": "", "a": "", "b": "a", "c": "b", "d": "c"}
 
 def ahead(harness: Any) -> tuple[Harness, FakeNode, FakeNode]:
     """A chain in one module on gw0; w in another module makes tests look fast."""
-    h: Harness = harness(make_payload(AHEAD, modules={"w": "test_w.py"}))
+    h: Harness = harness(make_payload(AHEAD, modules={"w": "test_w.py"}), "--dag-affinity=module")
     n1, n2 = h.start("gw0", "gw1")
     # Nothing ran yet, so tests count as slow: one in flight and the next one ahead.
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["w", None]]}

@@ -5,6 +5,12 @@ Pure (no pytest): tests connected by dependency edges *inside one scope*
 (module globals, class attributes, module/class fixtures) is there for the
 next.  Explicit labels (``xdist_group``) join their tests too.  Edges that
 cross scopes never join groups: different modules still run in parallel.
+
+Under ``--dag-affinity=state`` (the default) an edge inside a module joins
+its two tests only when they may share process state: both use one
+fixture instance wider than function scope (see :func:`state_keys`), or the
+module's code writes module-level state (see ``state_writes.py``).  Edges
+between tests that share nothing leave them free, to run on any worker.
 """
 
 from __future__ import annotations
@@ -72,16 +78,49 @@ def kept_whole(dist: str, affinity: str, ids: Sequence[str], modules: Sequence[s
     return {f"{dist} {scope}": ks for scope, ks in by_scope.items() if len(ks) > 1}
 
 
+#: The state key of every test of a module whose code writes module-level
+#: state (or whose fixtures could not be read): such tests share with each other.
+MODULE_STATE = "module state"
+
+
+def state_keys(fixtures: Sequence[tuple[str, str, str]] | None, *, module_state: bool,
+               written: frozenset[str] = frozenset(),
+               class_id: str | None = None) -> frozenset[str]:
+    """What process state one test may share with others of its module, as keys.
+
+    Two tests of one module whose keys meet share state.  ``fixtures``: the
+    test's fixtures wider than function scope as (name, scope, where
+    defined), None if unknown.  A class- or module-scoped (or package-scoped)
+    fixture is one instance for the tests of its class or module: its key
+    counts.  A session-scoped one is shared by every module and is usually
+    a service or a connection; it counts only when the module's code writes
+    into it (``written``: parameter names written into, see
+    ``state_writes.py``), as a dict that passes ids from test to test.
+    ``module_state``: the module's code writes module-level state, so all
+    its tests share (so do they when ``fixtures`` is unknown).
+    """
+    keys = {MODULE_STATE} if module_state or fixtures is None else set()
+    for name, scope, where in fixtures or ():
+        if scope == "class":
+            keys.add(f"class {class_id} {where} {name}")
+        elif scope in ("module", "package") or name in written:
+            keys.add(f"{scope} {where} {name}")
+    return frozenset(keys)
+
+
 def affinity_groups(
     scopes: Sequence[str | None],
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
     explicit: Sequence[str | None] = (),
+    state: Sequence[frozenset[str]] | None = None,
 ) -> list[str | None]:
     """A group label per task (None: free), over tasks ``0 .. len(scopes) - 1``.
 
-    Labels are the id of the group's first task, so they are stable across
-    runs and independent of hashing.
+    ``state`` (one key set per task, see :func:`state_keys`): an edge inside
+    a scope joins its tasks only when their keys meet; None: every such edge
+    does.  Labels are the id of the group's first task, so they are stable
+    across runs and independent of hashing.
     """
     n = len(scopes)
     sets = DisjointSets(n)
@@ -91,7 +130,7 @@ def affinity_groups(
         if scope is None:
             continue
         for p in (*requires[i], *after[i]):
-            if p < n and scopes[p] == scope:
+            if p < n and scopes[p] == scope and (state is None or state[i] & state[p]):
                 union(i, p)
     first_with = sets.join_labels(explicit)
     roots = sets.roots()

@@ -30,8 +30,8 @@ from .. import __version__
 from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
-#: item on workers whose suite declares nothing).
-FORMAT = 5
+#: item on workers whose suite declares nothing; 6: ``state_scopes``).
+FORMAT = 6
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -115,9 +115,15 @@ class Payload:
     deselected: int = 0
     #: ``--dag-shard`` left the part empty although the selection has tests.
     empty_part: bool = False
+    #: Per test, under ``--dag-affinity=state``: its group of tests joined by
+    #: in-module edges along which they share state (None: in none), as the
+    #: worker found them (see ``core/affinity.py``).  Empty: no test is.
+    state_scopes: Sequence[str | None] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
+        if mode == "state":
+            return list(self.state_scopes) or [None] * len(self.ids)
         if mode == "module":
             return self.module_scopes
         if mode == "class":
@@ -181,6 +187,7 @@ class Payload:
             whole=self.whole,
             deselected=self.deselected,
             empty_part=self.empty_part,
+            state_scopes=[self.state_scopes[k] for k in old] if self.state_scopes else (),
         )
 
 
@@ -273,6 +280,7 @@ def encode(payload: Payload) -> str:
         "odd_modules": odd_modules,
         "class": _sparse(payload.class_scopes),
         "xdist_group": _sparse(payload.xdist_groups),
+        "state": _sparse(payload.state_scopes),
         "graph": graph_data,
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
@@ -368,6 +376,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         whole=data["whole"] is True,
         deselected=int(data["deselected"]),
         empty_part=data["empty_part"] is True,
+        state_scopes=_dense(data["state"], n) if data["state"] else (),
     )
 
 

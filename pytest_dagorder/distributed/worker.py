@@ -44,7 +44,7 @@ from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.dag_run import short_names
 from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
 from ..glue.outcome_tracker import OutcomeTracker
-from ..glue.planning import Plan, Planner
+from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
@@ -352,6 +352,14 @@ class DagWorker(Planner):
             payload = dataclasses.replace(payload, usage_error=usage)
         if checks := fail_checks(self.config):
             payload = dataclasses.replace(payload, fail_checks=list(checks.items()))
+        if (graph is not None and plan is not None and plan.graph is not None
+                and settings_of(self.config).affinity == "state"):
+            labels = state_scopes(plan.items, plan.graph)
+            if any(labels):
+                # Graph positions are plan.items'; the payload's, planned's.
+                where = dict(zip(map(id, plan.items), labels, strict=True))
+                payload = dataclasses.replace(
+                    payload, state_scopes=[where.get(id(it)) for it in planned])
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()

@@ -312,6 +312,32 @@ def fixture_functions(item: pytest.Item) -> list[Any]:
     return [getattr(defs[-1], "func", None) for defs in defs_by_name.values() if defs]
 
 
+def wide_fixtures(item: pytest.Item) -> list[tuple[str, str, str]] | None:
+    """The fixtures of ``item`` wider than function scope: (name, scope, where defined).
+
+    ``where`` is the node id the definition applies below (``FixtureDef.baseid``):
+    two tests of a module using the same name and ``where`` share one instance
+    (for a class-scoped one, within one class).  From ``Function._fixtureinfo``,
+    the closure pytest resolved for the item (autouse fixtures and those other
+    fixtures request included); no public API lists a fixture's scope.
+    Fallback, where it is gone or of another shape: None (the caller then
+    assumes the test shares state).
+    """
+    defs_by_name = getattr(getattr(item, FIXTURE_INFO, None), "name2fixturedefs", None)
+    if not isinstance(defs_by_name, dict):
+        return None if isinstance(item, pytest.Function) else []
+    found: list[tuple[str, str, str]] = []
+    for name, defs in defs_by_name.items():
+        if not defs:
+            continue
+        scope = getattr(defs[-1], "scope", None)
+        if not isinstance(scope, str):
+            return None
+        if scope != "function":
+            found.append((str(name), scope, str(getattr(defs[-1], "baseid", ""))))
+    return found
+
+
 def fill_locations(items: Sequence[pytest.Item]) -> None:
     """Compute ``item.location`` of many plain test functions at once, the cheap way.
 

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from .. import migration
+from ..core.affinity import affinity_groups, state_keys
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
 from ..core.graph import Graph, prerequisites_of
 from ..core.memory import collector_paused
+from ..core.state_writes import NOTHING, Writes, module_writes
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -34,6 +36,7 @@ from .internals import (
     fill_locations,
     resuming,
     undo_deselected,
+    wide_fixtures,
 )
 from .markers import EXCLUSIVE, RESOURCE
 from .resources import Needs, read_needs
@@ -335,6 +338,50 @@ def _describe(exc: BaseException) -> str:
     """An exception in one line, as a collection error names it (no traceback)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]:
+    """Per test of ``items`` (graph positions ``0 .. len(items) - 1``): the group of
+    tests joined by in-module edges along which they share state, or None.
+
+    Only tests with an edge inside their module are looked at, and only
+    their modules' sources are read (see ``core/affinity.py`` for the rule).
+    """
+    n = len(items)
+    modules = [it.getparent(pytest.Module) for it in items]
+    scopes = [m.nodeid if m is not None else None for m in modules]
+    touched: set[int] = set()
+    for i in range(n):
+        if scopes[i] is None:
+            continue
+        for p in (*graph.requires[i], *graph.after[i]):
+            if p < n and scopes[p] == scopes[i]:
+                touched.update((i, p))
+    if not touched:
+        return [None] * n
+    writes: dict[str, Writes] = {}
+    keys = [frozenset[str]()] * n
+    for i in sorted(touched):
+        module, scope = modules[i], scopes[i]
+        if module is None or scope is None:
+            continue
+        found = writes.get(scope)
+        if found is None:
+            found = writes[scope] = _writes_of(module)
+        cls = items[i].getparent(pytest.Class)
+        keys[i] = state_keys(wide_fixtures(items[i]), module_state=found.module_state,
+                             written=found.into_params,
+                             class_id=cls.nodeid if cls is not None else None)
+    return affinity_groups(scopes, graph.requires, graph.after, state=keys)
+
+
+def _writes_of(module: pytest.Module) -> Writes:
+    """What ``module``'s source writes; all of it shared when it cannot be read."""
+    try:
+        found = module_writes(module.path.read_bytes())
+    except OSError:
+        found = None
+    return Writes(True, NOTHING.into_params) if found is None else found
 
 
 def collect_plan(config: pytest.Config, items: list[pytest.Item],

@@ -19,9 +19,10 @@ import pytest
 from ..core.shards import ShardSpecError, parse_spec
 from ..core.state_machine import FAILURE_POLICIES, FailurePolicy
 
-#: Which tests must share a worker (see affinity.py): chains inside a module,
-#: inside a class, or none (pure per-test scheduling).
-AffinityMode = Literal["module", "class", "none"]
+#: Which tests must share a worker (see affinity.py): chains inside a module
+#: along which tests share state, every chain inside a module, inside a
+#: class, or none (pure per-test scheduling).
+AffinityMode = Literal["state", "module", "class", "none"]
 AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
 
 GROUP = "dagorder"
@@ -72,8 +73,9 @@ def addoption(parser: pytest.Parser) -> None:
         "--dag-affinity",
         choices=AFFINITY_MODES,
         default=None,
-        help="Keep dependency chains inside a module or class on one worker "
-        "(default: ini dag_affinity, else module)",
+        help="Keep dependency chains inside a module on one worker where their tests "
+        "share state, always, only inside a class, or never "
+        "(default: ini dag_affinity, else state)",
     )
     group.addoption(
         "--dag-on-failure",
@@ -121,7 +123,7 @@ def addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
-    parser.addini("dag_affinity", "Default for --dag-affinity", default="module")
+    parser.addini("dag_affinity", "Default for --dag-affinity", default="state")
     parser.addini("dag_limits", "Resource limits, one NAME=N per line", type="linelist",
                   default=[])
     parser.addini("dag_on_failure", "Default for --dag-on-failure", default="skip")

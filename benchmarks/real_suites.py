@@ -1,0 +1,268 @@
+"""Real dependency suites, unedited: serial with their own plugin against ``-p dagorder -n 2``.
+
+For each suite: a git checkout at a pinned commit (cloned from GitHub, or
+an existing clone given with ``--source NAME=PATH``), a venv under
+``--work`` with the suite's test requirements and this checkout (editable),
+then rounds of, alternating:
+
+* serial, with the suite's own plugins (``-p no:dagorder``), the way its
+  CI runs it;
+* ``-p dagorder -n 2`` twice with a fresh cache: cold (no recorded
+  durations), then warm (the durations of the cold run), each writing a
+  timeline whose figures give the makespan, the lower bound max(C, W/N)
+  and, when affinity groups ran, the bound they allow.
+
+Every run writes junit XML; a ``-n 2`` run whose outcomes differ from the
+serial run's is reported (test ids) and counts as a failure of the suite.
+Prints one row per suite: best serial time, best warm ``-n 2`` time (each
+as pytest reports it, collection included), warm makespan / the bound the
+constraints allow, warm makespan / serial test time.
+
+``--affinity`` passes ``--dag-affinity`` to the ``-n 2`` runs (default:
+the plugin's default).  The machine is usually shared: take the best of
+several rounds (``--rounds``).
+
+Run: ``python benchmarks/real_suites.py --work DIR [--suites shapepy,pynurbs]
+[--rounds 3] [--source shapepy=PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    repo: str  # owner/name on GitHub
+    commit: str
+    requirements: tuple[str, ...]
+    args: tuple[str, ...]  # what the suite's CI passes to pytest, relative to the checkout
+    #: Folders put on PYTHONPATH (the package's source, used without building it).
+    paths: tuple[str, ...] = ()
+    #: Installed from the checkout itself (``pip install -e``) instead of ``paths``.
+    editable: bool = False
+    #: Files its build would generate (path in the checkout, text).
+    generated: tuple[tuple[str, str], ...] = ()
+    #: Environment of its test runs (values are paths in the checkout).
+    env: tuple[tuple[str, str], ...] = ()
+    #: Its own requirements files (paths in the checkout).
+    requirement_files: tuple[str, ...] = ()
+
+
+PLUGINS = ("pytest-dependency==0.6.1", "pytest-order", "pytest-timeout")
+#: pytest-timeout's per-test limits (1 s on some of shapepy's tests) trip
+#: whenever two workers share the CPUs with other jobs: off on both sides.
+NO_TIMEOUT = ("-p", "no:timeout")
+
+SUITES = {s.name: s for s in (
+    Suite("shapepy", "compmec/shapepy", "fb7dfeb4795c2233c56a0d942eed5a597ad89fe1",
+          ("numpy<2", "matplotlib", "pynurbs", *PLUGINS), ("tests", *NO_TIMEOUT), editable=True),
+    Suite("pynurbs", "compmec/pynurbs", "9d97385a6f1802639ecf061b655e7f9d1c3e797c",
+          ("numpy<2", *PLUGINS), ("tests", *NO_TIMEOUT), ("src",)),
+    Suite("labgrid", "labgrid-project/labgrid", "ebe353518f4cd022d0c9cd3c959cb551efc405d5",
+          ("pytest-dependency==0.6.1", "psutil", "pytest-mock"),
+          ("tests/test_graphstrategy.py", "-p", "no:labgrid"), editable=True),
+    # Its CI runs the tests against a build: the version module its setup.py
+    # writes, the scripts from their folder.
+    Suite("archive-tools", "RKrahl/archive-tools", "28dd450c92c940a9f6d873aa7553ae3540273c3b",
+          ("pytest-dependency==0.6.1", "PyYAML", "lark", "packaging", "python-dateutil",
+           "imapclient", "setuptools"),
+          ("tests",), ("src",),
+          generated=(("src/archive/_meta.py", 'release = version = "0"\n'),),
+          env=(("BUILD_SCRIPTS_DIR", "scripts"),)),
+    # Its OpenVidu test needs docker and xfails without it, as in its CI.
+    Suite("slurk", "clp-research/slurk", "715471f30644818abea4b6af27728579c8c0db2b",
+          ("pytest-depends==1.0.1", "docker"), ("tests",), requirement_files=("requirements.txt",)),
+)}
+
+
+def sh(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
+       check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, check=check, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def checkout(suite: Suite, work: Path, sources: dict[str, str]) -> Path:
+    dest = work / suite.name / "src"
+    if not dest.exists():
+        origin = sources.get(suite.name, f"https://github.com/{suite.repo}")
+        sh(["git", "clone", "-q", origin, str(dest)])
+    sh(["git", "checkout", "-q", suite.commit], cwd=dest)
+    for path, text in suite.generated:
+        (dest / path).write_text(text, encoding="utf-8")
+    return dest
+
+
+def venv(suite: Suite, work: Path, tree: Path) -> Path:
+    env_dir = work / suite.name / "venv"
+    python = env_dir / "bin" / "python"
+    if not python.exists():
+        sh([sys.executable, "-m", "venv", str(env_dir)])
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        files = [arg for f in suite.requirement_files for arg in ("-r", str(tree / f))]
+        sh([*pip, "-e", str(ROOT), *suite.requirements, *files])
+        if suite.editable:
+            sh([*pip, "-e", str(tree)])
+    return python
+
+
+@dataclass
+class Run:
+    seconds: float  # as pytest reports it ("N passed in X s")
+    outcomes: dict[str, str]
+    makespan: float = 0.0
+    bound: float = 0.0  # max(C, W/N) without groups
+    grouped: float = 0.0  # the bound the affinity groups allow (0: no groups)
+    tests: float = 0.0  # sum of the tests' times in the junit file
+
+
+@dataclass
+class Rows:
+    serial: list[Run] = field(default_factory=list)
+    cold: list[Run] = field(default_factory=list)
+    warm: list[Run] = field(default_factory=list)
+    differ: set[str] = field(default_factory=set)
+
+
+SECONDS = re.compile(r" in ([0-9.]+)s")
+FIGURES = re.compile(r"Makespan ([0-9.]+) (m?s);.*?max\(C, W/N\) = ([0-9.]+) (m?s)")
+GROUPED = re.compile(r"With affinity groups.*?no schedule beats ([0-9.]+) (m?s)")
+
+
+def _s(value: str, unit: str) -> float:
+    return float(value) / (1000 if unit == "ms" else 1)
+
+
+def pytest_run(python: Path, tree: Path, suite: Suite, extra: list[str], tmp: Path,
+               env: dict[str, str]) -> Run:
+    junit = tmp / "junit.xml"
+    timeline = tmp / "timeline.html"
+    cmd = [str(python), "-m", "pytest", "-q", "-p", "no:randomly", *suite.args,
+           f"--junitxml={junit}", *extra]
+    dag = "dagorder" in extra
+    if dag:
+        cmd.append(f"--dag-timeline={timeline}")
+    done = sh(cmd, cwd=tree, env=env, check=False)
+    found = SECONDS.findall(done.stdout.splitlines()[-1] if done.stdout else "")
+    if done.returncode not in (0, 1) or not found:
+        raise SystemExit(f"{suite.name}: {' '.join(cmd)} exited {done.returncode}:\n"
+                         f"{done.stdout[-3000:]}")
+    outcomes, tests = _junit(junit)
+    run = Run(float(found[-1]), outcomes, tests=tests)
+    if dag:
+        page = timeline.read_text(encoding="utf-8")
+        fig = FIGURES.search(page)
+        if fig:
+            run.makespan = _s(fig[1], fig[2])
+            run.bound = _s(fig[3], fig[4])
+        grouped = GROUPED.search(page)
+        if grouped:
+            run.grouped = _s(grouped[1], grouped[2])
+    return run
+
+
+def _junit(path: Path) -> tuple[dict[str, str], float]:
+    outcomes: dict[str, str] = {}
+    total = 0.0
+    for case in ET.parse(path).getroot().iter("testcase"):
+        key = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        outcomes[key] = next((k for k in ("error", "failure", "skipped") if k in kinds), "passed")
+        total += float(case.get("time") or 0)
+    return outcomes, total
+
+
+def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str | None) -> Rows:
+    rows = Rows()
+    env = dict(os.environ)
+    if suite.paths:
+        env["PYTHONPATH"] = os.pathsep.join(str(tree / p) for p in suite.paths)
+    env.pop("PYTEST_ADDOPTS", None)
+    env.update((key, str(tree / value)) for key, value in suite.env)
+    dag = ["-p", "dagorder", "-n", "2"]
+    if affinity:
+        dag.append(f"--dag-affinity={affinity}")
+    for k in range(rounds):
+        with tempfile.TemporaryDirectory() as raw:
+            tmp = Path(raw)
+            cache = ["-o", f"cache_dir={tmp / 'cache'}"]
+            # A/B alternated: which side goes first changes every round.
+            for side in (("serial", "dag") if k % 2 == 0 else ("dag", "serial")):
+                if side == "serial":
+                    rows.serial.append(pytest_run(python, tree, suite,
+                                                  ["-p", "no:dagorder", *cache], tmp, env))
+                    continue
+                shutil.rmtree(tmp / "cache", ignore_errors=True)
+                rows.cold.append(pytest_run(python, tree, suite, [*dag, *cache], tmp, env))
+                rows.warm.append(pytest_run(python, tree, suite, [*dag, *cache], tmp, env))
+        base = rows.serial[-1].outcomes
+        for run in (rows.cold[-1], rows.warm[-1]):
+            rows.differ |= {t for t in base.keys() | run.outcomes.keys()
+                            if base.get(t) != run.outcomes.get(t)}
+    return rows
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b > 0 else "-"
+
+
+def report(suite: Suite, rows: Rows) -> str:
+    serial = min(rows.serial, key=lambda r: r.seconds)
+    warm = min(rows.warm, key=lambda r: r.makespan)
+    cold = min(rows.cold, key=lambda r: r.makespan)
+    bound = warm.grouped or warm.bound
+    counts: dict[str, int] = {}
+    for outcome in serial.outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return (f"{suite.name}: {len(serial.outcomes)} tests {counts}; outcomes differ from serial: "
+            f"{len(rows.differ)} {sorted(rows.differ)[:10]}\n"
+            f"  serial {serial.seconds:.2f} s (tests {serial.tests:.2f} s); "
+            f"-n 2 warm {min(r.seconds for r in rows.warm):.2f} s, "
+            f"cold {min(r.seconds for r in rows.cold):.2f} s\n"
+            f"  warm makespan {warm.makespan:.2f} s, bound {warm.bound:.2f} s, "
+            f"with groups {warm.grouped:.2f} s: makespan / bound allowed "
+            f"{_ratio(warm.makespan, bound)}; warm makespan / serial tests "
+            f"{_ratio(warm.makespan, serial.tests)}; bound allowed / serial tests "
+            f"{_ratio(bound, serial.tests)}; cold makespan / bound "
+            f"{_ratio(cold.makespan, cold.grouped or cold.bound)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--suites", default="shapepy,pynurbs,labgrid")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--affinity", default=None)
+    parser.add_argument("--source", action="append", default=[],
+                        help="NAME=PATH: clone this suite from PATH instead of GitHub")
+    parser.add_argument("--setup-only", action="store_true")
+    args = parser.parse_args()
+    sources = dict(s.split("=", 1) for s in args.source)
+    args.work.mkdir(parents=True, exist_ok=True)
+    for name in args.suites.split(","):
+        suite = SUITES[name]
+        started = time.perf_counter()
+        tree = checkout(suite, args.work, sources)
+        python = venv(suite, args.work, tree)
+        if args.setup_only:
+            print(f"{name}: ready in {time.perf_counter() - started:.0f} s", flush=True)
+            continue
+        print(report(suite, measure(suite, python, tree, args.rounds, args.affinity)),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
