@@ -82,26 +82,34 @@ def test_the_summary_names_the_groups_that_cost_time(pytester: pytest.Pytester) 
         def test_slow():
             mark("slow", 0.6)
     """, test_group="""
+        SEEN = []  # state the module's tests share: the default affinity groups them
+
+
         def test_g0():
+            SEEN.append("g0")
             mark("g0", 0.15)
 
 
         @depends_on("test_g0")
         def test_g1():
+            SEEN.append("g1")
             mark("g1", 0.15)
 
 
         @depends_on("test_g0", "test_slow.py::test_slow")
         def test_g2():
+            SEEN.append("g2")
             mark("g2", 0.15)
 
 
         def test_g3():
+            SEEN.append("g3")
             mark("g3", 0.15)
 
 
         @depends_on("test_g3", "test_g2")
         def test_g4():
+            SEEN.append("g4")
             mark("g4", 0.15)
     """)
     result = pytester.runpytest_subprocess(*base_args(), "-n", "2", timeout=180)

@@ -135,7 +135,8 @@ def test_the_reported_suite_never_leaves_a_worker_waiting_with_a_test(
     payload = dataclasses.replace(
         make_payload(CHAIN_AND_ALONE), resources=[[] for _ in CHAIN_AND_ALONE],
         exclusive=[name == "alone" for name in CHAIN_AND_ALONE])
-    config = make_config(pytester, recorder, nodes=3)
+    # The chain as one group (the affinity the stall was reported under).
+    config = make_config(pytester, recorder, "--dag-affinity=module", nodes=3)
     holder: list[Harness] = []
     h = Harness(config, recorder, payload)
     holder.append(h)

@@ -25,16 +25,24 @@ class UnknownNames:
     NAME: ClassVar[str] = "dagorder-unknown-names"
 
     def __init__(self) -> None:
-        self.names: dict[str, None] = {}
+        # Each name with where it was first named: (file, line, position in
+        # the reason).  Under -n reports arrive in any order; sorting on this
+        # lists the names in the order of the tests that name them.
+        self.names: dict[str, tuple[str, int, int]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not report.skipped or not isinstance(report.longrepr, tuple):
             return
         found = _REASON.search(str(report.longrepr[2]))
-        if found is not None:
-            for quoted in _NAME.finditer(found.group(1)):
-                self.names[quoted.group(1) or quoted.group(2) or ""] = None
+        if found is None:
+            return
+        path, line, _ = report.location
+        for k, quoted in enumerate(_NAME.finditer(found.group(1))):
+            where = (str(path), line if line is not None else -1, k)
+            name = quoted.group(1) or quoted.group(2) or ""
+            self.names[name] = min(self.names.get(name, where), where)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.names:
-            terminalreporter.write_line(wording.unknown_names_line(list(self.names)))
+            ordered = sorted(self.names, key=self.names.__getitem__)
+            terminalreporter.write_line(wording.unknown_names_line(ordered))
