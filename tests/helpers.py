@@ -23,13 +23,22 @@ import pytest
 LOG_NAME = "ran.log"
 
 
+#: The entry point of hypothesis' pytest plugin.  No inner project uses
+#: hypothesis, and importing it is most of what starting an inner run that
+#: loads every installed plugin costs (controller and each worker).
+HYPOTHESIS_PLUGIN = "hypothesispytest"
+
+
 def base_args(*, cache: bool = False) -> list[str]:
     """Options every inner run gets: no cache (unless ``cache``); no pytest-benchmark
     where it exists; the plugin by name where plugin autoload is off (the root
-    conftest turns it off for tests not marked ``autoload``)."""
+    conftest turns it off for tests not marked ``autoload``), and otherwise
+    every installed plugin but hypothesis' (:data:`HYPOTHESIS_PLUGIN`)."""
     args = [] if cache else ["-p", "no:cacheprovider"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "dagorder"]
+    else:
+        args += ["-p", f"no:{HYPOTHESIS_PLUGIN}"]
     if importlib.util.find_spec("pytest_benchmark") is not None:
         args += ["-p", "no:benchmark"]
     return args
