@@ -64,7 +64,9 @@ def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
       takeover blocks them, their imports run, their hooks are registered),
       and a module imported once is not imported again in-process;
     * ``why``: a reason the test gives (it patches the plugin's modules from
-      a conftest.py, reads import side effects, starts a fresh import ...).
+      a conftest.py, reads import side effects, checks that a marker is
+      unknown: ``pytest.mark`` remembers every marker any run of the process
+      registered ...).
     """
     if why:
         return why
