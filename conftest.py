@@ -1,5 +1,6 @@
-"""Root conftest: the end-to-end tests drive pytest through pytester, each inner run
-in a subprocess of its own (``runpytest_subprocess``)."""
+"""Root conftest: the end-to-end tests drive pytest through pytester; an inner run
+goes in-process unless it needs a process of its own (xdist workers, installed
+plugins loaded by entry point, or a reason the test gives): ``tests/helpers.py:runpytest``."""
 
 import pytest
 

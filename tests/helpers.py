@@ -23,16 +23,73 @@ import pytest
 LOG_NAME = "ran.log"
 
 
+#: The entry point of hypothesis' pytest plugin.  No inner project uses
+#: hypothesis, and importing it is most of what starting an inner run that
+#: loads every installed plugin costs (controller and each worker).
+HYPOTHESIS_PLUGIN = "hypothesispytest"
+
+
 def base_args(*, cache: bool = False) -> list[str]:
     """Options every inner run gets: no cache (unless ``cache``); no pytest-benchmark
     where it exists; the plugin by name where plugin autoload is off (the root
-    conftest turns it off for tests not marked ``autoload``)."""
+    conftest turns it off for tests not marked ``autoload``), and otherwise
+    every installed plugin but hypothesis' (:data:`HYPOTHESIS_PLUGIN`)."""
     args = [] if cache else ["-p", "no:cacheprovider"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "dagorder"]
+    else:
+        args += ["-p", f"no:{HYPOTHESIS_PLUGIN}"]
     if importlib.util.find_spec("pytest_benchmark") is not None:
         args += ["-p", "no:benchmark"]
     return args
+
+
+#: Options that start xdist workers: the inner run needs processes of its own.
+XDIST_OPTIONS = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses")
+
+
+def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
+    """Why an inner run with these options needs a fresh interpreter ("" if it does not).
+
+    An in-process run (``pytester.runpytest_inprocess``) saves an interpreter
+    start and the imports of pytest, xdist and the plugin, but shares this
+    process: imported modules stay imported (pytester restores ``sys.modules``
+    and ``sys.path`` after the run), and module-level state is shared with the
+    outer run.  Where that is the point of the test, the inner run gets a process:
+
+    * xdist options: workers and their controller are processes, which is
+      what the xdist tests exercise;
+    * plugin autoload on (the test is marked ``autoload``): the test is about
+      what installed plugins do when pytest loads them by entry point (the
+      takeover blocks them, their imports run, their hooks are registered),
+      and a module imported once is not imported again in-process;
+    * ``why``: a reason the test gives (it patches the plugin's modules from
+      a conftest.py, reads import side effects, checks that a marker is
+      unknown: ``pytest.mark`` remembers every marker any run of the process
+      registered ...).
+    """
+    if why:
+        return why
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if name in XDIST_OPTIONS or (name.startswith("-n") and name[2:].isdigit()):
+            return f"xdist workers are processes ({arg})"
+    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return "installed plugins load by entry point (marked autoload)"
+    return ""
+
+
+def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
+              own_process: str = "") -> pytest.RunResult:
+    """An inner pytest run, in this process unless :func:`own_process_reason` gives
+    a reason (``own_process``: the test's own reason) for a fresh one.
+
+    ``timeout`` bounds a subprocess run.  In-process the run's directory is put
+    on ``sys.path`` first, as ``python -m pytest`` there would.
+    """
+    if own_process_reason(args, own_process):
+        return pytester.runpytest_subprocess(*args, timeout=timeout)
+    return pytester.runpytest_inprocess(*args, syspathinsert=True)
 
 
 def write_ini(pytester: pytest.Pytester, extra: str = "") -> None:

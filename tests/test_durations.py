@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import base_args, make_modules, read_log, write_ini
+from helpers import base_args, make_modules, read_log, runpytest, write_ini
 
 TIMEOUT = 120.0
 CACHE_FILE = (".pytest_cache", "v", "dagorder", "durations")
@@ -13,7 +13,7 @@ CACHE_FILE = (".pytest_cache", "v", "dagorder", "durations")
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """An inner run with pytest's cache on (the point of these tests)."""
-    return pytester.runpytest_subprocess(*base_args(cache=True), *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(cache=True), *args, timeout=TIMEOUT)
 
 
 def recorded(pytester: pytest.Pytester) -> dict[str, float]:

@@ -7,13 +7,22 @@ was made, and hooks of other plugins reading ``session.items`` on a worker.
 from __future__ import annotations
 
 import pytest
-from helpers import A_THEN_B, LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
+from helpers import (
+    A_THEN_B,
+    LOG_NAME,
+    assert_after,
+    base_args,
+    make_modules,
+    read_log,
+    runpytest,
+    write_ini,
+)
 
 TIMEOUT = 120.0
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*base_args(), *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
 
 
 def no_crash(result: pytest.RunResult) -> None:

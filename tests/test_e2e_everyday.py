@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from helpers import LOG_NAME, base_args, make_modules, read_log, write_ini
+from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
 
 from pytest_dagorder.glue.dag_run import short_names
 
@@ -23,7 +23,7 @@ MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return pytester.runpytest_subprocess(*base_args(), *extra, *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
 
 
 def skip_reasons(result: pytest.RunResult) -> list[str]:
@@ -213,13 +213,13 @@ def test_last_failed_with_prerequisites_counts_what_it_pulled_back(
     write_ini(pytester)
     make_modules(pytester, test_m=ABC, test_other="def test_other():\n    pass\n")
     cache = base_args(cache=True)  # --lf needs the cache
-    first = pytester.runpytest_subprocess(*cache, "-p", "no:xdist", timeout=TIMEOUT)
+    first = runpytest(pytester, *cache, "-p", "no:xdist", timeout=TIMEOUT)
     first.assert_outcomes(passed=4, failed=1)
     (pytester.path / LOG_NAME).unlink()
     monkeypatch.setenv("FIXED", "1")
     extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    result = pytester.runpytest_subprocess(*cache, *extra, "--lf", "--dag-with-prerequisites",
-                                           timeout=TIMEOUT)
+    result = runpytest(pytester, *cache, *extra, "--lf", "--dag-with-prerequisites",
+                       timeout=TIMEOUT)
     result.assert_outcomes(passed=2)
     assert sorted(read_log(pytester)) == ["test_c", "test_d"]
     if mode == "serial":

@@ -9,7 +9,7 @@ the session cleanly (d).  Serially and under ``-n 2``.
 from __future__ import annotations
 
 import pytest
-from helpers import base_args, make_modules, read_log, write_ini
+from helpers import base_args, make_modules, read_log, runpytest, write_ini
 
 TIMEOUT = 120.0
 MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
@@ -17,7 +17,7 @@ MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return pytester.runpytest_subprocess(*base_args(), *extra, *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
 
 
 # -- 12a. a module fixture's failing teardown ---------------------------------------

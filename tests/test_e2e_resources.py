@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from helpers import Ran, base_args, make_modules, read_log, write_ini
+from helpers import Ran, base_args, make_modules, read_log, runpytest, write_ini
 
 TIMEOUT = 180.0
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*base_args(), *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
 
 
 def most_at_once(ran: list[Ran]) -> int:

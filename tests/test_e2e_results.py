@@ -14,7 +14,7 @@ import json
 import textwrap
 
 import pytest
-from helpers import base_args, make_modules, write_ini
+from helpers import base_args, make_modules, runpytest, write_ini
 
 TIMEOUT = 180.0
 MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
@@ -27,7 +27,7 @@ needs_rerunfailures = pytest.mark.skipif(
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     extra = (["-p", "no:xdist"] if mode == "serial"
              else ["-n", "4", "--dag-affinity=none"])
-    return pytester.runpytest_subprocess(*base_args(), *extra, *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
 
 
 def helpers_source(pytester: pytest.Pytester) -> str:

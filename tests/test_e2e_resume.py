@@ -7,7 +7,7 @@ options read.
 from __future__ import annotations
 
 import pytest
-from helpers import LOG_NAME, base_args, make_modules, read_log, write_ini
+from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
 
 TIMEOUT = 120.0
 MODES = [["-p", "no:xdist"], ["-n", "2"]]
@@ -16,7 +16,7 @@ IDS = ["serial", "xdist"]
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     (pytester.path / LOG_NAME).unlink(missing_ok=True)
-    return pytester.runpytest_subprocess(*base_args(cache=True), *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(cache=True), *args, timeout=TIMEOUT)
 
 
 def suite(a_passes: bool, b_passes: bool) -> str:

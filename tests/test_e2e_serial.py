@@ -10,14 +10,17 @@ from helpers import (
     make_modules,
     read_junit,
     read_log,
+    runpytest,
     write_ini,
 )
 
 
-def run(pytester: pytest.Pytester, *args: str, no_xdist: bool = True) -> pytest.RunResult:
-    """A serial inner run: ``-p no:xdist`` unless told otherwise (then simply no ``-n``)."""
+def run(pytester: pytest.Pytester, *args: str, no_xdist: bool = True,
+        own_process: str = "") -> pytest.RunResult:
+    """A serial inner run: ``-p no:xdist`` unless told otherwise (then simply no ``-n``);
+    in-process unless ``own_process`` says why not (``helpers.runpytest``)."""
     extra = ["-p", "no:xdist"] if no_xdist else []
-    return pytester.runpytest_subprocess(*base_args(), *extra, *args)
+    return runpytest(pytester, *base_args(), *extra, *args, own_process=own_process)
 
 
 def collected_order(result: pytest.RunResult) -> list[str]:
@@ -600,7 +603,8 @@ def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> No
             mark("test_b")
     """,
     )
-    result = run(pytester, "-p", "no:dagorder", "--strict-markers")
+    result = run(pytester, "-p", "no:dagorder", "--strict-markers",
+                 own_process="pytest.mark remembers the markers any run of the process knew")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'depends_on' not found in `markers`*"])
 

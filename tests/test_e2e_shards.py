@@ -6,7 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import A_THEN_B, base_args, junit_key, make_modules, read_junit, read_log, write_ini
+from helpers import (
+    A_THEN_B,
+    base_args,
+    junit_key,
+    make_modules,
+    read_junit,
+    read_log,
+    runpytest,
+    write_ini,
+)
 
 TIMEOUT = 180.0
 PARTS = 4
@@ -82,8 +91,7 @@ TOGETHER = [
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*base_args(), "-p", "no:randomly", *args,
-                                         timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), "-p", "no:randomly", *args, timeout=TIMEOUT)
 
 
 def ids_in(junit: Path) -> set[str]:
@@ -267,8 +275,8 @@ def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
     make_modules(pytester, test_m=A_THEN_B)
     path = pytester.path / "d.json"
     path.write_text('{"test_m.py::test_a": 7.0}', encoding="utf-8")
-    pytester.runpytest_subprocess(*base_args(cache=True), f"--dag-durations={path}",
-                                  timeout=TIMEOUT).assert_outcomes(passed=2)
+    runpytest(pytester, *base_args(cache=True), f"--dag-durations={path}",
+              timeout=TIMEOUT).assert_outcomes(passed=2)
     assert recorded(path) == {"test_m.py::test_a": 7.0}
     # The cache still records for local runs.
     cache = pytester.path / ".pytest_cache" / "v" / "dagorder" / "durations"

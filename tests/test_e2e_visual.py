@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import base_args, make_modules, read_log, write_ini
+from helpers import base_args, make_modules, read_log, runpytest, write_ini
 from test_e2e_serial import MODULE_TEARDOWN_ERROR
 from test_visual_render import (
     _unquote_dot,
@@ -95,8 +95,7 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*base_args(), "-p", "dagorder", *args,
-                                         timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), "-p", "dagorder", *args, timeout=TIMEOUT)
 
 
 def graph_args(path: Path) -> list[str]:

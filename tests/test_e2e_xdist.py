@@ -15,6 +15,7 @@ from helpers import (
     make_modules,
     read_junit,
     read_log,
+    runpytest,
     write_ini,
 )
 from test_e2e_serial import (
@@ -34,7 +35,7 @@ TIMEOUT = 120.0
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*base_args(), *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
 
 
 # -- graph shapes, all passing: order, invisibility of barriers, reports --------------

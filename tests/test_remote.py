@@ -25,7 +25,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import LOG_NAME, Ran, assert_after, junit_key, make_modules, read_junit, read_log
+from helpers import (
+    HYPOTHESIS_PLUGIN,
+    LOG_NAME,
+    Ran,
+    assert_after,
+    junit_key,
+    make_modules,
+    read_junit,
+    read_log,
+)
 
 import pytest_dagorder
 
@@ -146,7 +155,7 @@ def socket_server(home: Path, env: dict[str, str] | None = None) -> Iterator[str
 def inner_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-rA", "-v", "-W", "ignore::DeprecationWarning",
-         f"--junitxml={project / 'junit.xml'}", *args],
+         "-p", f"no:{HYPOTHESIS_PLUGIN}", f"--junitxml={project / 'junit.xml'}", *args],
         cwd=project, capture_output=True, text=True, timeout=TIMEOUT,
     )
 
