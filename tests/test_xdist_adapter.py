@@ -1113,6 +1113,27 @@ def test_the_payload_survives_its_wire_format() -> None:
     assert moved.graph.requires == [[1], [2], []]
 
 
+def test_reordering_moves_each_per_test_field_and_keeps_the_rest() -> None:
+    payload = dataclasses.replace(
+        make_payload(CHAIN), resources=[["db"], [], ["mq"]], exclusive=[True, False, False],
+        runtime_depends=[False, True, False], dag_users=[True, False, False],
+        state_scopes=["s", None, None], fail_checks=[("t.py::c", ["t.py::a"])],
+        usage_error="u", header=["h"], whole=True, deselected=2, empty_part=True)
+    moved = payload.in_order(list(reversed(payload.ids)))
+    for f in dataclasses.fields(wire.Payload):
+        before, after = getattr(payload, f.name), getattr(moved, f.name)
+        if f.name in wire.PER_TEST_FIELDS:
+            assert list(after) == list(reversed(before)), f.name
+        elif f.name != "graph":
+            assert after == before, f.name
+    # Every field with one entry per test is reordered (a new one must be listed).
+    per_test = {f.name for f in dataclasses.fields(wire.Payload)
+                if isinstance(getattr(payload, f.name), list)
+                and len(getattr(payload, f.name)) == len(payload.ids)
+                and f.name not in ("problems", "fail_checks", "header")}
+    assert per_test == set(wire.PER_TEST_FIELDS)
+
+
 def test_what_the_node_ids_do_not_say_survives_the_compact_wire_format() -> None:
     """Locations and module scopes are written only where the node id does not
     give them; the graph's ids only past the run's."""

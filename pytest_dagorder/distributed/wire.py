@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, overload
 
 from .. import __version__
@@ -166,29 +166,18 @@ class Payload:
                 [[to[p] for p in graph.requires[k]] for k in back],
                 [[to[p] for p in graph.after[k]] for k in back],
             )
-        return Payload(
-            ids=[self.ids[k] for k in old],
-            barrier=self.barrier,
-            locations=[self.locations[k] for k in old],
-            module_scopes=[self.module_scopes[k] for k in old],
-            class_scopes=[self.class_scopes[k] for k in old],
-            xdist_groups=[self.xdist_groups[k] for k in old],
-            graph=graph,
-            problems=self.problems,
-            resources=[self.resources[k] for k in old] if self.resources else (),
-            exclusive=[self.exclusive[k] for k in old] if self.exclusive else (),
-            runtime_depends=([self.runtime_depends[k] for k in old]
-                             if self.runtime_depends else ()),
-            dag_users=[self.dag_users[k] for k in old] if self.dag_users else (),
-            fail_checks=self.fail_checks,
-            usage_error=self.usage_error,
-            plain=self.plain,
-            header=self.header,
-            whole=self.whole,
-            deselected=self.deselected,
-            empty_part=self.empty_part,
-            state_scopes=[self.state_scopes[k] for k in old] if self.state_scopes else (),
-        )
+        # Whole-run fields carry over as they are; per-test ones (empty
+        # where no test has one) follow the new order.
+        per_test: dict[str, Any] = {
+            name: [getattr(self, name)[k] for k in old]
+            for name in PER_TEST_FIELDS if getattr(self, name)}
+        return replace(self, graph=graph, **per_test)
+
+
+#: The :class:`Payload` fields that hold one entry per test, in ``ids`` order
+#: (``in_order`` reorders them; every other field is about the whole run).
+PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
+                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes")
 
 
 def location_of(nodeid: str) -> Location:
