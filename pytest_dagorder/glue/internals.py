@@ -178,6 +178,13 @@ def index_past_end(session: pytest.Session, tail: pytest.Item) -> None:
         session.items.append(tail)
 
 
+def _terminal_stats(config: pytest.Config) -> dict[str, list[Any]] | None:
+    """The terminal reporter's ``stats`` (its counts by outcome), where it has one."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(terminal, TERMINAL_STATS, None)
+    return stats if isinstance(stats, dict) else None
+
+
 def undo_deselected(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     """Remove ``items`` from the terminal's "deselected" count.
 
@@ -185,9 +192,8 @@ def undo_deselected(config: pytest.Config, items: Sequence[pytest.Item]) -> None
     prerequisites; ``pytest_deselected`` has no inverse, so the terminal
     reporter's ``stats`` list is edited.  Fallback: the count includes them.
     """
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    stats = getattr(terminal, TERMINAL_STATS, None)
-    if not isinstance(stats, dict) or not isinstance(stats.get("deselected"), list):
+    stats = _terminal_stats(config)
+    if stats is None or not isinstance(stats.get("deselected"), list):
         return
     gone = {id(it) for it in items}
     stats["deselected"] = [it for it in stats["deselected"] if id(it) not in gone]
@@ -210,9 +216,8 @@ def count_deselected(config: pytest.Config, n: int) -> None:
     reporter's ``stats`` list gets ``n`` placeholders.  Fallback: the
     summary line leaves the count out, as plain xdist does.
     """
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    stats = getattr(terminal, TERMINAL_STATS, None)
-    if n <= 0 or not isinstance(stats, dict):
+    stats = _terminal_stats(config)
+    if n <= 0 or stats is None:
         return
     entries = stats.setdefault("deselected", [])
     if isinstance(entries, list):
