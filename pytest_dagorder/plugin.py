@@ -20,22 +20,26 @@ plain xdist's, and the controller says so in one line.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from .glue.internals import assertion_rewriting_paused, barriers_blocker
 
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
+# Only what every process needs loads here; each driver, the migration
+# readers and the renderers load where they are chosen, under the same pause
+# (the rewriter's hook is back in place by then), so a process pays only for
+# the parts its run uses.
 with assertion_rewriting_paused():
     from . import migration
-    from .distributed.controller import DagController, PlainXdist
-    from .distributed.worker import DagWorker
-    from .distributed.xdist_internals import xdist_controller_active
-    from .drivers.serial import SerialRunner
-    from .glue import settings, sharding, visual
-    from .glue.dag_fixture import dag  # noqa: F401  (a fixture: registered with this plugin)
+    from .glue import settings, visual_options
     from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
     from .glue.settings import DRIVER_NAME
+
+if TYPE_CHECKING:
+    from .glue.dag_fixture import Dag
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -66,7 +70,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     settings.addoption(parser)
     migration.addoption(parser, pluginmanager)
-    visual.addoption(parser.getgroup(settings.GROUP))
+    visual_options.addoption(parser.getgroup(settings.GROUP))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -93,8 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.configure(config)
     migration.configure(config)
     if hasattr(config, "workerinput") and barriers_blocker(config) is None:
-        config.pluginmanager.register(DagWorker(config), DRIVER_NAME)
-    visual.configure(config)
+        _register_worker(config)
+    visual_options.configure(config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -102,13 +106,58 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if config.pluginmanager.has_plugin(DRIVER_NAME) or hasattr(config, "workerinput"):
         return  # a worker (registered at configure, or left to plain xdist)
-    if not xdist_controller_active(config):
-        config.pluginmanager.register(SerialRunner(config), DRIVER_NAME)
+    if not _xdist_controller_active(config):
+        _register_serial(config)
     elif (missing := barriers_blocker(config)) is not None:
-        config.pluginmanager.register(PlainXdist(missing), "dagorder-plain-xdist")
+        _register_plain_xdist(config, missing)
     else:
-        config.pluginmanager.register(DagController(config), DRIVER_NAME)
+        _register_controller(config)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    sharding.settle_exit_status(session)
+    if settings.settings_of(session.config).shard is not None:  # only a part can be empty
+        with assertion_rewriting_paused():
+            from .glue import sharding
+        sharding.settle_exit_status(session)
+
+
+@pytest.fixture
+def dag(request: pytest.FixtureRequest) -> Dag:
+    """Publish values for dependents (``dag.publish``), read a prerequisite's (``dag.result``)."""
+    __tracebackhide__ = True
+    with assertion_rewriting_paused():
+        from .glue.dag_fixture import dag_of
+    return dag_of(request)
+
+
+# -- one function per driver: each loads its modules only in a process that uses it --
+
+
+def _xdist_controller_active(config: pytest.Config) -> bool:
+    with assertion_rewriting_paused():
+        from .distributed.xdist_internals import xdist_controller_active
+    return xdist_controller_active(config)
+
+
+def _register_worker(config: pytest.Config) -> None:
+    with assertion_rewriting_paused():
+        from .distributed.worker import DagWorker
+    config.pluginmanager.register(DagWorker(config), DRIVER_NAME)
+
+
+def _register_controller(config: pytest.Config) -> None:
+    with assertion_rewriting_paused():
+        from .distributed.controller import DagController
+    config.pluginmanager.register(DagController(config), DRIVER_NAME)
+
+
+def _register_plain_xdist(config: pytest.Config, missing: str) -> None:
+    with assertion_rewriting_paused():
+        from .distributed.controller import PlainXdist
+    config.pluginmanager.register(PlainXdist(missing), "dagorder-plain-xdist")
+
+
+def _register_serial(config: pytest.Config) -> None:
+    with assertion_rewriting_paused():
+        from .drivers.serial import SerialRunner
+    config.pluginmanager.register(SerialRunner(config), DRIVER_NAME)

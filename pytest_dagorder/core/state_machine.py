@@ -72,7 +72,7 @@ from .placement import (
     ReadyQueues,
     ResourceLimits,
 )
-from .states import TERMINAL, State, Worker, check
+from .states import FAILURE_POLICIES, TERMINAL, FailurePolicy, State, Worker, check
 
 __all__ = [
     "FAILURE_POLICIES",
@@ -93,10 +93,6 @@ Outcome = Literal[
 ]
 OUTCOMES: Final[frozenset[str]] = frozenset(get_args(Outcome))
 
-#: What a failure does to the rest of the run: skip its dependents, stop the
-#: run, or run its dependents anyway.
-FailurePolicy = Literal["skip", "stop", "run"]
-FAILURE_POLICIES: Final[tuple[FailurePolicy, ...]] = get_args(FailurePolicy)
 
 _AS_OUTCOME: Final[Mapping[str, Outcome]] = {word: word for word in get_args(Outcome)}
 

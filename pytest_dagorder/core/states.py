@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from enum import Enum
-from typing import Final
+from typing import Final, Literal, get_args
+
+#: What a failure does to the rest of the run: skip its dependents, stop the
+#: run, or run its dependents anyway.  (Here, not in the state machine, so the
+#: options can be defined without loading it.)
+FailurePolicy = Literal["skip", "stop", "run"]
+FAILURE_POLICIES: Final[tuple[FailurePolicy, ...]] = get_args(FailurePolicy)
 
 #: Whatever a driver names its workers by (an xdist node, a thread slot).
 Worker = Hashable

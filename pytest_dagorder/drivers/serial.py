@@ -8,17 +8,19 @@ skips a test before its fixtures are set up when the core decided so.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..core import wording
-from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, write_published
-from ..glue.dag_run import DagRun, report_problems, write_summary
-from ..glue.internals import skip_here
+from ..glue.internals import assertion_rewriting_paused, skip_here
 from ..glue.planning import Plan, Planner
 from ..glue.resources import unused_limits
 from ..glue.settings import settings_of
+
+if TYPE_CHECKING:
+    from ..glue.dag_run import DagRun
 
 WORKER = "serial"
 
@@ -34,20 +36,29 @@ class SerialRunner(Planner):
         self.warnings: list[str] = []  # header lines, with or without a run
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
-        sharding.apply(config, plan, items)
+        # A suite that declares nothing, unsharded, needs neither the core's run
+        # nor the shards: those modules load only for a run that does (see plugin.py).
+        settings = settings_of(config)
+        if settings.shard is not None or settings.store_durations:  # else apply changes nothing
+            with assertion_rewriting_paused():
+                from ..glue import sharding
+            sharding.apply(config, plan, items)
         self.results.planned(plan, items)
         # Limits do nothing serially (one test at a time), but a name no test uses is
         # the same typo here as under -n: the same warning.
-        unused = unused_limits(settings_of(config).limits,
+        unused = unused_limits(settings.limits,
                                [needs.resources for needs in plan.needs.values()])
         if unused:
             self.warnings.append(wording.unused_limits_warning(unused))
+        if plan.problems or plan.graph is not None:
+            with assertion_rewriting_paused():
+                from ..glue.dag_run import DagRun, report_problems
         if plan.problems:
             report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
         elif plan.graph is not None:
             self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
-                              on_failure=settings_of(config).on_failure)
+                              on_failure=settings.on_failure)
             self.run.machine.add_worker(WORKER)
             self.run.whole = plan.whole
             self.pulled_back = len(plan.pulled_back)
@@ -102,5 +113,7 @@ class SerialRunner(Planner):
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.run is not None:
+            with assertion_rewriting_paused():
+                from ..glue.dag_run import write_summary
             write_summary(terminalreporter, self.run)
         write_published(terminalreporter, self.results.published_keys())

@@ -14,7 +14,7 @@ until that delivery is in.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,11 +28,13 @@ from ..core.published import (
     Values,
     requires_closure,
 )
-from .dag_run import short_names
 from .declarations import Index
+from .internals import assertion_rewriting_paused
 from .outcome_tracker import OutcomeTracker
-from .planning import Plan
 from .settings import DRIVER_NAME
+
+if TYPE_CHECKING:
+    from .planning import Plan
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of
 #: the test on the same connection, so it is normally there already; the
@@ -79,6 +81,8 @@ class LocalResults:
             universe = [] if plan is None else [*plan.items, *plan.deselected]
             self._index = Index(universe)
             self._pos = {id(it): k for k, it in enumerate(universe)}
+            with assertion_rewriting_paused():  # see plugin.py
+                from .dag_run import short_names
             self._names = short_names([it.nodeid for it in universe])
         return self._index, self._names
 
@@ -180,9 +184,9 @@ def local_results(config: pytest.Config) -> LocalResults | None:
     return found if isinstance(found, LocalResults) else None
 
 
-@pytest.fixture
-def dag(request: pytest.FixtureRequest) -> Dag:
-    """Publish values for dependents (``dag.publish``), read a prerequisite's (``dag.result``)."""
+def dag_of(request: pytest.FixtureRequest) -> Dag:
+    """The ``dag`` fixture's value (the fixture is the plugin's, so that this
+    module loads only in a run that uses it)."""
     __tracebackhide__ = True
     local = local_results(request.config)
     if local is None:

@@ -12,15 +12,13 @@ import warnings
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .. import migration
-from ..core.affinity import affinity_groups, state_keys
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
-from ..core.graph import Graph, prerequisites_of
 from ..core.memory import collector_paused
-from ..core.state_writes import NOTHING, Writes, module_writes
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -30,6 +28,7 @@ from .declarations import (
     resolve_items,
 )
 from .internals import (
+    assertion_rewriting_paused,
     collect_quietly,
     directory_nodes,
     file_in_tree,
@@ -41,6 +40,10 @@ from .internals import (
 from .markers import EXCLUSIVE, RESOURCE
 from .resources import Needs, read_needs
 from .settings import settings_of
+
+if TYPE_CHECKING:
+    from ..core.graph import Graph
+    from ..core.state_writes import Writes
 
 
 @dataclass
@@ -110,6 +113,8 @@ def make_plan(
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips)
+    with assertion_rewriting_paused():  # the graph only where a test declares (see plugin.py)
+        from ..core.graph import Graph, prerequisites_of
     n_sel = len(selected)
     run = list(range(n_sel))
     if with_prerequisites:
@@ -359,6 +364,8 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]
                 touched.update((i, p))
     if not touched:
         return [None] * n
+    with assertion_rewriting_paused():  # see plugin.py
+        from ..core.affinity import affinity_groups, state_keys
     writes: dict[str, Writes] = {}
     keys = [frozenset[str]()] * n
     for i in sorted(touched):
@@ -377,6 +384,8 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]
 
 def _writes_of(module: pytest.Module) -> Writes:
     """What ``module``'s source writes; all of it shared when it cannot be read."""
+    with assertion_rewriting_paused():  # see plugin.py
+        from ..core.state_writes import NOTHING, Writes, module_writes
     try:
         found = module_writes(module.path.read_bytes())
     except OSError:
@@ -393,7 +402,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     order_sorted = migration.sorted_by_pytest_order(config, items)
     if migration.ORDER_MARK in census.names and not order_sorted:
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
-    readers = migration.readers(config, settings, order_sorted=order_sorted)
+    readers = migration.readers(config, settings, census.names, order_sorted=order_sorted)
     plan = make_plan(
         items,
         collected,

@@ -16,8 +16,8 @@ from typing import Any, Literal, cast, get_args
 
 import pytest
 
-from ..core.shards import ShardSpecError, parse_spec
-from ..core.state_machine import FAILURE_POLICIES, FailurePolicy
+from ..core.states import FAILURE_POLICIES, FailurePolicy
+from .internals import assertion_rewriting_paused
 
 #: Which tests must share a worker (see affinity.py): chains inside a module
 #: along which tests share state, every chain inside a module, inside a
@@ -165,6 +165,8 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
     spec = config.getoption("dag_shard", None)
     shard = None
     if spec is not None:
+        with assertion_rewriting_paused():  # see plugin.py: loaded only for --dag-shard
+            from ..core.shards import ShardSpecError, parse_spec
         try:
             shard = parse_spec(str(spec))
         except ShardSpecError as exc:

@@ -33,30 +33,8 @@ TIMELINE_FORMATS: Final = (".html", ".htm", ".json")
 MAIN_LANE: Final = "main"
 
 
-def addoption(group: Any) -> None:
-    """The two options, in the plugin's option group (``parser.getgroup(...)``)."""
-    group.addoption(
-        "--dag-graph",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="Write the test graph to PATH, format by suffix: .dot, .mmd or .json "
-        "(repeatable; works with --collect-only)",
-    )
-    group.addoption(
-        "--dag-timeline",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="Write the run as a per-worker timeline to PATH: a self-contained HTML "
-        "page (.html) or a Chrome trace (.json) (repeatable)",
-    )
-
-
 def configure(config: pytest.Config) -> None:
     """Check the paths (a usage error before anything runs) and register the writer."""
-    if hasattr(config, "workerinput"):
-        return  # the controller writes; workers only re-parse the same options
     given = [("--dag-graph", raw, tuple(graph_export.FORMATS))
              for raw in config.getoption("dag_graph") or ()]
     given += [("--dag-timeline", raw, TIMELINE_FORMATS)

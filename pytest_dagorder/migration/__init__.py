@@ -14,19 +14,24 @@ collection:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
 import pytest
 
-from ..glue.declarations import ForeignReader
-from ..glue.settings import GROUP, Settings
-from .dependency import DependencyReader, dependency_defines_options
-from .depends import DependsActions, DependsReader
-from .order import MARK as ORDER_MARK
-from .order import OrderReader, apply_ordinals
+from ..glue.internals import assertion_rewriting_paused
+from ..glue.settings import GROUP
+from .dependency_names import MARK as DEPENDENCY_MARK
+from .dependency_names import dependency_defines_options
 from .report import UnknownNames
 from .runtime import RuntimeDepends
-from .sorting import register as register_sorting
-from .sorting import sorting
-from .takeover import Takeover
+from .takeover import DEPENDS_ACTIONS, SORTING_PLUGIN, Takeover
+
+if TYPE_CHECKING:
+    from ..glue.declarations import ForeignReader
+    from ..glue.settings import Settings
+    from .depends import DependsActions
+    from .sorting import OrderSorting
 
 __all__ = [
     "ORDER_MARK",
@@ -39,6 +44,13 @@ __all__ = [
     "sorted_by_pytest_order",
     "take_over_early",
 ]
+
+# The markers' names, so that a plan can tell which readers it needs: each
+# reader (and pytest-order's sorter, pytest-depends' actions) loads only in a
+# run whose tests carry its marker (or whose plugin was taken over), under the
+# same pause of assertion rewriting as the plugin's own modules (see plugin.py).
+ORDER_MARK = "order"
+DEPENDS_MARK = "depends"
 
 DEPENDENCY_MARKER = (
     "dependency(name=None, depends=[], scope='module'): pytest-dependency "
@@ -81,8 +93,12 @@ def configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
     if "pytest-order" in takeover.taken:
+        with assertion_rewriting_paused():
+            from .sorting import register as register_sorting
         register_sorting(config)
     if "pytest-depends" in takeover.taken:
+        with assertion_rewriting_paused():
+            from .depends import DependsActions
         config.pluginmanager.register(DependsActions(config), DependsActions.NAME)
     config.pluginmanager.register(UnknownNames(), UnknownNames.NAME)
 
@@ -104,37 +120,77 @@ def take_over_early(config: pytest.Config) -> Takeover:
     return takeover
 
 
+def _sorting(config: pytest.Config) -> OrderSorting | None:
+    """pytest-order's sorter, registered only where pytest-order was taken over."""
+    if not config.pluginmanager.has_plugin(SORTING_PLUGIN):
+        return None
+    with assertion_rewriting_paused():
+        from .sorting import sorting
+    return sorting(config)
+
+
+def _depends_actions(config: pytest.Config) -> DependsActions | None:
+    """pytest-depends' actions, registered only where pytest-depends was taken over."""
+    if not config.pluginmanager.has_plugin(DEPENDS_ACTIONS):
+        return None
+    with assertion_rewriting_paused():
+        from .depends import DependsActions
+    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
+    return actions if isinstance(actions, DependsActions) else None
+
+
 def ordering_failed(config: pytest.Config) -> str | None:
     """pytest-order's usage error on an xdist worker (``--fail-all-on-failed-ordering``)."""
-    plugin = sorting(config)
+    plugin = _sorting(config)
     return plugin.error if plugin is not None else None
 
 
 def fail_checks(config: pytest.Config) -> dict[str, list[str]]:
     """pytest-depends' ``fail`` action: by node id, the prerequisites that must
     pass, else the test fails (the core decides where outcomes are elsewhere)."""
-    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
-    return actions.checks() if isinstance(actions, DependsActions) else {}
+    actions = _depends_actions(config)
+    return actions.checks() if actions is not None else {}
 
 
 def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> bool:
     """Whether pytest-order's own sorter ordered ``items`` (see :mod:`.sorting`)."""
-    plugin = sorting(config)
+    plugin = _sorting(config)
     return plugin is not None and plugin.sorted(items)
+
+
+def apply_ordinals(items: list[pytest.Item]) -> list[pytest.Item]:
+    """pytest-order's ordinals applied (see :func:`.order.apply_ordinals`)."""
+    with assertion_rewriting_paused():
+        from .order import apply_ordinals as apply
+    return apply(items)
 
 
 def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int]]:
     """What pytest-order would have warned about, where its sorter did not run."""
+    if not any(r.marker == ORDER_MARK for r in found):
+        return []
+    with assertion_rewriting_paused():
+        from .order import OrderReader
     return [text for r in found if isinstance(r, OrderReader) for text in r.warnings]
 
 
-def readers(config: pytest.Config, settings: Settings, *,
+def readers(config: pytest.Config, settings: Settings, markers: Collection[str], *,
             order_sorted: bool = False) -> tuple[ForeignReader, ...]:
-    """One reader per foreign plugin, for one plan."""
-    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
-    return (
-        DependencyReader(automark=settings.automark_dependency,
-                         ignore_unknown=settings.ignore_unknown_dependency),
-        DependsReader(actions if isinstance(actions, DependsActions) else None),
-        OrderReader(sorted_by_pytest_order=order_sorted),
-    )
+    """One reader per foreign plugin whose marker some test carries (``markers``), for one plan.
+
+    A reader with nothing to read would be skipped anyway (see
+    :func:`~pytest_dagorder.glue.declarations.resolve_items`).
+    """
+    found: list[ForeignReader] = []
+    with assertion_rewriting_paused():
+        if DEPENDENCY_MARK in markers:
+            from .dependency import DependencyReader
+            found.append(DependencyReader(automark=settings.automark_dependency,
+                                          ignore_unknown=settings.ignore_unknown_dependency))
+        if DEPENDS_MARK in markers:
+            from .depends import DependsReader
+            found.append(DependsReader(_depends_actions(config)))
+        if ORDER_MARK in markers:
+            from .order import OrderReader
+            found.append(OrderReader(sorted_by_pytest_order=order_sorted))
+    return tuple(found)

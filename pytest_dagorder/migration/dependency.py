@@ -8,41 +8,12 @@ as pytest-dependency does, with a reason saying what to mark.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from ..core import wording
 from ..glue.declarations import Declared, Index, Problem
 from .common import Reader, Tables, drop_self, names, where
-
-MARK = "dependency"
-SCOPES = ("session", "package", "module", "class")
-SCOPE_CLS: dict[str, type[pytest.Collector]] = {
-    "session": pytest.Session,
-    "package": pytest.Package,
-    "module": pytest.Module,
-    "class": pytest.Class,
-}
-
-
-def dependency_defines_options(pluginmanager: pytest.PytestPluginManager) -> bool:
-    """Whether pytest-dependency itself adds ``automark_dependency`` and its flag."""
-    if pluginmanager.is_blocked("dependency"):
-        return False
-    return (
-        pluginmanager.has_plugin("dependency")
-        or importlib.util.find_spec("pytest_dependency") is not None
-    )
-
-
-def scope_name(nodeid: str, scope: str) -> str:
-    """pytest-dependency's default name of a test in ``scope``."""
-    if scope == "module":
-        return nodeid.split("::", 1)[-1]
-    if scope == "class":
-        return nodeid.split("::", 2)[-1]
-    return nodeid
+from .dependency_names import MARK, SCOPE_CLS, SCOPES, scope_name
 
 
 class DependencyReader(Reader):

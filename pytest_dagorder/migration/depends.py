@@ -28,6 +28,7 @@ import pytest
 from ..core import wording
 from ..glue.declarations import Declared, Index, Problem
 from .common import Reader, Tables, drop_self, names, where
+from .takeover import DEPENDS_ACTIONS
 
 MARK = "depends"
 ACTIONS = ("run", "skip", "fail")
@@ -116,7 +117,7 @@ class DependsReader(Reader):
 class DependsActions:
     """pytest-depends' ``fail`` actions at call time, and its two listings."""
 
-    NAME: ClassVar[str] = "dagorder-depends-actions"
+    NAME: ClassVar[str] = DEPENDS_ACTIONS
 
     def __init__(self, config: pytest.Config) -> None:
         self.failed, self.missing = actions(config)

@@ -24,7 +24,7 @@ import pytest
 from ..core import wording
 from ..glue.internals import fixture_functions, skip_here
 from ..glue.settings import settings_of
-from .dependency import MARK, SCOPE_CLS, SCOPES, scope_name
+from .dependency_names import MARK, SCOPE_CLS, SCOPES, scope_name
 
 
 class RuntimeDepends:

@@ -56,6 +56,8 @@ IGNORED_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 #: Registered when pytest-order's sorter is used (then its options are honoured).
 SORTING_PLUGIN = "dagorder-order-sorting"
+#: Registered where pytest-depends was taken over (its ``depends`` actions).
+DEPENDS_ACTIONS = "dagorder-depends-actions"
 
 
 class DependsManagers:
