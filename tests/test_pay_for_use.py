@@ -245,3 +245,70 @@ def test_a_plan_that_declares_nothing_survives_the_wire() -> None:
                               "plain": True})
     assert wire.decode(wire.encode(payload)).plain
     assert not wire.decode(wire.encode(make_payload({"a": "", "b": "a"}))).plain
+
+
+# -- each process loads only the parts of the plugin its run uses -------------------
+
+#: Every module of this package the process loaded, written at its very end
+#: (``modules-main.json``, ``modules-gw0.json``, ...).
+MODULES_PROBE = """
+import json, sys
+
+def pytest_unconfigure(config):
+    name = config.workerinput["workerid"] if hasattr(config, "workerinput") else "main"
+    with open(f"modules-{name}.json", "w") as f:
+        json.dump(sorted(m for m in sys.modules if m.startswith("pytest_dagorder")), f)
+"""
+
+#: What no process of a run that declares nothing needs: the renderers, the
+#: foreign plugins' readers, the thread-pool runners (a name ending in "."
+#: stands for its package's modules).
+UNUSED = ("pytest_dagorder.render.", "pytest_dagorder.glue.visual", "pytest_dagorder.runners.",
+          "pytest_dagorder.migration.depends", "pytest_dagorder.migration.dependency",
+          "pytest_dagorder.migration.order", "pytest_dagorder.migration.sorting")
+#: ... nor, serially, the core's run or the shards.
+UNUSED_SERIALLY = ("pytest_dagorder.core.state_machine", "pytest_dagorder.core.shards",
+                   "pytest_dagorder.glue.dag_run", "pytest_dagorder.glue.sharding")
+#: xdist's controller and worker sides (the probe whether a DSession runs excepted).
+DISTRIBUTED = "pytest_dagorder.distributed."
+PROBE_OF_XDIST = "pytest_dagorder.distributed.xdist_internals"
+
+
+def loaded_modules(pytester: pytest.Pytester, *args: str) -> dict[str, list[str]]:
+    """Run NOTHING_DECLARED in a fresh process; each process's loaded package modules."""
+    write_ini(pytester)
+    pytester.makeconftest(MODULES_PROBE)
+    make_modules(pytester, test_m=NOTHING_DECLARED)
+    result = pytester.runpytest_subprocess(*base_args(), "-p", "no:randomly", *args,
+                                           timeout=TIMEOUT)
+    result.assert_outcomes(passed=4)
+    return {path.stem.removeprefix("modules-"): json.loads(path.read_text())
+            for path in sorted(pytester.path.glob("modules-*.json"))}
+
+
+def unneeded(modules: list[str], *names: str) -> list[str]:
+    return [m for m in modules if m != PROBE_OF_XDIST and any(
+        m == name or (name.endswith(".") and m.startswith(name)) for name in names)]
+
+
+def test_a_serial_run_that_declares_nothing_loads_only_the_serial_driver(
+        pytester: pytest.Pytester) -> None:
+    found = loaded_modules(pytester)
+    assert list(found) == ["main"]
+    assert "pytest_dagorder.drivers.serial" in found["main"]
+    assert unneeded(found["main"], *UNUSED, *UNUSED_SERIALLY, DISTRIBUTED) == []
+
+
+def test_under_xdist_the_controller_and_the_workers_load_only_their_side(
+        pytester: pytest.Pytester) -> None:
+    found = loaded_modules(pytester, "-n", "2")
+    assert sorted(found) == ["gw0", "gw1", "main"]
+    controller = found.pop("main")
+    assert "pytest_dagorder.distributed.controller" in controller
+    assert unneeded(controller, *UNUSED, "pytest_dagorder.drivers.",
+                    "pytest_dagorder.distributed.worker") == []
+    for modules in found.values():
+        assert "pytest_dagorder.distributed.worker" in modules
+        assert unneeded(modules, *UNUSED, "pytest_dagorder.drivers.",
+                        "pytest_dagorder.distributed.controller",
+                        "pytest_dagorder.distributed.scheduling") == []
