@@ -11,17 +11,20 @@ under ``-n`` every worker cuts the same part and xdist sees one collection.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..core import wording
 from ..core.graph import Graph
-from ..core.shards import Partition, partition
 from ..migration.runtime import RuntimeUsers
 from . import durations
-from .internals import count_deselected
+from .internals import assertion_rewriting_paused, count_deselected
 from .planning import Plan
 from .settings import settings_of
+
+if TYPE_CHECKING:
+    from ..core.shards import Partition
 
 #: Set where ``--dag-shard`` left this process's part empty (see :func:`settle_exit_status`).
 EMPTY_PART = pytest.StashKey[bool]()
@@ -71,6 +74,8 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     g = plan.graph
     if shard is None or g is None:
         return
+    with assertion_rewriting_paused():  # only for --dag-shard (see plugin.py)
+        from ..core.shards import partition
     k, n = shard
     ids = [it.nodeid for it in items]
     run = len(items)
