@@ -1129,3 +1129,13 @@ def test_an_unedited_runtime_depends_module_gives_its_serial_result(
             result.stdout.fnmatch_lines([
                 "dagorder: runtime depends() in 1 module: each runs on one worker, "
                 "in collection order"])
+
+
+def test_the_plan_knows_each_readers_marker_without_loading_the_reader() -> None:
+    """The names the package uses to pick the readers a plan needs are the readers' own."""
+    from pytest_dagorder import migration
+    from pytest_dagorder.migration import dependency, depends, order
+
+    readers = (dependency.DependencyReader, depends.DependsReader, order.OrderReader)
+    names = (migration.DEPENDENCY_MARK, migration.DEPENDS_MARK, migration.ORDER_MARK)
+    assert [r.marker for r in readers] == list(names)
