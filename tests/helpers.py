@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -126,8 +127,37 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     """
     if own_process_reason(args, own_process):
         return pytester.runpytest_subprocess(*args, timeout=timeout)
-    with bounded(timeout):
-        return pytester.runpytest_inprocess(*args, syspathinsert=True)
+    if not uses_xdist(args):
+        with bounded(timeout):
+            return pytester.runpytest_inprocess(*args, syspathinsert=True)
+    with bounded(timeout), descriptor_stderr() as written:
+        result = pytester.runpytest_inprocess(*args, syspathinsert=True)
+    return pytest.RunResult(result.ret, result.outlines, result.errlines + written,
+                            result.duration)
+
+
+@contextlib.contextmanager
+def descriptor_stderr() -> Iterator[list[str]]:
+    """The lines written to file descriptor 2 while the block runs.
+
+    In-process pytester captures ``sys.stderr`` only; the workers of an
+    in-process xdist controller inherit descriptor 2 and write there what a
+    subprocess run would show in its stderr (a worker's crash, a traceback
+    execnet prints): they join the run's stderr so checks for them still see it.
+    """
+    lines: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines += sink.read().decode("utf-8", "replace").splitlines()
 
 
 def write_ini(pytester: pytest.Pytester, extra: str = "") -> None:
