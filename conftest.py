@@ -1,6 +1,9 @@
 """Root conftest: the end-to-end tests drive pytest through pytester; an inner run
-goes in-process unless it needs a process of its own (xdist workers, installed
+goes in-process unless it needs a process of its own (installed
 plugins loaded by entry point, or a reason the test gives): ``tests/helpers.py:runpytest``."""
+
+import os
+import sys
 
 import pytest
 
@@ -19,6 +22,9 @@ AUTOLOAD = "autoload"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Output capturing is off while plugins configure: this is the real stderr.
+    # (``tests/helpers.py:bounded`` writes a hung inner run's tracebacks there.)
+    os.environ["DAGORDER_SUITE_HANG_REPORT_FD"] = str(os.dup(sys.stderr.fileno()))
     config.addinivalue_line(
         "markers", f"{AUTOLOAD}: inner pytest runs load every installed plugin (entry points)")
 

@@ -7,13 +7,17 @@ one line per executed test body, ``name pid start end``.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +48,17 @@ def base_args(*, cache: bool = False) -> list[str]:
     return args
 
 
-#: Options that start xdist workers: the inner run needs processes of its own.
+#: Options that start xdist workers.
 XDIST_OPTIONS = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--maxprocesses")
+
+
+def uses_xdist(args: tuple[str, ...]) -> bool:
+    """Whether these inner-run options start xdist workers."""
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if name in XDIST_OPTIONS or (name.startswith("-n") and name[2:].isdigit()):
+            return True
+    return False
 
 
 def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
@@ -57,8 +70,6 @@ def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
     and ``sys.path`` after the run), and module-level state is shared with the
     outer run.  Where that is the point of the test, the inner run gets a process:
 
-    * xdist options: workers and their controller are processes, which is
-      what the xdist tests exercise;
     * plugin autoload on (the test is marked ``autoload``): the test is about
       what installed plugins do when pytest loads them by entry point (the
       takeover blocks them, their imports run, their hooks are registered),
@@ -66,17 +77,43 @@ def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
     * ``why``: a reason the test gives (it patches the plugin's modules from
       a conftest.py, reads import side effects, checks that a marker is
       unknown: ``pytest.mark`` remembers every marker any run of the process
-      registered ...).
+      registered, reads what the controller writes to its stderr, ends
+      processes ...).
+
+    xdist options alone are no reason: as in pytest-xdist's own suite, the
+    controller runs in this process and execnet starts the workers as
+    processes (they inherit the run's directory as their cwd).
     """
     if why:
         return why
-    for arg in args:
-        name = arg.split("=", 1)[0]
-        if name in XDIST_OPTIONS or (name.startswith("-n") and name[2:].isdigit()):
-            return f"xdist workers are processes ({arg})"
     if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         return "installed plugins load by entry point (marked autoload)"
     return ""
+
+
+#: Names a descriptor of this process' stderr as it was before output
+#: capturing (the root conftest sets it): where a hung in-process run's
+#: tracebacks go, so that they reach the terminal.
+HANG_REPORT_FD = "DAGORDER_SUITE_HANG_REPORT_FD"
+
+
+@contextlib.contextmanager
+def bounded(timeout: float) -> Iterator[None]:
+    """Bound an in-process inner run: past ``timeout`` seconds faulthandler writes
+    every thread's traceback to the real stderr and ends this process (under
+    ``-n``, xdist reports the worker crashed in this test) instead of hanging.
+
+    pytest's faulthandler plugin arms its own timer only when
+    ``faulthandler_timeout`` is set, which neither this suite nor an inner
+    project sets; a timer of an enclosing caller is not restored.
+    """
+    fd = os.environ.get(HANG_REPORT_FD)
+    out = int(fd) if fd else sys.__stderr__
+    faulthandler.dump_traceback_later(timeout, exit=True, file=out)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
@@ -84,12 +121,43 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     """An inner pytest run, in this process unless :func:`own_process_reason` gives
     a reason (``own_process``: the test's own reason) for a fresh one.
 
-    ``timeout`` bounds a subprocess run.  In-process the run's directory is put
-    on ``sys.path`` first, as ``python -m pytest`` there would.
+    ``timeout`` bounds the run either way (in-process: :func:`bounded`).
+    In-process the run's directory is put on ``sys.path`` first, as
+    ``python -m pytest`` there would.
     """
     if own_process_reason(args, own_process):
         return pytester.runpytest_subprocess(*args, timeout=timeout)
-    return pytester.runpytest_inprocess(*args, syspathinsert=True)
+    if not uses_xdist(args):
+        with bounded(timeout):
+            return pytester.runpytest_inprocess(*args, syspathinsert=True)
+    with bounded(timeout), descriptor_stderr() as written:
+        result = pytester.runpytest_inprocess(*args, syspathinsert=True)
+    return pytest.RunResult(result.ret, result.outlines, result.errlines + written,
+                            result.duration)
+
+
+@contextlib.contextmanager
+def descriptor_stderr() -> Iterator[list[str]]:
+    """The lines written to file descriptor 2 while the block runs.
+
+    In-process pytester captures ``sys.stderr`` only; the workers of an
+    in-process xdist controller inherit descriptor 2 and write there what a
+    subprocess run would show in its stderr (a worker's crash, a traceback
+    execnet prints): they join the run's stderr so checks for them still see it.
+    """
+    lines: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines += sink.read().decode("utf-8", "replace").splitlines()
 
 
 def write_ini(pytester: pytest.Pytester, extra: str = "") -> None:
@@ -175,11 +243,11 @@ def free_tests(n: int, seconds: float = 0.05) -> str:
 
 def run_suite(pytester: pytest.Pytester, suite: dict[str, str], *args: str,
               passed: int, timeout: float = 180.0) -> pytest.RunResult:
-    """Write ``suite`` (see :func:`make_modules`), run it with ``args`` in a
-    subprocess and check that its ``passed`` tests all passed."""
+    """Write ``suite`` (see :func:`make_modules`), run it with ``args`` (see
+    :func:`runpytest`) and check that its ``passed`` tests all passed."""
     write_ini(pytester)
     make_modules(pytester, **suite)
-    result = pytester.runpytest_subprocess(*base_args(), *args, timeout=timeout)
+    result = runpytest(pytester, *base_args(), *args, timeout=timeout)
     result.assert_outcomes(passed=passed)
     return result
 

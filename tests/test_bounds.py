@@ -6,7 +6,7 @@ import itertools
 import random
 
 import pytest
-from helpers import base_args, make_modules, write_ini
+from helpers import base_args, make_modules, runpytest, write_ini
 
 from pytest_dagorder.core.bounds import bounds
 from pytest_dagorder.render.timeline import Interval, render_html
@@ -112,12 +112,11 @@ def test_the_summary_names_the_groups_that_cost_time(pytester: pytest.Pytester) 
             SEEN.append("g4")
             mark("g4", 0.15)
     """)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", timeout=180)
+    result = runpytest(pytester, *base_args(), "-n", "2", timeout=180)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines([
         "dagorder: affinity groups cost at least * of this * run (no schedule beats *",
         "  on the critical path: the group of test_group.py::test_g0 (5 tests, *)*",
     ])
-    quiet = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dag-affinity=none",
-                                          timeout=180)
+    quiet = runpytest(pytester, *base_args(), "-n", "2", "--dag-affinity=none", timeout=180)
     assert "affinity groups cost" not in quiet.stdout.str()

@@ -504,7 +504,8 @@ def test_order_ff_and_order_after_ff(pytester: pytest.Pytester) -> None:
             mark("flaky")
             assert not os.environ.get("FAIL_FLAKY")
         """)
-    args = ("-p", "no:xdist", "-p", "cacheprovider")
+    # The options every inner run gets (hypothesis' plugin blocked), with the cache.
+    args = (*base_args(cache=True), "-p", "no:xdist", "-p", "cacheprovider")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FAIL_FLAKY", "1")
         pytester.runpytest_subprocess(*args).assert_outcomes(passed=1, failed=1)

@@ -18,6 +18,7 @@ from helpers import (
     make_modules,
     read_log,
     run_suite,
+    runpytest,
     write_ini,
 )
 
@@ -99,8 +100,7 @@ def test_files_or_scopes_run_whole_in_a_suite_that_declares_nothing(
         f"test_f{f}": "".join(
             f"def test_{k}():\n    mark('f{f}_{k}', 0.05)\n\n\n" for k in range(3))
         for f in range(3)})
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dist", dist,
-                                           timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), "-n", "2", "--dist", dist, timeout=TIMEOUT)
     result.assert_outcomes(passed=9)
     ran = read_log(pytester)
     for f in range(3):
@@ -120,8 +120,8 @@ def test_worksteal_schedules_the_graph(pytester: pytest.Pytester) -> None:
         def test_b():
             mark("b")
     """)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dist", "worksteal",
-                                           timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), "-n", "2", "--dist", "worksteal",
+                       timeout=TIMEOUT)
     result.assert_outcomes(passed=2)
     assert_after(read_log(pytester), [("a", "b")])
 
@@ -129,8 +129,7 @@ def test_worksteal_schedules_the_graph(pytester: pytest.Pytester) -> None:
 def test_each_is_refused_with_the_reason(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_x=A_THEN_B)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dist", "each",
-                                           timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), "-n", "2", "--dist", "each", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*--dist each cannot honour*every test once on every worker*"])
     assert read_log(pytester) == {}

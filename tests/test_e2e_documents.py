@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers import base_args, make_modules, write_ini
+from helpers import base_args, make_modules, runpytest, write_ini
 
 from pytest_dagorder.core.affinity import document_files
 
@@ -88,7 +88,7 @@ def test_a_documents_items_run_on_one_worker_in_file_order(
         pytester: pytest.Pytester, n: str) -> None:
     write_suite(pytester)
     for _ in range(2):
-        result = pytester.runpytest_subprocess(*base_args(), "-n", n, timeout=TIMEOUT)
+        result = runpytest(pytester, *base_args(), "-n", n, timeout=TIMEOUT)
         result.assert_outcomes(passed=21)
     result.stdout.fnmatch_lines(["dagorder: 2 documents (files of non-Python test items)*"])
 
@@ -97,8 +97,8 @@ def test_with_affinity_none_documents_are_not_kept_together(
         pytester: pytest.Pytester) -> None:
     # The user says the tests share no state: nothing holds a document together.
     write_suite(pytester)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "--dag-affinity=none",
-                                           timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), "-n", "2", "--dag-affinity=none",
+                       timeout=TIMEOUT)
     assert "documents (files of non-Python" not in result.stdout.str()
 
 

@@ -332,8 +332,9 @@ def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
     for shuffle, hashseed in (("", "0"), ("1", "1"), ("2", "123")):
         monkeypatch.setenv("SHUFFLE_SEED", shuffle)
         monkeypatch.setenv("PYTHONHASHSEED", hashseed)
-        result = run(pytester, "--collect-only", "-q", "--dag-shard=2/3",
-                     f"--dag-durations={durations}")
+        result = runpytest(pytester, *base_args(), "-p", "no:randomly", "--collect-only", "-q",
+                           "--dag-shard=2/3", f"--dag-durations={durations}", timeout=TIMEOUT,
+                           own_process="PYTHONHASHSEED takes effect when an interpreter starts")
         seen.append(sorted(line for line in result.stdout.lines
                            if "::" in line and " " not in line))
     assert seen[0] and seen[0] == seen[1] == seen[2]

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, write_ini
+from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, runpytest, write_ini
 
 from pytest_dagorder.distributed import xdist_internals
 from pytest_dagorder.glue import internals
@@ -61,16 +61,26 @@ A_FAILS = """
 """
 
 
+#: The first line of the conftest.py :func:`rename_internals` writes.
+RENAMES = "import pytest_dagorder.glue.internals as internals"
+
+
 def rename_internals(pytester: pytest.Pytester, **names: object) -> None:
     """A conftest.py that makes ``internals`` look for other names (a release renamed them)."""
-    lines = ["import pytest_dagorder.glue.internals as internals", ""]
+    lines = [RENAMES, ""]
     lines += [f"internals.{name} = {value!r}" for name, value in names.items()]
     pytester.makeconftest("\n".join(lines) + "\n")
 
 
 def run(pytester: pytest.Pytester, *args: str, cache: bool = False) -> pytest.RunResult:
+    """An inner run (``helpers.runpytest``): in a process of its own where
+    :func:`rename_internals` patched the plugin's module, which in-process
+    would stay patched for the outer run."""
     (pytester.path / LOG_NAME).unlink(missing_ok=True)
-    return pytester.runpytest_subprocess(*base_args(cache=cache), *args, timeout=TIMEOUT)
+    conftest = pytester.path / "conftest.py"
+    renamed = conftest.exists() and conftest.read_text(encoding="utf-8").startswith(RENAMES)
+    why = "its conftest.py renames the plugin's internals" if renamed else ""
+    return runpytest(pytester, *base_args(cache=cache), *args, timeout=TIMEOUT, own_process=why)
 
 
 def assert_clean(result: pytest.RunResult) -> None:

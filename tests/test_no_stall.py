@@ -22,7 +22,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from helpers import base_args, write_ini
+from helpers import base_args, runpytest, write_ini
 from test_xdist_adapter import FakeChannel, Harness, Recorder, make_config, make_payload
 
 TIMEOUT = 120.0
@@ -105,7 +105,7 @@ def test_a_passed_report_reaches_the_controller_before_the_teardown_ends(
     write_ini(pytester, "markers =\n    dag_exclusive: x\n")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=suite)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), "-n", "2", timeout=TIMEOUT)
     result.assert_outcomes(passed=suite.count("def test_"))
 
 

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers import base_args, make_modules, read_log, write_ini
+from helpers import base_args, make_modules, read_log, runpytest, write_ini
 from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
 
 from pytest_dagorder.distributed import wire
@@ -81,8 +81,8 @@ def probe(pytester: pytest.Pytester, body: str, *args: str) -> list[dict[str, An
     write_ini(pytester)
     pytester.makeconftest(PROBE)
     make_modules(pytester, test_m=body)
-    result = pytester.runpytest_subprocess(*base_args(), "-n", "2", "-p", "no:randomly",
-                                           *args, timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), "-n", "2", "-p", "no:randomly", *args,
+                       timeout=TIMEOUT)
     assert result.ret == 0, result.stdout.str()
     lines = (pytester.path / "probe.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
@@ -164,11 +164,11 @@ def test_recorded_durations_still_rank_a_suite_that_declares_nothing(
     pytester.makeconftest(PROBE)
     make_modules(pytester, test_m=LONGEST_LAST)
     args = [*base_args(cache=True), "-n", "1", "-p", "no:randomly"]
-    first = pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+    first = runpytest(pytester, *args, timeout=TIMEOUT)
     assert first.ret == 0, first.stdout.str()
     (pytester.path / "ran.log").unlink()
     (pytester.path / "probe.jsonl").unlink()
-    second = pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+    second = runpytest(pytester, *args, timeout=TIMEOUT)
     assert second.ret == 0, second.stdout.str()
     second.stdout.fnmatch_lines(["*critical path by recorded durations of 5/5 tests*"])
     order = [s["test"] for s in map(json.loads,

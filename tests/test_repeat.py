@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from helpers import base_args, make_modules, write_ini
+from helpers import base_args, make_modules, runpytest, write_ini
 
 pytest.importorskip("pytest_repeat")
 
-#: pytest-repeat loads by its entry point in the inner runs.
-pytestmark = pytest.mark.autoload
+#: The inner runs load pytest-repeat by name: how it is loaded is not what
+#: this file checks, and loading every installed plugin costs each process.
+REPEAT = ("-p", "repeat")
 
 TIMEOUT = 180.0
 
@@ -48,9 +49,8 @@ def test_a_bare_target_names_the_same_repetition(pytester: pytest.Pytester,
                                                  extra: list[str]) -> None:
     write_ini(pytester)
     make_modules(pytester, test_r=SUITE)
-    result = pytester.runpytest_subprocess(*base_args(), "--count", "3", "-rs", "-v",
-                                           *extra,
-                                           timeout=TIMEOUT)
+    result = runpytest(pytester, *base_args(), *REPEAT, "--count", "3", "-rs", "-v", *extra,
+                       timeout=TIMEOUT)
     # b[2-3] fails: only a[2-3] and by_object[2-3] are skipped; test_named
     # names b[1-3] with brackets, so every repetition depends on that one.
     result.assert_outcomes(passed=15, failed=1, skipped=2)
