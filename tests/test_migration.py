@@ -1,11 +1,13 @@
 """Suites written for pytest-dependency, pytest-depends and pytest-order, run unedited.
 
 Scenarios follow each plugin's documented behaviour; every scenario runs
-serially and under ``-n 2``.  The takeover is exercised twice: with
-stand-ins registered under the originals' names (plugin autoload off, so it
-runs whether or not the originals are installed), and, at the end of this
-file, with the real pytest-dependency, pytest-depends and pytest-order when
-they are installed (the ``test`` extra installs them; skipped otherwise).
+serially and under ``-n 2``, with every installed plugin loaded (the
+module is marked ``autoload``).  The takeover is exercised twice: with
+stand-ins registered under the originals' names (that one test turns plugin
+autoload off, so it runs whether or not the originals are installed), and,
+at the end of this file, with the real pytest-dependency, pytest-depends and
+pytest-order when they are installed (the ``test`` extra installs them;
+skipped otherwise).
 """
 
 from __future__ import annotations
