@@ -97,6 +97,16 @@ def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
 HANG_REPORT_FD = "DAGORDER_SUITE_HANG_REPORT_FD"
 
 
+#: Options of every in-process inner run.  An inner session's own
+#: unraisable-exception plugin collects garbage when it ends (pytest 8.4.0:
+#: five full collections of this whole process, hypothesis' data included,
+#: for each inner run, most of what the suite's lowest-versions pass spent
+#: beyond the newest's); without it, this session's hook, which stays
+#: installed, reports an unraisable exception of the inner run in the test
+#: that started it.
+IN_PROCESS_ARGS = ("-p", "no:unraisableexception")
+
+
 @contextlib.contextmanager
 def bounded(timeout: float) -> Iterator[None]:
     """Bound an in-process inner run: past ``timeout`` seconds faulthandler writes
@@ -127,6 +137,7 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     """
     if own_process_reason(args, own_process):
         return pytester.runpytest_subprocess(*args, timeout=timeout)
+    args = (*IN_PROCESS_ARGS, *args)
     if not uses_xdist(args):
         with bounded(timeout):
             return pytester.runpytest_inprocess(*args, syspathinsert=True)
