@@ -49,6 +49,7 @@ __all__ = [
 # reader (and pytest-order's sorter, pytest-depends' actions) loads only in a
 # run whose tests carry its marker (or whose plugin was taken over), under the
 # same pause of assertion rewriting as the plugin's own modules (see plugin.py).
+# Defined here only; the readers' modules take their names from here.
 ORDER_MARK = "order"
 DEPENDS_MARK = "depends"
 

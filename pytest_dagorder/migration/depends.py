@@ -27,10 +27,10 @@ import pytest
 
 from ..core import wording
 from ..glue.declarations import Declared, Index, Problem
+from . import DEPENDS_MARK as MARK
 from .common import Reader, Tables, drop_self, names, where
 from .takeover import DEPENDS_ACTIONS
 
-MARK = "depends"
 ACTIONS = ("run", "skip", "fail")
 _PARAMS = re.compile(r"\[.+\]$")
 

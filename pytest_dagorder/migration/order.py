@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import pytest
 
 from ..glue.declarations import Declared, Index, Problem
+from . import ORDER_MARK as MARK
 from .common import Reader, Tables, drop_self, names, unknown, where
 
-MARK = "order"
 # pytest-order's ordinal words; negative ones count from the end.
 _WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 ORDINAL_WORDS: dict[str, int] = {
