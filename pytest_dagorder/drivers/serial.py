@@ -39,7 +39,7 @@ class SerialRunner(Planner):
         # A suite that declares nothing, unsharded, needs neither the core's run
         # nor the shards: those modules load only for a run that does (see plugin.py).
         settings = settings_of(config)
-        if settings.shard is not None or settings.store_durations:  # else apply changes nothing
+        if settings.cuts_or_records:  # else apply changes nothing
             with assertion_rewriting_paused():
                 from ..glue import sharding
             sharding.apply(config, plan, items)

@@ -57,6 +57,12 @@ class Settings:
     #: --dag-shard K/N as (K, N), 1-based; None: the whole suite.
     shard: tuple[int, int] | None = None
 
+    @property
+    def cuts_or_records(self) -> bool:
+        """A part is cut or durations are written: the run goes through the
+        core even where the suite declares nothing (see glue/sharding.py)."""
+        return self.shard is not None or self.store_durations
+
 
 SETTINGS = pytest.StashKey[Settings]()
 

@@ -67,7 +67,7 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     shard = settings.shard
     if plan.problems:
         return  # reported whole, in every part: nothing runs anyway
-    if plan.graph is None and (shard is not None or settings.store_durations):
+    if plan.graph is None and settings.cuts_or_records:
         # A driver records durations only through a run of the core; a suite
         # without declarations gets one with no edges.
         plan.graph = Graph.of_positions([()] * len(items))
