@@ -1,6 +1,6 @@
 """Root conftest: the end-to-end tests drive pytest through pytester; an inner run
-goes in-process unless it needs a process of its own (installed
-plugins loaded by entry point, or a reason the test gives): ``tests/helpers.py:runpytest``."""
+goes in-process unless the test gives a reason for a process of its own:
+``tests/helpers.py:runpytest``."""
 
 import os
 import sys

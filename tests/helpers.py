@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,36 +62,6 @@ def uses_xdist(args: tuple[str, ...]) -> bool:
     return False
 
 
-def own_process_reason(args: tuple[str, ...], why: str = "") -> str:
-    """Why an inner run with these options needs a fresh interpreter ("" if it does not).
-
-    An in-process run (``pytester.runpytest_inprocess``) saves an interpreter
-    start and the imports of pytest, xdist and the plugin, but shares this
-    process: imported modules stay imported (pytester restores ``sys.modules``
-    and ``sys.path`` after the run), and module-level state is shared with the
-    outer run.  Where that is the point of the test, the inner run gets a process:
-
-    * plugin autoload on (the test is marked ``autoload``): the test is about
-      what installed plugins do when pytest loads them by entry point (the
-      takeover blocks them, their imports run, their hooks are registered),
-      and a module imported once is not imported again in-process;
-    * ``why``: a reason the test gives (it patches the plugin's modules from
-      a conftest.py, reads import side effects, checks that a marker is
-      unknown: ``pytest.mark`` remembers every marker any run of the process
-      registered, reads what the controller writes to its stderr, ends
-      processes ...).
-
-    xdist options alone are no reason: as in pytest-xdist's own suite, the
-    controller runs in this process and execnet starts the workers as
-    processes (they inherit the run's directory as their cwd).
-    """
-    if why:
-        return why
-    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return "installed plugins load by entry point (marked autoload)"
-    return ""
-
-
 #: Names a descriptor of this process' stderr as it was before output
 #: capturing (the root conftest sets it): where a hung in-process run's
 #: tracebacks go, so that they reach the terminal.
@@ -105,6 +76,28 @@ HANG_REPORT_FD = "DAGORDER_SUITE_HANG_REPORT_FD"
 #: installed, reports an unraisable exception of the inner run in the test
 #: that started it.
 IN_PROCESS_ARGS = ("-p", "no:unraisableexception")
+
+
+#: Options of an in-process inner run that loads every installed plugin.
+#: pytest marks the modules of each plugin it loads by entry point for
+#: assertion rewriting, and warns when one was imported already, which in
+#: this process every one was (by the outer session).
+AUTOLOAD_IN_PROCESS_ARGS = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+@contextlib.contextmanager
+def fresh_warning_filters() -> Iterator[None]:
+    """The warning filters a new interpreter starts with (CPython's defaults),
+    for the block's duration: an in-process inner session applies its own
+    filters on top of the ones it finds, and would otherwise find this test's
+    (``filterwarnings = error``), where a subprocess run finds the defaults."""
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                         ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        yield
 
 
 @contextlib.contextmanager
@@ -128,20 +121,40 @@ def bounded(timeout: float) -> Iterator[None]:
 
 def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
               own_process: str = "") -> pytest.RunResult:
-    """An inner pytest run, in this process unless :func:`own_process_reason` gives
-    a reason (``own_process``: the test's own reason) for a fresh one.
+    """An inner pytest run, in this process unless the test gives a reason
+    (``own_process``) for a fresh interpreter.
+
+    An in-process run (``pytester.runpytest_inprocess``) saves an interpreter
+    start and the imports of pytest, xdist, the plugin and (marked
+    ``autoload``) every installed plugin, but shares this process: imported
+    modules stay imported (pytester restores ``sys.modules`` and ``sys.path``
+    after the run), and module-level state is shared with the outer run.
+    Plugins loaded by entry point are registered with the inner run's own
+    plugin manager as in a new process, so a takeover of installed plugins
+    is tested in-process too.  Where sharing the process would change what a
+    test checks, it names why (it patches the plugin's modules from a
+    conftest.py, reads import side effects, checks that a marker is unknown:
+    ``pytest.mark`` remembers every marker any run of the process registered,
+    reads what the controller writes to its stderr, ends processes ...).
+
+    xdist options are no reason: as in pytest-xdist's own suite, the
+    controller runs in this process and execnet starts the workers as
+    processes (they inherit the run's directory as their cwd).
 
     ``timeout`` bounds the run either way (in-process: :func:`bounded`).
     In-process the run's directory is put on ``sys.path`` first, as
-    ``python -m pytest`` there would.
+    ``python -m pytest`` there would, and the run starts from a new
+    interpreter's warning filters (:func:`fresh_warning_filters`).
     """
-    if own_process_reason(args, own_process):
+    if own_process:
         return pytester.runpytest_subprocess(*args, timeout=timeout)
     args = (*IN_PROCESS_ARGS, *args)
+    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        args = (*AUTOLOAD_IN_PROCESS_ARGS, *args)
     if not uses_xdist(args):
-        with bounded(timeout):
+        with bounded(timeout), fresh_warning_filters():
             return pytester.runpytest_inprocess(*args, syspathinsert=True)
-    with bounded(timeout), descriptor_stderr() as written:
+    with bounded(timeout), fresh_warning_filters(), descriptor_stderr() as written:
         result = pytester.runpytest_inprocess(*args, syspathinsert=True)
     return pytest.RunResult(result.ret, result.outlines, result.errlines + written,
                             result.duration)

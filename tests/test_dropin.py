@@ -11,7 +11,15 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from helpers import assert_after, base_args, junit_key, make_modules, read_junit, read_log
+from helpers import (
+    assert_after,
+    base_args,
+    junit_key,
+    make_modules,
+    read_junit,
+    read_log,
+    runpytest,
+)
 
 MODES = ["serial", "xdist"]
 
@@ -27,7 +35,7 @@ pytestmark = [
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return pytester.runpytest_subprocess(*base_args(), "-rs", "--junitxml=out.xml",
+    return runpytest(pytester, *base_args(), "-rs", "--junitxml=out.xml",
                                          *extra, *args)
 
 

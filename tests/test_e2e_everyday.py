@@ -21,9 +21,11 @@ TIMEOUT = 120.0
 MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
 
 
-def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
+def run(pytester: pytest.Pytester, mode: str, *args: str,
+        own_process: str = "") -> pytest.RunResult:
     extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
+    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT,
+                     own_process=own_process)
 
 
 def skip_reasons(result: pytest.RunResult) -> list[str]:
@@ -472,6 +474,7 @@ def test_the_plugins_modules_load_without_assertion_rewriting(
         pytest.register_assert_rewrite("pytest_dagorder")
         """)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    result = run(pytester, mode, "-p", "mark_dagorder")
+    result = run(pytester, mode, "-p", "mark_dagorder",
+                 own_process="what importing the plugin's modules does is the point")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["E       assert 1 == 2", "* loaded, rewritten: []"])

@@ -16,7 +16,7 @@ import importlib.util
 import textwrap
 
 import pytest
-from helpers import base_args, junit_key, read_junit, read_log, write_ini
+from helpers import base_args, junit_key, read_junit, read_log, runpytest, write_ini
 
 MODES = ["serial", "xdist"]
 
@@ -49,7 +49,7 @@ def write(pytester: pytest.Pytester, **modules: str) -> None:
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return pytester.runpytest_subprocess(
+    return runpytest(pytester,
         *base_args(), "--strict-markers", "-rs", "--junitxml=out.xml", *extra, *args
     )
 
@@ -648,7 +648,7 @@ def needs(*labels: str) -> pytest.MarkDecorator:
 
 def run_n(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     if mode == "xdist4":
-        return pytester.runpytest_subprocess(
+        return runpytest(pytester,
             *base_args(), "--strict-markers", "-rs", "--junitxml=out.xml", "-n", "4", *args
         )
     return run(pytester, mode, *args)

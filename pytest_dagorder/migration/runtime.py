@@ -15,7 +15,7 @@ pytest-dependency 0.5 and 0.6.1: ``DependencyManager.get_manager`` /
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from importlib.util import find_spec
 from typing import Any, ClassVar
 
@@ -73,7 +73,7 @@ class RuntimeDepends:
             original = manager_cls.__dict__.get(attr)
             if callable(original):
                 self._restore.append((manager_cls, attr, original))
-                setattr(manager_cls, attr, _check_depend)
+                setattr(manager_cls, attr, _checker(original))
 
 
 class ResultFeed:
@@ -135,6 +135,18 @@ def _manager_class() -> type | None:
     module: Any = sys.modules.get("pytest_dependency")
     manager_cls = getattr(module, "DependencyManager", None)
     return manager_cls if isinstance(manager_cls, type) else None
+
+
+def _checker(original: Callable[..., None]) -> Callable[[Any, Iterable[str], pytest.Item], None]:
+    """``checkDepend`` for the class: ours in a session this plugin runs, the
+    original in any other session of the process (one started in-process
+    from a test, with this plugin switched off), which the patch must not change."""
+    def check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> None:
+        if item.config.pluginmanager.has_plugin(RuntimeDepends.NAME):
+            _check_depend(manager, depends, item)
+        else:
+            original(manager, depends, item)
+    return check_depend
 
 
 def _check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> None:
