@@ -63,6 +63,49 @@ def test_the_grouped_bound_is_never_below_the_plain_one_and_is_deterministic() -
         assert b == bounds(durations, edges, groups, b.workers)
 
 
+def test_a_chain_that_opens_the_run_raises_the_staggered_bound() -> None:
+    # "a" (4 s) gates four 1 s tests: on 2 workers nothing else can run in
+    # the first 4 s, then 4 s of work is left for 2 workers: 6 s at best,
+    # while max(C, W/N) says 5 s.
+    durations = {"a": 4.0, "b1": 1.0, "b2": 1.0, "b3": 1.0, "b4": 1.0}
+    b = bounds(durations, [("a", f"b{k}") for k in range(1, 5)], {}, 2)
+    assert b.simple == 5.0
+    assert b.staggered == pytest.approx(6.0)
+    assert b.bound == b.grouped_bound == pytest.approx(6.0)
+    # The same shape reversed (four tests gate one): counted from the end.
+    b = bounds(durations, [(f"b{k}", "a") for k in range(1, 5)], {}, 2)
+    assert b.staggered == pytest.approx(6.0)
+
+
+def _list_schedule(durations: dict[int, float], edges: list[tuple[int, int]],
+                   workers: int) -> float:
+    """The makespan of one feasible schedule: whenever a worker is free it
+    takes the ready task with the lowest number."""
+    preds = {k: {p for p, d in edges if d == k} for k in durations}
+    free_at = [0.0] * workers
+    end: dict[int, float] = {}
+    while len(end) < len(durations):
+        ready = [k for k in durations if k not in end and preds[k] <= end.keys()]
+        k = min(ready)
+        w = min(range(workers), key=free_at.__getitem__)
+        start = max([free_at[w], *(end[p] for p in preds[k])])
+        end[k] = free_at[w] = start + durations[k]
+    return max(end.values(), default=0.0)
+
+
+def test_no_schedule_beats_the_bounds() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        n = rng.randint(1, 14)
+        durations = {k: rng.choice([rng.uniform(0.1, 1.0), rng.uniform(2.0, 6.0)])
+                     for k in range(n)}
+        edges = [(p, d) for p, d in itertools.combinations(range(n), 2) if rng.random() < 0.25]
+        workers = rng.randint(1, 4)
+        b = bounds(durations, edges, {}, workers)
+        assert b.staggered >= b.work / workers - 1e-9
+        assert b.bound <= _list_schedule(durations, edges, workers) + 1e-9
+
+
 def test_the_timeline_header_gives_both_bounds() -> None:
     intervals = [Interval("slow", "gw0", 0.0, 4.0, "passed"),
                  Interval("m1", "gw1", 4.0, 5.0, "passed"),
@@ -72,6 +115,16 @@ def test_the_timeline_header_gives_both_bounds() -> None:
     assert "With affinity groups (each on one worker, contiguously, after its " \
         "prerequisites): critical path 6.00 s, no schedule beats 6.00 s" in page
     assert "With affinity groups" not in render_html(intervals, edges=[("slow", "m2")])
+    assert "nor, as no test starts" not in page  # 5 s is already the best there is
+
+
+def test_the_timeline_header_gives_the_staggered_bound_where_it_is_tighter() -> None:
+    intervals = [Interval("a", "gw0", 0.0, 4.0, "passed"),
+                 *(Interval(f"b{k}", f"gw{k % 2}", 4.0 + k // 2, 5.0 + k // 2, "passed")
+                   for k in range(4))]
+    page = render_html(intervals, edges=[("a", f"b{k}") for k in range(4)])
+    assert ("no schedule beats max(C, W/N) = 5.00 s, nor, as no test starts before its "
+            "prerequisites can end, 6.00 s, 1.00x the bound.") in page
 
 
 def test_the_summary_names_the_groups_that_cost_time(pytester: pytest.Pytester) -> None:

@@ -3,7 +3,14 @@
 Pure: durations, edges and group labels in, seconds out; no pytest.
 
 Without groups no schedule on N workers beats max(C, W/N), C the longest
-duration-weighted chain, W the sum of durations.  An affinity group runs on
+duration-weighted chain, W the sum of durations.  Nor does it beat the
+*staggered* bound, which counts when work can happen at all: no test starts
+before its longest chain of prerequisites can end (its head h), so after
+any time t at least min(d, h + d - t) of each test (if positive) is still to
+run, and the makespan is at least t plus that work over N (the same from
+the end, with each test's longest chain of dependents).  Where a suite
+opens or closes with a chain that leaves workers idle, this is the tighter
+of the two; it never exceeds what the best schedule takes.  An affinity group runs on
 one worker, contiguously, once every prerequisite it has outside itself
 ended, so with groups a tighter bound holds: a group starts no sooner than
 its last outside prerequisite can end, it ends no sooner than that start
@@ -14,6 +21,7 @@ is what the grouping constraint costs at least, whatever the scheduler does.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -23,22 +31,30 @@ K = TypeVar("K", bound=Hashable)
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """Seconds: the work, the critical path with and without groups; and which
-    groups (label, members, seconds) lie on the grouped critical path, in order."""
+    """Seconds: the work, the critical path with and without groups, the
+    staggered bound (see the module's docstring); and which groups (label,
+    members, seconds) lie on the grouped critical path, in order."""
 
     work: float
     critical: float
     grouped_critical: float
     workers: int
     groups_on_path: tuple[tuple[Hashable, int, float], ...] = ()
+    staggered: float = 0.0
 
     @property
-    def bound(self) -> float:
+    def simple(self) -> float:
+        """max(C, W/N)."""
         return max(self.critical, self.work / self.workers) if self.workers else 0.0
 
     @property
+    def bound(self) -> float:
+        """The tightest bound without groups."""
+        return max(self.simple, self.staggered) if self.workers else 0.0
+
+    @property
     def grouped_bound(self) -> float:
-        return max(self.grouped_critical, self.work / self.workers) if self.workers else 0.0
+        return max(self.grouped_critical, self.bound) if self.workers else 0.0
 
     @property
     def cost(self) -> float:
@@ -92,6 +108,15 @@ def bounds(durations: Mapping[K, float], edges: Iterable[tuple[K, K]],
         fin[t] = took[t] + max((fin[p] for p in preds.get(t, ()) if p in fin), default=0.0)
     critical = max(fin.values(), default=0.0)
     work = sum(took.values())
+    staggered = 0.0
+    if workers:
+        head = {t: fin[t] - took[t] for t in order}
+        tail: dict[Hashable, float] = dict.fromkeys(order, 0.0)
+        for t in reversed(order):
+            for pre in preds.get(t, ()):
+                if pre in tail:
+                    tail[pre] = max(tail[pre], took[t] + tail[t])
+        staggered = max(_staggered(head, took, workers), _staggered(tail, took, workers))
     label: dict[Hashable, Hashable] = {t: g for t, g in groups.items()
                                        if t in took and g is not None}
     while True:
@@ -101,7 +126,36 @@ def bounds(durations: Mapping[K, float], edges: Iterable[tuple[K, K]],
             break
         # A cycle between groups: dissolve the groups on it and try again.
         label = _dissolve(tasks, preds, label)
-    return Bounds(work, critical, max(g_crit, critical), workers, on_path)
+    return Bounds(work, critical, max(g_crit, critical), workers, on_path, staggered)
+
+
+def _staggered(release: Mapping[Hashable, float], took: Mapping[Hashable, float],
+               workers: int) -> float:
+    """max over t of t + (work that cannot run before t) / workers, each task
+    starting no sooner than ``release``; t need only be a release or an end.
+
+    One sweep over t: tasks released before t move to ``active`` (a heap of
+    their ends) and leave it once they could have ended; each still active
+    contributes its end - t, each not yet released its whole duration.
+    """
+    tasks = sorted(release, key=release.__getitem__)
+    points = sorted({*release.values(), *(release[t] + took[t] for t in tasks)})
+    later = sum(took[t] for t in tasks)  # durations of tasks released at or after t
+    ends: list[float] = []
+    ends_sum = 0.0
+    k = 0
+    best = 0.0
+    for at in points:
+        while k < len(tasks) and release[tasks[k]] < at:
+            t = tasks[k]
+            k += 1
+            later -= took[t]
+            heapq.heappush(ends, release[t] + took[t])
+            ends_sum += release[t] + took[t]
+        while ends and ends[0] <= at:
+            ends_sum -= heapq.heappop(ends)
+        best = max(best, at + (later + ends_sum - len(ends) * at) / workers)
+    return best
 
 
 #: A node of the graph with each group contracted: ("task", task) or ("group", label).
