@@ -38,6 +38,31 @@ def test_heap_beats_local_only_with_a_strictly_longer_path() -> None:
     assert q.next_for("w") == 1
 
 
+def test_another_workers_queued_task_goes_first_when_its_path_is_strictly_longer() -> None:
+    # "a" released a long chain's next test (path 10) and runs something
+    # else; "b" has short tests of its own queued and the heap is empty.
+    state = [State.READY] * 4
+    q = ReadyQueues(ranks([10, 1, 1, 2]), state, locality=True)
+    for w in ("a", "b"):
+        q.worker_added(w)
+    q.released([0], "a")
+    q.released([1, 2], "b")
+    assert q.next_for("b") == 0
+    assert q.next_for("b") == 1  # then its own again
+    # With the heap holding something shorter than a's entry, the same.
+    q.released([3], "a")
+    q.released([], None)
+    assert q.next_for("b") == 3
+    # A tie keeps locality: b's own entry.
+    state2 = [State.READY] * 2
+    q2 = ReadyQueues(ranks([1, 1]), state2, locality=True)
+    for w in ("a", "b"):
+        q2.worker_added(w)
+    q2.released([0], "a")
+    q2.released([1], "b")
+    assert q2.next_for("b") == 1
+
+
 def test_steals_the_oldest_entry_of_the_longest_queue_first_added_on_ties() -> None:
     state = [State.READY] * 5
     q = ReadyQueues(ranks([1] * 5), state, locality=True)

@@ -20,9 +20,13 @@ always there.
   W joins W's local queue (its fixtures are warm there); W pops its newest
   entry first (depth-first along a chain) unless the global heap holds a
   task with a strictly longer remaining path.  Tasks with no such origin
-  (the roots) wait in the global heap, ordered by :data:`Rank`.  A worker
-  with an empty local queue takes from the heap, else steals the oldest
-  entry of the longest local queue (ties: the worker added first).  With
+  (the roots) wait in the global heap, ordered by :data:`Rank`.  Another
+  worker's queue yields the same way: a worker takes the next entry of
+  another's queue when it has a strictly longer remaining path than its
+  own next entry and the heap's best.  A worker with an empty local queue
+  takes from the heap; with the heap empty too it steals the oldest entry
+  of the longest local queue (ties: the worker added first), whatever
+  its rank.  With
   ``locality=False`` every task goes to the heap: pure priority order, the
   shortest makespan when tasks share no process state.
 * :class:`AffinityGroups` (wraps the queues, when there are groups):
@@ -68,6 +72,8 @@ from .states import TERMINAL, State, Worker, check
 Rank = tuple[float, int]
 
 _READY = State.READY
+#: Above every rank's first field: "no candidate" where ranks are compared.
+_NONE = float("inf")
 
 
 class Placement(Protocol):
@@ -168,9 +174,17 @@ class ReadyQueues:
     def next_for(self, worker: Worker) -> int | None:
         local = self._drop_ended(worker)
         heap = self._heap
+        own = self._rank[local[-1]][0] if local else _NONE
         # Locality yields to priority: the worker's newest released task is
-        # taken unless the heap holds one with a longer remaining path.
-        if local and (not heap or self._rank[local[-1]][0] <= heap[0][0]):
+        # taken unless the heap, or another (busy) worker's queue, holds one
+        # with a longer remaining path.  Without the second, a long chain
+        # released on one worker waits behind that worker's run while this
+        # one works through short tests, and finishes last.
+        best = min(own, heap[0][0] if heap else _NONE)
+        urgent = self._most_urgent_queued(best, worker) if best < _NONE else None
+        if urgent is not None:
+            return urgent
+        if local and (not heap or own <= heap[0][0]):
             return local.pop()
         if heap:
             return heapq.heappop(heap)[1]
@@ -223,6 +237,21 @@ class ReadyQueues:
         if self._entry_live is not None:
             return self._entry_live(task)
         return self._state[task] is _READY
+
+    def _most_urgent_queued(self, than: float, worker: Worker) -> int | None:
+        """Pop and return the next entry of the other workers' local queue whose
+        next live entry has the longest remaining path, if longer than
+        ``than`` (a rank's first field); None if none is."""
+        rank, state = self._rank, self._state
+        best: deque[int] | None = None
+        for w, q in self._local.items():
+            if w == worker:
+                continue
+            while q and state[q[-1]] is not _READY:
+                q.pop()
+            if q and rank[q[-1]][0] < than and (best is None or rank[q[-1]] < rank[best[-1]]):
+                best = q
+        return best.pop() if best is not None else None
 
     def _drop_ended(self, worker: Worker) -> deque[int]:
         """Drop stale entries from the tops of ``worker``'s local queue and of the
