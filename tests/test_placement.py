@@ -41,18 +41,20 @@ def test_heap_beats_local_only_with_a_strictly_longer_path() -> None:
 def test_another_workers_queued_task_goes_first_when_its_path_is_strictly_longer() -> None:
     # "a" released a long chain's next test (path 10) and runs something
     # else; "b" has short tests of its own queued and the heap is empty.
-    state = [State.READY] * 4
-    q = ReadyQueues(ranks([10, 1, 1, 2]), state, locality=True)
+    state = [State.READY] * 5
+    q = ReadyQueues(ranks([10, 1, 1, 5, 2]), state, locality=True)
     for w in ("a", "b"):
         q.worker_added(w)
     q.released([0], "a")
     q.released([1, 2], "b")
     assert q.next_for("b") == 0
     assert q.next_for("b") == 1  # then its own again
-    # With the heap holding something shorter than a's entry, the same.
+    # With the heap holding something shorter than a's entry (and longer
+    # than b's own), a's entry still goes first, then the heap's.
     q.released([3], "a")
-    q.released([], None)
+    q.released([4], None)
     assert q.next_for("b") == 3
+    assert q.next_for("b") == 4
     # A tie keeps locality: b's own entry.
     state2 = [State.READY] * 2
     q2 = ReadyQueues(ranks([1, 1]), state2, locality=True)
