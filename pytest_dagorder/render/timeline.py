@@ -243,9 +243,8 @@ def render_html(
         took[iv.nodeid] = took.get(iv.nodeid, 0.0) + iv.duration
     b = bounds(took, edges, groups or {}, fig.workers)
     # The staggered bound is named only where it says more than max(C, W/N).
-    staggered = b.staggered > fig.bound * 1.001
-    tightest = max(fig.bound, b.staggered)
-    ratio = f", {fig.makespan / tightest:.2f}x the bound" if tightest > 0 else ""
+    staggered = b.staggered > b.simple * 1.001
+    ratio = f", {fig.makespan / b.bound:.2f}x the bound" if b.bound > 0 else ""
     out.append(
         f'<p class="figures">{n_tests} test{"s" * (n_tests != 1)} executed on '
         f"{len(lane_names)} lane{'s' * (len(lane_names) != 1)}; {len(skipped)} skipped by "
