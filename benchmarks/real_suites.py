@@ -11,13 +11,20 @@ then rounds of, alternating:
   durations), then warm (the durations of the cold run), each writing a
   timeline whose figures give the makespan, the lower bound (max(C, W/N),
   or the staggered bound where that is tighter: see pytest_dagorder/core/bounds.py)
-  and, when affinity groups ran, the bound they allow.
+  and, when affinity groups ran, the bound they allow;
+* the machine's parallel reference: plain xdist ``-n 2`` on the same tests
+  with their dependencies ignored (``-p no:dagorder`` and the suite's
+  dependency and ordering plugins blocked), its makespan taken by a small
+  recorder plugin from the same report times the timeline uses (first
+  setup start to last teardown end); its outcomes are only counted (tests
+  that need their prerequisites' effects may fail or skip there).
 
 Every run writes junit XML; a ``-n 2`` run whose outcomes differ from the
 serial run's is reported (test ids) and counts as a failure of the suite.
 Prints one row per suite: best serial time, best warm ``-n 2`` time (each
 as pytest reports it, collection included), warm makespan / the bound the
-constraints allow, warm makespan / serial test time.
+constraints allow, warm makespan / serial test time, warm makespan /
+plain xdist's.
 
 ``--affinity`` passes ``--dag-affinity`` to the ``-n 2`` runs (default:
 the plugin's default).  The machine is usually shared: take the best of
@@ -30,6 +37,7 @@ Run: ``python benchmarks/real_suites.py --work DIR [--suites shapepy,pynurbs]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -67,6 +75,30 @@ PLUGINS = ("pytest-dependency==0.6.1", "pytest-order", "pytest-timeout")
 #: pytest-timeout's per-test limits (1 s on some of shapepy's tests) trip
 #: whenever two workers share the CPUs with other jobs: off on both sides.
 NO_TIMEOUT = ("-p", "no:timeout")
+#: The plain xdist side: dependencies ignored, every plugin that declares or
+#: orders them blocked (blocking one that is not installed does nothing).
+PLAIN = ("-p", "no:dagorder", "-p", "no:dependency", "-p", "no:pytest_order",
+         "-p", "no:depends", "-n", "2")
+#: The recorder the plain side loads (``-p`` of this module name, from a
+#: folder put on PYTHONPATH): the controller's first report start and last
+#: report stop, written at the session's end.
+SPAN_MODULE = "real_suites_span"
+SPAN = '''
+import json, os
+
+span = []
+
+
+def pytest_runtest_logreport(report):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        span.append((report.start, report.stop))
+
+
+def pytest_sessionfinish(session):
+    if span and not os.environ.get("PYTEST_XDIST_WORKER"):
+        with open(os.environ["REAL_SUITES_SPAN"], "w") as f:
+            json.dump([min(a for a, _ in span), max(b for _, b in span)], f)
+'''
 
 SUITES = {s.name: s for s in (
     Suite("shapepy", "compmec/shapepy", "fb7dfeb4795c2233c56a0d942eed5a597ad89fe1",
@@ -137,6 +169,7 @@ class Rows:
     serial: list[Run] = field(default_factory=list)
     cold: list[Run] = field(default_factory=list)
     warm: list[Run] = field(default_factory=list)
+    plain: list[Run] = field(default_factory=list)
     differ: set[str] = field(default_factory=set)
 
 
@@ -182,6 +215,22 @@ def pytest_run(python: Path, tree: Path, suite: Suite, extra: list[str], tmp: Pa
     return run
 
 
+def plain_run(python: Path, tree: Path, suite: Suite, tmp: Path, env: dict[str, str]) -> Run:
+    """Plain xdist, dependencies ignored: its makespan from the :data:`SPAN` recorder."""
+    (tmp / f"{SPAN_MODULE}.py").write_text(SPAN, encoding="utf-8")
+    span = tmp / "span.json"
+    span.unlink(missing_ok=True)
+    env = dict(env, REAL_SUITES_SPAN=str(span),
+               PYTHONPATH=os.pathsep.join(filter(None, (str(tmp), env.get("PYTHONPATH")))))
+    # Its own cache folder: the dag side's warm run must read only its cold run.
+    run = pytest_run(python, tree, suite, [*PLAIN, "-p", SPAN_MODULE,
+                                           "-o", f"cache_dir={tmp / 'plain-cache'}"],
+                     tmp, env)
+    first, last = json.loads(span.read_text(encoding="utf-8"))
+    run.makespan = last - first
+    return run
+
+
 def _junit(path: Path) -> tuple[dict[str, str], float]:
     outcomes: dict[str, str] = {}
     total = 0.0
@@ -209,7 +258,11 @@ def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str |
             tmp = Path(raw)
             cache = ["-o", f"cache_dir={tmp / 'cache'}"]
             # A/B alternated: which side goes first changes every round.
-            for side in (("serial", "dag") if k % 2 == 0 else ("dag", "serial")):
+            sides = ("serial", "dag", "plain")
+            for side in (sides if k % 2 == 0 else sides[::-1]):
+                if side == "plain":
+                    rows.plain.append(plain_run(python, tree, suite, tmp, env))
+                    continue
                 if side == "serial":
                     rows.serial.append(pytest_run(python, tree, suite,
                                                   ["-p", "no:dagorder", *cache], tmp, env))
@@ -230,6 +283,11 @@ def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str |
     return rows
 
 
+def _median(runs: list[Run]) -> float:
+    spans = sorted(r.makespan for r in runs)
+    return spans[len(spans) // 2] if len(spans) % 2 else sum(spans[len(spans) // 2 - 1:][:2]) / 2
+
+
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b > 0 else "-"
 
@@ -238,22 +296,29 @@ def report(suite: Suite, rows: Rows) -> str:
     serial = min(rows.serial, key=lambda r: r.seconds)
     warm = min(rows.warm, key=lambda r: r.makespan)
     cold = min(rows.cold, key=lambda r: r.makespan)
+    plain = min(rows.plain, key=lambda r: r.makespan)
+    plain_differ = sum(serial.outcomes.get(t) != o for t, o in plain.outcomes.items())
     bound = warm.grouped or warm.bound
     counts: dict[str, int] = {}
     for outcome in serial.outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1
     return (f"{suite.name}: {len(serial.outcomes)} tests {counts}; outcomes differ from serial: "
             f"{len(rows.differ)} {sorted(rows.differ)[:10]}\n"
-            f"  serial {serial.seconds:.2f} s (tests {serial.tests:.2f} s); "
-            f"-n 2 warm {min(r.seconds for r in rows.warm):.2f} s, "
-            f"cold {min(r.seconds for r in rows.cold):.2f} s\n"
-            f"  warm makespan {warm.makespan:.2f} s, bound {warm.bound:.2f} s "
-            f"(max(C, W/N) {warm.simple:.2f} s), "
-            f"with groups {warm.grouped:.2f} s: makespan / bound allowed "
+            f"  serial {serial.seconds:.3g} s (tests {serial.tests:.3g} s); "
+            f"-n 2 warm {min(r.seconds for r in rows.warm):.3g} s, "
+            f"cold {min(r.seconds for r in rows.cold):.3g} s\n"
+            f"  warm makespan {warm.makespan:.3g} s, bound {warm.bound:.3g} s "
+            f"(max(C, W/N) {warm.simple:.3g} s), "
+            f"with groups {warm.grouped:.3g} s: makespan / bound allowed "
             f"{_ratio(warm.makespan, bound)}; warm makespan / serial tests "
             f"{_ratio(warm.makespan, serial.tests)}; bound allowed / serial tests "
             f"{_ratio(bound, serial.tests)}; cold makespan / bound "
-            f"{_ratio(cold.makespan, cold.grouped or cold.bound)}")
+            f"{_ratio(cold.makespan, cold.grouped or cold.bound)}\n"
+            f"  plain xdist -n 2, dependencies ignored: makespan {plain.makespan:.3g} s "
+            f"(best of {len(rows.plain)}), {_ratio(plain.makespan, bound)} x the bound; "
+            f"warm makespan / plain {_ratio(warm.makespan, plain.makespan)}; medians: "
+            f"warm {_median(rows.warm):.3g} s, plain {_median(rows.plain):.3g} s; "
+            f"plain outcomes that differ from serial: {plain_differ}")
 
 
 def main() -> None:
