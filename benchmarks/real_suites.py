@@ -119,6 +119,14 @@ SUITES = {s.name: s for s in (
     # Its OpenVidu test needs docker and xfails without it, as in its CI.
     Suite("slurk", "clp-research/slurk", "715471f30644818abea4b6af27728579c8c0db2b",
           ("pytest-depends==1.0.1", "docker"), ("tests",), requirement_files=("requirements.txt",)),
+    # 151 modules of 4 tests: the first computes a module global (``global
+    # faces``) that the other three read.  Its package folder's __init__.py
+    # is Blender's add-on entry (it imports bpy), which pytest would import to
+    # set the package up: emptied, as outside Blender.  The newest mathutils
+    # needs Eigen's headers to build; 3.3.0 does not.
+    Suite("bpypolyskel", "prochitecture/bpypolyskel", "bd1ce5b2e9dc2028595e6a3e116926e1c58e45dd",
+          ("mathutils==3.3.0", "pytest-dependency==0.6.1", "pytest-timeout"),
+          ("tests", *NO_TIMEOUT), generated=(("__init__.py", ""),)),
 )}
 
 
@@ -324,7 +332,7 @@ def report(suite: Suite, rows: Rows) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--suites", default="shapepy,pynurbs,labgrid")
+    parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--affinity", default=None)
     parser.add_argument("--source", action="append", default=[],
