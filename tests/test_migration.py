@@ -440,6 +440,46 @@ def test_order_ordinals_yield_to_dependencies(pytester: pytest.Pytester) -> None
     assert list(read_log(pytester)) == ["base", "wants_first", "middle", "almost_last"]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, mode: str) -> None:
+    # Seen in a public suite: pytest-order ignores a test placed after (or
+    # before) itself; pytest-dependency skips a test that depends on itself
+    # (it has no outcome yet when its own is looked up), and so its dependents.
+    write(pytester, test_self="""
+        def test_a():
+            mark("a")
+
+        @pytest.mark.order(after="test_b")
+        def test_b():
+            mark("b")
+
+        @pytest.mark.order(before=["test_c", "test_a"])
+        def test_c():
+            mark("c")
+
+        @pytest.mark.dependency(depends=["test_d"])
+        def test_d():
+            mark("d")
+
+        @pytest.mark.dependency(depends=["test_d"])
+        def test_e():
+            mark("e")
+        """)
+    result = run(pytester, mode)
+    check(pytester, {
+        "test_self.py::test_a": "passed",
+        "test_self.py::test_b": "passed",
+        "test_self.py::test_c": "passed",
+        "test_self.py::test_d": "skipped:test_d depends on 'test_d', itself",
+        "test_self.py::test_e": "skipped:test_d",
+    })
+    result.assert_outcomes(passed=3, skipped=2)
+    ran = list(read_log(pytester))
+    assert sorted(ran) == ["a", "b", "c"]
+    if mode == "serial":
+        assert ran == ["c", "a", "b"]  # test_c's own name ignored, test_a still after it
+
+
 # -- malformed declarations: collection errors, nothing runs -------------------------
 
 MALFORMED = """

@@ -136,6 +136,12 @@ def foreign_unknown(test: str, names: list[str], scope: str = "", hint: str = ""
     return f"{test} depends on {', '.join(map(repr, names))}{UNKNOWN_TAIL}{where}{hint}"
 
 
+def foreign_itself(test: str, names: list[str]) -> str:
+    """pytest-dependency: a test that names itself is skipped (it has no outcome yet)."""
+    return (f"{test} depends on {', '.join(map(repr, names))}, itself: pytest-dependency "
+            "skips such a test, as it has no outcome before it runs (remove the name)")
+
+
 def foreign_failed(test: str, failed: list[str]) -> str:
     """pytest-depends' ``--failed-dependency-action=fail``: its own message."""
     return f"{test} depends on {', '.join(failed)}"

@@ -81,6 +81,7 @@ class DependencyReader(Reader):
             return found
         unmarked: list[str] = []
         missing: list[str] = []
+        itself: list[str] = []
         for target in targets:
             hits = t.names.get((scope, node.nodeid, target))
             if hits is None:
@@ -104,10 +105,17 @@ class DependencyReader(Reader):
                 # Its documented meaning: a dependency that is not run is ignored.
                 chosen = {id(x) for x in item.session.items}
                 hits = [j for j in hits if id(index.items[j]) in chosen]
+            if hits == [i]:
+                # pytest-dependency looks the test's own outcome up before it
+                # has one: such a test is always skipped, never an error.
+                itself.append(target)
+                continue
             found.requires.extend(drop_self(hits, i))
         if missing and not problems:
             found.skip = wording.foreign_unknown(item.name, missing, scope,
                                                  self._class_hint(t, item, scope, missing))
+        elif itself and not problems:
+            found.skip = wording.foreign_itself(item.name, itself)
         elif unmarked and not self.ignore_unknown and not problems:
             found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
         return found
