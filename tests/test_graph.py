@@ -16,7 +16,7 @@ from pytest_dagorder.core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from pytest_dagorder.core.graph import DEFAULT_DURATION, Graph, prerequisites_of
+from pytest_dagorder.core.graph import DEFAULT_DURATION, Graph, cycle_breaks, prerequisites_of
 
 Pairs = list[tuple[Hashable, list[Hashable]]]
 
@@ -461,3 +461,34 @@ def test_permuted_in_the_same_order_is_the_graph_itself() -> None:
     g = Graph.build([("a", []), ("b", ["a"])])
     assert g.permuted([0, 1]) is g
     assert g.permuted((1, 0)).ids == ("b", "a")
+
+
+@st.composite
+def any_edges(draw: st.DrawFn) -> list[list[int]]:
+    """Edges by dependent over 0..n-1, cycles and all (no self-loops)."""
+    n = draw(st.integers(0, 10))
+    return [draw(st.lists(st.integers(0, n - 1).filter(lambda p, i=i: p != i), max_size=3))
+            if n > 1 else [] for i in range(n)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_edges())
+def test_cycle_breaks_leave_no_cycle_and_drop_only_forward_edges_on_cycles(
+    requires: list[list[int]],
+) -> None:
+    breaks = cycle_breaks(requires)
+    kept = [list(ps) for ps in requires]
+    for i, p, cycle in breaks:
+        assert p > i  # a prerequisite that comes later: pytest-dependency skips i
+        assert cycle[0] == cycle[-1] == i and cycle[1] == p
+        for a, b in itertools.pairwise(cycle):  # a closed path of real edges
+            assert b in requires[a]
+        kept[i] = [q for q in kept[i] if q != p]
+    Graph.of_positions(kept)  # no cycle left (it raises on one)
+    # Only edges on a cycle are dropped: without cycles nothing is.
+    try:
+        Graph.of_positions(requires)
+    except DependencyError:
+        assert breaks
+    else:
+        assert not breaks

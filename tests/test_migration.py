@@ -480,6 +480,66 @@ def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, m
         assert ran == ["c", "a", "b"]  # test_c's own name ignored, test_a still after it
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_dependency_cycles_skip_as_in_pytest_dependency(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    # pytest-dependency never reorders: on a cycle the test whose prerequisite
+    # comes later is skipped, then the rest of the cycle behind it.  A cycle
+    # that needs a depends_on edge is still a collection error.
+    write(pytester, test_cyc="""
+        @pytest.mark.dependency(depends=["test_y"])
+        def test_x():
+            mark("x")
+
+        @pytest.mark.dependency(depends=["test_z"])
+        def test_y():
+            mark("y")
+
+        @pytest.mark.dependency(depends=["test_x"])
+        def test_z():
+            mark("z")
+
+        @pytest.mark.dependency()
+        def test_free():
+            mark("free")
+
+        @pytest.mark.dependency(depends=["test_free"])
+        def test_after_free():
+            mark("after_free")
+        """)
+    result = run(pytester, mode)
+    check(pytester, {
+        "test_cyc.py::test_x": "skipped:test_x depends on test_cyc.py::test_y, which comes "
+                               "after it on a dependency cycle (test_cyc.py::test_x -> "
+                               "test_cyc.py::test_y -> test_cyc.py::test_z -> test_cyc.py::test_x)",
+        "test_cyc.py::test_y": "skipped:test_y depends on test_cyc.py::test_z",
+        "test_cyc.py::test_z": "skipped:test_x",
+        "test_cyc.py::test_free": "passed",
+        "test_cyc.py::test_after_free": "passed",
+    })
+    result.assert_outcomes(passed=2, skipped=3)
+    assert sorted(read_log(pytester)) == ["after_free", "free"]
+
+    (pytester.path / "ran.log").unlink()
+    write(pytester, test_cyc="""
+        from pytest_dagorder import depends_on
+
+        @pytest.mark.dependency(depends=["test_y"])
+        def test_x():
+            mark("x")
+
+        @depends_on("test_x")
+        @pytest.mark.dependency()
+        def test_y():
+            mark("y")
+        """)
+    result = run(pytester, mode)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*dependency cycle: test_cyc.py::test_x -> test_cyc.py::test_y*"])
+    assert not list(read_log(pytester))
+
+
 # -- malformed declarations: collection errors, nothing runs -------------------------
 
 MALFORMED = """

@@ -459,6 +459,50 @@ def strongly_connected(
     return components
 
 
+def cycle_breaks(requires: Sequence[Sequence[int]]) -> list[tuple[int, int, list[int]]]:
+    """The edges to drop so that no cycle is left, the way a plugin that never
+    reorders drops them: every edge on a cycle whose prerequisite comes later
+    than its dependent (indices are collection order).
+
+    Each as ``(dependent, prerequisite, cycle)``, ``cycle`` a closed path
+    through that edge (``[dependent, prerequisite, ..., dependent]``), in
+    order of dependent, then prerequisite.  Inside a strongly connected
+    component the edges kept all point to earlier tasks, so none is left on
+    a cycle.
+    """
+    def succ(i: int) -> Sequence[int]:
+        return sorted(set(requires[i]))
+
+    out: list[tuple[int, int, list[int]]] = []
+    for comp in strongly_connected(range(len(requires)), succ):
+        members = set(comp)
+        for i in sorted(comp):
+            for p in succ(i):
+                if p in members and p > i:
+                    out.append((i, p, [i, *_path_in(members, succ, p, i)]))
+    out.sort(key=lambda e: (e[0], e[1]))
+    return out
+
+
+def _path_in(members: set[int], succ: Callable[[int], Sequence[int]],
+             start: int, goal: int) -> list[int]:
+    """The shortest path from ``start`` to ``goal`` inside ``members`` (BFS), both included."""
+    parent: dict[int, int] = {start: start}
+    frontier = [start]
+    while frontier and goal not in parent:
+        nxt: list[int] = []
+        for v in frontier:
+            for w in succ(v):
+                if w in members and w not in parent:
+                    parent[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    path = [goal]
+    while path[-1] != start:
+        path.append(parent[path[-1]])
+    return path[::-1]
+
+
 def _cycle_in(component: list[int], succ: Callable[[int], list[int]]) -> list[int]:
     """The shortest cycle through the component's lowest index (BFS)."""
     members = set(component)

@@ -142,6 +142,13 @@ def foreign_itself(test: str, names: list[str]) -> str:
             "skips such a test, as it has no outcome before it runs (remove the name)")
 
 
+def foreign_cycle(test: str, target: str, cycle: list[str]) -> str:
+    """pytest-dependency: a test whose prerequisite comes later on a cycle is skipped."""
+    return (f"{test} depends on {target}, which comes after it on a dependency cycle "
+            f"({' -> '.join(cycle)}): pytest-dependency skips such a test (remove one of "
+            "these dependencies)")
+
+
 def foreign_failed(test: str, failed: list[str]) -> str:
     """pytest-depends' ``--failed-dependency-action=fail``: its own message."""
     return f"{test} depends on {', '.join(failed)}"

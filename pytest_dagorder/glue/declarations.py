@@ -22,6 +22,7 @@ from typing import Protocol
 import pytest
 
 from ..core import wording
+from .internals import assertion_rewriting_paused
 from .markers import DEPENDS_ON, RUN_AFTER
 
 
@@ -109,6 +110,9 @@ class ForeignReader(Protocol):
 
     #: The marker it reads: a session where no item carries it skips the reader.
     marker: str
+    #: Whether a cycle among its edges skips tests instead of stopping the run
+    #: (a plugin that never reorders skips a test whose prerequisite comes later).
+    skips_cycles: bool
 
     def __call__(self, item: pytest.Item, index: Index, /) -> Declared: ...
 
@@ -380,6 +384,7 @@ def resolve_items(
     index = Index(items, uncollectable)
     res = Resolution([[] for _ in items], [[] for _ in items])
     unknown: dict[str, None] = {}
+    lenient: dict[int, list[int]] = {}  # edges of readers that skip cycles, by dependent
     census = census if census is not None else MarkerCensus()
     ours = [census.ours(item) for item in items]
     # A foreign reader with nothing to read never builds its tables.
@@ -402,13 +407,32 @@ def resolve_items(
             if found.requires or found.after or found.problems:
                 res.declared += 1
             res.requires[i].extend(found.requires)
+            if reader.skips_cycles and found.requires:
+                lenient.setdefault(i, []).extend(found.requires)
             res.after[i].extend(found.after)
             res.problems.extend(found.problems)
             unknown.update(dict.fromkeys(found.unknown))
             if found.skip is not None and i not in res.skips:
                 res.skips[i] = found.skip
     res.unknown = list(unknown)
+    if lenient:
+        _skip_cycles(res, lenient, index)
     return res
+
+
+def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index) -> None:
+    """Drop the edges of ``lenient`` (by dependent) that close a cycle, skipping
+    their dependents, as pytest-dependency skips a test whose prerequisite
+    has not run yet; a cycle that needs another reader's edges stays an error."""
+    with assertion_rewriting_paused():  # the graph only where a cycle may be (see plugin.py)
+        from ..core.graph import cycle_breaks
+    ids = index.ids
+    edges: list[list[int]] = [lenient.get(i, []) for i in range(len(ids))]
+    for i, p, cycle in cycle_breaks(edges):
+        res.requires[i].remove(p)
+        if i not in res.skips:
+            res.skips[i] = wording.foreign_cycle(index.items[i].name, ids[p],
+                                                 [ids[k] for k in cycle])
 
 
 def _resolve_mark(

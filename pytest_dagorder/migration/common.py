@@ -54,6 +54,9 @@ class Tables:
 class Reader:
     """Base of the readers: the per-index tables, built once per index."""
 
+    #: See ForeignReader: by default a cycle is an error, as in pytest-dagorder.
+    skips_cycles = False
+
     def __init__(self) -> None:
         self._tables: Tables | None = None
 

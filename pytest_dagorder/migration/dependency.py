@@ -20,6 +20,9 @@ class DependencyReader(Reader):
     """``@pytest.mark.dependency``: pytest-dependency's names per scope, requires-pass."""
 
     marker = MARK
+    # pytest-dependency never reorders: on a cycle, a test whose prerequisite
+    # comes later is skipped, and its dependents with it.
+    skips_cycles = True
 
     def __init__(self, *, automark: bool, ignore_unknown: bool) -> None:
         super().__init__()
