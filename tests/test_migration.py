@@ -540,6 +540,37 @@ def test_dependency_cycles_skip_as_in_pytest_dependency(
     assert not list(read_log(pytester))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    # Seen in a public suite: depends=[...], force=True.  pytest-dependency
+    # and pytest-depends read their own keywords and let anything else pass.
+    write(pytester, test_extra="""
+        @pytest.mark.dependency()
+        def test_main():
+            mark("main")
+
+        @pytest.mark.dependency("stray", depends=["test_main"], force=True)
+        def test_delete():
+            mark("delete")
+
+        @pytest.mark.depends(on=["test_main"], strict=True)
+        def test_follow():
+            mark("follow")
+        """)
+    result = run(pytester, mode, "-W", "always::pytest.PytestWarning")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "*test_extra.py:*: PytestWarning: @pytest.mark.dependency on test_extra.py::test_delete: "
+        "unexpected argument(s) 'stray', force ignored, as pytest-dependency ignores them*",
+        "*test_extra.py:*: PytestWarning: @pytest.mark.depends on test_extra.py::test_follow: "
+        "unexpected argument(s) strict ignored, as pytest-depends ignores them*",
+    ], consecutive=False)
+    ran = list(read_log(pytester))
+    assert ran.index("main") < ran.index("delete") and ran.index("main") < ran.index("follow")
+
+
 # -- malformed declarations: collection errors, nothing runs -------------------------
 
 MALFORMED = """

@@ -167,12 +167,13 @@ def apply_ordinals(items: list[pytest.Item]) -> list[pytest.Item]:
 
 
 def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int]]:
-    """What pytest-order would have warned about, where its sorter did not run."""
-    if not any(r.marker == ORDER_MARK for r in found):
+    """What the readers let pass with a warning: what pytest-order would have
+    warned about where its sorter did not run, arguments the originals ignore."""
+    if not found:
         return []
     with assertion_rewriting_paused():
-        from .order import OrderReader
-    return [text for r in found if isinstance(r, OrderReader) for text in r.warnings]
+        from .common import Reader
+    return [text for r in found if isinstance(r, Reader) for text in r.warnings]
 
 
 def readers(config: pytest.Config, settings: Settings, markers: Collection[str], *,

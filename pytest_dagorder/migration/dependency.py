@@ -52,15 +52,13 @@ class DependencyReader(Reader):
         at = where(MARK, item)
         found = Declared()
         problems = found.problems
-        if marker.args:
-            problems.append(Problem(item.nodeid, (
-                f"{at}: takes keyword arguments only (name=, depends=, scope=), "
-                f"got positional {', '.join(map(repr, marker.args))}")))
-        extra = sorted(set(marker.kwargs) - {"name", "depends", "scope"})
+        extra = [*map(repr, marker.args),
+                 *sorted(set(marker.kwargs) - {"name", "depends", "scope"})]
         if extra:
-            problems.append(Problem(item.nodeid, (
-                f"{at}: unexpected keyword argument(s) {', '.join(extra)}; "
-                "use name=, depends= and scope=")))
+            # pytest-dependency reads its three keywords and nothing else.
+            self.warn(item, (f"{at}: unexpected argument(s) {', '.join(extra)} ignored, "
+                             "as pytest-dependency ignores them; it reads name=, depends= "
+                             "and scope="))
         name = marker.kwargs.get("name")
         if name is not None and not (isinstance(name, str) and name):
             problems.append(Problem(item.nodeid, f"{at}: name={name!r} must be a string"))

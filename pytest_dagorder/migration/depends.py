@@ -82,12 +82,11 @@ class DependsReader(Reader):
         missing: list[str] = []
         edges: list[int] = []
         for mark in marks:
-            extra = sorted(set(mark.kwargs) - {"on", "name"})
-            if mark.args or extra:
-                got = [*map(repr, mark.args), *extra]
-                problems.append(Problem(item.nodeid, (
-                    f"{at}: unexpected argument(s) {', '.join(got)}; "
-                    "use on=['test_a'] and name='...'")))
+            extra = [*map(repr, mark.args), *sorted(set(mark.kwargs) - {"on", "name"})]
+            if extra:
+                # pytest-depends reads on= and name= and nothing else.
+                self.warn(item, (f"{at}: unexpected argument(s) {', '.join(extra)} ignored, "
+                                 "as pytest-depends ignores them; it reads on= and name="))
             name = mark.kwargs.get("name")
             if name is not None and names(name) is None:
                 problems.append(Problem(item.nodeid, f"{at}: name={name!r} must be a string"))

@@ -37,9 +37,8 @@ class OrderReader(Reader):
         #: warned about what it could not place, and an edge it did not honour
         #: (unknown target, cycle, another scope) is dropped, as it dropped it.
         self.trusted = sorted_by_pytest_order
-        #: Without that sorter: what pytest-order would have warned about (an
-        #: unknown target, a bad ordinal), for the planner to warn.
-        self.warnings: dict[tuple[str, str, int], None] = {}  # (text, file, line)
+        # Without that sorter, its warnings (an unknown target, a bad ordinal)
+        # are the planner's to give: see Reader.warnings.
 
     def build(self, t: Tables) -> None:
         index = t.index
@@ -52,7 +51,7 @@ class OrderReader(Reader):
                 if not self.trusted:
                     for p in _ordinal_problems(item, mark):
                         if " is not an ordinal" in p.message:
-                            self.warnings[_at(item, f"{p.message}; the ordinal is ignored")] = None
+                            self.warn(item, f"{p.message}; the ordinal is ignored")
                         else:
                             problems.append(p)
                 # pytest-order looks a class mark's names up outside the class.
@@ -75,7 +74,7 @@ class OrderReader(Reader):
                             if not self.trusted:
                                 t.unknown.setdefault(k, []).append(target)
                                 tail = unknown(index, item, MARK, target).message
-                                self.warnings[_at(item, f"{tail}; the relation is ignored")] = None
+                                self.warn(item, f"{tail}; the relation is ignored")
                             continue
                         for j in drop_self(hits, k):
                             if j == k:
@@ -93,12 +92,6 @@ class OrderReader(Reader):
         return Declared(after=list(dict.fromkeys(t.after.get(i, []))),
                         problems=list(t.problems.get(i, [])),
                         unknown=list(t.unknown.get(i, [])))
-
-
-def _at(item: pytest.Item, text: str) -> tuple[str, str, int]:
-    """A warning placed at the test (its file and line), not in this plugin."""
-    path, line, _ = item.location
-    return text, path, (line or 0) + 1
 
 
 def _order_resolve(index: Index, item: pytest.Item, target: str,
