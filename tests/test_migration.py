@@ -442,9 +442,10 @@ def test_order_ordinals_yield_to_dependencies(pytester: pytest.Pytester) -> None
 
 @pytest.mark.parametrize("mode", MODES)
 def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, mode: str) -> None:
-    # Seen in a public suite: pytest-order ignores a test placed after (or
+    # Seen in public suites: pytest-order ignores a test placed after (or
     # before) itself; pytest-dependency skips a test that depends on itself
-    # (it has no outcome yet when its own is looked up), and so its dependents.
+    # (it has no outcome yet when its own is looked up), and so its
+    # dependents, and one whose depends= is a string.
     write(pytester, test_self="""
         def test_a():
             mark("a")
@@ -464,6 +465,10 @@ def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, m
         @pytest.mark.dependency(depends=["test_d"])
         def test_e():
             mark("e")
+
+        @pytest.mark.dependency(depends="test_a")
+        def test_f():
+            mark("f")
         """)
     result = run(pytester, mode)
     check(pytester, {
@@ -472,8 +477,10 @@ def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, m
         "test_self.py::test_c": "passed",
         "test_self.py::test_d": "skipped:test_d depends on 'test_d', itself",
         "test_self.py::test_e": "skipped:test_d",
+        # A string is read letter by letter there: always skipped.
+        "test_self.py::test_f": "skipped:test_f has depends='test_a', a string",
     })
-    result.assert_outcomes(passed=3, skipped=2)
+    result.assert_outcomes(passed=3, skipped=3)
     ran = list(read_log(pytester))
     assert sorted(ran) == ["a", "b", "c"]
     if mode == "serial":
@@ -574,10 +581,6 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
 # -- malformed declarations: collection errors, nothing runs -------------------------
 
 MALFORMED = """
-@pytest.mark.dependency(depends="test_ok")
-def test_str_depends():
-    mark("x")
-
 @pytest.mark.dependency(depends=["test_nope"])
 def test_unknown():
     mark("x")
@@ -622,11 +625,10 @@ def test_malformed_declarations_are_collection_errors(
     # Names that match nothing skip (pytest-dependency, pytest-depends) or
     # warn (pytest-order, whose sorter reports them): no errors; see test_dropin.py.
     for line in [
-        "*dependency on test_bad.py::test_str_depends: depends='test_ok' must be a list*",
         "*dependency on test_bad.py::test_bad_scope: scope='galaxy' is not one of*",
         "*test_class_scope_outside_class: scope='class' but the test is not in a class*",
         "*depends on test_bad.py::test_depends_bad: on=?3? must be a test name*",
-        "*Interrupted: 4 errors during collection*",
+        "*Interrupted: 3 errors during collection*",
     ]:
         result.stdout.fnmatch_lines([line])
     assert "test_nope" not in result.stdout.str()

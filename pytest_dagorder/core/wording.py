@@ -142,6 +142,15 @@ def foreign_itself(test: str, names: list[str]) -> str:
             "skips such a test, as it has no outcome before it runs (remove the name)")
 
 
+def foreign_letters(test: str, depends: str, *, ignore_unknown: bool = False) -> str:
+    """pytest-dependency: ``depends='test_a'``, a string it reads letter by letter."""
+    then = ("with --ignore-unknown-dependency no letter counts, so the test runs "
+            "without prerequisites" if ignore_unknown else
+            f"no test is named {depends[0]!r}, so it skips the test")
+    return (f"{test} has depends={depends!r}, a string: pytest-dependency reads it letter "
+            f"by letter and {then} (write depends=[{depends!r}])")
+
+
 def foreign_cycle(test: str, target: str, cycle: list[str]) -> str:
     """pytest-dependency: a test whose prerequisite comes later on a cycle is skipped."""
     return (f"{test} depends on {target}, which comes after it on a dependency cycle "

@@ -64,7 +64,14 @@ class DependencyReader(Reader):
             problems.append(Problem(item.nodeid, f"{at}: name={name!r} must be a string"))
         scope = marker.kwargs.get("scope", "module")
         depends = marker.kwargs.get("depends") or []
-        targets = None if isinstance(depends, str) else names(depends)
+        # A string is read letter by letter there: a test no letter names, so
+        # pytest-dependency always skips it (or, ignoring unknown names, runs it).
+        letters = depends if isinstance(depends, str) else None
+        targets = [] if letters is not None else names(depends)
+        if letters is not None and not self.ignore_unknown:
+            found.skip = wording.foreign_letters(item.name, letters)
+        elif letters is not None:
+            self.warn(item, wording.foreign_letters(item.name, letters, ignore_unknown=True))
         if targets is None:
             problems.append(Problem(item.nodeid, (
                 f"{at}: depends={depends!r} must be a list of test names, "
@@ -112,12 +119,14 @@ class DependencyReader(Reader):
                 itself.append(target)
                 continue
             found.requires.extend(drop_self(hits, i))
-        if missing and not problems:
+        if found.skip is not None or problems:
+            pass
+        elif missing:
             found.skip = wording.foreign_unknown(item.name, missing, scope,
                                                  self._class_hint(t, item, scope, missing))
-        elif itself and not problems:
+        elif itself:
             found.skip = wording.foreign_itself(item.name, itself)
-        elif unmarked and not self.ignore_unknown and not problems:
+        elif unmarked and not self.ignore_unknown:
             found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
         return found
 
