@@ -470,6 +470,9 @@ def cycle_breaks(requires: Sequence[Sequence[int]]) -> list[tuple[int, int, list
     component the edges kept all point to earlier tasks, so none is left on
     a cycle.
     """
+    if all(p < i for i, ps in enumerate(requires) for p in ps):
+        return []  # every prerequisite comes earlier (the usual case there): no cycle
+
     def succ(i: int) -> Sequence[int]:
         return sorted(set(requires[i]))
 
