@@ -577,6 +577,19 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
     ran = list(read_log(pytester))
     assert ran.index("main") < ran.index("delete") and ran.index("main") < ran.index("follow")
 
+    # Warnings made errors (filterwarnings = error is common): a collection
+    # error naming each test, nothing run, no internal error.
+    (pytester.path / "ran.log").unlink()
+    result = run(pytester, mode, "-W", "error::pytest.PytestWarning")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "*dependency on test_extra.py::test_delete: unexpected argument(s)*"
+        "(a warning, made an error by the warning filters)*",
+        "*Interrupted: 2 errors during collection*",
+    ], consecutive=False)
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    assert not (pytester.path / "ran.log").exists()
+
 
 # -- malformed declarations: collection errors, nothing runs -------------------------
 

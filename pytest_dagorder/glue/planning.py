@@ -413,8 +413,15 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         readers=readers,
         census=census,
     )
-    for text, path, line in migration.reader_warnings(readers):
-        warnings.warn_explicit(text, pytest.PytestWarning, path, line)
+    for text, path, line, nodeid in migration.reader_warnings(readers):
+        try:
+            warnings.warn_explicit(text, pytest.PytestWarning, path, line)
+        except Warning as exc:
+            # The warning filters made it an error (-W error, filterwarnings =
+            # error): a collection error naming the test, as pytest reports
+            # its own collection warnings then, not an internal error.
+            plan.problems.append(Problem(nodeid, f"{exc} (a warning, made an error by "
+                                                 "the warning filters)"))
     failed = migration.ordering_failed(config)
     if failed is not None and items:
         plan.problems.append(Problem(items[0].nodeid, failed))

@@ -166,9 +166,10 @@ def apply_ordinals(items: list[pytest.Item]) -> list[pytest.Item]:
     return apply(items)
 
 
-def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int]]:
+def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int, str]]:
     """What the readers let pass with a warning: what pytest-order would have
-    warned about where its sorter did not run, arguments the originals ignore."""
+    warned about where its sorter did not run, arguments the originals ignore:
+    (text, file, line, node id)."""
     if not found:
         return []
     with assertion_rewriting_paused():

@@ -60,13 +60,13 @@ class Reader:
     def __init__(self) -> None:
         self._tables: Tables | None = None
         #: What the original plugin lets pass and this reader ignores with a
-        #: warning, for the planner to emit: (text, file, line).
-        self.warnings: dict[tuple[str, str, int], None] = {}
+        #: warning, for the planner to emit: (text, file, line, node id).
+        self.warnings: dict[tuple[str, str, int, str], None] = {}
 
     def warn(self, item: pytest.Item, text: str) -> None:
         """A warning placed at the test (its file and line), not in this plugin."""
         path, line, _ = item.location
-        self.warnings[text, path, (line or 0) + 1] = None
+        self.warnings[text, path, (line or 0) + 1, item.nodeid] = None
 
     def tables(self, index: Index) -> Tables:
         if self._tables is None or self._tables.index is not index:
