@@ -495,7 +495,7 @@ def test_dependency_cycles_skip_as_in_pytest_dependency(
     # comes later is skipped, then the rest of the cycle behind it.  A cycle
     # that needs a depends_on edge is still a collection error.
     write(pytester, test_cyc="""
-        @pytest.mark.dependency(depends=["test_y"])
+        @pytest.mark.dependency(depends=["test_y", "test_y"])
         def test_x():
             mark("x")
 

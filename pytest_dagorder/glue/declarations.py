@@ -429,7 +429,8 @@ def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index
     ids = index.ids
     edges: list[list[int]] = [lenient.get(i, []) for i in range(len(ids))]
     for i, p, cycle in cycle_breaks(edges):
-        res.requires[i].remove(p)
+        for _ in range(edges[i].count(p)):  # a name may be given twice
+            res.requires[i].remove(p)
         if i not in res.skips:
             res.skips[i] = wording.foreign_cycle(index.items[i].name, ids[p],
                                                  [ids[k] for k in cycle])
