@@ -777,6 +777,36 @@ def test_no_header_line_without_originals(pytester: pytest.Pytester) -> None:
     assert "took over" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_depends_options_without_pytest_depends(pytester: pytest.Pytester, mode: str) -> None:
+    # A team that uninstalled pytest-depends keeps its configuration: its ini
+    # keys and flags are defined here then, and keep their meaning.
+    write(pytester, test_dps="""
+        def test_a():
+            assert False
+
+        @pytest.mark.depends(on=["test_a"])
+        def test_b():
+            mark("b")
+
+        @pytest.mark.depends(on=["test_nope"])
+        def test_c():
+            mark("c")
+        """)
+    pytester.makeini("[pytest]\nfailed_dependency_action = run\n")
+    result = run(pytester, mode, *NO_ORIGINALS, "--strict-config",
+                 "--missing-dependency-action=fail")
+    check(pytester, {
+        "test_dps.py::test_a": "failed",
+        "test_dps.py::test_b": "passed",  # run: the failed dependency only orders
+        "test_dps.py::test_c": "failed:depends on test_nope, which was not found",
+    })
+    result.assert_outcomes(passed=1, failed=2)
+    result = run(pytester, "serial", *NO_ORIGINALS, "--list-processed-dependencies")
+    result.stdout.fnmatch_lines(["Dependencies:", "  test_dps.py::test_b depends on",
+                                 "    test_dps.py::test_a"])
+
+
 # -- the real originals installed: takeover, and none of their hooks acts ------------
 
 REAL_MODULES = {

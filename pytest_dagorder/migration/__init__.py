@@ -22,7 +22,7 @@ import pytest
 from ..glue.internals import assertion_rewriting_paused
 from ..glue.settings import GROUP
 from .dependency_names import MARK as DEPENDENCY_MARK
-from .dependency_names import dependency_defines_options
+from .dependency_names import dependency_defines_options, depends_defines_options
 from .report import UnknownNames
 from .runtime import RuntimeDepends
 from .takeover import DEPENDS_ACTIONS, SORTING_PLUGIN, Takeover
@@ -64,10 +64,25 @@ ORDER_MARKER = (
 )
 
 
+#: pytest-depends' options: (ini key or None, flag); its two actions are both.
+DEPENDS_OPTIONS = (
+    ("failed_dependency_action", "--failed-dependency-action"),
+    ("missing_dependency_action", "--missing-dependency-action"),
+    (None, "--list-dependency-names"),
+    (None, "--list-processed-dependencies"),
+)
+
+
 def addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """pytest-dependency's option names, unless pytest-dependency defines them itself."""
-    if dependency_defines_options(pluginmanager):
-        return
+    """The originals' option names, unless they define them themselves: a suite
+    whose configuration names them keeps working once the original is gone."""
+    if not dependency_defines_options(pluginmanager):
+        _add_dependency_options(parser)
+    if not depends_defines_options(pluginmanager):
+        _add_depends_options(parser)
+
+
+def _add_dependency_options(parser: pytest.Parser) -> None:
     parser.addini(
         "automark_dependency",
         "Treat every test as marked with @pytest.mark.dependency (pytest-dependency)",
@@ -80,6 +95,33 @@ def addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) 
         default=False,
         help="Ignore pytest-dependency dependencies on tests that are not run or not marked",
     )
+
+
+def _add_depends_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup(GROUP)
+    for key, flag in DEPENDS_OPTIONS:
+        if key is None:
+            group.addoption(flag, action="store_true", default=False,
+                            help="pytest-depends' listing, printed before the run")
+            continue
+        what = key.split("_", 1)[0]
+        parser.addini(key, f"pytest-depends: the action for a {what} dependency "
+                           "(run, skip or fail)", default="skip")
+        group.addoption(flag, choices=("run", "skip", "fail"), default=None,
+                        help=f"pytest-depends: the action for a {what} dependency "
+                             "(over the ini key)")
+
+
+def _depends_options_used(config: pytest.Config) -> bool:
+    """Whether a pytest-depends option we defined (it is not installed) asks for
+    something other than its defaults; only then do its actions need a plugin."""
+    for key, flag in DEPENDS_OPTIONS:
+        dest = flag.lstrip("-").replace("-", "_")
+        if config.getoption(dest, None) not in (None, False, "skip"):
+            return True
+        if key is not None and str(config.getini(key) or "skip").strip() != "skip":
+            return True
+    return False
 
 
 def configure(config: pytest.Config) -> None:
@@ -97,7 +139,8 @@ def configure(config: pytest.Config) -> None:
         with assertion_rewriting_paused():
             from .sorting import register as register_sorting
         register_sorting(config)
-    if "pytest-depends" in takeover.taken:
+    if "pytest-depends" in takeover.taken or (
+            not depends_defines_options(config.pluginmanager) and _depends_options_used(config)):
         with assertion_rewriting_paused():
             from .depends import DependsActions
         config.pluginmanager.register(DependsActions(config), DependsActions.NAME)

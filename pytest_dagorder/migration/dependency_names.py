@@ -28,6 +28,16 @@ def dependency_defines_options(pluginmanager: pytest.PytestPluginManager) -> boo
     )
 
 
+def depends_defines_options(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-depends itself adds its actions and listings (options and ini keys)."""
+    if pluginmanager.is_blocked("depends"):
+        return False
+    return (
+        pluginmanager.has_plugin("depends")
+        or importlib.util.find_spec("pytest_depends") is not None
+    )
+
+
 def scope_name(nodeid: str, scope: str) -> str:
     """pytest-dependency's default name of a test in ``scope``."""
     if scope == "module":
