@@ -20,22 +20,20 @@ SCOPE_CLS: dict[str, type[pytest.Collector]] = {
 
 def dependency_defines_options(pluginmanager: pytest.PytestPluginManager) -> bool:
     """Whether pytest-dependency itself adds ``automark_dependency`` and its flag."""
-    if pluginmanager.is_blocked("dependency"):
-        return False
-    return (
-        pluginmanager.has_plugin("dependency")
-        or importlib.util.find_spec("pytest_dependency") is not None
-    )
+    return _defines_options(pluginmanager, "dependency", "pytest_dependency")
 
 
 def depends_defines_options(pluginmanager: pytest.PytestPluginManager) -> bool:
     """Whether pytest-depends itself adds its actions and listings (options and ini keys)."""
-    if pluginmanager.is_blocked("depends"):
+    return _defines_options(pluginmanager, "depends", "pytest_depends")
+
+
+def _defines_options(pluginmanager: pytest.PytestPluginManager, plugin: str, module: str) -> bool:
+    """Whether the original's plugin (by its entry-point name) will add its options:
+    registered or installed, and not blocked (``-p no:NAME``)."""
+    if pluginmanager.is_blocked(plugin):
         return False
-    return (
-        pluginmanager.has_plugin("depends")
-        or importlib.util.find_spec("pytest_depends") is not None
-    )
+    return pluginmanager.has_plugin(plugin) or importlib.util.find_spec(module) is not None
 
 
 def scope_name(nodeid: str, scope: str) -> str:
