@@ -272,6 +272,12 @@ def test_state_keys(fixtures: list[tuple[str, str, str]] | None, module_state: b
                       class_id=class_id) == expected
 
 
+def test_session_fixture_of_the_workers_own_directory_counts() -> None:
+    fix = [("workdir", "session", ""), ("client", "session", "")]
+    assert state_keys(fix, module_state=False, per_worker=frozenset({"workdir"})) == {
+        "session  workdir"}
+
+
 def test_class_fixture_keys_of_two_classes_differ() -> None:
     fix = [("c", "class", "tests/test_m.py")]
     a = state_keys(fix, module_state=False, class_id="tests/test_m.py::A")

@@ -886,6 +886,59 @@ def test_default_affinity_groups_only_chains_that_share_state(
     result.stdout.fnmatch_lines(["*affinity module (3 groups)*"])
 
 
+def test_default_affinity_groups_tests_sharing_a_workers_own_directory(
+        pytester: pytest.Pytester) -> None:
+    """A session fixture made with tmp_path_factory is a directory of the
+    worker's own: the test that writes a file there and the one that reads it
+    are a group (as are tests requesting the factory themselves); tests that
+    only use tmp_path are not."""
+    write_ini(pytester)
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def workdir(tmp_path_factory):
+            return tmp_path_factory.mktemp("work")
+    """)
+    make_modules(pytester, test_files="""
+        def test_create(workdir):
+            mark("create")
+            (workdir / "data.txt").write_text("hello")
+
+
+        @depends_on("test_create")
+        def test_read(workdir):
+            mark("read")
+            assert (workdir / "data.txt").read_text() == "hello"
+
+
+        def test_base(tmp_path_factory):
+            mark("base")
+            (tmp_path_factory.getbasetemp() / "base.txt").write_text("x")
+
+
+        @depends_on("test_base")
+        def test_base_read(tmp_path_factory):
+            mark("base_read")
+            assert (tmp_path_factory.getbasetemp() / "base.txt").read_text() == "x"
+
+
+        def test_own(tmp_path):
+            mark("own")
+
+
+        @depends_on("test_own")
+        def test_own_too(tmp_path):
+            mark("own_too")
+    """, test_busy=AFFINITY_BUSY)
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=14)
+    result.stdout.fnmatch_lines(["*affinity state (2 groups)*"])
+    ran = read_log(pytester)
+    for a, b in (("create", "read"), ("base", "base_read")):
+        assert ran[a].pid == ran[b].pid and ran[b].start >= ran[a].end
+
+
 # -- chains handed out ahead (short tests, default affinity) ----------------------------
 
 

@@ -477,6 +477,41 @@ def test_wide_fixtures_name_the_scopes_and_without_fixtureinfo_are_unknown(
     assert internals.wide_fixtures(item) is None
 
 
+def test_per_worker_fixtures_are_session_fixtures_made_from_the_temp_factory(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    items = pytester.getitems("""
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def base(tmp_path_factory):
+            return tmp_path_factory.mktemp("b")
+
+        @pytest.fixture(scope="session")
+        def derived(base):
+            return base / "d"
+
+        @pytest.fixture(scope="session")
+        def client():
+            return object()
+
+        def test_derived(derived, client, tmp_path):
+            pass
+
+        def test_factory(tmp_path_factory):
+            pass
+
+        def test_own(tmp_path):
+            pass
+    """)
+    found = {item.name: internals.per_worker_fixtures(item) for item in items}
+    # Through other session fixtures too; the factory only when asked for
+    # directly (tmp_path is one directory per test).
+    assert found == {"test_derived": {"base", "derived"}, "test_factory": {"tmp_path_factory"},
+                     "test_own": frozenset()}
+    monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
+    assert internals.per_worker_fixtures(items[0]) == frozenset()
+
+
 # -- xdist's helpers ---------------------------------------------------------------------
 
 

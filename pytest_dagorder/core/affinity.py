@@ -85,6 +85,7 @@ MODULE_STATE = "module state"
 
 def state_keys(fixtures: Sequence[tuple[str, str, str]] | None, *, module_state: bool,
                written: frozenset[str] = frozenset(),
+               per_worker: frozenset[str] = frozenset(),
                class_id: str | None = None) -> frozenset[str]:
     """What process state one test may share with others of its module, as keys.
 
@@ -95,7 +96,9 @@ def state_keys(fixtures: Sequence[tuple[str, str, str]] | None, *, module_state:
     counts.  A session-scoped one is shared by every module and is usually
     a service or a connection; it counts only when the module's code writes
     into it (``written``: parameter names written into, see
-    ``state_writes.py``), as a dict that passes ids from test to test.
+    ``state_writes.py``), as a dict that passes ids from test to test, or
+    when its value is the worker's own directory (``per_worker``: made with
+    ``tmp_path_factory``), whose files a test on another worker cannot see.
     ``module_state``: the module's code writes module-level state, so all
     its tests share (so do they when ``fixtures`` is unknown).
     """
@@ -103,7 +106,7 @@ def state_keys(fixtures: Sequence[tuple[str, str, str]] | None, *, module_state:
     for name, scope, where in fixtures or ():
         if scope == "class":
             keys.add(f"class {class_id} {where} {name}")
-        elif scope in ("module", "package") or name in written:
+        elif scope in ("module", "package") or name in written or name in per_worker:
             keys.add(f"{scope} {where} {name}")
     return frozenset(keys)
 

@@ -343,6 +343,45 @@ def wide_fixtures(item: pytest.Item) -> list[tuple[str, str, str]] | None:
     return found
 
 
+#: pytest's fixtures that hand out directories of the worker's own: under
+#: xdist every worker has its own base temporary directory.
+PER_WORKER_FACTORIES = frozenset({"tmp_path_factory", "tmpdir_factory"})
+
+
+def per_worker_fixtures(item: pytest.Item) -> frozenset[str]:
+    """Session-scoped fixtures of ``item`` whose value is the worker's own directory.
+
+    A session fixture made with ``tmp_path_factory`` (directly or through
+    other session fixtures), or the factory when the test requests it
+    itself: a file one test writes there is not seen by a test on another
+    worker, although files are otherwise shared.  (``tmp_path`` also uses the
+    factory, but is one directory per test: only a direct request counts.)
+    From ``Function._fixtureinfo`` (no public API lists what a fixture
+    requests); fallback, where it is gone: none.
+    """
+    info = getattr(item, FIXTURE_INFO, None)
+    defs_by_name = getattr(info, "name2fixturedefs", None)
+    if not isinstance(defs_by_name, dict):
+        return frozenset()
+    requests: dict[str, frozenset[str]] = {}
+    for name, defs in defs_by_name.items():
+        if defs and getattr(defs[-1], "scope", None) == "session":
+            requests[str(name)] = frozenset(getattr(defs[-1], "argnames", ()) or ())
+    own = PER_WORKER_FACTORIES & requests.keys()
+    if not own:
+        return frozenset()
+    tainted = set(own)
+    grew = True
+    while grew:  # a handful of session fixtures: a fixpoint is cheap
+        grew = False
+        for name, args in requests.items():
+            if name not in tainted and not args.isdisjoint(tainted):
+                tainted.add(name)
+                grew = True
+    direct = own.intersection(getattr(info, "argnames", ()) or ())
+    return frozenset((tainted - PER_WORKER_FACTORIES) | direct)
+
+
 def fill_locations(items: Sequence[pytest.Item]) -> None:
     """Compute ``item.location`` of many plain test functions at once, the cheap way.
 

@@ -33,6 +33,7 @@ from .internals import (
     directory_nodes,
     file_in_tree,
     fill_locations,
+    per_worker_fixtures,
     resuming,
     undo_deselected,
     wide_fixtures,
@@ -378,6 +379,7 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]
         cls = items[i].getparent(pytest.Class)
         keys[i] = state_keys(wide_fixtures(items[i]), module_state=found.module_state,
                              written=found.into_params,
+                             per_worker=per_worker_fixtures(items[i]),
                              class_id=cls.nodeid if cls is not None else None)
     return affinity_groups(scopes, graph.requires, graph.after, state=keys)
 
