@@ -494,7 +494,18 @@ def test_per_worker_fixtures_are_session_fixtures_made_from_the_temp_factory(
         def client():
             return object()
 
+        @pytest.fixture(scope="session")
+        def worker_id():  # as xdist's
+            return "gw0"
+
+        @pytest.fixture(scope="session")
+        def db(worker_id):
+            return f"test_{worker_id}"
+
         def test_derived(derived, client, tmp_path):
+            pass
+
+        def test_db(db, worker_id):
             pass
 
         def test_factory(tmp_path_factory):
@@ -507,7 +518,7 @@ def test_per_worker_fixtures_are_session_fixtures_made_from_the_temp_factory(
     # Through other session fixtures too; the factory only when asked for
     # directly (tmp_path is one directory per test).
     assert found == {"test_derived": {"base", "derived"}, "test_factory": {"tmp_path_factory"},
-                     "test_own": frozenset()}
+                     "test_own": frozenset(), "test_db": {"db"}}
     monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
     assert internals.per_worker_fixtures(items[0]) == frozenset()
 

@@ -346,16 +346,21 @@ def wide_fixtures(item: pytest.Item) -> list[tuple[str, str, str]] | None:
 #: pytest's fixtures that hand out directories of the worker's own: under
 #: xdist every worker has its own base temporary directory.
 PER_WORKER_FACTORIES = frozenset({"tmp_path_factory", "tmpdir_factory"})
+#: What makes a session fixture the worker's own: those factories, and
+#: xdist's ``worker_id`` (a database or account named after the worker).
+PER_WORKER_SOURCES = PER_WORKER_FACTORIES | {"worker_id"}
 
 
 def per_worker_fixtures(item: pytest.Item) -> frozenset[str]:
-    """Session-scoped fixtures of ``item`` whose value is the worker's own directory.
+    """Session-scoped fixtures of ``item`` whose value is the worker's own.
 
-    A session fixture made with ``tmp_path_factory`` (directly or through
-    other session fixtures), or the factory when the test requests it
-    itself: a file one test writes there is not seen by a test on another
-    worker, although files are otherwise shared.  (``tmp_path`` also uses the
-    factory, but is one directory per test: only a direct request counts.)
+    A session fixture made with ``tmp_path_factory`` or from xdist's
+    ``worker_id`` (directly or through other session fixtures), or the
+    factory when the test requests it itself: what one test writes there is
+    not seen by a test on another worker, although files and services are
+    otherwise shared.  (``tmp_path`` also uses the factory, but is one
+    directory per test, and a test reading ``worker_id`` keeps nothing: only
+    a direct request of the factory counts.)
     From ``Function._fixtureinfo`` (no public API lists what a fixture
     requests); fallback, where it is gone: none.
     """
@@ -367,7 +372,7 @@ def per_worker_fixtures(item: pytest.Item) -> frozenset[str]:
     for name, defs in defs_by_name.items():
         if defs and getattr(defs[-1], "scope", None) == "session":
             requests[str(name)] = frozenset(getattr(defs[-1], "argnames", ()) or ())
-    own = PER_WORKER_FACTORIES & requests.keys()
+    own = PER_WORKER_SOURCES & requests.keys()
     if not own:
         return frozenset()
     tainted = set(own)
@@ -378,8 +383,8 @@ def per_worker_fixtures(item: pytest.Item) -> frozenset[str]:
             if name not in tainted and not args.isdisjoint(tainted):
                 tainted.add(name)
                 grew = True
-    direct = own.intersection(getattr(info, "argnames", ()) or ())
-    return frozenset((tainted - PER_WORKER_FACTORIES) | direct)
+    direct = PER_WORKER_FACTORIES.intersection(own, getattr(info, "argnames", ()) or ())
+    return frozenset((tainted - PER_WORKER_SOURCES) | direct)
 
 
 def fill_locations(items: Sequence[pytest.Item]) -> None:
