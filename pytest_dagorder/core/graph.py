@@ -473,9 +473,7 @@ def cycle_breaks(requires: Sequence[Sequence[int]]) -> list[tuple[int, int, list
     if all(p < i for i, ps in enumerate(requires) for p in ps):
         return []  # every prerequisite comes earlier (the usual case there): no cycle
 
-    def succ(i: int) -> Sequence[int]:
-        return sorted(set(requires[i]))
-
+    succ = [sorted(set(ps)) for ps in requires].__getitem__
     out: list[tuple[int, int, list[int]]] = []
     for comp in strongly_connected(range(len(requires)), succ):
         members = set(comp)

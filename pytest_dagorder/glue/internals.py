@@ -366,8 +366,8 @@ def per_worker_fixtures(item: pytest.Item) -> frozenset[str]:
     """
     info = getattr(item, FIXTURE_INFO, None)
     defs_by_name = getattr(info, "name2fixturedefs", None)
-    if not isinstance(defs_by_name, dict):
-        return frozenset()
+    if not isinstance(defs_by_name, dict) or PER_WORKER_SOURCES.isdisjoint(defs_by_name):
+        return frozenset()  # the usual case: no such source in the closure at all
     requests: dict[str, frozenset[str]] = {}
     for name, defs in defs_by_name.items():
         if defs and getattr(defs[-1], "scope", None) == "session":

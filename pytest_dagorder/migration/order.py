@@ -14,7 +14,7 @@ import pytest
 
 from ..glue.declarations import Declared, Index, Problem
 from . import ORDER_MARK as MARK
-from .common import Reader, Tables, drop_self, names, unknown, where
+from .common import Reader, Tables, names, unknown, where
 
 # pytest-order's ordinal words; negative ones count from the end.
 _WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
@@ -76,9 +76,11 @@ class OrderReader(Reader):
                                 tail = unknown(index, item, MARK, target).message
                                 self.warn(item, f"{tail}; the relation is ignored")
                             continue
-                        for j in drop_self(hits, k):
+                        for j in hits:
                             if j == k:
-                                continue  # pytest-order ignores a test placed relative to itself
+                                # pytest-order ignores a test placed relative to
+                                # itself (alone, or among the tests a name covers).
+                                continue
                             first, then = (j, k) if key == "after" else (k, j)
                             a, b = (pos.get(id(index.items[first])),
                                     pos.get(id(index.items[then])))
