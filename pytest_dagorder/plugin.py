@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .glue.internals import assertion_rewriting_paused, barriers_blocker
+from .glue.internals import assertion_rewriting_paused, barriers_blocker, collect_all_under_lf
 
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
@@ -94,7 +94,9 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{EXCLUSIVE}: nothing else runs on any worker while this test runs (pytest-dagorder)",
     )
 
-    settings.configure(config)
+    found = settings.configure(config)
+    if found.durations_path is not None or found.shard is not None:
+        _durations_configure(config)
     migration.configure(config)
     if hasattr(config, "workerinput") and barriers_blocker(config) is None:
         _register_worker(config)
@@ -112,6 +114,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         _register_plain_xdist(config, missing)
     else:
         _register_controller(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    config = session.config
+    found = settings.settings_of(config)
+    if (found.durations_path is not None or found.shard is not None) and not hasattr(
+            config, "workerinput"):
+        with assertion_rewriting_paused():
+            from .glue import durations
+        durations.announce(config, durations.problems(config))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -137,6 +150,20 @@ def _xdist_controller_active(config: pytest.Config) -> bool:
     with assertion_rewriting_paused():
         from .distributed.xdist_internals import xdist_controller_active
     return xdist_controller_active(config)
+
+
+def _durations_configure(config: pytest.Config) -> None:
+    """A durations file or a shard: refuse to overwrite a file not read whole, take
+    the split's durations (see glue/durations.py), let ``--lf`` collect everything."""
+    with assertion_rewriting_paused():
+        from .glue import durations
+    if settings.settings_of(config).shard is not None and config.getoption("lf", False):
+        collect_all_under_lf(config)
+    if hasattr(config, "workerinput"):
+        return
+    durations.refuse_unread(config)
+    if settings.settings_of(config).shard is not None:
+        durations.split_basis(config)
 
 
 def _register_worker(config: pytest.Config) -> None:

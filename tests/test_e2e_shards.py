@@ -284,7 +284,7 @@ def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
 
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
-@pytest.mark.parametrize("content", ["{oops", "[]", None], ids=["not-json", "list", "dir"])
+@pytest.mark.parametrize("content", ["{oops", "[1, 2]", None], ids=["not-json", "list", "dir"])
 def test_a_malformed_file_is_a_warning_and_the_run_goes_on(
         pytester: pytest.Pytester, mode: list[str], content: str | None) -> None:
     write_ini(pytester)

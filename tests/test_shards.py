@@ -177,7 +177,8 @@ def test_the_split_is_the_same_under_hash_seeds() -> None:
 
 
 def test_a_missing_file_is_a_first_run(tmp_path: Path) -> None:
-    assert read_file(tmp_path / "nope.json") == ({}, None)
+    read = read_file(tmp_path / "nope.json")
+    assert (read.records, read.problem, read.exists) == ({}, None, False)
 
 
 @pytest.mark.parametrize("text, why", [
@@ -192,18 +193,20 @@ def test_a_malformed_file_is_one_line_naming_it(tmp_path: Path, text: str,
         path.write_bytes(b"\xff\xfe{")
     else:
         path.write_text(text, encoding="utf-8")
-    record, problem = read_file(path)
-    assert record == {}
-    assert problem is not None and "\n" not in problem and str(path) in problem
+    read = read_file(path)
+    assert read.records == {} and not read.whole
+    assert read.problem is not None and "\n" not in read.problem
     if why is not None:
-        assert why in problem
+        assert why in read.problem
 
 
 def test_pytest_splits_file_is_read_as_is_and_bad_entries_left_out(tmp_path: Path) -> None:
     path = tmp_path / ".test_durations"
     path.write_text(json.dumps({"t.py::a": 1.5, "t.py::b": 2, "t.py::c": "x", "t.py::d": -1,
                                 "t.py::e": True}), encoding="utf-8")
-    assert read_file(path) == ({"t.py::a": 1.5, "t.py::b": 2.0}, None)
+    read = read_file(path)
+    assert (read.records, read.problem) == ({"t.py::a": 1.5, "t.py::b": 2.0}, None)
+    assert read.dropped == ("t.py::c", "t.py::d", "t.py::e") and not read.whole
 
 
 def test_merging_keeps_other_tests_unless_the_whole_suite_ran() -> None:
@@ -227,7 +230,7 @@ def test_the_file_is_sorted_one_entry_a_line_and_rewrites_stably(tmp_path: Path)
     text = path.read_text(encoding="utf-8")
     assert text.splitlines() == ["{", '  "a::y": 0.25,', '  "b::x": 1.0', "}"]
     # A re-run where one test changed changes one line.
-    write_file(path, merged(read_file(path)[0], {"b::x": 1.5}, None))
+    write_file(path, merged(read_file(path).records, {"b::x": 1.5}, None))
     changed = [a for a, b in zip(text.splitlines(), path.read_text().splitlines(), strict=True)
                if a != b]
     assert changed == ['  "b::x": 1.0']

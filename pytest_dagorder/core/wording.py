@@ -277,8 +277,14 @@ def about(seconds: float) -> str:
 
 
 def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
-                 big: Oversized | None) -> str:
-    """``seconds``: the part's recorded total (None: nothing recorded, split by count)."""
+                 big: Oversized | None, *, selected_elsewhere: bool = False) -> str:
+    """``seconds``: the part's recorded total (None: nothing recorded, split by count).
+
+    ``selected_elsewhere``: the part has tests, but none of the selected ones.
+    """
+    if tests == 0 and of > 0 and selected_elsewhere:
+        return (f"dagorder: shard {k}/{n}: 0 of {of:,} selected tests: they all lie in "
+                "other parts; nothing to run, so the part passes")
     if tests == 0 and of > 0:
         return (f"dagorder: shard {k}/{n}: 0 of {of:,} tests: fewer groups of tests that "
                 "must stay together than parts; nothing to run, so the part passes")

@@ -22,20 +22,24 @@ never the run.
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
 import os
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from .internals import LASTFAILED_KEY
 from .settings import settings_of
 
 CACHE_KEY = "dagorder/durations"
 #: Decimal places written to a durations file (0.1 ms: finer is noise).
 PLACES = 4
-_LOADED = pytest.StashKey[dict[str, float]]()
+_LOADED = pytest.StashKey["Read"]()
 
 
 def load(config: pytest.Config) -> dict[str, float]:
@@ -44,44 +48,168 @@ def load(config: pytest.Config) -> dict[str, float]:
         return {}
     path = settings_of(config).durations_path
     if path is not None:
-        if _LOADED not in config.stash:  # read once per process: one warning at most
-            record, problem = read_file(path)
-            if problem is not None:
-                _warn(config, problem)
-            config.stash[_LOADED] = record
-        loaded: dict[str, float] = config.stash[_LOADED]
-        return dict(loaded)
+        return dict(_read_once(config, path).records)
     cache = getattr(config, "cache", None)
     if cache is None:
         return {}
     return _sound(cache.get(CACHE_KEY, None))
 
 
-def read_file(path: Path) -> tuple[dict[str, float], str | None]:
-    """(the usable records in ``path``, why it could not be read or None).
+def _read_once(config: pytest.Config, path: Path) -> Read:
+    """The durations file as this process first read it (one reading, one verdict)."""
+    if _LOADED not in config.stash:
+        config.stash[_LOADED] = read_file(path)
+    return config.stash[_LOADED]
 
-    Missing: nothing recorded yet, no problem.  Entries that are not a
-    duration (a hand edit) are left out silently, as in the cache.
+
+@dataclass(frozen=True)
+class Layout:
+    """How a durations file is written, so that a rewrite keeps it (and its diffs small).
+
+    pytest-split writes an object with four spaces and no final newline; an
+    older pytest-split wrote a list of ``[node id, seconds]`` pairs.
+    """
+
+    indent: int | str = 2
+    newline: bool = True
+    bom: bool = False
+    pairs: bool = False
+
+    def dump(self, record: Mapping[str, float]) -> str:
+        body: object = [[k, v] for k, v in record.items()] if self.pairs else record
+        text = json.dumps(body, indent=self.indent, sort_keys=not self.pairs)
+        return ("\ufeff" if self.bom else "") + text + ("\n" if self.newline else "")
+
+
+@dataclass(frozen=True)
+class Read:
+    """What reading a durations file gave.
+
+    ``problem``: why the file as a whole could not be read (None: read, or
+    missing); ``dropped``: the keys of entries that are not a duration.
+    """
+
+    records: dict[str, float] = field(default_factory=dict)
+    problem: str | None = None
+    dropped: tuple[str, ...] = ()
+    layout: Layout = Layout()
+    exists: bool = False
+    #: The entries the file holds (read or dropped).
+    entries: int = 0
+
+    @property
+    def whole(self) -> bool:
+        """Every entry was read: writing the file back loses nothing."""
+        return self.problem is None and not self.dropped
+
+
+def read_file(path: Path) -> Read:
+    """Read a durations file: a JSON object of node id -> seconds (or a list of pairs).
+
+    Missing: nothing recorded yet, no problem.  A UTF-8 byte order mark is
+    accepted (and kept on rewrite).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
-        return {}, None
-    except (OSError, UnicodeDecodeError) as exc:
-        return {}, _unreadable(path, exc.strerror if isinstance(exc, OSError) and exc.strerror
-                               else type(exc).__name__)
+        return Read()
+    except OSError as exc:
+        return Read(problem=exc.strerror or type(exc).__name__, exists=True)
+    bom = data.startswith(codecs.BOM_UTF8)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return Read(problem="not UTF-8 text", exists=True)
     try:
         raw = json.loads(text)
     except ValueError as exc:
-        return {}, _unreadable(path, f"not JSON ({exc.args[0] if exc.args else exc})")
-    if not isinstance(raw, dict):
-        return {}, _unreadable(path, "not a JSON object of node id -> seconds")
-    return _sound(raw), None
+        return Read(problem=f"not JSON ({exc.args[0] if exc.args else exc})", exists=True)
+    pairs = isinstance(raw, list)
+    if pairs and all(isinstance(e, list) and len(e) == 2 and type(e[0]) is str for e in raw):
+        raw = dict(raw)
+    elif not isinstance(raw, dict):
+        return Read(problem="not a JSON object of node id -> seconds", exists=True)
+    records = _sound(raw)
+    dropped = tuple(str(k) for k in raw if k not in records)
+    return Read(records, None, dropped, _layout(text, bom, pairs), True, len(raw))
 
 
-def _unreadable(path: Path, why: str) -> str:
-    return (f"dagorder: warning: durations file {str(path)!r} ignored: {why}; "
-            "this run goes on without recorded durations")
+def _layout(text: str, bom: bool, pairs: bool) -> Layout:
+    """The file's indentation (its first indented line's), final newline, mark and shape."""
+    # A file all on one line gets one entry a line (the default indentation):
+    # the diffs of a re-run stay small.
+    indent: int | str = 2
+    for line in text.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and stripped != line:
+            lead = line[:len(line) - len(stripped)]
+            indent = len(lead) if lead == " " * len(lead) else lead
+            break
+    return Layout(indent, text.endswith("\n") or "\n" not in text.strip(), bom, pairs)
+
+
+def problems(config: pytest.Config) -> list[str]:
+    """The warning lines about the durations a run reads, for the terminal (the
+    same in a serial run and on an xdist controller)."""
+    settings = settings_of(config)
+    path = settings.durations_path
+    if settings.ignore_durations:
+        return []
+    out = []
+    # Of a file not read whole, the lines below say it already.
+    if (settings.shard is not None and settings.shard[1] > 1
+            and not split_basis(config).durations
+            and (path is None or _read_once(config, path).whole)):
+        where = (f"durations file {str(path)!r} " + (
+            "holds none" if _read_once(config, path).exists else "does not exist")
+            if path is not None else "pytest's cache holds none")
+        out.append(f"dagorder: warning: --dag-shard {settings.shard[0]}/{settings.shard[1]} "
+                   f"without recorded durations ({where}): the parts are balanced by test "
+                   "count; record them with --dag-durations=PATH --dag-store-durations")
+    if path is None:
+        return out
+    read = _read_once(config, path)
+    if read.problem is not None:
+        out.append(f"dagorder: warning: durations file {str(path)!r} ignored: {read.problem}; "
+                   "this run goes on without recorded durations")
+    if read.dropped:
+        out.append(wording_dropped(path, read))
+    return out
+
+
+def wording_dropped(path: Path, read: Read) -> str:
+    shown = ", ".join(repr(k) for k in read.dropped[:SHOWN])
+    more = f" and {len(read.dropped) - SHOWN:,} more" if len(read.dropped) > SHOWN else ""
+    return (f"dagorder: warning: durations file {str(path)!r}: {len(read.dropped):,} of "
+            f"{read.entries:,} records ignored, not a duration in seconds (a number from 0 "
+            f"up): {shown}{more}")
+
+
+#: Node ids a warning about dropped records names before "and N more".
+SHOWN = 3
+
+
+def refuse_unread(config: pytest.Config) -> None:
+    """``--dag-store-durations`` on a file not read whole: a usage error, before any test runs.
+
+    Writing it back would drop what could not be read (a file of 500 records
+    with one typo would keep one).
+    """
+    settings = settings_of(config)
+    path = settings.durations_path
+    if path is None or not settings.store_durations:
+        return
+    read = _read_once(config, path)
+    if read.whole:
+        return
+    why = read.problem if read.problem is not None else (
+        f"{len(read.dropped):,} of {read.entries:,} records are not a duration in seconds "
+        f"(a number from 0 up): {', '.join(repr(k) for k in read.dropped[:SHOWN])}"
+        + (" ..." if len(read.dropped) > SHOWN else ""))
+    raise pytest.UsageError(
+        f"--dag-store-durations would overwrite durations file {str(path)!r}, which it "
+        f"cannot read whole: {why}; fix the file (or move it away to start a new one) "
+        "and run again")
 
 
 def _warn(config: pytest.Config, line: str) -> None:
@@ -96,6 +224,12 @@ def _warn(config: pytest.Config, line: str) -> None:
     if terminal is not None:
         terminal.ensure_newline()
         terminal.write_line(line, yellow=True)
+
+
+def announce(config: pytest.Config, lines: Iterable[str]) -> None:
+    """Write warning lines (see :func:`_warn`)."""
+    for line in lines:
+        _warn(config, line)
 
 
 @dataclass(frozen=True)
@@ -138,22 +272,23 @@ def merged(old: Mapping[str, float], measured: Mapping[str, float],
     them all (a part of the suite ran: the others may well exist).
     """
     out = {k: v for k, v in old.items() if suite is None or k in suite}
-    out.update(measured)
-    return {k: round(out[k], PLACES) for k in sorted(out)}
+    # Only what was measured is rounded: a record kept is written as it was read.
+    out.update((k, round(v, PLACES)) for k, v in measured.items())
+    return {k: out[k] for k in sorted(out)}
 
 
-def write_file(path: Path, record: Mapping[str, float]) -> str | None:
+def write_file(path: Path, record: Mapping[str, float], layout: Layout = Layout()) -> str | None:
     """Write ``record`` (as :func:`merged` made it) to ``path``; why not, if it failed.
 
-    One entry per line, so that a re-run's diff shows only the tests whose
-    duration changed; written to a temporary file and renamed, so that a job
-    killed halfway leaves the old file whole.
+    One entry per line (in ``layout``, the file's own), so that a re-run's
+    diff shows only the tests whose duration changed; written to a temporary
+    file in the same directory and renamed over, so that a job killed halfway
+    leaves the old file whole.
     """
-    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(layout.dump(record).encode("utf-8"))
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -164,15 +299,30 @@ def write_file(path: Path, record: Mapping[str, float]) -> str | None:
 
 def store(config: pytest.Config, measured: Mapping[str, float],
           suite: Container[str] | None) -> None:
-    """``--dag-store-durations``: merge this run's durations into the named file."""
+    """``--dag-store-durations``: merge this run's durations into the named file.
+
+    The file is read again now (another run may have written it since this
+    one started) and written only if every record in it is read: a file
+    that could not be read at the start stopped the run before any test
+    (:func:`refuse_unread`); one spoilt since is left as it is, with a warning.
+    """
     settings = settings_of(config)
     path = settings.durations_path
     if path is None or not settings.store_durations or hasattr(config, "workerinput"):
         return
-    old, _ = read_file(path)  # an unreadable file was warned about at load; rewritten whole
-    problem = write_file(path, merged(old, measured, suite))
+    now = read_file(path)
+    if not now.whole:
+        why = now.problem if now.problem is not None else (
+            f"{len(now.dropped):,} records are not a duration in seconds")
+        _warn(config, f"dagorder: warning: durations file {str(path)!r} not written: it "
+                      f"changed during the run and cannot be read whole now ({why})")
+        return
+    layout = now.layout if now.exists else Layout()
+    problem = write_file(path, merged(now.records, measured, suite), layout)
     if problem is not None:
         _warn(config, problem)
+    elif settings.shard is not None:
+        _split_file_written(config, path)
 
 
 def save(config: pytest.Config, measured: Mapping[str, float],
@@ -190,6 +340,109 @@ def save(config: pytest.Config, measured: Mapping[str, float],
     # Rounded to 0.1 ms: finer is noise, and the file stays small for big suites.
     record.update((k, round(v, 4)) for k, v in measured.items())
     cache.set(CACHE_KEY, record)
+
+
+# -- the durations a split is cut by ------------------------------------------------
+#
+# A loop over the parts in one checkout (``for k in 1 2 3; do pytest
+# --dag-shard $k/3; done``) writes durations after every part: to the cache,
+# and with --dag-store-durations to the file.  Cut from those, part 2 would
+# come from another split than part 1.  So the durations a split uses are
+# kept in the cache, with the parts that ran since they were taken, until
+# all N parts ran; then the next part takes the current ones.  A file that
+# changed otherwise than by a run of this loop (a commit, a checkout) starts
+# a new loop at once.  Every process of a run reads the same entry (the
+# workers after the controller wrote it at configure).
+
+SPLIT_KEY = "dagorder/split"
+
+
+@dataclass(frozen=True)
+class SplitBasis:
+    """What ``--dag-shard`` cuts by: the durations, and whether the loop began with
+    failures recorded (see :func:`~pytest_dagorder.glue.sharding.apply`)."""
+
+    durations: dict[str, float]
+    failures_at_start: bool = False
+
+
+_BASIS = pytest.StashKey[SplitBasis]()
+
+
+def _source(config: pytest.Config) -> str:
+    settings = settings_of(config)
+    if settings.ignore_durations:
+        return "ignored"
+    return str(settings.durations_path) if settings.durations_path is not None else "cache"
+
+
+def _digest(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def failures_recorded(config: pytest.Config) -> bool:
+    cache = getattr(config, "cache", None)
+    return bool(cache is not None and cache.get(LASTFAILED_KEY, {}))
+
+
+def _entry(config: pytest.Config, parts: int) -> dict[str, Any] | None:
+    """The cache's split entry if it is for ``parts`` parts from this run's source."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return None
+    entry = cache.get(SPLIT_KEY, None)
+    if (not isinstance(entry, dict) or entry.get("parts") != parts
+            or entry.get("source") != _source(config)
+            or not isinstance(entry.get("ran"), list)
+            or not isinstance(entry.get("durations"), dict)):
+        return None
+    return entry
+
+
+def split_basis(config: pytest.Config) -> SplitBasis:
+    """The durations ``--dag-shard`` cuts by in this run (taken once per process)."""
+    found = config.stash.get(_BASIS, None)
+    if found is not None:
+        return found
+    shard = settings_of(config).shard
+    assert shard is not None, "only a sharded run cuts"
+    k, n = shard
+    entry = _entry(config, n)
+    if hasattr(config, "workerinput"):  # the controller settled the entry at configure
+        basis = (SplitBasis(_sound(entry["durations"]), bool(entry.get("lastfailed")))
+                 if entry is not None else SplitBasis(load(config), failures_recorded(config)))
+        config.stash[_BASIS] = basis
+        return basis
+    path = settings_of(config).durations_path
+    digest = _digest(path)
+    ran = {r for r in entry["ran"] if type(r) is int} if entry is not None else set()
+    if entry is not None and len(ran) < n and entry.get("file") == digest:
+        basis = SplitBasis(_sound(entry["durations"]), bool(entry.get("lastfailed")))
+        ran.add(k)
+    else:
+        basis = SplitBasis(load(config), failures_recorded(config))
+        ran = {k}
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        cache.set(SPLIT_KEY, {"parts": n, "source": _source(config), "ran": sorted(ran),
+                              "file": digest, "lastfailed": basis.failures_at_start,
+                              "durations": basis.durations})
+    config.stash[_BASIS] = basis
+    return basis
+
+
+def _split_file_written(config: pytest.Config, path: Path) -> None:
+    """This loop wrote the file: its next part still cuts by the loop's durations."""
+    shard = settings_of(config).shard
+    cache = getattr(config, "cache", None)
+    entry = _entry(config, shard[1]) if shard is not None else None
+    if cache is not None and entry is not None:
+        cache.set(SPLIT_KEY, {**entry, "file": _digest(path)})
 
 
 def _sound(raw: object) -> dict[str, float]:

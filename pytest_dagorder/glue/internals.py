@@ -35,6 +35,9 @@ SETUP_STATE = ("SetupState", "_setupstate", "teardown_exact")
 TERMINAL_STATS = "stats"
 LASTFAILED_PLUGIN = "lfplugin"
 LASTFAILED_KEY = "cache/lastfailed"
+#: The part of the cache provider's ``--lf`` that leaves files and tests out of
+#: the collection (the rest deselects, through ``pytest_deselected``).
+LASTFAILED_COLLECTION = "lfplugin-collwrapper"
 FIXTURE_INFO = "_fixtureinfo"
 #: The hook caller the worker's gate stands in for: xdist's worker loop
 #: calls it through ``config.hook``.
@@ -489,6 +492,24 @@ def keep_in_lastfailed(config: pytest.Config, nodeids: Sequence[str]) -> None:
     merged = {**saved, **dict.fromkeys(nodeids, True)}
     if merged != saved:
         cache.set(LASTFAILED_KEY, merged)
+
+
+def collect_all_under_lf(config: pytest.Config) -> None:
+    """Let ``--lf`` collect every test and deselect what did not fail, instead of
+    leaving files and tests out of the collection.
+
+    ``--dag-shard`` cuts the parts from the whole collection, so that a part
+    does not move when what failed last changes (a loop over the parts
+    changes it after each one).  The cache provider registers its
+    collection-narrowing helper under a name at configure (before this
+    plugin's configure); no public switch leaves it out.  Where the name is
+    gone, nothing is done (the fallback: under ``--lf`` the parts are cut
+    from the failures' files alone, and may move between parts of a loop).
+    """
+    pm = config.pluginmanager
+    helper = pm.get_plugin(LASTFAILED_COLLECTION)
+    if helper is not None:
+        pm.unregister(helper)
 
 
 def resuming(config: pytest.Config) -> bool:

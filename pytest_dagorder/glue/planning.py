@@ -74,6 +74,12 @@ class Plan:
     dropped: int = 0
     #: ``--dag-shard`` left this part empty although the selection has tests.
     empty_part: bool = False
+    #: Every test collected before any was deselected (``-k``, ``-m``, ``--lf``)
+    #: and the prerequisites collected for them; ``links``: each one's
+    #: prerequisites there, by position (empty where nothing declares).
+    #: ``--dag-shard`` cuts this, so a part does not depend on the selection.
+    universe: list[pytest.Item] = field(default_factory=list)
+    links: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
     def nodeids(self) -> list[str]:
@@ -113,7 +119,7 @@ def make_plan(
             res = resolve_items(universe, readers, failed, census)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
-        return Plan(list(selected), None, skips=skips)
+        return Plan(list(selected), None, skips=skips, universe=universe)
     with assertion_rewriting_paused():  # the graph only where a test declares (see plugin.py)
         from ..core.graph import Graph, prerequisites_of
     n_sel = len(selected)
@@ -141,6 +147,8 @@ def make_plan(
         problems=problems,
         declared=True,
         skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
+        universe=universe,
+        links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
     )
     try:
         # Built even when declarations had problems: cycles among the edges

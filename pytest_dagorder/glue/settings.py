@@ -110,8 +110,8 @@ def addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="PATH",
         help="Read recorded durations from this JSON file (node id -> seconds, as "
-        "pytest-split's .test_durations) instead of pytest's cache "
-        "(default: ini dag_durations)",
+        "pytest-split's .test_durations; relative to the rootdir) instead of pytest's "
+        "cache (default: ini dag_durations)",
     )
     group.addoption(
         "--dag-store-durations",
@@ -160,7 +160,9 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
     option = config.getoption("dag_durations", None)
     ini = str(config.getini("dag_durations") or "").strip()
     if option:
-        path = config.invocation_params.dir / str(option)
+        # The rootdir, not the current directory: a part run from tests/ must
+        # read the file every other part reads.
+        path = config.rootpath / str(option)
     elif ini:
         path = (config.inipath.parent if config.inipath else config.rootpath) / ini
     store = bool(config.getoption("dag_store_durations", False))

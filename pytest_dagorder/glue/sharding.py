@@ -11,6 +11,7 @@ under ``-n`` every worker cuts the same part and xdist sees one collection.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import fsum
 from typing import TYPE_CHECKING
 
 import pytest
@@ -62,6 +63,13 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     ``items`` are the plan's items (the run, in its order); what leaves goes
     through ``pytest_deselected``, as ``-k`` does it.  The plan's ``notes``
     get the header line.
+
+    The parts are cut from everything collected, before ``-k``, ``-m`` or
+    ``--lf`` narrowed it (``plan.universe``), by the durations of
+    :func:`~pytest_dagorder.glue.durations.split_basis`; then the selection
+    keeps what of it lies in this part.  So a part does not move when the
+    selection does: ``--lf`` run part after part, each part's run changing
+    what failed last, still runs each failure in exactly one part.
     """
     settings = settings_of(config)
     shard = settings.shard
@@ -75,17 +83,30 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     if shard is None or g is None:
         return
     with assertion_rewriting_paused():  # only for --dag-shard (see plugin.py)
-        from ..core.shards import partition
+        from ..core.shards import partition, weights
     k, n = shard
-    ids = [it.nodeid for it in items]
+    universe = plan.universe or list(items)
+    links = plan.links or [()] * len(universe)
+    ids = [it.nodeid for it in universe]
+    basis = durations.split_basis(config)
+    recorded = basis.durations
+    split = partition(ids, links, [()] * len(universe), n,
+                      labels=labels(plan, universe), recorded=recorded)
+    part_of = {id(it): p for it, p in zip(universe, split.part, strict=True)}
+    w = dict(zip((id(it) for it in universe), weights(ids, recorded), strict=True))
     run = len(items)
-    recorded = durations.load(config)
-    split = partition(ids, g.requires[:run], g.after[:run], n,
-                      labels=labels(plan, items), recorded=recorded)
-    part = split.part
-    keep = [i for i in range(run) if part[i] == k - 1]
-    out = [items[i] for i in range(run) if part[i] != k - 1]
-    plan.notes.append(header(k, n, split, timed=any(nid in recorded for nid in ids)))
+    # Each test runs in the part of its component; a test the universe lacks
+    # (not collected by this process) stays in the first part, where every
+    # process puts it alike.
+    mine = [part_of.get(id(items[i]), 0) == k - 1 for i in range(run)]
+    if lastfailed_done(config, basis):
+        mine = [False] * run
+    keep = [i for i in range(run) if mine[i]]
+    out = [items[i] for i in range(run) if not mine[i]]
+    timed = any(nid in recorded for nid in ids)
+    plan.notes.append(header(k, n, split, len(keep), run,
+                             fsum(w[id(items[i])] for i in keep) if timed else None,
+                             cut=len(split.members(k - 1)) > 0))
     if not out:
         return
     if not keep:
@@ -99,6 +120,17 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     plan.pulled_back = [it for it in plan.pulled_back if id(it) in kept]
     items[:] = plan.items
     config.hook.pytest_deselected(items=out)
+
+
+def lastfailed_done(config: pytest.Config, basis: durations.SplitBasis) -> bool:
+    """``--lf``, part after part: the loop began with failures and none is left.
+
+    pytest's ``--lf`` runs everything when nothing failed last time; in a loop
+    whose earlier parts fixed every failure, this part had none to re-run, so
+    it runs nothing (its failures, had it any, would still be recorded).
+    """
+    return (bool(config.getoption("lf", False)) and basis.failures_at_start
+            and not durations.failures_recorded(config))
 
 
 def from_workers(config: pytest.Config, *, deselected: int, empty_part: bool) -> None:
@@ -140,15 +172,17 @@ def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
     return Graph.of_positions(requires, after=after)
 
 
-def header(k: int, n: int, split: Partition, *, timed: bool) -> str:
+def header(k: int, n: int, split: Partition, tests: int, of: int, seconds: float | None,
+           *, cut: bool) -> str:
     """The header line: this part's size and recorded time, and an oversized component.
 
-    ``timed``: some test has a recorded duration (else weights are counts).
+    ``seconds``: the part's recorded time (None: nothing recorded, weights are
+    counts); ``cut``: the split put some collected test into this part (else
+    it is empty for want of groups, not because of the selection).
     """
     largest = split.largest
     big = None
     if largest is not None and n > 1 and largest.weight > split.total / n:
         big = wording.Oversized(largest.key, len(largest.members),
-                                largest.weight if timed else None)
-    return wording.shard_header(k, n, len(split.members(k - 1)), len(split.part),
-                                split.loads[k - 1] if timed else None, big)
+                                largest.weight if seconds is not None else None)
+    return wording.shard_header(k, n, tests, of, seconds, big, selected_elsewhere=cut)
