@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import base_args, make_modules, read_log, runpytest, write_ini
+from helpers import A_THEN_B, base_args, make_modules, read_log, runpytest, write_ini
 
 TIMEOUT = 120.0
 CACHE_FILE = (".pytest_cache", "v", "dagorder", "durations")
@@ -152,3 +152,179 @@ def test_only_finite_non_negative_numbers_under_string_keys_are_kept() -> None:
     assert _sound(raw) == {"a": 1.0, "b": 0.5, "i": 0.0}
     assert all(type(v) is float for v in _sound(raw).values())
     assert _sound([("a", 1)]) == {} and _sound(None) == {}
+
+
+# -- the durations file (--dag-durations) ---------------------------------------------
+
+
+def file_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return runpytest(pytester, *base_args(), "-p", "no:randomly", *args, timeout=TIMEOUT)
+
+
+#: 500 records as a committed file holds them, and a test module they belong to.
+MANY = {f"test_m.py::test_{k}": round(0.5 + k / 1000, 4) for k in range(500)}
+
+#: Hand edits that leave a file this plugin cannot read whole: (name, the last line).
+SPOILT = [
+    ("trailing-comma", '  "test_x.py::test_y": 1.0,\n}\n'),
+    ("negative", '  "test_x.py::test_y": -1.0\n}\n'),
+    ("string", '  "test_x.py::test_y": "1.0"\n}\n'),
+    ("nan", '  "test_x.py::test_y": NaN\n}\n'),
+    ("huge", '  "test_x.py::test_y": 1e309\n}\n'),
+    ("nested", '  "test_x.py::test_y": {"call": 1.0}\n}\n'),
+    ("null", '  "test_x.py::test_y": null\n}\n'),
+]
+
+
+def spoilt(last: str) -> str:
+    """:data:`MANY` as a file, with ``last`` as its final record."""
+    body = json.dumps(MANY, indent=2, sort_keys=True)
+    return body[:-2] + ",\n" + last
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("last", [text for _, text in SPOILT], ids=[n for n, _ in SPOILT])
+def test_store_refuses_a_file_it_cannot_read_whole_and_runs_nothing(
+        pytester: pytest.Pytester, mode: list[str], last: str) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_THEN_B)
+    path = pytester.path / ".test_durations"
+    path.write_text(spoilt(last), encoding="utf-8")
+    before = path.read_bytes()
+    result = file_run(pytester, *mode, "-k", "test_a", "--dag-durations=.test_durations",
+                      "--dag-store-durations")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([
+        f"ERROR: --dag-store-durations would overwrite durations file '{path}', which it "
+        "cannot read whole: *; fix the file (or move it away to start a new one) and run again"])
+    assert read_log(pytester) == {}
+    assert path.read_bytes() == before
+
+
+def test_store_merges_with_what_the_file_holds_when_it_writes(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_ini(pytester)
+    path = pytester.path / ".test_durations"
+    path.write_text(json.dumps(MANY, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    # Another run (another part of the suite) writes the file while this one runs.
+    make_modules(pytester, test_m=A_THEN_B + f"""
+
+    def test_c():
+        import json
+        mark("c")
+        with open({str(path)!r}) as f:
+            record = json.load(f)
+        record["test_other.py::test_z"] = float(os.environ["OTHER_RECORD"])
+        with open({str(path)!r}, "w") as f:
+            json.dump(record, f, indent=2)
+    """)
+    monkeypatch.setenv("OTHER_RECORD", "3.0")
+    file_run(pytester, "-k", "test_a or test_c", "--dag-durations=.test_durations",
+             "--dag-store-durations").assert_outcomes(passed=2, deselected=1)
+    got = json.loads(path.read_text(encoding="utf-8"))
+    assert {k: got[k] for k in MANY} == MANY
+    assert got["test_other.py::test_z"] == 3.0
+    assert {"test_m.py::test_a", "test_m.py::test_c"} <= set(got)
+    assert "test_m.py::test_b" not in got
+    assert not list(pytester.path.glob(".*.tmp"))
+    # What the other run wrote cannot be read whole: it is left as it is.
+    monkeypatch.setenv("OTHER_RECORD", "-3.0")
+    result = file_run(pytester, "-k", "test_a or test_c", "--dag-durations=.test_durations",
+                      "--dag-store-durations")
+    result.assert_outcomes(passed=2, deselected=1)
+    result.stdout.fnmatch_lines([f"dagorder: warning: durations file '{path}' not written: "
+                                 "it changed during the run and cannot be read whole now*"])
+    assert json.loads(path.read_text(encoding="utf-8")) == {**got, "test_other.py::test_z": -3}
+
+
+def pytest_split_estimate(pytester: pytest.Pytester, path: str) -> str:
+    """What pytest-split makes of a durations file: its estimate for group 1 of 2."""
+    result = runpytest(pytester, "-p", "no:cacheprovider", "-p", "no:dagorder", "-p",
+                       "pytest_split.plugin", "--splits", "2", "--group", "1",
+                       f"--durations-path={path}", "--collect-only", "-q", timeout=TIMEOUT)
+    line = next(line for line in result.outlines if "Running group 1/2" in line)
+    return line.split("estimated duration: ")[1]
+
+
+SPLIT_STYLE = {"test_m.py::test_a": 5.0, "test_m.py::test_b": 7.25, "test_m.py::test_c": 1}
+
+
+@pytest.mark.parametrize("layout", ["pytest-split", "pairs", "bom"])
+def test_a_rewrite_keeps_the_files_layout_and_pytest_split_still_reads_it(
+        pytester: pytest.Pytester, layout: str) -> None:
+    pytest.importorskip("pytest_split")
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_THEN_B + "\n\n    def test_c():\n        mark('c')\n")
+    path = pytester.path / ".test_durations"
+    if layout == "pairs":  # what pytest-split wrote before its 0.3
+        text = json.dumps([[k, v] for k, v in SPLIT_STYLE.items()], indent=4)
+    else:  # what pytest-split writes: four spaces, sorted keys, no final newline
+        text = json.dumps(SPLIT_STYLE, indent=4, sort_keys=True)
+    path.write_bytes(("\ufeff" if layout == "bom" else "").encode() + text.encode())
+    result = file_run(pytester, "-k", "test_c", "--dag-durations=.test_durations",
+                      "--dag-store-durations", "--dag-shard=2/2")
+    result.assert_outcomes(passed=1, deselected=2)
+    # The file was read (a BOM included): its durations balanced the parts.
+    result.stdout.fnmatch_lines(["dagorder: shard 2/2: 1 of 1 tests, about 1.0 s recorded;*"])
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") == (layout == "bom")
+    written = data.decode("utf-8-sig")
+    raw = json.loads(written)
+    got = dict(raw) if layout == "pairs" else raw
+    assert got["test_m.py::test_a"] == 5.0 and got["test_m.py::test_b"] == 7.25
+    assert got["test_m.py::test_c"] != 1
+    if layout == "pairs":
+        assert isinstance(raw, list) and written == json.dumps(raw, indent=4)
+    else:
+        assert written == json.dumps(got, indent=4, sort_keys=True)
+        assert not written.endswith("\n")
+    if layout != "bom":  # pytest-split itself reads no BOM; its group 1 is test_a, test_b
+        assert pytest_split_estimate(pytester, ".test_durations").startswith("12.25s")
+
+
+def warnings_of(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.outlines if line.startswith("dagorder: warning:")]
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_each_problem_with_the_file_is_one_warning_line_serially_and_under_xdist(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_THEN_B)
+    path = pytester.path / "d.json"
+    path.write_text('{"test_m.py::test_a": 1.5, "x::a": -1, "x::b": "2", "x::c": NaN, '
+                    '"x::d": 1e309, "x::e": [1], "test_m.py::test_b": 2}', encoding="utf-8")
+    result = file_run(pytester, *mode, "--dag-durations=d.json")
+    result.assert_outcomes(passed=2)
+    assert warnings_of(result) == [
+        f"dagorder: warning: durations file '{path}': 5 of 7 records ignored, not a duration "
+        "in seconds (a number from 0 up): 'x::a', 'x::b', 'x::c' and 2 more"]
+    path.write_text('{"test_m.py::test_a": 1.5,}', encoding="utf-8")
+    result = file_run(pytester, *mode, "--dag-durations=d.json")
+    result.assert_outcomes(passed=2)
+    assert [line.split(" ignored: ")[0] for line in warnings_of(result)] == [
+        f"dagorder: warning: durations file '{path}'"]
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_shard_without_recorded_durations_says_so(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=A_THEN_B, test_n=A_THEN_B)
+    result = file_run(pytester, *mode, "--dag-durations=missing.json", "--dag-shard=1/2")
+    result.assert_outcomes(passed=2, deselected=2)
+    assert warnings_of(result) == [
+        f"dagorder: warning: --dag-shard 1/2 without recorded durations (durations file "
+        f"'{pytester.path / 'missing.json'}' does not exist): the parts are balanced by test "
+        "count; record them with --dag-durations=PATH --dag-store-durations"]
+    result = run(pytester, *mode, "--dag-shard=2/2")  # the cache, empty
+    result.assert_outcomes(passed=2, deselected=2)
+    assert [line.split(" (")[1].split(")")[0] for line in warnings_of(result)] == [
+        "pytest's cache holds none"]
+
+
+def test_help_says_the_file_is_relative_to_the_rootdir(pytester: pytest.Pytester) -> None:
+    result = file_run(pytester, "--help")
+    assert "relative to the rootdir" in " ".join(
+        " ".join(result.outlines).split("--dag-durations=PATH", 1)[1].split("--dag-", 1)[0]
+        .split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -371,3 +372,106 @@ def test_a_module_using_runtime_depends_stays_in_one_part(pytester: pytest.Pytes
     runtime = {f"test_runtime.py::test_{n}" for n in "abcd"}
     assert sum(runtime <= part for part in parts) == 1, parts
     assert set().union(*parts) == runtime | {"test_free.py::test_x", "test_free.py::test_y"}
+
+
+# -- parts run one after another ------------------------------------------------------
+
+#: Six modules, each a chain ``a -> b`` and a free ``solo``; ``b`` of the
+#: modules named in $FAIL_B fails.
+LOOP_MODULE = """
+    def test_a():
+        mark(f"{__name__}::a")
+
+    @depends_on("test_a")
+    def test_b():
+        mark(f"{__name__}::b")
+        assert __name__ not in os.environ.get("FAIL_B", "").split()
+
+    def test_solo():
+        mark(f"{__name__}::solo")
+    """
+LOOP_SUITE = {f"test_m{i}": LOOP_MODULE for i in range(1, 7)}
+ALL_18 = sorted(f"test_m{i}::{t}" for i in range(1, 7) for t in ("a", "b", "solo"))
+
+
+def ran_lines(pytester: pytest.Pytester) -> list[str]:
+    """Every test body that ran (repeats kept), and a fresh log for the next loop."""
+    log = pytester.path / "ran.log"
+    if not log.exists():
+        return []
+    names = sorted(line.split()[0] for line in log.read_text(encoding="utf-8").splitlines())
+    log.unlink()
+    return names
+
+
+def loop(pytester: pytest.Pytester, parts: int, *args: str, order: list[int] | None = None,
+         cache: bool = True) -> list[str]:
+    """Run parts 1..N (or ``order``) one after another in this checkout: what ran."""
+    for k in order or range(1, parts + 1):
+        result = runpytest(pytester, *base_args(cache=cache), "-p", "no:randomly",
+                           f"--dag-shard={k}/{parts}", *args, timeout=TIMEOUT)
+        assert result.ret in (0, 1), result.stdout.str()
+    return ran_lines(pytester)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_parts_run_one_after_another_in_one_checkout_run_every_test_once(
+        pytester: pytest.Pytester, mode: list[str], parts: int) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **LOOP_SUITE)
+    # A recorded whole run first: every part's run then records durations of
+    # its own tests, to the cache and to the file.
+    runpytest(pytester, *base_args(cache=True), "-p", "no:randomly", "--dag-durations=d.json",
+              "--dag-store-durations", timeout=TIMEOUT).assert_outcomes(passed=18)
+    ran_lines(pytester)
+    assert loop(pytester, parts, *mode) == ALL_18  # durations in the cache
+    assert loop(pytester, parts, *mode, "--dag-durations=d.json",
+                "--dag-store-durations", order=list(range(parts, 0, -1))) == ALL_18
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_last_failed_part_after_part_reruns_each_failure_once(
+        pytester: pytest.Pytester, mode: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **LOOP_SUITE)
+    monkeypatch.setenv("FAIL_B", "test_m2 test_m5")
+    runpytest(pytester, *base_args(cache=True), "-p", "no:randomly",
+              timeout=TIMEOUT).assert_outcomes(passed=16, failed=2)
+    ran_lines(pytester)
+    monkeypatch.delenv("FAIL_B")
+    # Each part's run takes its failures out of pytest's lastfailed: the parts
+    # that follow must not move, nor run everything once none is left.
+    assert loop(pytester, 3, *mode, "--lf") == [
+        "test_m2::a", "test_m2::b", "test_m5::a", "test_m5::b"]
+    assert loop(pytester, 3, *mode, "--lf", order=[3, 2, 1]) == ALL_18  # none failed: all
+
+
+@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_selection_part_after_part_runs_each_selected_test_once(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **LOOP_SUITE)
+    assert loop(pytester, 3, *mode, "-k", "solo or m3") == sorted(
+        [f"test_m{i}::solo" for i in range(1, 7)] + ["test_m3::a", "test_m3::b"])
+
+
+def test_parts_in_separate_checkouts_run_every_test_once_from_any_directory(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A CI matrix: a fresh checkout per part.  The file is named relative to
+    # the rootdir, so a job that starts in tests/ cuts the same split.
+    write_ini(pytester)
+    make_modules(pytester, **{f"tests__{name}": body for name, body in LOOP_SUITE.items()})
+    recorded = {f"tests/{name.replace('::', '.py::test_')}": 10.0 if "m1" in name else 1.0
+                for name in ALL_18}
+    (pytester.path / "d.json").write_text(json.dumps(recorded), encoding="utf-8")
+    template = pytester.path.parent / "template"
+    shutil.copytree(pytester.path, template)
+    for k, where in ((1, "."), (2, "tests"), (3, "tests")):
+        job = pytester.path / f"job{k}"
+        shutil.copytree(template, job)
+        monkeypatch.chdir(job / where)
+        result = runpytest(pytester, *base_args(cache=True), "-p", "no:randomly",
+                           "--dag-durations=d.json", f"--dag-shard={k}/3", timeout=TIMEOUT)
+        assert result.ret == 0, result.stdout.str()
+    assert ran_lines(pytester) == ALL_18

@@ -376,6 +376,26 @@ def test_a_lastfailed_value_of_another_shape_is_left_alone(pytester: pytest.Pyte
     assert config.cache.get(internals.LASTFAILED_KEY, None) == ["test_m.py::test_a"]
 
 
+@pytest.mark.parametrize(("names", "collected"), [
+    ({}, "collected 6 items / 4 deselected / 2 selected"),
+    ({"LASTFAILED_COLLECTION": "lastfailed-collection"}, "collected 2 items")],
+    ids=["whole", "renamed"])
+def test_lf_with_a_shard_collects_everything_only_with_the_cache_providers_helper(
+        pytester: pytest.Pytester, names: dict[str, object], collected: str) -> None:
+    write_ini(pytester)
+    if names:
+        rename_internals(pytester, **names)
+    make_modules(pytester, test_m=A_FAILS, test_n=CHAIN)
+    run(pytester, "-p", "no:xdist", cache=True).assert_outcomes(
+        passed=4, failed=1, skipped=1)
+    result = run(pytester, "-p", "no:xdist", "--lf", "--dag-shard=1/1", cache=True)
+    # Both run what failed (test_b stays blocked); only the whole collection
+    # gives a part that does not move with what failed last.
+    result.stdout.fnmatch_lines([collected + "*"])
+    assert sorted(read_log(pytester)) == ["a"]
+    assert_clean(result)
+
+
 # -- pulled-in files: made by the collection hooks ------------------------------------
 
 
