@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -475,3 +479,64 @@ def test_parts_in_separate_checkouts_run_every_test_once_from_any_directory(
                            "--dag-durations=d.json", f"--dag-shard={k}/3", timeout=TIMEOUT)
         assert result.ret == 0, result.stdout.str()
     assert ran_lines(pytester) == ALL_18
+
+
+# -- the recipes of docs/ci.rst, as written there -------------------------------------
+
+CI_DOC = Path(__file__).resolve().parent.parent / "docs" / "ci.rst"
+
+
+def recipe(title: str) -> str:
+    """The first code block of the docs/ci.rst section ``title``, dedented."""
+    section = CI_DOC.read_text(encoding="utf-8").split(f"\n{title}\n{'-' * len(title)}\n", 1)[1]
+    block = section.split(".. code-block::", 1)[1].split("\n", 1)[1]
+    lines = []
+    for line in block.splitlines()[1:]:
+        if line and not line.startswith("   "):
+            break
+        lines.append(line[3:])
+    return "\n".join(lines).strip() + "\n"
+
+
+def bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``script`` with ``pytest`` standing for this interpreter's, with the suite's options."""
+    extra = " ".join(shlex.quote(a) for a in [*base_args(cache=True), "-p", "no:randomly"])
+    prologue = f'pytest() {{ {shlex.quote(sys.executable)} -m pytest {extra} "$@"; }}\n'
+    return subprocess.run(["bash", "-c", prologue + script], cwd=cwd, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_the_local_loop_recipe_runs_every_test_once(pytester: pytest.Pytester) -> None:
+    script = recipe("A local loop over shards")
+    assert "--dag-shard=$k/4" in script and "--dag-store-durations" in script
+    write_ini(pytester)
+    make_modules(pytester, **LOOP_SUITE)
+    for _ in range(2):  # the first loop records the durations the second one cuts by
+        done = bash(script, pytester.path, {})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert ran_lines(pytester) == ALL_18
+
+
+def test_the_matrix_recipe_runs_every_test_once_in_separate_checkouts(
+        pytester: pytest.Pytester) -> None:
+    command = recipe("A matrix job per shard")
+    assert "--dag-shard=$SHARD/4" in command and "--junitxml=junit-$SHARD.xml" in command
+    write_ini(pytester)
+    make_modules(pytester, **{f"tests__{name}": body for name, body in LOOP_SUITE.items()})
+    recorded = {f"tests/{name.replace('::', '.py::test_')}": 4.0 if "m2" in name else 1.0
+                for name in ALL_18}
+    (pytester.path / ".test_durations").write_text(json.dumps(recorded), encoding="utf-8")
+    template = pytester.path.parent / "template"
+    shutil.copytree(pytester.path, template)
+    junit: dict[str, object] = {}
+    for k in (1, 2, 3, 4):
+        job = pytester.path / f"job{k}"
+        shutil.copytree(template, job)
+        done = bash(command, job / ("tests" if k == 2 else "."), {"SHARD": str(k)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        cases, n = read_junit(job / "tests" / f"junit-{k}.xml" if k == 2
+                              else job / f"junit-{k}.xml")
+        assert n == len(cases) and not set(cases) & set(junit)
+        junit.update(cases)
+    assert ran_lines(pytester) == ALL_18
+    assert len(junit) == 18

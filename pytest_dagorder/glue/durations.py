@@ -13,11 +13,14 @@ known ones (see :class:`~pytest_dagorder.core.graph.Graph`).
 
 CI jobs start without the cache, so ``--dag-durations=PATH`` names a JSON
 file the repository keeps instead (node id -> seconds: pytest-split's
-``.test_durations`` format, read as is).  It is read in place of the cache
-and written back only with ``--dag-store-durations``, merged with what it
-had, keys sorted and values rounded so that a re-run changes few lines.  A
-missing file is a first run; an unreadable one costs a one-line warning,
-never the run.
+``.test_durations`` format, read as is; relative to the rootdir).  It is
+read in place of the cache and written back only with
+``--dag-store-durations``, merged with what it holds when the run ends,
+keys sorted, measured values rounded and the file's own layout kept, so
+that a re-run changes few lines.  A missing file is a first run; an
+unreadable one, or records that are not durations, cost a one-line warning
+each, never the run, unless the run would write the file: a file not read
+whole is never written (a usage error before any test runs).
 """
 
 from __future__ import annotations
@@ -409,9 +412,7 @@ def split_basis(config: pytest.Config) -> SplitBasis:
     found = config.stash.get(_BASIS, None)
     if found is not None:
         return found
-    shard = settings_of(config).shard
-    assert shard is not None, "only a sharded run cuts"
-    k, n = shard
+    k, n = settings_of(config).shard or (1, 1)
     entry = _entry(config, n)
     if hasattr(config, "workerinput"):  # the controller settled the entry at configure
         basis = (SplitBasis(_sound(entry["durations"]), bool(entry.get("lastfailed")))
