@@ -469,7 +469,7 @@ def test_parts_in_separate_checkouts_run_every_test_once_from_any_directory(
     recorded = {f"tests/{name.replace('::', '.py::test_')}": 10.0 if "m1" in name else 1.0
                 for name in ALL_18}
     (pytester.path / "d.json").write_text(json.dumps(recorded), encoding="utf-8")
-    template = pytester.path.parent / "template"
+    template = pytester.path.parent / f"{pytester.path.name}-template"
     shutil.copytree(pytester.path, template)
     for k, where in ((1, "."), (2, "tests"), (3, "tests")):
         job = pytester.path / f"job{k}"
@@ -526,7 +526,7 @@ def test_the_matrix_recipe_runs_every_test_once_in_separate_checkouts(
     recorded = {f"tests/{name.replace('::', '.py::test_')}": 4.0 if "m2" in name else 1.0
                 for name in ALL_18}
     (pytester.path / ".test_durations").write_text(json.dumps(recorded), encoding="utf-8")
-    template = pytester.path.parent / "template"
+    template = pytester.path.parent / f"{pytester.path.name}-template"
     shutil.copytree(pytester.path, template)
     junit: dict[str, object] = {}
     for k in (1, 2, 3, 4):
