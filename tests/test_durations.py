@@ -173,6 +173,7 @@ SPOILT = [
     ("huge", '  "test_x.py::test_y": 1e309\n}\n'),
     ("nested", '  "test_x.py::test_y": {"call": 1.0}\n}\n'),
     ("null", '  "test_x.py::test_y": null\n}\n'),
+    ("twice", '  "test_m.py::test_0": 1.0\n}\n'),
 ]
 
 

@@ -26,6 +26,7 @@ whole is never written (a usage error before any test runs).
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import json
 import os
@@ -123,18 +124,37 @@ def read_file(path: Path) -> Read:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return Read(problem="not UTF-8 text", exists=True)
+    twice: list[str] = []
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, object_pairs_hook=functools.partial(_unique, twice))
     except ValueError as exc:
         return Read(problem=f"not JSON ({exc.args[0] if exc.args else exc})", exists=True)
     pairs = isinstance(raw, list)
     if pairs and all(isinstance(e, list) and len(e) == 2 and type(e[0]) is str for e in raw):
+        twice += _repeated([e[0] for e in raw])
         raw = dict(raw)
     elif not isinstance(raw, dict):
         return Read(problem="not a JSON object of node id -> seconds", exists=True)
+    if twice:  # json keeps the last: a rewrite would lose the others
+        return Read(problem=f"node id {twice[0]!r} is recorded twice", exists=True)
     records = _sound(raw)
     dropped = tuple(str(k) for k in raw if k not in records)
     return Read(records, None, dropped, _layout(text, bom, pairs), True, len(raw))
+
+
+def _unique(twice: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    twice += _repeated([k for k, _ in pairs])
+    return dict(pairs)
+
+
+def _repeated(keys: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for k in keys:
+        if k in seen:
+            out.append(k)
+        seen.add(k)
+    return out
 
 
 def _layout(text: str, bom: bool, pairs: bool) -> Layout:
