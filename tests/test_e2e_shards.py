@@ -22,6 +22,8 @@ from helpers import (
     write_ini,
 )
 
+from pytest_dagorder.core.shards import partition
+
 TIMEOUT = 180.0
 PARTS = 4
 
@@ -449,6 +451,37 @@ def test_last_failed_part_after_part_reruns_each_failure_once(
     assert loop(pytester, 3, *mode, "--lf") == [
         "test_m2::a", "test_m2::b", "test_m5::a", "test_m5::b"]
     assert loop(pytester, 3, *mode, "--lf", order=[3, 2, 1]) == ALL_18  # none failed: all
+
+
+def test_last_failed_part_after_part_says_when_a_part_has_none_left(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_ini(pytester)
+    make_modules(pytester, **LOOP_SUITE)
+    # Equal durations from a file: the split is the pure partition's, known here.
+    ids = [f"test_m{i}.py::test_{t}" for i in range(1, 7) for t in ("a", "b", "solo")]
+    (pytester.path / "d.json").write_text(json.dumps(dict.fromkeys(ids, 1.0)),
+                                          encoding="utf-8")
+    links = [[ids.index(nid.replace("test_b", "test_a"))] if nid.endswith("test_b") else []
+             for nid in ids]
+    part = partition(ids, links, [[] for _ in ids], 3, recorded=dict.fromkeys(ids, 1.0)).part
+    first = next(nid.split(".py")[0] for nid, p in zip(ids, part, strict=True)
+                 if p == 0 and "::test_b" in nid)
+    monkeypatch.setenv("FAIL_B", first)
+    common = [*base_args(cache=True), "-p", "no:randomly", "--dag-durations=d.json"]
+    runpytest(pytester, *common, timeout=TIMEOUT).assert_outcomes(passed=17, failed=1)
+    ran_lines(pytester)
+    monkeypatch.delenv("FAIL_B")
+    heads = []
+    for k in (1, 2, 3):
+        result = runpytest(pytester, *common, "--lf", f"--dag-shard={k}/3", timeout=TIMEOUT)
+        assert result.ret == 0, result.stdout.str()
+        heads += [line for line in result.outlines if line.startswith("dagorder: shard")]
+    assert ran_lines(pytester) == [f"{first}::a", f"{first}::b"]
+    assert heads[0].startswith("dagorder: shard 1/3: 2 of 2 tests")
+    assert heads[1:] == [
+        f"dagorder: shard {k}/3: no failure of this part to re-run (--lf): the failures "
+        "recorded when this loop over the parts began were in the parts that ran since; "
+        "nothing to run, so the part passes" for k in (2, 3)]
 
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])

@@ -299,6 +299,13 @@ def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
     return line
 
 
+def shard_failures_rerun(k: int, n: int) -> str:
+    """``--lf``, part after part: the failures the loop began with were in parts that ran."""
+    return (f"dagorder: shard {k}/{n}: no failure of this part to re-run (--lf): the "
+            "failures recorded when this loop over the parts began were in the parts that "
+            "ran since; nothing to run, so the part passes")
+
+
 # -- dag.publish / dag.result ------------------------------------------------------
 
 #: What may be published, as the errors list it.

@@ -99,14 +99,15 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     # (not collected by this process) stays in the first part, where every
     # process puts it alike.
     mine = [part_of.get(id(items[i]), 0) == k - 1 for i in range(run)]
-    if lastfailed_done(config, basis):
+    done = lastfailed_done(config, basis)
+    if done:
         mine = [False] * run
     keep = [i for i in range(run) if mine[i]]
     out = [items[i] for i in range(run) if not mine[i]]
     timed = any(nid in recorded for nid in ids)
-    plan.notes.append(header(k, n, split, len(keep), run,
-                             fsum(w[id(items[i])] for i in keep) if timed else None,
-                             cut=len(split.members(k - 1)) > 0))
+    plan.notes.append(wording.shard_failures_rerun(k, n) if done else header(
+        k, n, split, len(keep), run, fsum(w[id(items[i])] for i in keep) if timed else None,
+        cut=len(split.members(k - 1)) > 0))
     if not out:
         return
     if not keep:
