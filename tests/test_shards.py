@@ -209,6 +209,30 @@ def test_pytest_splits_file_is_read_as_is_and_bad_entries_left_out(tmp_path: Pat
     assert read.dropped == ("t.py::c", "t.py::d", "t.py::e") and not read.whole
 
 
+@pytest.mark.parametrize("text", [
+    '{\n\t"a::x": 1.0,\n\t"b::y": 2\n}\n',
+    '{\n    "a::x": 1.0,\n    "b::y": 2\n}',
+    '\ufeff{\n  "a::x": 1.0,\n  "b::y": 2\n}\n',
+    '[\n    [\n        "a::x",\n        1.0\n    ],\n    [\n        "b::y",\n        2\n    ]\n]',
+], ids=["tabs", "pytest-split", "bom", "pairs"])
+def test_a_rewrite_of_what_was_read_gives_the_file_back(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "d.json"
+    path.write_bytes(text.encode("utf-8"))
+    read = read_file(path)
+    assert read.whole and read.records == {"a::x": 1.0, "b::y": 2.0}
+    assert write_file(path, merged(read.records, {}, None), read.layout) is None
+    assert path.read_bytes() == text.replace(": 2\n", ": 2.0\n").replace(
+        "2\n    ]", "2.0\n    ]").encode("utf-8")
+
+
+def test_a_file_on_one_line_is_rewritten_one_entry_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    path.write_text('{"b::y": 2.5, "a::x": 1.0}', encoding="utf-8")
+    read = read_file(path)
+    write_file(path, merged(read.records, {}, None), read.layout)
+    assert path.read_text(encoding="utf-8") == '{\n  "a::x": 1.0,\n  "b::y": 2.5\n}\n'
+
+
 def test_merging_keeps_other_tests_unless_the_whole_suite_ran() -> None:
     old = {"t.py::gone": 1.0, "t.py::a": 2.0, "other/t.py::x": 3.0}
     measured = {"t.py::a": 2.123456789, "t.py::new": 0.5}
@@ -268,4 +292,7 @@ def test_the_header_line_reads_as_the_issue_wrote_it() -> None:
         ": 0 of 6 tests: fewer groups of tests that must stay together than parts; "
         "nothing to run, so the part passes")
     assert "passes" not in wording.shard_header(1, 2, 0, 0, None, None)
+    assert wording.shard_header(2, 3, 0, 8, None, None, selected_elsewhere=True) == (
+        "dagorder: shard 2/3: 0 of 8 selected tests: they all lie in other parts; nothing "
+        "to run, so the part passes")
     assert wording.about(3725) == "1 h 2 min" and wording.about(2.25) == "2.2 s"
