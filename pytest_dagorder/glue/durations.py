@@ -409,6 +409,7 @@ def _digest(path: Path | None) -> str:
 
 
 def failures_recorded(config: pytest.Config) -> bool:
+    """Whether pytest's ``--lf`` set holds any test (the cache provider's own key)."""
     cache = getattr(config, "cache", None)
     return bool(cache is not None and cache.get(LASTFAILED_KEY, {}))
 
@@ -441,7 +442,7 @@ def split_basis(config: pytest.Config) -> SplitBasis:
         return basis
     path = settings_of(config).durations_path
     digest = _digest(path)
-    ran = {r for r in entry["ran"] if type(r) is int} if entry is not None else set()
+    ran = {r for r in entry["ran"] if type(r) is int and 1 <= r <= n} if entry else set()
     if entry is not None and len(ran) < n and entry.get("file") == digest:
         basis = SplitBasis(_sound(entry["durations"]), bool(entry.get("lastfailed")))
         ran.add(k)
