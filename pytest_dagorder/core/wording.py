@@ -402,3 +402,9 @@ def published_line(test: str, keys: Sequence[str]) -> str:
 
 #: Title of the -v section listing published keys.
 PUBLISHED_TITLE: Final = "published results, keys only (pytest-dagorder)"
+
+
+def lf_blocked_line(tests: int) -> str:
+    """``--lf`` re-runs tests that did not fail last time: those a prerequisite blocked."""
+    return (f"--lf: also {_plural(tests, 'test')} skipped last time because a prerequisite "
+            "did not pass")

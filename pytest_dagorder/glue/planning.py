@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .. import migration
+from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
 from ..core.memory import collector_paused
 from .declarations import (
@@ -40,6 +41,7 @@ from .internals import (
 )
 from .markers import EXCLUSIVE, RESOURCE
 from .resources import Needs, read_needs
+from .resume import blocked_last_time
 from .settings import settings_of
 
 if TYPE_CHECKING:
@@ -104,13 +106,20 @@ def make_plan(
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
     census = census if census is not None else MarkerCensus()
     res = resolve_items(universe, readers, census=census)
-    if res.unknown:
-        failed: dict[str, Uncollectable] = {}
+    failed: dict[str, Uncollectable] = {}
+    tried: set[str] = set()
+    # A test collected here may name a target in yet another file (a pulled-in
+    # sibling's own prerequisite): look again until no new target is left.
+    while res.unknown and not tried.issuperset(res.unknown):
+        tried.update(res.unknown)
         extra = _collect_siblings(universe, failed) if narrowed else []
+        narrowed = False  # the siblings of the tests collected here are in already
+        n_failed = len(failed)
         extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra}, failed)
-        if extra or failed:
-            universe.extend(extra)
-            res = resolve_items(universe, readers, failed, census)
+        if not extra and len(failed) == n_failed:
+            break
+        universe.extend(extra)
+        res = resolve_items(universe, readers, failed, census)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips)
@@ -429,6 +438,11 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         plan.problems.append(Problem(items[0].nodeid, failed))
     if plan.pulled_back:
         undo_deselected(config, plan.pulled_back)
+    if plan.graph is not None and config.getoption("lf", False):
+        blocked = blocked_last_time(config)
+        again = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
+        if again:
+            plan.notes.append(wording.lf_blocked_line(again))
     for item, reason in plan.skips:
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:
