@@ -43,6 +43,12 @@ class SerialRunner(Planner):
             with assertion_rewriting_paused():
                 from ..glue import sharding
             sharding.apply(config, plan, items)
+        if plan.graph is None and settings.on_failure == "stop" and not plan.problems:
+            # Only the core can withhold what follows a failure: a suite that
+            # declares nothing gets a run with no edges (as under -n).
+            with assertion_rewriting_paused():
+                from ..core.graph import Graph
+            plan.graph = Graph.of_positions([()] * len(items))
         self.results.planned(plan, items)
         # Limits do nothing serially (one test at a time), but a name no test uses is
         # the same typo here as under -n: the same warning.
