@@ -486,6 +486,68 @@ def test_module_fixture_teardown_error_under_xdist(pytester: pytest.Pytester) ->
     assert len(read_log(pytester)) == 6
 
 
+# A stand-in for pytest-benchmark: its report hook reads ``item.funcargs``,
+# which pytest unbinds once a test's protocol ended.  It notes what each
+# teardown report showed it.
+FUNCARGS_READER = """
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    used = sorted(name for name in item.funcargs if name == "res")
+    if call.when == "teardown":
+        with open("reports.log", "a") as f:
+            f.write(f"{item.name} {outcome.get_result().outcome} {used}\\n")
+"""
+
+
+@pytest.mark.parametrize("scope", ["module", "class"])
+def test_a_teardown_error_at_a_barrier_reaches_report_hooks_as_serially(
+        pytester: pytest.Pytester, scope: str) -> None:
+    write_ini(pytester)
+    pytester.makeconftest(FUNCARGS_READER)
+    holder = "class TestKeep:\n" if scope == "class" else ""
+    indent = "    " if scope == "class" else ""
+    body = f"""
+@pytest.fixture(scope="{scope}")
+def res():
+    yield
+    raise RuntimeError("{scope} teardown broke")
+
+
+{holder}{indent}def test_a({"self, " if holder else ""}res):
+{indent}    mark("test_a")
+
+
+{indent}@depends_on("test_a")
+{indent}def test_b({"self, " if holder else ""}res):
+{indent}    mark("test_b")
+"""
+    make_modules(pytester, test_mfix=body, test_other="""
+        def test_x():
+            mark("test_x")
+
+
+        @depends_on("test_x")
+        def test_y():
+            mark("test_y")
+    """)
+    for args in (["-p", "no:xdist"], ["-n", "2"]):
+        (pytester.path / "reports.log").unlink(missing_ok=True)
+        result = run(pytester, *args)
+        assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str(), args
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, args
+        result.assert_outcomes(passed=4, errors=1)
+        result.stdout.fnmatch_lines(["*ERROR at teardown of *test_b*",
+                                     f"*{scope} teardown broke*"])
+        seen = (pytester.path / "reports.log").read_text().splitlines()
+        # The failed teardown is test_b's, and its report hooks saw the
+        # fixture the test used.
+        assert "test_b failed ['res']" in seen, (args, seen)
+
+
 # -- validation -------------------------------------------------------------------------
 
 

@@ -42,7 +42,14 @@ from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.dag_run import short_names
-from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
+from ..glue.internals import (
+    as_in_teardown,
+    index_past_end,
+    replace_hook_caller,
+    skip_here,
+    teardown_towards,
+    teardown_view,
+)
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
@@ -95,6 +102,7 @@ class _ProtocolGate:
                 # exactly as much (only this test's own scopes), and the barrier
                 # does the rest once the real successor is known.
                 kwargs["nextitem"] = self._worker.stand_in(item)
+                self._worker.last_view = teardown_view(item)
             try:
                 return self._inner(**kwargs)
             finally:
@@ -113,6 +121,8 @@ class DagWorker(Planner):
         self.config = config
         self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
         self.last_real: pytest.Item | None = None
+        #: The last real test followed by a barrier, as its teardown saw it.
+        self.last_view: dict[str, object] = {}
         self._below: dict[int, list[pytest.Item]] = {}
         # Gating of speculatively sent tests (see StateMachine.take): outcomes
         # of the tests this worker ran, in the order they ended.
@@ -412,8 +422,11 @@ class DagWorker(Planner):
             # the item being run, so the barrier takes that test's id.
             barrier.speaks_for = last
             try:
-                report = last.ihook.pytest_runtest_makereport(item=last, call=call)
-                last.ihook.pytest_runtest_logreport(report=report)
+                # Report hooks see the test as during its own teardown, where
+                # serially this error comes up.
+                with as_in_teardown(last, self.last_view):
+                    report = last.ihook.pytest_runtest_makereport(item=last, call=call)
+                    last.ihook.pytest_runtest_logreport(report=report)
             finally:
                 barrier.speaks_for = None
         return True
