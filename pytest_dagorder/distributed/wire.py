@@ -119,6 +119,10 @@ class Payload:
     #: in-module edges along which they share state (None: in none), as the
     #: worker found them (see ``core/affinity.py``).  Empty: no test is.
     state_scopes: Sequence[str | None] = ()
+    #: Under ``--continue-on-collection-errors``: problems of tests the plan
+    #: left out, as (node id, message): reported as collection errors, and
+    #: the rest runs (``problems`` end the session).
+    errors: Sequence[tuple[str, str]] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -283,6 +287,7 @@ def encode(payload: Payload) -> str:
         "whole": payload.whole,
         "deselected": payload.deselected,
         "empty_part": payload.empty_part,
+        "errors": [list(p) for p in payload.errors],
     }, separators=(",", ":"))
 
 
@@ -366,6 +371,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         deselected=int(data["deselected"]),
         empty_part=data["empty_part"] is True,
         state_scopes=_dense(data["state"], n) if data["state"] else (),
+        errors=[(str(nid), str(msg)) for nid, msg in data["errors"]],
     )
 
 

@@ -358,6 +358,9 @@ class DagWorker(Planner):
         if plan is not None and (plan.notes or plan.whole or plan.dropped):
             payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole,
                                           deselected=plan.dropped, empty_part=plan.empty_part)
+        if plan is not None and plan.errors:
+            payload = dataclasses.replace(
+                payload, errors=[(p.nodeid, p.message) for p in plan.errors])
         if usage := ordering_failed(self.config):
             payload = dataclasses.replace(payload, usage_error=usage)
         if checks := fail_checks(self.config):

@@ -56,9 +56,12 @@ class SerialRunner(Planner):
                                [needs.resources for needs in plan.needs.values()])
         if unused:
             self.warnings.append(wording.unused_limits_warning(unused))
-        if plan.problems or plan.graph is not None:
+        if plan.problems or plan.errors or plan.graph is not None:
             with assertion_rewriting_paused():
                 from ..glue.dag_run import DagRun, report_problems
+        if plan.errors:
+            # --continue-on-collection-errors: reported, and the rest runs.
+            report_problems(config, plan.errors)
         if plan.problems:
             report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing

@@ -9,7 +9,7 @@ prerequisites that were deselected, and every declaration problem.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +24,7 @@ from .declarations import (
     ForeignReader,
     MarkerCensus,
     Problem,
+    Resolution,
     Uncollectable,
     merge_shared,
     resolve_items,
@@ -76,6 +77,12 @@ class Plan:
     dropped: int = 0
     #: ``--dag-shard`` left this part empty although the selection has tests.
     empty_part: bool = False
+    #: Node ids of every test a problem is about (before problems shared by
+    #: many tests were merged into one report).
+    broken: set[str] = field(default_factory=set)
+    #: Under ``--continue-on-collection-errors``: the problems of the tests
+    #: left out of the run (reported as collection errors; the rest runs).
+    errors: list[Problem] = field(default_factory=list)
 
     @property
     def nodeids(self) -> list[str]:
@@ -90,6 +97,7 @@ def make_plan(
     narrowed: bool,
     readers: Sequence[ForeignReader] = (),
     census: MarkerCensus | None = None,
+    broken: Collection[str] = (),
 ) -> Plan:
     """Resolve declarations of ``selected`` against everything ``collected``.
 
@@ -101,6 +109,10 @@ def make_plan(
     target naming a file that was not collected at all (another file's node
     id) has that file collected, so it can be reported as deselected or
     pulled back instead of "unknown".
+
+    ``broken``: node ids of tests whose declarations had problems (see
+    :func:`salvaged`): they are left out of the run with their problems, and
+    a test requiring one is skipped instead.
     """
     chosen = {id(it) for it in selected}
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
@@ -127,6 +139,8 @@ def make_plan(
         from ..core.graph import Graph, prerequisites_of
     n_sel = len(selected)
     run = list(range(n_sel))
+    if broken:
+        run = _leave_out(universe, res, frozenset(broken), run)
     if with_prerequisites:
         run = sorted(set(run) | prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
@@ -142,6 +156,7 @@ def make_plan(
     if res.problems:
         run_ids = {universe[i].nodeid for i in run}
         problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
+        broken_now = {p.nodeid for p in res.problems if p.nodeid in run_ids}
     plan = Plan(
         items=[universe[i] for i in run],
         graph=None,
@@ -151,6 +166,8 @@ def make_plan(
         declared=True,
         skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
     )
+    if problems:
+        plan.broken = broken_now
     try:
         # Built even when declarations had problems: cycles among the edges
         # that did resolve are reported in the same run.  Graph ids are
@@ -164,6 +181,7 @@ def make_plan(
     except DependencyError as exc:
         ids = [universe[u].nodeid for u in order]
         plan.problems += [_problem_of(err, ids) for err in exc.errors]
+        plan.broken |= {p.nodeid for p in plan.problems}
         return plan
     if problems:
         return plan
@@ -174,6 +192,24 @@ def make_plan(
     # Renumber so that index == position in items, the deselected ones last.
     plan.graph = graph.permuted([*topo, *range(n_out)])
     return plan
+
+
+def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],
+               run: list[int]) -> list[int]:
+    """``run`` without the ``broken`` tests; edges to them are cut from ``res``,
+    and a test that required one is skipped."""
+    cut = {i for i, it in enumerate(universe) if it.nodeid in broken}
+    for i in range(len(universe)):
+        if i in cut:
+            continue
+        lost = [p for p in res.requires[i] if p in cut]
+        if lost:
+            res.requires[i] = [p for p in res.requires[i] if p not in cut]
+            res.skips.setdefault(i, wording.prerequisite_broken(universe[lost[0]].nodeid))
+        if any(p in cut for p in res.after[i]):
+            res.after[i] = [p for p in res.after[i] if p not in cut]
+    res.problems = [p for p in res.problems if p.nodeid not in broken]
+    return [i for i in run if i not in cut]
 
 
 def _collection_order(
@@ -424,6 +460,13 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         readers=readers,
         census=census,
     )
+    if plan.problems and config.getoption("continue_on_collection_errors", False):
+        plan = salvaged(plan, lambda broken: make_plan(
+            items, collected,
+            with_prerequisites=settings.with_prerequisites or resuming(config),
+            narrowed=any("::" in str(a) for a in config.args) or bool(
+                config.getoption("lf", False)),
+            readers=readers, census=census, broken=broken))
     for text, path, line, nodeid in migration.reader_warnings(readers):
         try:
             warnings.warn_explicit(text, pytest.PytestWarning, path, line)
@@ -456,6 +499,29 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     return plan
 
 
+def salvaged(plan: Plan, replan: Callable[[set[str]], Plan]) -> Plan:
+    """The plan without the tests its problems are about (``--continue-on-collection-errors``).
+
+    pytest runs what it could collect; likewise the tests whose declarations
+    are broken are left out, with their problems reported as collection
+    errors (:attr:`Plan.errors`), and everything else runs.  Leaving a test
+    out may leave a problem of its own (a cycle through it), so this
+    repeats until a plan has none.  A problem about no test in particular
+    leaves ``plan`` as it is: nothing runs.
+    """
+    errors = list(plan.problems)
+    broken = set(plan.broken)
+    while plan.problems:
+        if "" in plan.broken or not plan.broken:
+            return plan
+        broken |= plan.broken
+        plan = replan(broken)
+        errors += plan.problems
+    plan.errors = errors
+    plan.broken = broken
+    return plan
+
+
 def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item], plan: Plan) -> int:
     """How many of ``collected`` are not in the final ``items``.
 
@@ -465,7 +531,9 @@ def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item], plan
     if len(collected) == len(items) and not plan.pulled_back:
         return 0
     kept = {id(it) for it in items}
-    return sum(id(it) not in kept for it in collected)
+    # A test left out for a broken declaration is reported as an error, not deselected.
+    broken = plan.broken if plan.errors else set()
+    return sum(id(it) not in kept and it.nodeid not in broken for it in collected)
 
 
 class Planner:
