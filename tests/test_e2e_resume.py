@@ -6,6 +6,8 @@ options read.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
 
@@ -148,3 +150,25 @@ def test_lf_says_how_many_tests_it_reruns_because_a_prerequisite_blocked_them(
     # Everything passed: no test is left that a prerequisite blocked.
     last = run(pytester, *mode, "--lf")
     assert "--lf:" not in last.stdout.str()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=IDS)
+def test_the_ci_recipe_reruns_a_failed_job_from_its_restored_cache(
+        pytester: pytest.Pytester, mode: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """docs/ci.rst, "--lf in CI with a cache": the failed attempt saves
+    .pytest_cache, the re-run restores it into a fresh checkout and passes --lf."""
+    cross_file_suite(pytester, flaky_passes=False)
+    first = run(pytester, *mode)
+    first.assert_outcomes(passed=2, failed=1, skipped=1)
+    saved = tmp_path_factory.mktemp("ci-cache") / ".pytest_cache"
+    shutil.move(pytester.path / ".pytest_cache", saved)  # actions/cache/save
+    shutil.rmtree(pytester.path / "tests")  # a fresh checkout, with the fix
+    cross_file_suite(pytester, flaky_passes=True)
+    shutil.copytree(saved, pytester.path / ".pytest_cache")  # actions/cache/restore
+    rerun = run(pytester, *mode, "--lf")
+    rerun.assert_outcomes(passed=4)
+    # The failure, the test it blocked, and their prerequisites from both files.
+    assert sorted(read_log(pytester)) == ["a", "c", "d", "flaky"]
+    rerun.stdout.fnmatch_lines([
+        "--lf: also 1 test skipped last time because a prerequisite did not pass"])
