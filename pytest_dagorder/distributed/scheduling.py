@@ -28,6 +28,7 @@ from ..glue.dag_run import DagRun, report_problems
 from ..glue.declarations import Problem
 from ..glue.settings import settings_of
 from .build import build_run
+from .closing import OpenScopes
 from .dispatch import Dispatcher
 from .ledger import Ledger
 from .reports import ReportFeed
@@ -328,6 +329,9 @@ class DependencyScheduling:
         dispatcher = self.dispatcher
         dispatcher.barrier = payload.barrier
         dispatcher.plain = payload.plain
+        if not payload.plain:
+            dispatcher.scopes = OpenScopes(payload.module_scopes, payload.class_scopes,
+                                           len(payload.ids))
         dispatcher.relay = built.relay
         dispatcher.dag_users = built.dag_users
         if built.mean_duration is not None:
