@@ -153,6 +153,7 @@ def make_plan(
     order = outside + run
     pos = {u: k for k, u in enumerate(order)}
     problems: list[Problem] = []
+    broken_now: set[str] = set()
     if res.problems:
         run_ids = {universe[i].nodeid for i in run}
         problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
@@ -166,8 +167,7 @@ def make_plan(
         declared=True,
         skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
     )
-    if problems:
-        plan.broken = broken_now
+    plan.broken = broken_now
     try:
         # Built even when declarations had problems: cycles among the edges
         # that did resolve are reported in the same run.  Graph ids are
@@ -450,23 +450,24 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     if migration.ORDER_MARK in census.names and not order_sorted:
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     readers = migration.readers(config, settings, census.names, order_sorted=order_sorted)
-    plan = make_plan(
-        items,
-        collected,
-        # --lf and --sw re-run where the last run failed: a failed dependent
-        # needs its prerequisites again, whether they failed or passed.
-        with_prerequisites=settings.with_prerequisites or resuming(config),
-        narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
-        readers=readers,
-        census=census,
-    )
-    if plan.problems and config.getoption("continue_on_collection_errors", False):
-        plan = salvaged(plan, lambda broken: make_plan(
-            items, collected,
+
+    def plan_without(broken: Collection[str] = ()) -> Plan:
+        return make_plan(
+            items,
+            collected,
+            # --lf and --sw re-run where the last run failed: a failed dependent
+            # needs its prerequisites again, whether they failed or passed.
             with_prerequisites=settings.with_prerequisites or resuming(config),
-            narrowed=any("::" in str(a) for a in config.args) or bool(
-                config.getoption("lf", False)),
-            readers=readers, census=census, broken=broken))
+            narrowed=(any("::" in str(a) for a in config.args)
+                      or bool(config.getoption("lf", False))),
+            readers=readers,
+            census=census,
+            broken=broken,
+        )
+
+    plan = plan_without()
+    if plan.problems and config.getoption("continue_on_collection_errors", False):
+        plan = salvaged(plan, plan_without)
     for text, path, line, nodeid in migration.reader_warnings(readers):
         try:
             warnings.warn_explicit(text, pytest.PytestWarning, path, line)
@@ -509,14 +510,14 @@ def salvaged(plan: Plan, replan: Callable[[set[str]], Plan]) -> Plan:
     repeats until a plan has none.  A problem about no test in particular
     leaves ``plan`` as it is: nothing runs.
     """
-    errors = list(plan.problems)
-    broken = set(plan.broken)
+    errors: list[Problem] = []
+    broken: set[str] = set()
     while plan.problems:
-        if "" in plan.broken or not plan.broken:
-            return plan
+        if "" in plan.broken or not plan.broken - broken:
+            return plan  # a problem about no test, or one that leaving tests out does not end
+        errors += plan.problems
         broken |= plan.broken
         plan = replan(broken)
-        errors += plan.problems
     plan.errors = errors
     plan.broken = broken
     return plan
@@ -555,7 +556,8 @@ class Planner:
             whole = len(items) == len(collected) and session.testsfailed == 0
             self.plan = collect_plan(config, items, collected)
             self.plan.whole = whole and not (
-                any("::" in str(a) for a in config.args) or resuming(config))
+                any("::" in str(a) for a in config.args) or resuming(config)
+                or self.plan.errors)
             self.planned(config, self.plan, items)
             self.plan.dropped = dropped(collected, items, self.plan)
             fill_locations(items)
