@@ -100,11 +100,12 @@ class _ProtocolGate:
             if isinstance(kwargs.get("nextitem"), Barrier):
                 # Hooks must not see the barrier even as `nextitem`: a real test
                 # that shares the deepest possible scope with this one tears down
-                # exactly as much (only this test's own scopes), and the barrier
-                # does the rest once the real successor is known.
+                # exactly as much (only this test's own scopes, and those the
+                # controller said no later test shares), and the barrier does
+                # the rest once the real successor is known.
                 worker = self._worker
                 kwargs["nextitem"] = worker.stand_in(item, worker.closing.pop(item.nodeid, ()))
-                self._worker.last_view = teardown_view(item)
+                worker.last_view = teardown_view(item)
             try:
                 return self._inner(**kwargs)
             finally:
