@@ -650,6 +650,34 @@ def test_on_failure_stop(pytester: pytest.Pytester) -> None:
     ], consecutive=True)
 
 
+def test_on_failure_stop_stops_a_suite_that_declares_nothing(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_plain="""
+        def test_a():
+            mark("test_a")
+            assert 0
+
+
+        def test_b():
+            mark("test_b")
+
+
+        def test_c():
+            mark("test_c")
+
+
+        def test_d():
+            mark("test_d")
+    """)
+    result = run(pytester, "--dag-on-failure=stop", "-rs")
+    result.assert_outcomes(failed=1, skipped=3)
+    assert set(read_log(pytester)) == {"test_a"}
+    result.stdout.fnmatch_lines(["run stopped after test_a failed: 3 tests not started"])
+    # Without the option, nothing changes for such a suite.
+    (pytester.path / LOG_NAME).unlink()
+    run(pytester).assert_outcomes(failed=1, passed=3)
+
+
 def test_on_failure_run_from_option_and_ini(pytester: pytest.Pytester) -> None:
     write_ini(pytester)
     make_modules(pytester, test_policy=POLICY)

@@ -486,6 +486,121 @@ def test_module_fixture_teardown_error_under_xdist(pytester: pytest.Pytester) ->
     assert len(read_log(pytester)) == 6
 
 
+# A stand-in for pytest-benchmark: its report hook reads ``item.funcargs``,
+# which pytest unbinds once a test's protocol ended.  It notes what each
+# teardown report showed it.
+FUNCARGS_READER = """
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    used = sorted(name for name in item.funcargs if name == "res")
+    if call.when == "teardown":
+        with open("reports.log", "a") as f:
+            f.write(f"{item.name} {outcome.get_result().outcome} {used}\\n")
+"""
+
+
+@pytest.mark.parametrize("scope", ["module", "class"])
+def test_a_teardown_error_at_a_barrier_reaches_report_hooks_as_serially(
+        pytester: pytest.Pytester, scope: str) -> None:
+    write_ini(pytester)
+    pytester.makeconftest(FUNCARGS_READER)
+    holder = "class TestKeep:\n" if scope == "class" else ""
+    indent = "    " if scope == "class" else ""
+    body = f"""
+@pytest.fixture(scope="{scope}")
+def res():
+    yield
+    raise RuntimeError("{scope} teardown broke")
+
+
+{holder}{indent}def test_a({"self, " if holder else ""}res):
+{indent}    mark("test_a")
+
+
+{indent}@depends_on("test_a")
+{indent}def test_b({"self, " if holder else ""}res):
+{indent}    mark("test_b")
+"""
+    make_modules(pytester, test_mfix=body, test_other="""
+        def test_x():
+            mark("test_x")
+
+
+        @depends_on("test_x")
+        def test_y():
+            mark("test_y")
+    """)
+    for args in (["-p", "no:xdist"], ["-n", "2"]):
+        (pytester.path / "reports.log").unlink(missing_ok=True)
+        result = run(pytester, *args)
+        assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str(), args
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, args
+        result.assert_outcomes(passed=4, errors=1)
+        result.stdout.fnmatch_lines(["*ERROR at teardown of *test_b*",
+                                     f"*{scope} teardown broke*"])
+        seen = (pytester.path / "reports.log").read_text().splitlines()
+        # One teardown report per test, as serially: test_b's failed, and
+        # its report hooks saw the fixture the test used.
+        assert sorted(seen) == ["test_a passed ['res']", "test_b failed ['res']",
+                                "test_x passed []", "test_y passed []"], (args, seen)
+
+
+def test_a_teardown_error_a_barrier_reports_reaches_report_hooks_as_in_the_teardown(
+        pytester: pytest.Pytester) -> None:
+    """The module still has a test to come when test_b ends (test_late, held by
+    its prerequisite on the other worker), so test_b's worker keeps the fixture
+    and its barrier tears it down at the end: the error comes after test_b's own
+    teardown passed, and the report hooks still see test_b as in its teardown."""
+    write_ini(pytester)
+    pytester.makeconftest(FUNCARGS_READER)
+    make_modules(pytester, test_mfix="""
+        import pathlib
+
+
+        @pytest.fixture(scope="module")
+        def res():
+            yield
+            raise RuntimeError("module teardown broke")
+
+
+        def test_a(res):
+            mark("test_a")
+
+
+        @depends_on("test_a")
+        def test_b(res):
+            mark("test_b")
+            pathlib.Path("b.done").touch()
+
+
+        @pytest.mark.xdist_group("late")
+        @depends_on("test_other.py::test_gate")
+        def test_late():
+            mark("test_late")
+    """, test_other="""
+        import pathlib
+
+
+        @pytest.mark.xdist_group("late")
+        def test_gate():
+            deadline = time.monotonic() + 60
+            while not pathlib.Path("b.done").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            mark("test_gate")
+    """)
+    result = run(pytester, "-n", "2")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=4, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
+    seen = (pytester.path / "reports.log").read_text().splitlines()
+    assert [ln for ln in seen if ln.startswith("test_b")] == [
+        "test_b passed ['res']", "test_b failed ['res']"], seen
+
+
 # -- validation -------------------------------------------------------------------------
 
 

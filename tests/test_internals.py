@@ -605,3 +605,19 @@ def test_a_controller_failure_counts_towards_maxfail_only_with_dsessions_counter
     finally:
         pm.unregister(plugin)
     assert not xdist_internals.count_xdist_failure(request.config, report)  # no xdist at all
+
+
+def test_a_test_is_shown_as_in_its_teardown_and_left_as_pytest_left_it(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (item,) = pytester.getitems("def test_one():\n    pass\n")
+    view = internals.teardown_view(item)
+    assert sorted(view) == ["_request", "funcargs"]
+    cast(Any, item).funcargs["res"] = 1  # what setup fills, in place
+    cast(Any, item).funcargs, cast(Any, item)._request = None, False  # the protocol's end
+    with internals.as_in_teardown(item, view):
+        assert cast(Any, item).funcargs == {"res": 1}
+        assert cast(Any, item)._request is view["_request"]
+    assert cast(Any, item).funcargs is None and cast(Any, item)._request is False
+    # An attribute pytest no longer has is neither read nor set.
+    monkeypatch.setattr(internals, "TEARDOWN_STATE", ("funcargs", "_gone"))
+    assert sorted(internals.teardown_view(item)) == ["funcargs"]

@@ -1630,7 +1630,9 @@ def test_values_reach_the_reader_s_worker_ahead_of_its_dispatch(harness: Any) ->
     reader = holder(h, "b")
     channel = channels[reader.gateway.id]
     dispatch = next(k for k, send in enumerate(reader.sends) if h.index("b") in send)
-    deliveries = [wire.read_deliveries(item) for k, item in channel.outbox if k == dispatch]
+    # (The dispatch may also say which scopes its last test ends: wire.closing.)
+    deliveries = [wire.read_deliveries(item) for k, item in channel.outbox
+                  if k == dispatch and wire.read_closing(item) is None]
     assert len(deliveries) == 1, channel.outbox  # sent just before that dispatch
     ready, values = deliveries[0]
     assert ready == [nodeid("b")]
@@ -1697,3 +1699,28 @@ def test_no_relay_without_a_dag_user(harness: Any) -> None:
     h.start("gw0", "gw1")
     assert h.sched.relay is None
 
+
+
+# ------------------------------------------------------------------ scopes a dispatch ends
+
+
+def test_a_dispatch_says_which_module_its_last_test_ends(harness: Any) -> None:
+    """Ahead of the dispatch of the last unsent test of a module, its worker is told
+    the module ends with it (see distributed/closing.py); not before."""
+    payload = make_payload({"a": "", "b": "a", "c": ""},
+                           modules={"c": "test_other.py"})
+    h: Harness = harness(payload, "--dag-affinity=none")
+    channels: dict[str, ResultsChannel] = {}
+    for gid in ("gw0", "gw1"):
+        channel = ResultsChannel(payload)
+        channel.node = h.add(gid, channel=channel)
+        channels[gid] = channel
+    h.schedule()
+    h.run(holder(h, "a"), "a")
+    closing = [wire.read_closing(item) for channel in channels.values()
+               for _, item in channel.outbox]
+    found = [c for c in closing if c is not None]
+    assert (nodeid("b"), [MODULE]) in found, found
+    assert (nodeid("c", "test_other.py"), ["test_other.py"]) in found, found
+    assert all(nid != nodeid("a") for nid, _ in found), found  # b was still to come
+    h.drain(*h.nodes)

@@ -415,3 +415,20 @@ def published_line(test: str, keys: Sequence[str]) -> str:
 
 #: Title of the -v section listing published keys.
 PUBLISHED_TITLE: Final = "published results, keys only (pytest-dagorder)"
+
+
+def lf_blocked_line(tests: int) -> str:
+    """``--lf`` re-runs tests that did not fail last time: those a prerequisite blocked."""
+    return (f"--lf: also {_plural(tests, 'test')} skipped last time because a prerequisite "
+            "did not pass")
+
+
+def prerequisite_broken(prereq: str) -> str:
+    """--continue-on-collection-errors: a prerequisite left out for its own declaration."""
+    return (f"prerequisite {prereq} did not run: its declaration has an error "
+            "(see the collection errors)")
+
+
+def relative_to_rootdir(rootdir: str) -> str:
+    """Added to an unknown target spelled as a node id: what its path is read against."""
+    return f" (node ids are relative to the rootdir {rootdir})"

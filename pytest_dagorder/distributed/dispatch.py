@@ -15,6 +15,7 @@ from ..core.published import Relay
 from ..core.state_machine import StateMachine
 from ..glue.dag_run import DagRun
 from . import wire
+from .closing import OpenScopes
 from .ledger import Ledger
 
 #: Real tests in flight per worker when tests take a while: one, so that no
@@ -69,6 +70,8 @@ class Dispatcher:
         # Published values: what the readers among the tests sent must receive first.
         self.relay: Relay | None = None
         self.dag_users: Sequence[bool] = ()
+        # Which class and module scopes a dispatch's last test ends (see closing.py).
+        self.scopes: OpenScopes | None = None
 
     def dispatch(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
         """Top up every worker that needs it; ``eligible`` says which may get work."""
@@ -183,7 +186,7 @@ class Dispatcher:
         if not tasks:
             return
         indices = tasks if self.plain else [*tasks, self.barrier]
-        if not self._deliver(run, node, tasks):
+        if not self._deliver(run, node, tasks) or not self._end_scopes(run, node, tasks[-1]):
             return
         try:
             node.send_runtest_some(indices)
@@ -196,6 +199,22 @@ class Dispatcher:
             self.dead.add(node)
             return
         self.ledger.sent_to(node, tasks, indices)
+
+    def _end_scopes(self, run: DagRun, node: Any, last: int) -> bool:
+        """Tell ``node`` which scopes of ``last`` (followed by the barrier) no test
+        is left for (see closing.py).  False if the worker is gone."""
+        if self.plain or self.scopes is None:
+            return True
+        ending = self.scopes.closed(last, run.machine.state)
+        if not ending:
+            return True
+        try:
+            self.channels[node].send(wire.closing(run.nodeids[last], ending))
+        except (OSError, ValueError, EOFError, KeyError) as exc:
+            self.log(f"could not send to {node.gateway.id}: {exc}")
+            self.dead.add(node)
+            return False
+        return True
 
     def _deliver(self, run: DagRun, node: Any, tasks: list[int]) -> bool:
         """Send ``node`` what the readers among ``tasks`` may read, ahead of them.

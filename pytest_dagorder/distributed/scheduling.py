@@ -24,10 +24,11 @@ import pytest
 from ..core.memory import collector_paused
 from ..core.published import Relay
 from ..glue import durations, sharding
-from ..glue.dag_run import DagRun
+from ..glue.dag_run import DagRun, report_problems
 from ..glue.declarations import Problem
 from ..glue.settings import settings_of
 from .build import build_run
+from .closing import OpenScopes
 from .dispatch import Dispatcher
 from .ledger import Ledger
 from .reports import ReportFeed
@@ -68,6 +69,7 @@ class DependencyScheduling:
         self.run: DagRun | None = None  # the run, once announced (see _start)
         self.built: DagRun | None = None  # the run, once built (see _plan_early)
         self.header: list[str] = []  # what announcing the run writes
+        self.errors: list[Problem] = []  # reported when the run is announced
         # Workers whose side channel closed before the run could use them
         # (see WorkerGone): never asked again, never given work.
         self.gone: set[Any] = set()
@@ -269,6 +271,8 @@ class DependencyScheduling:
             if node is not self.followed and self.node2collection[node] != self.collection:
                 self._refuse(node, self.node2collection[node])
         self.run = run
+        if self.errors:
+            report_problems(self.config, self.errors)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             for line in self.header:
@@ -301,6 +305,9 @@ class DependencyScheduling:
         if payload.problems:
             self.aborted = True
             abort(self.config, nodes, [Problem(n, m) for n, m in payload.problems])
+        # --continue-on-collection-errors: tests the worker left out, reported
+        # when the run is announced (the terminal shows the collection until then).
+        self.errors = [Problem(n, m) for n, m in payload.errors]
         if payload.ids != self.collection and sorted(payload.ids) != sorted(self.collection):
             self.aborted = True
             abort(self.config, nodes, [Problem(first.gateway.id, (
@@ -322,6 +329,9 @@ class DependencyScheduling:
         dispatcher = self.dispatcher
         dispatcher.barrier = payload.barrier
         dispatcher.plain = payload.plain
+        if not payload.plain:
+            dispatcher.scopes = OpenScopes(payload.module_scopes, payload.class_scopes,
+                                           len(payload.ids))
         dispatcher.relay = built.relay
         dispatcher.dag_users = built.dag_users
         if built.mean_duration is not None:

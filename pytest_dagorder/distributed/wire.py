@@ -119,6 +119,10 @@ class Payload:
     #: in-module edges along which they share state (None: in none), as the
     #: worker found them (see ``core/affinity.py``).  Empty: no test is.
     state_scopes: Sequence[str | None] = ()
+    #: Under ``--continue-on-collection-errors``: problems of tests the plan
+    #: left out, as (node id, message): reported as collection errors, and
+    #: the rest runs (``problems`` end the session).
+    errors: Sequence[tuple[str, str]] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -283,6 +287,7 @@ def encode(payload: Payload) -> str:
         "whole": payload.whole,
         "deselected": payload.deselected,
         "empty_part": payload.empty_part,
+        "errors": [list(p) for p in payload.errors],
     }, separators=(",", ":"))
 
 
@@ -366,6 +371,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         deselected=int(data["deselected"]),
         empty_part=data["empty_part"] is True,
         state_scopes=_dense(data["state"], n) if data["state"] else (),
+        errors=[(str(nid), str(msg)) for nid, msg in data["errors"]] or (),
     )
 
 
@@ -451,3 +457,23 @@ def read_deliveries(raw: object) -> tuple[list[str], dict[str, dict[str, object]
             and isinstance(raw[1], list) and isinstance(raw[2], dict)):
         return raw[1], raw[2]
     raise WireError(f"unexpected message on the dagorder channel: {type(raw).__name__}")
+
+
+#: Controller -> worker, ahead of a dispatch: scopes that end with its last test.
+CLOSING = "dagorder-closing"
+
+
+def closing(nodeid: str, scopes: list[str]) -> tuple[str, str, list[str]]:
+    """Controller -> worker, ahead of a dispatch that ends with ``nodeid``: no test
+    of ``scopes`` (node ids of its class and module, innermost first) is left for
+    any worker, so its teardown may end them, as pytest's would before another
+    module."""
+    return (CLOSING, nodeid, scopes)
+
+
+def read_closing(raw: object) -> tuple[str, list[str]] | None:
+    """(node id, scopes) of a :func:`closing` message; None if it is not one."""
+    if (isinstance(raw, tuple) and len(raw) == 3 and raw[0] == CLOSING
+            and isinstance(raw[1], str) and isinstance(raw[2], list)):
+        return raw[1], [str(s) for s in raw[2]]
+    return None

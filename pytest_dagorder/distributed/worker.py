@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from typing import Any
 
 import pytest
@@ -42,7 +43,14 @@ from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.dag_run import short_names
-from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
+from ..glue.internals import (
+    as_in_teardown,
+    index_past_end,
+    replace_hook_caller,
+    skip_here,
+    teardown_towards,
+    teardown_view,
+)
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
@@ -92,9 +100,12 @@ class _ProtocolGate:
             if isinstance(kwargs.get("nextitem"), Barrier):
                 # Hooks must not see the barrier even as `nextitem`: a real test
                 # that shares the deepest possible scope with this one tears down
-                # exactly as much (only this test's own scopes), and the barrier
-                # does the rest once the real successor is known.
-                kwargs["nextitem"] = self._worker.stand_in(item)
+                # exactly as much (only this test's own scopes, and those the
+                # controller said no later test shares), and the barrier does
+                # the rest once the real successor is known.
+                worker = self._worker
+                kwargs["nextitem"] = worker.stand_in(item, worker.closing.pop(item.nodeid, ()))
+                worker.last_view = teardown_view(item)
             try:
                 return self._inner(**kwargs)
             finally:
@@ -113,7 +124,11 @@ class DagWorker(Planner):
         self.config = config
         self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
         self.last_real: pytest.Item | None = None
-        self._below: dict[int, list[pytest.Item]] = {}
+        #: The last real test followed by a barrier, as its teardown saw it.
+        self.last_view: dict[str, object] = {}
+        self._below: dict[int, list[tuple[int, pytest.Item]]] = {}
+        #: By node id: the scopes the test's own teardown may end (wire.closing).
+        self.closing: dict[str, list[str]] = {}
         # Gating of speculatively sent tests (see StateMachine.take): outcomes
         # of the tests this worker ran, in the order they ended.
         self.gating = settings_of(config).on_failure == "skip"
@@ -146,6 +161,10 @@ class DagWorker(Planner):
             self.channel.send(wire.published(nodeid, values))
 
     def _on_delivery(self, raw: object) -> None:
+        ending = wire.read_closing(raw)
+        if ending is not None:
+            self.closing[ending[0]] = ending[1]
+            return
         if raw == wire.PLAN_REQUEST:
             with self._plan_lock:
                 self._plan_asked = True
@@ -292,10 +311,12 @@ class DagWorker(Planner):
             self.outcome[i] = word
 
     def _index_scopes(self, items: list[pytest.Item]) -> None:
-        """Remember up to two items below every collector, for :meth:`stand_in`."""
+        """Remember, below every collector, the first item of up to two of its
+        children (with the id of that child), for :meth:`stand_in`."""
         below = self._below
-        # The first two items below a collector (in list order) are among the
-        # first two of their own parent: later siblings can be passed over.
+        # The first item below any child is the first of its own parent, and
+        # the parent's own bucket wants its first two: later siblings can be
+        # passed over.
         seen: dict[int, int] = {}  # by id of the parent: items met so far
         for it in items:
             key = id(it.parent)
@@ -303,17 +324,25 @@ class DagWorker(Planner):
             if k == 2:
                 continue
             seen[key] = k + 1
-            for node in it.listchain()[:-1]:
+            chain = it.listchain()
+            for node, child in itertools.pairwise(chain):
                 bucket = below.setdefault(id(node), [])
-                if len(bucket) < 2:
-                    bucket.append(it)
+                if len(bucket) < 2 and all(c != id(child) for c, _ in bucket):
+                    bucket.append((id(child), it))
 
-    def stand_in(self, item: pytest.Item) -> pytest.Item | None:
-        """A real item sharing the deepest scope with ``item`` (None: nothing shares one)."""
-        for node in reversed(item.listchain()[:-1]):
-            for other in self._below.get(id(node), ()):
-                if other is not item:
-                    return other
+    def stand_in(self, item: pytest.Item, ending: Collection[str] = ()) -> pytest.Item | None:
+        """A real item sharing the deepest scope with ``item`` but none of ``ending``
+        (node ids of its class and module that no later test shares; if nothing
+        outside them is known, they are kept).  None: nothing shares one."""
+        chain = item.listchain()
+        for closed in ((ending, ()) if ending else ((),)):
+            for depth in range(len(chain) - 2, -1, -1):
+                node, child = chain[depth], chain[depth + 1]
+                if closed and node.nodeid in closed:
+                    continue
+                for under, other in self._below.get(id(node), ()):
+                    if under != id(child):
+                        return other
         return None
 
     def _payload(self, planned: list[pytest.Item], final: list[pytest.Item],
@@ -348,6 +377,9 @@ class DagWorker(Planner):
         if plan is not None and (plan.notes or plan.whole or plan.dropped):
             payload = dataclasses.replace(payload, header=list(plan.notes), whole=plan.whole,
                                           deselected=plan.dropped, empty_part=plan.empty_part)
+        if plan is not None and plan.errors:
+            payload = dataclasses.replace(
+                payload, errors=[(p.nodeid, p.message) for p in plan.errors])
         if usage := ordering_failed(self.config):
             payload = dataclasses.replace(payload, usage_error=usage)
         if checks := fail_checks(self.config):
@@ -412,8 +444,11 @@ class DagWorker(Planner):
             # the item being run, so the barrier takes that test's id.
             barrier.speaks_for = last
             try:
-                report = last.ihook.pytest_runtest_makereport(item=last, call=call)
-                last.ihook.pytest_runtest_logreport(report=report)
+                # Report hooks see the test as during its own teardown, where
+                # serially this error comes up.
+                with as_in_teardown(last, self.last_view):
+                    report = last.ihook.pytest_runtest_makereport(item=last, call=call)
+                    last.ihook.pytest_runtest_logreport(report=report)
             finally:
                 barrier.speaks_for = None
         return True

@@ -43,6 +43,12 @@ class SerialRunner(Planner):
             with assertion_rewriting_paused():
                 from ..glue import sharding
             sharding.apply(config, plan, items)
+        if plan.graph is None and settings.on_failure == "stop" and not plan.problems:
+            # Only the core can withhold what follows a failure: a suite that
+            # declares nothing gets a run with no edges (as under -n).
+            with assertion_rewriting_paused():
+                from ..core.graph import Graph
+            plan.graph = Graph.of_positions([()] * len(items))
         self.results.planned(plan, items)
         # Limits do nothing serially (one test at a time), but a name no test uses is
         # the same typo here as under -n: the same warning.
@@ -50,9 +56,12 @@ class SerialRunner(Planner):
                                [needs.resources for needs in plan.needs.values()])
         if unused:
             self.warnings.append(wording.unused_limits_warning(unused))
-        if plan.problems or plan.graph is not None:
+        if plan.problems or plan.errors or plan.graph is not None:
             with assertion_rewriting_paused():
                 from ..glue.dag_run import DagRun, report_problems
+        if plan.errors:
+            # --continue-on-collection-errors: reported, and the rest runs.
+            report_problems(config, plan.errors)
         if plan.problems:
             report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing

@@ -22,6 +22,7 @@ from . import durations
 from .declarations import Problem
 from .internals import keep_in_lastfailed
 from .outcome_tracker import OutcomeTracker
+from .resume import remember_blocked
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:
@@ -186,7 +187,16 @@ class DagRun:
         """
         suite = durations.suite_of(config, self.nodeids) if self.whole else None
         durations.save(config, self.measured(), suite)
-        keep_in_lastfailed(config, self.blocked())
+        blocked = self.blocked()
+        keep_in_lastfailed(config, blocked)
+        remember_blocked(config, blocked, self.settled())
+
+    def settled(self) -> set[str]:
+        """Node ids of the tests of the run that ended (a skip decided but never
+        reported, as after ``-x``, is not an end)."""
+        skips, outcome, reported = self.machine.skips, self.machine.outcome, self.reported
+        return {self.nodeids[i] for i in range(self.n_run)
+                if outcome[i] is not None and (i not in skips or i in reported)}
 
     def summary_lines(self, verbose: bool = False) -> list[str]:
         """One line per root cause: what it was and how many tests it blocked.

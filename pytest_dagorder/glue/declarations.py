@@ -494,6 +494,8 @@ def _resolve_mark(
                 extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
                     "; use a test name, Class::test, or a node id relative to the rootdir")
                 tail = f"target {target!r} matches no collected test{extra}"
+                if _names_a_path(target.strip()):
+                    tail += wording.relative_to_rootdir(str(item.config.rootpath))
                 problems.append(Problem(nodeid, f"{where}: {tail}", (lead, tail)))
                 continue
         elif callable(target) and not isinstance(target, str):
@@ -533,3 +535,10 @@ def _resolve_mark(
             hit = [j for j in hit if j != i]
         found.requires.extend(hit)
     return found
+
+
+def _names_a_path(target: str) -> bool:
+    """Whether ``target`` is spelled as a node id (a file's path), which is
+    read relative to the rootdir."""
+    path = target.split("::", 1)[0]
+    return "/" in path or path.endswith(".py")

@@ -117,6 +117,42 @@ def teardown_towards(session: pytest.Session, nextitem: pytest.Item | None) -> N
     teardown(nextitem)
 
 
+#: What pytest takes from a test once its protocol ended (``runtestprotocol``).
+TEARDOWN_STATE = ("funcargs", "_request")
+
+
+def teardown_view(item: pytest.Item) -> dict[str, object]:
+    """What the report hooks of ``item``'s teardown read that pytest clears after it.
+
+    Taken before the test starts: ``funcargs`` is filled in place during
+    setup, and both are only unbound (set to None, False) at the end.  Read
+    by :func:`as_in_teardown`.  An item without them (not a function)
+    gives an empty view.
+    """
+    return {name: getattr(item, name) for name in TEARDOWN_STATE if hasattr(item, name)}
+
+
+@contextmanager
+def as_in_teardown(item: pytest.Item, view: dict[str, object]) -> Iterator[None]:
+    """``item`` as its own teardown's report hooks saw it, while inside.
+
+    A barrier reports a deferred fixture teardown on the last test that used
+    the fixture, after that test's protocol ended; serially those report
+    hooks run inside the test's teardown, where a plugin still reads
+    ``item.funcargs`` (pytest-benchmark does).  ``funcargs`` is public on a
+    test function, ``_request`` is pytest's own; nothing public restores them.
+    Fallback: an attribute pytest no longer clears is left as it is.
+    """
+    kept = {name: getattr(item, name) for name in view if hasattr(item, name)}
+    for name, value in view.items():
+        setattr(item, name, value)
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            setattr(item, name, value)
+
+
 def _relay_holds(config: pytest.Config, name: str) -> bool:
     """Whether pluggy's hook relay keeps the caller of hook ``name`` as a plain attribute."""
     relay = config.pluginmanager.hook

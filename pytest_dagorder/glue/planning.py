@@ -9,7 +9,7 @@ prerequisites that were deselected, and every declaration problem.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .. import migration
+from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
 from ..core.memory import collector_paused
 from .declarations import (
     ForeignReader,
     MarkerCensus,
     Problem,
+    Resolution,
     Uncollectable,
     merge_shared,
     resolve_items,
@@ -40,6 +42,7 @@ from .internals import (
 )
 from .markers import EXCLUSIVE, RESOURCE
 from .resources import Needs, read_needs
+from .resume import blocked_last_time
 from .settings import settings_of
 
 if TYPE_CHECKING:
@@ -80,6 +83,12 @@ class Plan:
     #: ``--dag-shard`` cuts this, so a part does not depend on the selection.
     universe: list[pytest.Item] = field(default_factory=list)
     links: list[tuple[int, ...]] = field(default_factory=list)
+    #: Node ids of every test a problem is about (before problems shared by
+    #: many tests were merged into one report).
+    broken: set[str] = field(default_factory=set)
+    #: Under ``--continue-on-collection-errors``: the problems of the tests
+    #: left out of the run (reported as collection errors; the rest runs).
+    errors: list[Problem] = field(default_factory=list)
 
     @property
     def nodeids(self) -> list[str]:
@@ -94,6 +103,7 @@ def make_plan(
     narrowed: bool,
     readers: Sequence[ForeignReader] = (),
     census: MarkerCensus | None = None,
+    broken: Collection[str] = (),
 ) -> Plan:
     """Resolve declarations of ``selected`` against everything ``collected``.
 
@@ -105,18 +115,29 @@ def make_plan(
     target naming a file that was not collected at all (another file's node
     id) has that file collected, so it can be reported as deselected or
     pulled back instead of "unknown".
+
+    ``broken``: node ids of tests whose declarations had problems (see
+    :func:`salvaged`): they are left out of the run with their problems, and
+    a test requiring one is skipped instead.
     """
     chosen = {id(it) for it in selected}
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
     census = census if census is not None else MarkerCensus()
     res = resolve_items(universe, readers, census=census)
-    if res.unknown:
-        failed: dict[str, Uncollectable] = {}
+    failed: dict[str, Uncollectable] = {}
+    tried: set[str] = set()
+    # A test collected here may name a target in yet another file (a pulled-in
+    # sibling's own prerequisite): look again until no new target is left.
+    while res.unknown and not tried.issuperset(res.unknown):
+        tried.update(res.unknown)
         extra = _collect_siblings(universe, failed) if narrowed else []
+        narrowed = False  # the siblings of the tests collected here are in already
+        n_failed = len(failed)
         extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra}, failed)
-        if extra or failed:
-            universe.extend(extra)
-            res = resolve_items(universe, readers, failed, census)
+        if not extra and len(failed) == n_failed:
+            break
+        universe.extend(extra)
+        res = resolve_items(universe, readers, failed, census)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips, universe=universe)
@@ -124,6 +145,8 @@ def make_plan(
         from ..core.graph import Graph, prerequisites_of
     n_sel = len(selected)
     run = list(range(n_sel))
+    if broken:
+        run = _leave_out(universe, res, frozenset(broken), run)
     if with_prerequisites:
         run = sorted(set(run) | prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
@@ -136,9 +159,11 @@ def make_plan(
     order = outside + run
     pos = {u: k for k, u in enumerate(order)}
     problems: list[Problem] = []
+    broken_now: set[str] = set()
     if res.problems:
         run_ids = {universe[i].nodeid for i in run}
         problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
+        broken_now = {p.nodeid for p in res.problems if p.nodeid in run_ids}
     plan = Plan(
         items=[universe[i] for i in run],
         graph=None,
@@ -150,6 +175,7 @@ def make_plan(
         universe=universe,
         links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
     )
+    plan.broken = broken_now
     try:
         # Built even when declarations had problems: cycles among the edges
         # that did resolve are reported in the same run.  Graph ids are
@@ -163,6 +189,7 @@ def make_plan(
     except DependencyError as exc:
         ids = [universe[u].nodeid for u in order]
         plan.problems += [_problem_of(err, ids) for err in exc.errors]
+        plan.broken |= {p.nodeid for p in plan.problems}
         return plan
     if problems:
         return plan
@@ -173,6 +200,24 @@ def make_plan(
     # Renumber so that index == position in items, the deselected ones last.
     plan.graph = graph.permuted([*topo, *range(n_out)])
     return plan
+
+
+def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],
+               run: list[int]) -> list[int]:
+    """``run`` without the ``broken`` tests; edges to them are cut from ``res``,
+    and a test that required one is skipped."""
+    cut = {i for i, it in enumerate(universe) if it.nodeid in broken}
+    for i in range(len(universe)):
+        if i in cut:
+            continue
+        lost = [p for p in res.requires[i] if p in cut]
+        if lost:
+            res.requires[i] = [p for p in res.requires[i] if p not in cut]
+            res.skips.setdefault(i, wording.prerequisite_broken(universe[lost[0]].nodeid))
+        if any(p in cut for p in res.after[i]):
+            res.after[i] = [p for p in res.after[i] if p not in cut]
+    res.problems = [p for p in res.problems if p.nodeid not in broken]
+    return [i for i in run if i not in cut]
 
 
 def _collection_order(
@@ -413,16 +458,24 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     if migration.ORDER_MARK in census.names and not order_sorted:
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     readers = migration.readers(config, settings, census.names, order_sorted=order_sorted)
-    plan = make_plan(
-        items,
-        collected,
-        # --lf and --sw re-run where the last run failed: a failed dependent
-        # needs its prerequisites again, whether they failed or passed.
-        with_prerequisites=settings.with_prerequisites or resuming(config),
-        narrowed=any("::" in str(a) for a in config.args) or bool(config.getoption("lf", False)),
-        readers=readers,
-        census=census,
-    )
+
+    def plan_without(broken: Collection[str] = ()) -> Plan:
+        return make_plan(
+            items,
+            collected,
+            # --lf and --sw re-run where the last run failed: a failed dependent
+            # needs its prerequisites again, whether they failed or passed.
+            with_prerequisites=settings.with_prerequisites or resuming(config),
+            narrowed=(any("::" in str(a) for a in config.args)
+                      or bool(config.getoption("lf", False))),
+            readers=readers,
+            census=census,
+            broken=broken,
+        )
+
+    plan = plan_without()
+    if plan.problems and config.getoption("continue_on_collection_errors", False):
+        plan = salvaged(plan, plan_without)
     for text, path, line, nodeid in migration.reader_warnings(readers):
         try:
             warnings.warn_explicit(text, pytest.PytestWarning, path, line)
@@ -437,6 +490,11 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         plan.problems.append(Problem(items[0].nodeid, failed))
     if plan.pulled_back:
         undo_deselected(config, plan.pulled_back)
+    if plan.graph is not None and config.getoption("lf", False):
+        blocked = blocked_last_time(config)
+        again = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
+        if again:
+            plan.notes.append(wording.lf_blocked_line(again))
     for item, reason in plan.skips:
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:
@@ -450,6 +508,29 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     return plan
 
 
+def salvaged(plan: Plan, replan: Callable[[set[str]], Plan]) -> Plan:
+    """The plan without the tests its problems are about (``--continue-on-collection-errors``).
+
+    pytest runs what it could collect; likewise the tests whose declarations
+    are broken are left out, with their problems reported as collection
+    errors (:attr:`Plan.errors`), and everything else runs.  Leaving a test
+    out may leave a problem of its own (a cycle through it), so this
+    repeats until a plan has none.  A problem about no test in particular
+    leaves ``plan`` as it is: nothing runs.
+    """
+    errors: list[Problem] = []
+    broken: set[str] = set()
+    while plan.problems:
+        if "" in plan.broken or not plan.broken - broken:
+            return plan  # a problem about no test, or one that leaving tests out does not end
+        errors += plan.problems
+        broken |= plan.broken
+        plan = replan(broken)
+    plan.errors = errors
+    plan.broken = broken
+    return plan
+
+
 def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item], plan: Plan) -> int:
     """How many of ``collected`` are not in the final ``items``.
 
@@ -459,7 +540,9 @@ def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item], plan
     if len(collected) == len(items) and not plan.pulled_back:
         return 0
     kept = {id(it) for it in items}
-    return sum(id(it) not in kept for it in collected)
+    # A test left out for a broken declaration is reported as an error, not deselected.
+    broken = plan.broken if plan.errors else set()
+    return sum(id(it) not in kept and it.nodeid not in broken for it in collected)
 
 
 class Planner:
@@ -481,7 +564,8 @@ class Planner:
             whole = len(items) == len(collected) and session.testsfailed == 0
             self.plan = collect_plan(config, items, collected)
             self.plan.whole = whole and not (
-                any("::" in str(a) for a in config.args) or resuming(config))
+                any("::" in str(a) for a in config.args) or resuming(config)
+                or self.plan.errors)
             self.planned(config, self.plan, items)
             self.plan.dropped = dropped(collected, items, self.plan)
             fill_locations(items)

@@ -1,0 +1,128 @@
+"""End to end: declarations and pytest's collection errors, serially and under -n 2.
+
+``--continue-on-collection-errors`` runs what was collected, as pytest and
+plain xdist do: the tests whose declarations are broken are left out (their
+problems reported as collection errors), the rest runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
+
+TIMEOUT = 120.0
+MODES = [["-p", "no:xdist"], ["-n", "2"]]
+IDS = ["serial", "xdist"]
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    (pytester.path / LOG_NAME).unlink(missing_ok=True)
+    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
+
+
+def broken_suite(pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    (pytester.path / "test_broken.py").write_text(
+        "import no_such_module_here\n\n\ndef test_gone():\n    pass\n", encoding="utf-8")
+    make_modules(pytester, test_ok="""
+        def test_free():
+            mark("free")
+
+
+        @depends_on("test_broken.py::test_gone")
+        def test_on_broken():
+            mark("on_broken")
+
+
+        @depends_on("test_on_broken")
+        def test_after():
+            mark("after")
+
+
+        @depends_on("test_free")
+        def test_chain():
+            mark("chain")
+    """)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=IDS)
+def test_continue_on_collection_errors_runs_what_was_collected(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    broken_suite(pytester)
+    result = run(pytester, *mode, "--continue-on-collection-errors", "-rs")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # The import error and the declaration naming its file.
+    result.assert_outcomes(passed=2, skipped=1, errors=2)
+    assert sorted(read_log(pytester)) == ["chain", "free"]
+    result.stdout.fnmatch_lines([
+        "*test_ok.py::test_on_broken: target 'test_broken.py::test_gone' is in "
+        "test_broken.py, which cannot be collected*",
+    ])
+    result.stdout.fnmatch_lines([
+        "SKIPPED*prerequisite test_ok.py::test_on_broken did not run: its declaration "
+        "has an error (see the collection errors)"])
+    assert "Interrupted" not in result.stdout.str()
+    # Without the option, a broken declaration still runs nothing.
+    stopped = run(pytester, *mode)
+    assert stopped.ret == pytest.ExitCode.INTERRUPTED
+    assert read_log(pytester) == {}
+
+
+@pytest.mark.parametrize("mode", MODES, ids=IDS)
+def test_continue_leaves_out_a_cycle_and_runs_the_rest(
+        pytester: pytest.Pytester, mode: list[str]) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_cycle="""
+        @depends_on("test_y")
+        def test_x():
+            mark("x")
+
+
+        @depends_on("test_x")
+        def test_y():
+            mark("y")
+
+
+        @depends_on("test_typo_here")
+        def test_typo():
+            mark("typo")
+
+
+        def test_free():
+            mark("free")
+    """)
+    result = run(pytester, *mode, "--continue-on-collection-errors")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert sorted(read_log(pytester)) == ["free"], result.stdout.str()
+    assert "Interrupted" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*cycle*"])
+    result.stdout.fnmatch_lines(["*'test_typo_here' matches no collected test*"])
+
+
+@pytest.mark.parametrize("mode", MODES, ids=IDS)
+def test_an_unknown_node_id_names_the_rootdir_it_is_relative_to(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: list[str]) -> None:
+    # No ini file: run from tests/, the rootdir is tests/ and node ids drop "tests/".
+    make_modules(pytester, tests__test_a="""
+        def test_a():
+            mark("a")
+    """, tests__test_b="""
+        @depends_on("tests/test_a.py::test_a")
+        def test_b():
+            mark("b")
+
+
+        @depends_on("test_nothing")
+        def test_c():
+            mark("c")
+    """)
+    monkeypatch.chdir(pytester.path / "tests")
+    result = run(pytester, *mode)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    rootdir = pytester.path / "tests"
+    result.stdout.fnmatch_lines([
+        "*target 'tests/test_a.py::test_a' matches no collected test; did you mean "
+        f"'test_a.py::test_a'*? (node ids are relative to the rootdir {rootdir})"])
+    # A bare name is not a path: nothing to say about the rootdir.
+    (line,) = [ln for ln in result.outlines if "'test_nothing' matches" in ln]
+    assert "node ids are relative to the rootdir" not in line
