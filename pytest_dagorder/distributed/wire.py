@@ -27,11 +27,13 @@ from dataclasses import dataclass, replace
 from typing import Any, overload
 
 from .. import __version__
+from ..core.affinity import DocumentKind
 from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
-#: item on workers whose suite declares nothing; 6: ``state_scopes``).
-FORMAT = 6
+#: item on workers whose suite declares nothing; 6: ``state_scopes``;
+#: 7: ``documents``).
+FORMAT = 7
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -119,6 +121,10 @@ class Payload:
     #: in-module edges along which they share state (None: in none), as the
     #: worker found them (see ``core/affinity.py``).  Empty: no test is.
     state_scopes: Sequence[str | None] = ()
+    #: Per test: None for a test function, else what document it is an item
+    #: of (see ``core/affinity.document_files``).  Empty: every test is a
+    #: test function.
+    documents: Sequence[DocumentKind | None] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -177,7 +183,8 @@ class Payload:
 #: The :class:`Payload` fields that hold one entry per test, in ``ids`` order
 #: (``in_order`` reorders them; every other field is about the whole run).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
-                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes")
+                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes",
+                   "documents")
 
 
 def location_of(nodeid: str) -> Location:
@@ -270,6 +277,7 @@ def encode(payload: Payload) -> str:
         "class": _sparse(payload.class_scopes),
         "xdist_group": _sparse(payload.xdist_groups),
         "state": _sparse(payload.state_scopes),
+        "documents": _sparse(payload.documents),
         "graph": graph_data,
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
@@ -366,6 +374,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         deselected=int(data["deselected"]),
         empty_part=data["empty_part"] is True,
         state_scopes=_dense(data["state"], n) if data["state"] else (),
+        documents=_documents(data["documents"], n),
     )
 
 
@@ -417,6 +426,17 @@ def _dense(pairs: Any, n: int) -> list[str | None]:
     out: list[str | None] = [None] * n
     for k, value in pairs:
         out[k] = str(value)
+    return out
+
+
+def _documents(pairs: Any, n: int) -> list[DocumentKind | None] | tuple[()]:
+    if not pairs:
+        return ()
+    out: list[DocumentKind | None] = [None] * n
+    for k, kind in pairs:
+        if kind not in ("file", "module"):
+            raise ValueError(f"unknown document kind {kind!r}")
+        out[k] = kind
     return out
 
 
