@@ -32,7 +32,7 @@ from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
 #: item on workers whose suite declares nothing; 6: ``state_scopes``;
-#: 7: ``documents``).
+#: 7: ``documents``, and ``plain`` in the hello).
 FORMAT = 7
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
@@ -193,19 +193,22 @@ def location_of(nodeid: str) -> Location:
     return path, None, rest.replace("::", ".")
 
 
-def hello() -> str:
-    """The first message of every worker: which format and version it speaks.
+def hello(plain: bool = False) -> str:
+    """The first message of every worker: which format and version it speaks, and
+    whether its suite declares nothing (see :attr:`Payload.plain`).
 
     Every worker's is read (a cheap check).  The controller follows the
     plan of one worker, which ships it after this when sent
-    :data:`PLAN_REQUEST`.
+    :data:`PLAN_REQUEST`; a run that did not ask for the plugin needs no
+    plan where the first hello says ``plain``: xdist schedules it.
     """
-    return json.dumps({"format": FORMAT, "version": __version__})
+    return json.dumps({"format": FORMAT, "version": __version__, "plain": plain})
 
 
-def check_hello(raw: object) -> None:
-    """:class:`WireError` if ``raw`` is not the hello of this format and version."""
-    _checked(raw)
+def check_hello(raw: object) -> bool:
+    """Whether the suite declares nothing, as the hello ``raw`` says; :class:`WireError`
+    if ``raw`` is not the hello of this format and version."""
+    return _checked(raw).get("plain") is True
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,7 @@ class DagWorker(Planner):
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller asks
             # for it as soon as it has this collection, if it is the first.
-            self.channel.send(wire.hello())
+            self.channel.send(wire.hello(self.plain))
             with self._plan_lock:
                 self._unshipped = functools.partial(self._payload, planned, final, ids)
             self._ship_if_asked()  # a request may have come first
