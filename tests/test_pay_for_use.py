@@ -15,9 +15,18 @@ from typing import Any
 
 import pytest
 from helpers import base_args, make_modules, read_log, runpytest, write_ini
-from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
+from test_xdist_adapter import (
+    FakeChannel,
+    FakeLog,
+    FakeNode,
+    Harness,
+    Recorder,
+    make_config,
+    make_payload,
+)
 
 from pytest_dagorder.distributed import wire
+from pytest_dagorder.distributed.controller import DagController, XdistUnlessDeclared
 from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
 
 TIMEOUT = 120
@@ -416,3 +425,58 @@ def test_a_controller_left_to_xdist_loads_no_scheduler_of_its_own(
     assert unneeded(controller, "pytest_dagorder.distributed.scheduling",
                     "pytest_dagorder.distributed.build", "pytest_dagorder.distributed.dispatch",
                     "pytest_dagorder.glue.planning") == []
+
+
+class FakeDSession:
+    """What :func:`hand_over_scheduler` touches of xdist's DSession."""
+
+    def __init__(self) -> None:
+        self.sched: Any = None
+
+
+@pytest.mark.parametrize("dsession", [True, False], ids=["handed-over", "forwarded"])
+@pytest.mark.parametrize("plain", [True, False], ids=["declares-nothing", "declares"])
+def test_the_stand_in_chooses_at_the_first_collection(
+        pytester: pytest.Pytester, recorder: Recorder, plain: bool, dsession: bool) -> None:
+    """xdist's scheduler for a suite that declares nothing (its plan never asked
+    for), the DAG scheduler otherwise, told every worker and collection xdist's
+    was; DSession then calls the chosen one directly, or the stand-in hands on
+    (where DSession's attribute is not there)."""
+    from xdist.scheduler import LoadScheduling
+
+    config = make_config(pytester, recorder)
+    payload = make_payload({"a": "", "b": "" if plain else "a", "c": "", "d": ""},
+                           graph=not plain)
+    payload = wire.Payload(**{**payload.__dict__, "plain": plain})
+    controller = DagController(config)
+    inner = LoadScheduling(config)
+    stand_in = XdistUnlessDeclared(inner, controller, config, FakeLog())
+    fake = FakeDSession()
+    if dsession:
+        fake.sched = stand_in
+        config.pluginmanager.register(fake, "dsession")
+    nodes = [FakeNode("gw0"), FakeNode("gw1")]
+    channels = [FakeChannel(payload), FakeChannel(payload)]
+    for node, channel in zip(nodes, channels, strict=True):
+        controller.channels[node] = channel
+        stand_in.add_node(node)
+    for node in nodes:
+        stand_in.add_node_collection(node, payload.ids)
+    sched = fake.sched if dsession else stand_in
+    assert sched.collection_is_completed
+    sched.schedule()
+    if plain:
+        assert (fake.sched is inner) == dsession
+        assert controller.sched is None
+        assert wire.PLAN_REQUEST not in channels[0].sent
+        # xdist's own first hand-out: two consecutive tests each, then shutdown.
+        assert [n.sends for n in nodes] == [[[0, 1]], [[2, 3]]]
+        assert all(n.shutting_down for n in nodes)
+    else:
+        assert controller.sched is not None
+        assert (fake.sched is controller.sched) == dsession
+        assert channels[0].sent == [wire.PLAN_REQUEST]
+        assert sorted(sched.nodes, key=lambda n: n.gateway.id) == nodes
+        # Every dispatch ends with the barrier: b waits for a.
+        assert all(send[-1] == payload.barrier for n in nodes for send in n.sends)
+        assert 1 not in [i for n in nodes for i in n.sent]
