@@ -144,7 +144,10 @@ def sybil_documents() -> dict[str, str]:
             "test_notes.txt": ">>> n = 1\n>>> n + 1\n2\n"}
 
 
-@pytest.mark.parametrize("n", ["2", "3"])
+@pytest.mark.parametrize("n", [
+    "2", "3",
+    # Installed, not asked for by name: documents are groups the plugin forms.
+    pytest.param("2", marks=pytest.mark.autoload, id="2-installed")])
 def test_sybil_documents_run_whole_whatever_their_collector_claims(
         pytester: pytest.Pytester, n: str) -> None:
     """Sybil's items claim their file as a module (``getparent(pytest.Module)``)."""
