@@ -254,17 +254,21 @@ class XdistUnlessDeclared:
         self._added: list[Any] = []
         self._collections: dict[Any, list[str]] = {}
 
+    @property
+    def _current(self) -> Any:
+        return self._inner if self._chosen is None else self._chosen
+
     def add_node(self, node: Any) -> None:
         if self._chosen is None:
             self._added.append(node)
-        (self._chosen or self._inner).add_node(node)
+        self._current.add_node(node)
 
     def remove_node(self, node: Any) -> str | None:
         if self._chosen is None:
             if node in self._added:
                 self._added.remove(node)
             self._collections.pop(node, None)
-        result: str | None = (self._chosen or self._inner).remove_node(node)
+        result: str | None = self._current.remove_node(node)
         return result
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
@@ -301,4 +305,6 @@ class XdistUnlessDeclared:
         hand_over_scheduler(self._config, self, chosen)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._chosen or self._inner, name)
+        if name.startswith("_"):  # never this object's own (not set yet, or a copy's)
+            raise AttributeError(name)
+        return getattr(self._current, name)
