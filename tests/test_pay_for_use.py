@@ -381,9 +381,9 @@ def test_installed_is_not_opted_in_xdist_schedules_a_suite_that_declares_nothing
         assert ran["test_a.create"].pid == ran["test_a.use"].pid != ran["test_a.3"].pid
         assert ran["test_a.3"].pid == ran["test_a.4"].pid
     else:
-        # Half the tests each; a worker steals from the end of the other's.
-        assert len({ran[f"test_a.{k}"].pid for k in ("create", "use", "3", "4", "5")}) == 1
-        assert ran["test_a.create"].pid != ran["test_c.create"].pid
+        # Half the tests each; a worker steals from the end of the other's
+        # queue, never its first two.
+        assert ran["test_a.create"].pid == ran["test_a.use"].pid != ran["test_c.create"].pid
     result.stdout.fnmatch_lines(["*PASSED test_a.py::test_2_use*"])
 
 
