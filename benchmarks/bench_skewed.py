@@ -83,6 +83,8 @@ def skewed(tmp: Path, n: int, rounds: int) -> None:
         for label, args in sides.items():
             best[label] = min(best.get(label, 1e9), makespan(run(root, args)))
         shutil.rmtree(root / ".pytest_cache", ignore_errors=True)
+        # A --dag-* option asks for the plugin: without one, a suite that
+        # declares nothing is left to xdist's own scheduler.
         ours = ["-n", str(n), "--dag-affinity=none"]
         cold = makespan(run(root, ours))  # nothing recorded yet
         warm = makespan(run(root, ours))  # ranked by what the cold run recorded

@@ -22,7 +22,7 @@ from helpers import (
     write_ini,
 )
 
-from pytest_dagorder.core.affinity import kept_whole
+from pytest_dagorder.core.affinity import DocumentKind, kept_whole
 
 TIMEOUT = 180.0
 
@@ -144,5 +144,7 @@ def test_kept_whole_follows_xdists_scopes() -> None:
         "loadfile a.py": [0, 1, 2, 3], "loadfile d.txt": [5, 6]}
     assert kept_whole("loadscope", "module", ids, modules, classes) == {
         "loadscope a.py": [0, 3], "loadscope a.py::C": [1, 2], "loadscope d.txt": [5, 6]}
-    assert kept_whole("load", "module", ids, modules, classes) == {"document d.txt": [5, 6]}
-    assert kept_whole("load", "none", ids, modules, classes) == {}
+    kinds: list[DocumentKind | None] = [None, None, None, None, None, "file", "file"]
+    assert kept_whole("load", "module", ids, modules, classes, kinds) == {
+        "document d.txt": [5, 6]}
+    assert kept_whole("load", "none", ids, modules, classes, kinds) == {}

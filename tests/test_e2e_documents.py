@@ -11,9 +11,9 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers import base_args, make_modules, runpytest, write_ini
+from helpers import base_args, free_tests, make_modules, runpytest, write_ini
 
-from pytest_dagorder.core.affinity import document_files
+from pytest_dagorder.core.affinity import DocumentKind, document_files
 
 TIMEOUT = 180.0
 
@@ -102,7 +102,121 @@ def test_with_affinity_none_documents_are_not_kept_together(
     assert "documents (files of non-Python" not in result.stdout.str()
 
 
-def test_document_files_are_the_files_of_items_without_a_module() -> None:
-    ids = ["a.steps::x", "t.py::test_a", "a.steps::y", "b.txt::b.txt", "a.steps::z"]
-    modules = [None, "t.py", None, None, None]
-    assert document_files(modules, ids) == {"a.steps": [0, 2, 4]}
+def test_document_files_are_the_files_of_items_that_are_not_test_functions() -> None:
+    ids = ["a.steps::x", "t.py::test_a", "a.steps::y", "b.txt::b.txt", "a.steps::z",
+           "m.py::m.f", "m.py::test_m", "m.py::m.g", "l.py::lint", "l.py::test_l"]
+    kinds: list[DocumentKind | None] = [
+        "file", None, "file", "module", "file", "module", None, "module", "file", None]
+    # A file of one item is whole anyway; a module's docstrings keep its tests
+    # with them; a lint check beside a module's tests does not.
+    assert document_files(ids, kinds) == {"a.steps": [0, 2, 4], "m.py": [5, 6, 7]}
+    assert document_files(ids, [None] * len(ids)) == {}
+
+
+#: Sybil on Markdown, reStructuredText and Python docstrings.
+SYBIL_CONFTEST = """
+from sybil import Sybil
+from sybil.parsers.markdown import PythonCodeBlockParser as MarkdownCode
+from sybil.parsers.rest import DocTestParser, PythonCodeBlockParser as RestCode
+
+pytest_collect_file = Sybil(
+    parsers=[MarkdownCode(), RestCode(), DocTestParser()],
+    patterns=["*.md", "*.rst", "*.py"],
+    excludes=["conftest.py", "test_*.py"],
+).pytest()
+"""
+
+EXAMPLES = 6
+
+
+def sybil_documents() -> dict[str, str]:
+    """Every example after a document's first uses the name the one before it defined."""
+    md = ["```python\nx0 = 1\n```\n"] + [
+        f"```python\nx{k} = x{k - 1} + 1\n```\n" for k in range(1, EXAMPLES)]
+    rst = ["Guide\n=====\n\n.. code-block:: python\n\n    y0 = 1\n"] + [
+        f"\n.. code-block:: python\n\n    y{k} = y{k - 1} + 1\n" for k in range(1, EXAMPLES)]
+    py = ['"""Helpers.\n\n>>> z0 = 1\n"""\n'] + [
+        f'\ndef f{k}():\n    """\n    >>> z{k} = z{k - 1} + 1\n    """\n'
+        for k in range(1, EXAMPLES)]
+    return {"guide.md": "Guide\n\n" + "\n".join(md), "guide.rst": "\n".join(rst),
+            "helpers.py": "\n".join(py),
+            # pytest's own doctest text file: one item, whole anyway.
+            "test_notes.txt": ">>> n = 1\n>>> n + 1\n2\n"}
+
+
+@pytest.mark.parametrize("n", [
+    "2", "3",
+    # Installed, not asked for by name: documents are groups the plugin forms.
+    pytest.param("2", marks=pytest.mark.autoload, id="2-installed")])
+def test_sybil_documents_run_whole_whatever_their_collector_claims(
+        pytester: pytest.Pytester, n: str) -> None:
+    """Sybil's items claim their file as a module (``getparent(pytest.Module)``)."""
+    pytest.importorskip("sybil")
+    write_ini(pytester)
+    pytester.makeconftest(SYBIL_CONFTEST)
+    for name, text in sybil_documents().items():
+        pytester.path.joinpath(name).write_text(text, encoding="utf-8")
+    make_modules(pytester, test_free=free_tests(8))
+    serial = runpytest(pytester, *base_args(), "-p", "no:xdist", timeout=TIMEOUT)
+    serial.assert_outcomes(passed=3 * EXAMPLES + 1 + 8)
+    result = runpytest(pytester, *base_args(), "-n", n, timeout=TIMEOUT)
+    result.assert_outcomes(passed=3 * EXAMPLES + 1 + 8)
+    result.stdout.fnmatch_lines([
+        "dagorder: 3 documents (files of non-Python test items): each runs on one worker, "
+        "in collection order: guide.md, guide.rst, helpers.py"])
+
+
+#: ``--doctest-modules``: a module whose two docstrings share its list, and a
+#: test module whose docstring example runs first and leaves what its tests read.
+INVENTORY = '''
+STOCK = []
+
+
+def a_add():
+    """
+    >>> STOCK.append("gizmo")
+    """
+
+
+def b_list():
+    """
+    >>> STOCK
+    ['gizmo']
+    """
+'''
+
+TEST_STOCK = '''
+LOG = []
+
+
+def record():
+    """
+    >>> record()
+    >>> LOG
+    ['doc']
+    """
+    LOG.append("doc")
+
+
+def test_after_doc():
+    assert LOG == ["doc"]
+
+
+def test_more():
+    LOG.append("more")
+    assert LOG == ["doc", "more"]
+'''
+
+
+def test_doctest_modules_stay_whole_with_their_modules_tests(
+        pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    pytester.path.joinpath("inventory.py").write_text(INVENTORY, encoding="utf-8")
+    pytester.path.joinpath("test_stock.py").write_text(TEST_STOCK, encoding="utf-8")
+    make_modules(pytester, test_free=free_tests(8))
+    serial = runpytest(pytester, *base_args(), "--doctest-modules", "-p", "no:xdist",
+                       timeout=TIMEOUT)
+    serial.assert_outcomes(passed=13)
+    result = runpytest(pytester, *base_args(), "--doctest-modules", "-n", "2", timeout=TIMEOUT)
+    result.assert_outcomes(passed=13)
+    result.stdout.fnmatch_lines(["dagorder: 2 documents *: inventory.py, test_stock.py"])

@@ -15,9 +15,18 @@ from typing import Any
 
 import pytest
 from helpers import base_args, make_modules, read_log, runpytest, write_ini
-from test_xdist_adapter import FakeNode, Harness, Recorder, make_config, make_payload
+from test_xdist_adapter import (
+    FakeChannel,
+    FakeLog,
+    FakeNode,
+    Harness,
+    Recorder,
+    make_config,
+    make_payload,
+)
 
 from pytest_dagorder.distributed import wire
+from pytest_dagorder.distributed.controller import DagController, XdistUnlessDeclared
 from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
 
 TIMEOUT = 120
@@ -312,3 +321,162 @@ def test_under_xdist_the_controller_and_the_workers_load_only_their_side(
         assert unneeded(modules, *UNUSED, "pytest_dagorder.drivers.",
                         "pytest_dagorder.distributed.controller",
                         "pytest_dagorder.distributed.scheduling") == []
+
+
+# -- installed is not opted in: xdist schedules a suite that declares nothing -------------
+
+#: One module of the 20-test suite (4 files): ``test_2_use`` reads what
+#: ``test_1_create``, the test before it, stored; no declarations.
+STORE_THEN_USE = """
+    STORE = {}
+
+
+    def test_1_create():
+        mark(f"{__name__}.create", 0.02)
+        STORE["x"] = 1
+
+
+    def test_2_use():
+        mark(f"{__name__}.use")
+        assert STORE["x"] == 1
+
+
+    def test_3():
+        mark(f"{__name__}.3", 0.02)
+
+
+    def test_4():
+        mark(f"{__name__}.4", 0.02)
+
+
+    def test_5():
+        mark(f"{__name__}.5", 0.02)
+"""
+
+FILES = ("test_a", "test_b", "test_c", "test_d")
+
+
+def store_then_use(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    write_ini(pytester)
+    make_modules(pytester, **dict.fromkeys(FILES, STORE_THEN_USE))
+    return runpytest(pytester, *base_args(), "-n", "2", "-v", *args, timeout=TIMEOUT)
+
+
+@pytest.mark.autoload  # the plugin loads by its entry point, not asked for by name
+@pytest.mark.parametrize(("dist", "scheduler"), [
+    ("load", "LoadScheduling"), ("worksteal", "WorkStealingScheduling")])
+def test_installed_is_not_opted_in_xdist_schedules_a_suite_that_declares_nothing(
+        pytester: pytest.Pytester, dist: str, scheduler: str) -> None:
+    result = store_then_use(pytester, "--dist", dist)
+    assert "-p dagorder" not in " ".join(base_args())
+    result.stdout.fnmatch_lines([f"scheduling tests via {scheduler}"])
+    assert "dagorder: 20 tests" not in result.stdout.str()
+    ran = read_log(pytester)
+    assert len(ran) == 20
+    # xdist hands each worker a run of consecutive tests to start with, so
+    # the first file's use follows its create on the same worker; a
+    # scheduler handing out one test a worker at a time separates them.
+    if dist == "load":
+        # Two each of 20 tests on 2 workers.
+        assert ran["test_a.create"].pid == ran["test_a.use"].pid != ran["test_a.3"].pid
+        assert ran["test_a.3"].pid == ran["test_a.4"].pid
+    else:
+        # Half the tests each; a worker steals from the end of the other's
+        # queue, never its first two.
+        assert ran["test_a.create"].pid == ran["test_a.use"].pid != ran["test_c.create"].pid
+    result.stdout.fnmatch_lines(["*PASSED test_a.py::test_2_use*"])
+
+
+@pytest.mark.autoload
+@pytest.mark.parametrize("ask", [
+    ["-p", "dagorder"], ["--dag-affinity=state"], ["-o", "dag_on_failure=skip"], ["ini"]])
+def test_a_run_that_asks_for_the_plugin_gets_its_scheduler(
+        pytester: pytest.Pytester, ask: list[str]) -> None:
+    """Longest first from recorded durations is what such a run asked for."""
+    if ask == ["ini"]:
+        write_ini(pytester, "dag_affinity = state\n")
+        make_modules(pytester, **dict.fromkeys(FILES, STORE_THEN_USE))
+        result = runpytest(pytester, *base_args(), "-n", "2", "-v", timeout=TIMEOUT)
+    else:
+        result = store_then_use(pytester, *ask)
+    result.stdout.fnmatch_lines(["scheduling tests via DependencyScheduling",
+                                 "dagorder: 20 tests*"])
+
+
+@pytest.mark.autoload
+def test_a_suite_that_declares_something_gets_the_dag_scheduler_unasked(
+        pytester: pytest.Pytester) -> None:
+    write_ini(pytester)
+    make_modules(pytester, test_m=ONE_EDGE)
+    result = runpytest(pytester, *base_args(), "-n", "2", "-v", timeout=TIMEOUT)
+    result.stdout.fnmatch_lines(["scheduling tests via DependencyScheduling",
+                                 "dagorder: 3 tests, 1 dependenc*"])
+    result.assert_outcomes(passed=3)
+    ran = read_log(pytester)
+    assert ran["test_two"].start >= ran["test_one"].end
+
+
+@pytest.mark.autoload
+def test_a_controller_left_to_xdist_loads_no_scheduler_of_its_own(
+        pytester: pytest.Pytester) -> None:
+    found = loaded_modules(pytester, "-n", "2")
+    controller = found.pop("main")
+    assert "pytest_dagorder.distributed.controller" in controller
+    assert unneeded(controller, "pytest_dagorder.distributed.scheduling",
+                    "pytest_dagorder.distributed.build", "pytest_dagorder.distributed.dispatch",
+                    "pytest_dagorder.glue.planning") == []
+
+
+class FakeDSession:
+    """What :func:`hand_over_scheduler` touches of xdist's DSession."""
+
+    def __init__(self) -> None:
+        self.sched: Any = None
+
+
+@pytest.mark.parametrize("dsession", [True, False], ids=["handed-over", "forwarded"])
+@pytest.mark.parametrize("plain", [True, False], ids=["declares-nothing", "declares"])
+def test_the_stand_in_chooses_at_the_first_collection(
+        pytester: pytest.Pytester, recorder: Recorder, plain: bool, dsession: bool) -> None:
+    """xdist's scheduler for a suite that declares nothing (its plan never asked
+    for), the DAG scheduler otherwise, told every worker and collection xdist's
+    was; DSession then calls the chosen one directly, or the stand-in hands on
+    (where DSession's attribute is not there)."""
+    from xdist.scheduler import LoadScheduling
+
+    config = make_config(pytester, recorder)
+    payload = make_payload({"a": "", "b": "" if plain else "a", "c": "", "d": ""},
+                           graph=not plain)
+    payload = wire.Payload(**{**payload.__dict__, "plain": plain})
+    controller = DagController(config)
+    inner = LoadScheduling(config)
+    stand_in = XdistUnlessDeclared(inner, controller, config, FakeLog())
+    fake = FakeDSession()
+    if dsession:
+        fake.sched = stand_in
+        config.pluginmanager.register(fake, "dsession")
+    nodes = [FakeNode("gw0"), FakeNode("gw1")]
+    channels = [FakeChannel(payload), FakeChannel(payload)]
+    for node, channel in zip(nodes, channels, strict=True):
+        controller.channels[node] = channel
+        stand_in.add_node(node)
+    for node in nodes:
+        stand_in.add_node_collection(node, payload.ids)
+    sched = fake.sched if dsession else stand_in
+    assert sched.collection_is_completed
+    sched.schedule()
+    if plain:
+        assert (fake.sched is inner) == dsession
+        assert controller.sched is None
+        assert wire.PLAN_REQUEST not in channels[0].sent
+        # xdist's own first hand-out: two consecutive tests each, then shutdown.
+        assert [n.sends for n in nodes] == [[[0, 1]], [[2, 3]]]
+        assert all(n.shutting_down for n in nodes)
+    else:
+        assert controller.sched is not None
+        assert (fake.sched is controller.sched) == dsession
+        assert channels[0].sent == [wire.PLAN_REQUEST]
+        assert sorted(sched.nodes, key=lambda n: n.gateway.id) == nodes
+        # Every dispatch ends with the barrier: b waits for a.
+        assert all(send[-1] == payload.barrier for n in nodes for send in n.sends)
+        assert 1 not in [i for n in nodes for i in n.sent]

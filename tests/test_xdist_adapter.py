@@ -1117,7 +1117,8 @@ def test_reordering_moves_each_per_test_field_and_keeps_the_rest() -> None:
     payload = dataclasses.replace(
         make_payload(CHAIN), resources=[["db"], [], ["mq"]], exclusive=[True, False, False],
         runtime_depends=[False, True, False], dag_users=[True, False, False],
-        state_scopes=["s", None, None], fail_checks=[("t.py::c", ["t.py::a"])],
+        state_scopes=["s", None, None], documents=["file", None, "module"],
+        fail_checks=[("t.py::c", ["t.py::a"])],
         usage_error="u", header=["h"], whole=True, deselected=2, empty_part=True)
     moved = payload.in_order(list(reversed(payload.ids)))
     for f in dataclasses.fields(wire.Payload):
@@ -1149,6 +1150,7 @@ def test_what_the_node_ids_do_not_say_survives_the_compact_wire_format() -> None
         module_scopes=["pkg/test_m.py", "pkg/test_m.py", "test_n.py", None],
         class_scopes=["pkg/test_m.py::TestA", None, None, None],
         xdist_groups=[None, None, "g", None],
+        documents=[None, None, None, "file"],
         graph=wire.GraphData([*ids, "gone.py::test_x"], [[], [0], [1, 4], []],
                              [[], [], [], [2]]))
     decoded = wire.decode(wire.encode(payload))
@@ -1166,6 +1168,7 @@ def test_what_the_node_ids_do_not_say_survives_the_compact_wire_format() -> None
 
 @pytest.mark.parametrize(("field", "value"), [
     ("ids", ["a", 1]), ("lines", [1]), ("lines", ["1", None, None]), ("odd_locations", [[0]]),
+    ("documents", [[0, "page"]]),
 ])
 def test_a_payload_of_the_wrong_types_is_malformed(field: str, value: object) -> None:
     data = json.loads(wire.encode(make_payload(CHAIN)))

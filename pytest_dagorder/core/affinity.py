@@ -16,6 +16,7 @@ between tests that share nothing leave them free, to run on any worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from .disjoint import DisjointSets
 
@@ -37,45 +38,72 @@ def serial_modules(modules: Sequence[str | None],
     return out
 
 
-def document_files(modules: Sequence[str | None], ids: Sequence[str]) -> dict[str, list[int]]:
-    """The tests (in index order) of each file that is not a Python test module
-    and holds two or more of them, by the file's node id.
+#: Per test, what it is to :func:`document_files`: None for a test function,
+#: ``"file"`` for an item of a document (a file read by a plugin: a doctest
+#: text file, a Sybil document, YAML tests), ``"module"`` for an item of a
+#: Python module's own documentation (``--doctest-modules``, Sybil on ``.py``
+#: docstrings: its collector stands for the module).
+DocumentKind = Literal["file", "module"]
 
-    Items a plugin collects from one document (doctest text files, Sybil
-    documents, YAML or notebook test files) share the document's namespace
+
+def document_files(ids: Sequence[str],
+                   kinds: Sequence[DocumentKind | None]) -> dict[str, list[int]]:
+    """The tests (in index order) of each document that holds two or more of
+    them, by the file's path (its node id's first part), in index order of
+    the files.
+
+    The items a plugin makes of one document share the document's namespace
     and expect to run in file order, in one process, as ``--dist loadfile``
-    runs them.  Such an item has no module scope; its file is its node id's
-    first part.
+    runs them; whatever collector stands above them (Sybil's stands for a
+    module), what tells is that they are not test functions.  The examples
+    of a module's docstrings run against the module, whose state its test
+    functions share: the module's tests stay with them, in file order.
     """
     by_file: dict[str, list[int]] = {}
-    for k, module in enumerate(modules):
-        if module is None:
-            by_file.setdefault(ids[k].split("::", 1)[0], []).append(k)
+    with_tests: set[str] = set()
+    for k, kind in enumerate(kinds):
+        if kind is not None:
+            path = ids[k].split("::", 1)[0]
+            by_file.setdefault(path, []).append(k)
+            if kind == "module":
+                with_tests.add(path)
+    if with_tests:
+        for k, kind in enumerate(kinds):
+            if kind is None and (path := ids[k].split("::", 1)[0]) in with_tests:
+                by_file[path].append(k)
+        for members in by_file.values():
+            members.sort()
     return {path: members for path, members in by_file.items() if len(members) > 1}
 
 
 def kept_whole(dist: str, affinity: str, ids: Sequence[str], modules: Sequence[str | None],
-               classes: Sequence[str | None]) -> dict[str, list[int]]:
+               classes: Sequence[str | None],
+               kinds: Sequence[DocumentKind | None] = ()) -> dict[str, list[int]]:
     """Scopes whose tests run on one worker in collection order, by label, in index order.
 
     ``--dist loadfile``: every file; ``--dist loadscope``: every class, and
     every module for the tests outside classes (as xdist's own modes send
     them).  Otherwise, unless the affinity is ``none``, the documents (see
-    :func:`document_files`).  Scopes of one test are left out.
+    :func:`document_files`; ``kinds`` empty: every test is a test function).
+    Scopes of one test are left out.
     """
     if dist == "loadfile":
         scopes = [nid.split("::", 1)[0] for nid in ids]
     elif dist == "loadscope":
         scopes = [c or m or nid.split("::", 1)[0]
                   for nid, m, c in zip(ids, modules, classes, strict=True)]
-    elif affinity == "none":
+    elif affinity == "none" or not kinds:
         return {}
     else:
-        return {f"document {path}": ks for path, ks in document_files(modules, ids).items()}
+        return {f"{DOCUMENT} {path}": ks for path, ks in document_files(ids, kinds).items()}
     by_scope: dict[str, list[int]] = {}
     for k, scope in enumerate(scopes):
         by_scope.setdefault(scope, []).append(k)
     return {f"{dist} {scope}": ks for scope, ks in by_scope.items() if len(ks) > 1}
+
+
+#: The label :func:`kept_whole` gives a document, before its path.
+DOCUMENT = "document"
 
 
 #: The state key of every test of a module whose code writes module-level

@@ -203,15 +203,18 @@ def runtime_depends_header(modules: int) -> str:
             "each runs on one worker, in collection order")
 
 
-def kept_whole_header(dist: str, scopes: int) -> str:
-    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run whole."""
+def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
+    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
+    whole; ``names``: the documents' files."""
     if dist == "loadfile":
         what = _plural(scopes, "file")
     elif dist == "loadscope":
         what = f"{scopes} {'scope' if scopes == 1 else 'scopes'} (classes, modules)"
     else:
         what = f"{_plural(scopes, 'document')} (files of non-Python test items)"
-    return f"dagorder: {what}: each runs on one worker, in collection order"
+    shown = f": {', '.join(names[:5])}" if names else ""
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
 
 
 def group_cost(cost: float, wall: float, grouped: float, plain: float,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core import wording
-from ..core.affinity import affinity_groups, kept_whole, serial_modules
+from ..core.affinity import DOCUMENT, affinity_groups, kept_whole, serial_modules
 from ..core.errors import DependencyError
 from ..core.graph import Graph
 from ..core.published import Relay
@@ -64,7 +64,8 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
     explicit = list(payload.xdist_groups)
     chains = ({} if mode == "none" else
               serial_modules(payload.module_scopes, payload.runtime_depends))
-    whole = kept_whole(dist, mode, payload.ids, payload.module_scopes, payload.class_scopes)
+    whole = kept_whole(dist, mode, payload.ids, payload.module_scopes, payload.class_scopes,
+                       payload.documents)
     chained = {k: list(a) for k, a in after.items()}
     for label, members in itertools.chain(
             ((f"runtime depends() in {m}", ks) for m, ks in chains.items()),
@@ -120,7 +121,8 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
     if chains:
         header.append(wording.runtime_depends_header(len(chains)))
     if whole:
-        header.append(wording.kept_whole_header(dist, len(whole)))
+        header.append(wording.kept_whole_header(dist, len(whole), [
+            label.removeprefix(f"{DOCUMENT} ") for label in whole if label.startswith(DOCUMENT)]))
     used = resources_in_use(payload.resources)
     if used:
         header.append(wording.limits_header(settings.limits, used))

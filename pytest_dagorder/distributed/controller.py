@@ -10,18 +10,20 @@ scheduler behind :class:`GuardedScheduling`.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from ..core import wording
-from ..glue.dag_fixture import write_published
-from ..glue.dag_run import write_summary
 from ..glue.declarations import Problem
+from ..glue.internals import assertion_rewriting_paused
 from ..glue.settings import DAG_MODES, settings_of
 from . import wire
-from .scheduling import DependencyScheduling
 from .session import WorkerGone, abort
+from .xdist_internals import hand_over_scheduler
+
+if TYPE_CHECKING:
+    from .scheduling import DependencyScheduling
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
 #: the same connection, so normally there already) and for its plan, which
@@ -49,6 +51,8 @@ class DagController:
         self.policy = settings_of(config).on_failure
         self.sched: DependencyScheduling | None = None
         self.channels: dict[Any, Any] = {}
+        #: Per worker whose hello was read: whether its suite declares nothing.
+        self.hellos: dict[Any, bool] = {}
 
     def pytest_configure_node(self, node: Any) -> None:
         channel = node.gateway.newchannel()
@@ -66,9 +70,28 @@ class DagController:
         inner = yield
         dist = config.getvalue("dist")
         if dist in DAG_MODES:
-            self.sched = DependencyScheduling(config, log, self)
-            return self.sched
+            if inner is not None and not settings_of(config).asked:
+                # Installed is not opted in: xdist's own scheduler, unless the
+                # suite declares something (known once a worker collected).
+                return XdistUnlessDeclared(inner, self, config, log)
+            return self.dag_scheduler(config, log)
         return None if inner is None else GuardedScheduling(inner, self, dist)
+
+    def dag_scheduler(self, config: pytest.Config, log: Any) -> DependencyScheduling:
+        """The DAG scheduler, fed the reports from now on."""
+        with assertion_rewriting_paused():  # see plugin.py: loaded only where it runs
+            from .scheduling import DependencyScheduling
+        self.sched = DependencyScheduling(config, log, self)
+        return self.sched
+
+    def declares_nothing(self, node: Any, nodes: Sequence[Any]) -> bool:
+        """Whether ``node``'s suite declares nothing, as its hello says (read once).
+
+        :class:`WorkerGone` if it is gone since its collection.
+        """
+        if node not in self.hellos:
+            self._receive(node, nodes, read=False, passable=True)
+        return self.hellos[node]
 
     def receive_payload(self, node: Any, nodes: Sequence[Any], *,
                         passable: bool = False) -> wire.Payload:
@@ -102,11 +125,12 @@ class DagController:
                 "the dagorder plugin is not active on the workers; "
                 "pass -p dagorder or install it where the workers run"))])
         try:
-            first = channel.receive(timeout=RECEIVE_TIMEOUT)
-            try:
-                wire.check_hello(first)
-            except wire.WireError as exc:
-                self._refuse_version(node, nodes, exc)
+            if node not in self.hellos:
+                first = channel.receive(timeout=RECEIVE_TIMEOUT)
+                try:
+                    self.hellos[node] = wire.check_hello(first)
+                except wire.WireError as exc:
+                    self._refuse_version(node, nodes, exc)
             if not read:
                 return None
             channel.send(wire.PLAN_REQUEST)
@@ -155,6 +179,9 @@ class DagController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
+            with assertion_rewriting_paused():  # loaded with the DAG scheduler already
+                from ..glue.dag_fixture import write_published
+                from ..glue.dag_run import write_summary
             write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
             if self.sched.relay is not None:
                 nodeids = self.sched.run.nodeids
@@ -200,3 +227,84 @@ def _first_declaring(payload: wire.Payload) -> str:
             if graph.requires[i] or graph.after[i]:
                 return nid
     return payload.ids[0]
+
+
+class XdistUnlessDeclared:
+    """xdist's own scheduler for a run that did not ask for this plugin, unless
+    its suite declares something; then the DAG scheduler.
+
+    ``pytest_xdist_make_scheduler`` runs before any worker has collected, so
+    the choice waits for the first collection: that worker's hello says
+    whether the suite declares nothing (no edge, resource, exclusive test,
+    group, ``dag`` user; every worker collects the same).  Until then xdist's
+    scheduler takes every call (it only records the workers and their
+    collections) and this one keeps the same record, to replay it to the DAG
+    scheduler should that be chosen.  The chosen one then takes xdist's calls
+    directly (:func:`~.xdist_internals.hand_over_scheduler`), or through
+    this one where that is not possible.
+    """
+
+    def __init__(self, inner: Any, controller: DagController, config: pytest.Config,
+                 log: Any) -> None:
+        self._inner = inner
+        self._controller = controller
+        self._config = config
+        self._log = log
+        self._chosen: Any = None
+        self._added: list[Any] = []
+        self._collections: dict[Any, list[str]] = {}
+
+    @property
+    def _current(self) -> Any:
+        return self._inner if self._chosen is None else self._chosen
+
+    def add_node(self, node: Any) -> None:
+        if self._chosen is None:
+            self._added.append(node)
+        self._current.add_node(node)
+
+    def remove_node(self, node: Any) -> str | None:
+        if self._chosen is None:
+            if node in self._added:
+                self._added.remove(node)
+            self._collections.pop(node, None)
+        result: str | None = self._current.remove_node(node)
+        return result
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        if self._chosen is not None:
+            self._chosen.add_node_collection(node, collection)
+            return
+        self._collections[node] = list(collection)
+        self._inner.add_node_collection(node, collection)
+        try:
+            plain = self._controller.declares_nothing(node, list(self._added))
+        except WorkerGone:
+            return  # the next worker's collection decides
+        if plain:
+            self._choose(self._inner)
+        else:
+            self._choose_dag()
+
+    def schedule(self) -> None:
+        if self._chosen is None:
+            # No hello could be read: the DAG scheduler knows how to end such a run.
+            self._choose_dag()
+        self._chosen.schedule()
+
+    def _choose_dag(self) -> None:
+        dag = self._controller.dag_scheduler(self._config, self._log)
+        self._choose(dag)
+        for node in self._added:
+            dag.add_node(node)
+        for node, collection in self._collections.items():
+            dag.add_node_collection(node, collection)
+
+    def _choose(self, chosen: Any) -> None:
+        self._chosen = chosen
+        hand_over_scheduler(self._config, self, chosen)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # never this object's own (not set yet, or a copy's)
+            raise AttributeError(name)
+        return getattr(self._current, name)

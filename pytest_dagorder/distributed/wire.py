@@ -27,11 +27,13 @@ from dataclasses import dataclass, replace
 from typing import Any, overload
 
 from .. import __version__
+from ..core.affinity import DocumentKind
 from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
-#: item on workers whose suite declares nothing; 6: ``state_scopes``).
-FORMAT = 6
+#: item on workers whose suite declares nothing; 6: ``state_scopes``;
+#: 7: ``documents``, and ``plain`` in the hello).
+FORMAT = 7
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -123,6 +125,10 @@ class Payload:
     #: left out, as (node id, message): reported as collection errors, and
     #: the rest runs (``problems`` end the session).
     errors: Sequence[tuple[str, str]] = ()
+    #: Per test: None for a test function, else what document it is an item
+    #: of (see ``core/affinity.document_files``).  Empty: every test is a
+    #: test function.
+    documents: Sequence[DocumentKind | None] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -181,7 +187,8 @@ class Payload:
 #: The :class:`Payload` fields that hold one entry per test, in ``ids`` order
 #: (``in_order`` reorders them; every other field is about the whole run).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
-                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes")
+                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes",
+                   "documents")
 
 
 def location_of(nodeid: str) -> Location:
@@ -190,19 +197,22 @@ def location_of(nodeid: str) -> Location:
     return path, None, rest.replace("::", ".")
 
 
-def hello() -> str:
-    """The first message of every worker: which format and version it speaks.
+def hello(plain: bool = False) -> str:
+    """The first message of every worker: which format and version it speaks, and
+    whether its suite declares nothing (see :attr:`Payload.plain`).
 
     Every worker's is read (a cheap check).  The controller follows the
     plan of one worker, which ships it after this when sent
-    :data:`PLAN_REQUEST`.
+    :data:`PLAN_REQUEST`; a run that did not ask for the plugin needs no
+    plan where the first hello says ``plain``: xdist schedules it.
     """
-    return json.dumps({"format": FORMAT, "version": __version__})
+    return json.dumps({"format": FORMAT, "version": __version__, "plain": plain})
 
 
-def check_hello(raw: object) -> None:
-    """:class:`WireError` if ``raw`` is not the hello of this format and version."""
-    _checked(raw)
+def check_hello(raw: object) -> bool:
+    """Whether the suite declares nothing, as the hello ``raw`` says; :class:`WireError`
+    if ``raw`` is not the hello of this format and version."""
+    return _checked(raw).get("plain") is True
 
 
 @dataclass(frozen=True)
@@ -274,6 +284,7 @@ def encode(payload: Payload) -> str:
         "class": _sparse(payload.class_scopes),
         "xdist_group": _sparse(payload.xdist_groups),
         "state": _sparse(payload.state_scopes),
+        "documents": _sparse(payload.documents),
         "graph": graph_data,
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
@@ -372,6 +383,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         empty_part=data["empty_part"] is True,
         state_scopes=_dense(data["state"], n) if data["state"] else (),
         errors=[(str(nid), str(msg)) for nid, msg in data["errors"]] or (),
+        documents=_documents(data["documents"], n),
     )
 
 
@@ -423,6 +435,17 @@ def _dense(pairs: Any, n: int) -> list[str | None]:
     out: list[str | None] = [None] * n
     for k, value in pairs:
         out[k] = str(value)
+    return out
+
+
+def _documents(pairs: Any, n: int) -> list[DocumentKind | None] | tuple[()]:
+    if not pairs:
+        return ()
+    out: list[DocumentKind | None] = [None] * n
+    for k, kind in pairs:
+        if kind not in ("file", "module"):
+            raise ValueError(f"unknown document kind {kind!r}")
+        out[k] = kind
     return out
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from ..core.affinity import kept_whole
+from ..core.affinity import DocumentKind, kept_whole
 from ..core.memory import collector_paused
 from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
@@ -143,6 +143,8 @@ class DagWorker(Planner):
         # The suite declares nothing the controller must order or limit (known
         # at collection): then this worker runs as under plain xdist.
         self.plain = False
+        #: Per planned test, what document it is an item of (see documents()).
+        self.documents: list[DocumentKind | None] = []
         self.session: pytest.Session | None = None
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
         # The plan is shipped on request only (see wire.hello; the controller
@@ -204,15 +206,16 @@ class DagWorker(Planner):
         # Files kept whole (--dist loadfile/loadscope, documents) are chains
         # the controller hands out one test after another: barriers again.
         dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
+        self.documents = documents(planned)
         self.plain = (not self.stop_policy and declares_nothing(self.plan, planned)
                       and not kept_whole(dist, settings_of(self.config).affinity, ids,
                                          _scopes(planned, pytest.Module),
-                                         _scopes(planned, pytest.Class)))
+                                         _scopes(planned, pytest.Class), self.documents))
         if self.channel is not None:
             # The controller's indices are positions in the list this worker
             # runs from: ship the plan in that order.  The controller asks
             # for it as soon as it has this collection, if it is the first.
-            self.channel.send(wire.hello())
+            self.channel.send(wire.hello(self.plain))
             with self._plan_lock:
                 self._unshipped = functools.partial(self._payload, planned, final, ids)
             self._ship_if_asked()  # a request may have come first
@@ -392,6 +395,8 @@ class DagWorker(Planner):
                 where = dict(zip(map(id, plan.items), labels, strict=True))
                 payload = dataclasses.replace(
                     payload, state_scopes=[where.get(id(it)) for it in planned])
+        if any(self.documents):
+            payload = dataclasses.replace(payload, documents=self.documents)
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
@@ -469,6 +474,28 @@ def declares_nothing(plan: Plan | None, items: list[pytest.Item]) -> bool:
         return False
     uses = RuntimeUsers()
     return not any(uses_dag(it) or uses(it) for it in items)
+
+
+def documents(items: list[pytest.Item]) -> list[DocumentKind | None]:
+    """Per item, None for a test function, else what document it is an item of.
+
+    ``"module"``: the collector above it stands for a Python module
+    (``--doctest-modules``' items, Sybil's on any file: ``getparent(pytest.Module)``
+    finds one), whose docstrings it runs; ``"file"``: any other item a plugin
+    collects from a file (YAML tests, a lint check).
+    """
+    out: list[DocumentKind | None] = []
+    by_parent: dict[int, DocumentKind] = {}
+    for item in items:
+        if isinstance(item, pytest.Function):
+            out.append(None)
+            continue
+        key = id(item.parent)
+        kind = by_parent.get(key)
+        if kind is None:
+            kind = by_parent[key] = "file" if item.getparent(pytest.Module) is None else "module"
+        out.append(kind)
+    return out
 
 
 def _location(item: pytest.Item) -> tuple[str, int | None, str]:

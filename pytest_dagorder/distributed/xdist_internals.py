@@ -70,3 +70,20 @@ def count_xdist_failure(config: pytest.Config, report: pytest.TestReport) -> boo
         return False
     handle(report)
     return True
+
+
+def hand_over_scheduler(config: pytest.Config, current: object, chosen: object) -> bool:
+    """Let DSession call ``chosen`` directly where it holds ``current`` (``DSession.sched``).
+
+    The scheduler a ``pytest_xdist_make_scheduler`` returns is chosen
+    before any worker has collected; a stand-in that decides later hands
+    every call on.  Swapped in place, the chosen one is what xdist sees
+    from then on (its ``-v`` line "scheduling tests via ...", the ``sched``
+    of ``pytest_handlecrashitem``).  False where the attribute is gone or
+    holds something else: the stand-in then keeps handing calls on.
+    """
+    dsession = config.pluginmanager.get_plugin("dsession")
+    if dsession is None or getattr(dsession, "sched", None) is not current:
+        return False
+    dsession.sched = chosen
+    return True

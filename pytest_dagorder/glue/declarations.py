@@ -22,7 +22,7 @@ from typing import Protocol
 import pytest
 
 from ..core import wording
-from .internals import assertion_rewriting_paused
+from .internals import assertion_rewriting_paused, wide_fixtures
 from .markers import DEPENDS_ON, RUN_AFTER
 
 
@@ -188,6 +188,7 @@ class Index:
         self._chains: dict[int, list[str]] = {}
         self._scopes: dict[int, list[str]] = {}
         self._by_function: dict[int, list[int]] | None = None  # see by_function
+        self._params: dict[int, dict[tuple[str, str], int]] = {}  # see _wide_params
         by_key = self.by_key
         # Plain loops: this runs for every collected test in every process.
         for i, item in enumerate(items):
@@ -249,6 +250,40 @@ class Index:
         if len(same) == len(hit) or all(_repetition(self.items[j]) != step for j in hit):
             return hit
         return same
+
+    def same_instance(self, i: int, hit: list[int]) -> list[int]:
+        """Of the items a bare target names from item ``i``, those ``i`` is paired with:
+        the same repetition (:meth:`same_repetition`), and the same parameter
+        of every fixture wider than function scope that both are
+        parametrized by.
+
+        ``test_count[pg]`` depending on ``test_insert``, both using a
+        module-scoped ``db`` fixture with params ``sqlite`` and ``pg``,
+        means ``test_insert[pg]``: pytest runs each fixture instance's tests
+        together, and the dependent reads what its target left in that
+        instance.  If no target has ``i``'s parameters, every instance is meant.
+        """
+        hit = self.same_repetition(i, hit)
+        mine = self._wide_params(i)
+        if not mine or len(hit) < 2:
+            return hit
+        same = [j for j in hit if _same_params(mine, self._wide_params(j))]
+        return same or hit
+
+    def _wide_params(self, i: int) -> dict[tuple[str, str], int]:
+        """Item ``i``'s parameter index per parametrized fixture wider than function
+        scope, keyed by (name, where defined); made on first use."""
+        found = self._params.get(i)
+        if found is None:
+            item = self.items[i]
+            indices = getattr(getattr(item, "callspec", None), "indices", None)
+            found = {}
+            if isinstance(indices, dict) and indices:
+                for name, scope, where in wide_fixtures(item) or ():
+                    if name in indices and scope != "function":
+                        found[(name, where)] = indices[name]
+            self._params[i] = found
+        return found
 
     def lookup(self, key: str) -> list[int] | None:
         return self.by_key.get(key)
@@ -329,6 +364,12 @@ def _repetition(item: pytest.Item) -> int | None:
         return None
     step = callspec.params.get(REPEAT_PARAM)
     return step if isinstance(step, int) else None
+
+
+def _same_params(mine: Mapping[tuple[str, str], int],
+                 theirs: Mapping[tuple[str, str], int]) -> bool:
+    """No fixture parametrizes both with different parameters."""
+    return all(theirs.get(key, k) == k for key, k in mine.items())
 
 
 def _with_escaped(keys: list[str]) -> list[str]:
@@ -456,7 +497,7 @@ def _resolve_mark(
                     [index.ids[j] for j in hit])):
                 break
             if len(hit) > 1 and spelled and "[" not in spelled:
-                hit = index.same_repetition(i, hit)
+                hit = index.same_instance(i, hit)
             edges.extend(hit if own else [j for j in hit if j != i])
         else:
             return Declared(edges)
@@ -477,7 +518,7 @@ def _resolve_mark(
         if isinstance(target, str) and target.strip():
             hit = index.find(item, target)
             if hit is not None and len(hit) > 1 and "[" not in target:
-                hit = index.same_repetition(i, hit)
+                hit = index.same_instance(i, hit)
             if hit is None and (gone := index.unreachable(target.strip())) is not None:
                 module, why = gone
                 if not why.skipped:
@@ -516,7 +557,7 @@ def _resolve_mark(
                     f"collected in {' and '.join(places)}; name the test by its node id")))
                 continue
             if len(hit) > 1:
-                hit = index.same_repetition(i, hit)
+                hit = index.same_instance(i, hit)
         else:
             problems.append(Problem(nodeid, (
                 f"{where}: {target!r} is not a test name or test function; "

@@ -17,7 +17,7 @@ import functools
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType, FunctionType, MethodType
@@ -151,6 +151,24 @@ def as_in_teardown(item: pytest.Item, view: dict[str, object]) -> Iterator[None]
     finally:
         for name, value in kept.items():
             setattr(item, name, value)
+
+
+def ini_keys(config: pytest.Config) -> frozenset[str]:
+    """The ini keys the configuration file (or ``-o``) sets, whatever their value.
+
+    pytest has no public way to tell a key set to its default from one not
+    set: ``Config._inicfg`` (pytest 9, overrides included) or
+    ``Config.inicfg`` (pytest 8, file only), and the ``-o`` option.
+    Fallback, where neither is a mapping: the ``-o`` keys only.
+    """
+    keys = {str(entry).partition("=")[0].strip()
+            for entry in config.getoption("override_ini", None) or ()}
+    table = getattr(config, "_inicfg", None)
+    if not isinstance(table, Mapping):
+        table = config.__dict__.get("inicfg")  # an attribute before pytest 9
+    if isinstance(table, Mapping):
+        keys.update(map(str, table))
+    return frozenset(keys)
 
 
 def _relay_holds(config: pytest.Config, name: str) -> bool:

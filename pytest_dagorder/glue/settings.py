@@ -17,7 +17,7 @@ from typing import Any, Literal, cast, get_args
 import pytest
 
 from ..core.states import FAILURE_POLICIES, FailurePolicy
-from .internals import assertion_rewriting_paused
+from .internals import assertion_rewriting_paused, ini_keys
 
 #: Which tests must share a worker (see affinity.py): chains inside a module
 #: along which tests share state, every chain inside a module, inside a
@@ -56,6 +56,9 @@ class Settings:
     store_durations: bool = False
     #: --dag-shard K/N as (K, N), 1-based; None: the whole suite.
     shard: tuple[int, int] | None = None
+    #: The run asks for this plugin (see :func:`asks_for_plugin`); otherwise,
+    #: under xdist, a suite that declares nothing is left to xdist's scheduler.
+    asked: bool = False
 
     @property
     def cuts_or_records(self) -> bool:
@@ -149,7 +152,7 @@ def configure(config: pytest.Config) -> Settings:
             **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
         }),
     )
-    settings = replace(settings, **_ci_settings(config))
+    settings = replace(settings, **_ci_settings(config), asked=asks_for_plugin(config))
     config.stash[SETTINGS] = settings
     return settings
 
@@ -180,6 +183,25 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
         except ShardSpecError as exc:
             raise pytest.UsageError(str(exc)) from None
     return {"durations_path": path, "store_durations": store, "shard": shard}
+
+
+#: What ``-p`` names this plugin by: its entry point and its modules.
+PLUGIN_NAMES = frozenset({"dagorder", "pytest_dagorder", "pytest_dagorder.plugin"})
+
+
+def asks_for_plugin(config: pytest.Config) -> bool:
+    """Whether the run asks for this plugin rather than only having it installed.
+
+    ``-p dagorder`` (on the command line, in ``addopts`` or
+    ``PYTEST_ADDOPTS``), any ``--dag-*`` option given a value, or any
+    ``dag_*`` ini key set.
+    """
+    if PLUGIN_NAMES.intersection(map(str, config.getoption("plugins", None) or ())):
+        return True
+    if any(name.startswith("dag_") and value not in (None, False, "", [], ())
+           for name, value in vars(config.option).items()):
+        return True
+    return any(key.startswith("dag_") for key in ini_keys(config))
 
 
 def settings_of(config: pytest.Config) -> Settings:
