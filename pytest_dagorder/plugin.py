@@ -94,8 +94,10 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{EXCLUSIVE}: nothing else runs on any worker while this test runs (pytest-dagorder)",
     )
 
-    settings.configure(config)
+    found = settings.configure(config)
     migration.configure(config)
+    if found.find_missing is not None and not hasattr(config, "workerinput"):
+        _register_finder(config)
     if hasattr(config, "workerinput") and barriers_blocker(config) is None:
         _register_worker(config)
     visual_options.configure(config)
@@ -161,3 +163,9 @@ def _register_serial(config: pytest.Config) -> None:
     with assertion_rewriting_paused():
         from .drivers.serial import SerialRunner
     config.pluginmanager.register(SerialRunner(config), DRIVER_NAME)
+
+
+def _register_finder(config: pytest.Config) -> None:
+    with assertion_rewriting_paused():
+        from .drivers.find_missing import MissingFinder
+    config.pluginmanager.register(MissingFinder(config), "dagorder-find-missing")
