@@ -159,14 +159,15 @@ def test_independent_edges_all_stay() -> None:
 def test_pairs_that_share_a_written_path_and_no_edge_are_candidates() -> None:
     touches = [
         Touches(writes=frozenset({"/r/out.txt"})),
-        Touches(reads=frozenset({"/r/out.txt"})),
         Touches(writes=frozenset({"/r/out.txt"})),
-        Touches(reads=frozenset({"/r/other"})),
-        Touches(reads=frozenset({"/r/other"})),
+        Touches(writes=frozenset({"/r/out.txt"})),
+        Touches(reads=frozenset({"/r/out.txt", "/r/other"})),
+        Touches(writes=frozenset({"/r/db"}), reads=frozenset({"/r/other"})),
+        Touches(writes=frozenset({"/r/db"})),
     ]
-    linked = ordered([[], [0], [], [], []])  # 1 -> 0 is an edge: they never overlap
-    assert conflict_candidates(touches, linked, 100) == [(0, 2, "/r/out.txt"),
-                                                         (1, 2, "/r/out.txt")]
+    linked = ordered([[], [0], [], [], [], []])  # 1 -> 0 is an edge: they never overlap
+    assert conflict_candidates(touches, linked, 100) == [
+        (0, 2, "/r/out.txt"), (1, 2, "/r/out.txt"), (4, 5, "/r/db")]
     assert conflict_candidates(touches, linked, 1) == [(0, 2, "/r/out.txt")]
 
 

@@ -18,8 +18,8 @@ asks for several probes at once where it can use them (``width``): a k-ary
 search instead of a bisection, the same answer in fewer rounds.  Everything
 is deterministic: the same probe answers give the same result.
 
-Also here: which pairs of tests might not run at the same time (both touch
-one path, one of them writing, and no edge orders them), the name
+Also here: which pairs of tests might not run at the same time (both write
+one path and no edge orders them), the name
 suggested for the resource they share, and which found edges the others
 already imply.
 """
@@ -75,6 +75,8 @@ def needed(size: int, probes: Probes, *, width: int = 1,
     width = max(1, width)
     if not known_failing_alone and probes([[]])[0]:
         return []
+    if size == 1:  # the whole prefix passes, none of it fails: the one test it is
+        return [0]
     found: list[int] = []
     hi = size
     while True:
@@ -166,9 +168,10 @@ def conflict_candidates(touches: Sequence[Touches], linked: Callable[[int, int],
                         limit: int) -> list[tuple[int, int, str]]:
     """Pairs ``(i, j, path)``, ``i < j``, that may not run at the same time.
 
-    Both touch ``path`` and one of them writes it, and no edge orders them
-    (``linked``).  In test order, at most ``limit`` of them; the path is the
-    first shared one in sorted order.
+    Both write ``path`` (a test that only reads what another writes is
+    ordered after it if it needs it, and otherwise reads other rows or
+    parts of it), and no edge orders them (``linked``).  In test order, at
+    most ``limit`` of them; the path is the first shared one in sorted order.
     """
     by_path: dict[str, list[int]] = {}
     for k, t in enumerate(touches):
@@ -181,7 +184,7 @@ def conflict_candidates(touches: Sequence[Touches], linked: Callable[[int, int],
             for j in users[x + 1:]:
                 if (i, j) in pairs:
                     continue
-                if path not in touches[i].writes and path not in touches[j].writes:
+                if path not in touches[i].writes or path not in touches[j].writes:
                     continue
                 if not linked(i, j):
                     pairs[(i, j)] = path

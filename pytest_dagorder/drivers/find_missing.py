@@ -12,7 +12,11 @@ of node ids in serial order and reports each test's outcome (see
    that no test runs after the tests it could need; a test that fails there
    is searched.
 3. the search (``core/missing.needed``): the tests of its serial prefix it
-   needs, by bisection, as many probes at once as ``-n`` says.  A found set
+   needs, by bisection, as many probes at once as ``-n`` says.  The serial
+   pass's record narrows it first: the tests that wrote a path the test
+   touched, or changed the environment or a module-level value below the
+   rootdir, are searched alone when the test passes after them (short
+   probes); otherwise the whole prefix is.  A found set
    is then run in one process and the test in the next: if the test fails,
    it reads what they left in the process (a global, an environment
    variable) and must share their worker.
@@ -89,6 +93,11 @@ class ProbeError(Exception):
 class Result:
     outcome: str
     touches: Touches
+    #: The test changed the environment or a module-level value below the rootdir.
+    state: bool = False
+
+
+FAILED: Final = Result("failed", Touches())
 
 
 class Sandbox:
@@ -225,7 +234,7 @@ class MissingFinder:
         serial = self._probe(ids, trace=True)
         self.timeout = max(PROBE_TIMEOUT_FLOOR,
                            PROBE_TIMEOUT_FACTOR * (time.monotonic() - began))
-        failing = [nid for nid in ids if serial.get(nid, Result("failed", Touches())).outcome
+        failing = [nid for nid in ids if serial.get(nid, FAILED).outcome
                    in ("failed", "xpassed")]
         if failing:
             write("dagorder: the selection does not pass serially, so there is no order to "
@@ -240,7 +249,8 @@ class MissingFinder:
         suspects = self._screen(ids, targets) if not one else targets
         write(f"dagorder: {len(suspects)} test(s) fail without the tests before them; "
               "searching")
-        needs, unfinished = self._search(ids, suspects, write)
+        hints = {t: _hints(ids, serial, t) for t in suspects}
+        needs, unfinished = self._search(ids, suspects, hints, write)
         same = self._same_process(ids, needs)
         needs = implied(needs, declared, keep=lambda t, p: t in same)
         touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
@@ -269,24 +279,32 @@ class MissingFinder:
         with cf.ThreadPoolExecutor(self.slots) as ex:
             runs = list(ex.map(lambda b: self._probe([ids[k] for k in reversed(b)]), batches))
         return [k for b, run in zip(batches, runs, strict=True) for k in b
-                if run.get(ids[k], Result("failed", Touches())).outcome != "passed"]
+                if run.get(ids[k], FAILED).outcome != "passed"]
 
-    def _search(self, ids: list[str], suspects: list[int],
+    def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
                 write: _Write) -> tuple[dict[int, list[int]], list[int]]:
+        """Each suspect's needs: among its hints first (short probes), else its whole prefix."""
         width = max(1, self.slots // max(1, len(suspects)))
         self.left = len(suspects)
         probes_ex = cf.ThreadPoolExecutor(self.slots)
 
         def search(t: int) -> list[int]:
-            def probes(subsets: Sequence[Sequence[int]]) -> list[bool]:
-                if time.monotonic() > self.deadline:
-                    raise SearchStopped
-                runs = [probes_ex.submit(self._probe, [*(ids[k] for k in s), ids[t]])
-                        for s in subsets]
-                return [r.result().get(ids[t], Result("failed", Touches())).outcome
-                        == "passed" for r in runs]
+            def over(among: Sequence[int]) -> Callable[[Sequence[Sequence[int]]], list[bool]]:
+                def probes(subsets: Sequence[Sequence[int]]) -> list[bool]:
+                    if time.monotonic() > self.deadline:
+                        raise SearchStopped
+                    runs = [probes_ex.submit(
+                        self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
+                    return [r.result().get(ids[t], FAILED).outcome == "passed" for r in runs]
+                return probes
+
             try:
-                return needed(t, probes, width=width, known_failing_alone=False)
+                if over([])([[]])[0]:
+                    return []
+                hinted = hints.get(t, [])
+                if hinted and over(hinted)([range(len(hinted))])[0]:
+                    return [hinted[k] for k in needed(len(hinted), over(hinted), width=width)]
+                return needed(t, over(range(t)), width=width)
             finally:
                 with self.lock:
                     self.left -= 1
@@ -324,7 +342,7 @@ class MissingFinder:
                 after = self._run(sandbox, [ids[t]])
             finally:
                 self.pool.put(sandbox)
-            return after.get(ids[t], Result("failed", Touches())).outcome != "passed"
+            return after.get(ids[t], FAILED).outcome != "passed"
 
         with cf.ThreadPoolExecutor(self.slots) as ex:
             answers = list(ex.map(check, sorted(needs)))
@@ -353,7 +371,7 @@ class MissingFinder:
                     runs = self._together(sandbox, [(chain(i), ids[i]), (chain(j), ids[j])])
                 finally:
                     self.pool.put(sandbox)
-                if any(r.get(nid, Result("failed", Touches())).outcome != "passed"
+                if any(r.get(nid, FAILED).outcome != "passed"
                        for r, nid in zip(runs, (ids[i], ids[j]), strict=True)):
                     return True
             return False
@@ -434,7 +452,8 @@ class MissingFinder:
                 rec = json.loads(line)
                 results[_relative(rec["id"], sandbox.root)] = Result(rec["outcome"], Touches(
                     frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
-                    frozenset(_relative(p, sandbox.root) for p in rec["reads"])))
+                    frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
+                    bool(rec.get("state")))
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -499,6 +518,19 @@ class MissingFinder:
         edges = sum(len(v) for v in found.needs.values())
         write(f"dagorder: {edges} missing prerequisite(s), {len(found.conflicts)} conflict(s) "
               f"in {seconds:.1f} s with {self.processes} pytest processes{wrote}")
+
+
+def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:
+    """The tests before ``t`` most likely to be what it needs, from the serial pass:
+    those that wrote a path ``t`` touched, and those that changed the process's state."""
+    mine = serial.get(ids[t], FAILED).touches
+    paths = mine.reads | mine.writes
+    out = []
+    for k in range(t):
+        seen = serial.get(ids[k], FAILED)
+        if seen.state or not seen.touches.writes.isdisjoint(paths):
+            out.append(k)
+    return out
 
 
 def _inside(path: Path, root: Path, copy: Path) -> Path:
