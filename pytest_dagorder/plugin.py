@@ -20,6 +20,7 @@ plain xdist's, and the controller says so in one line.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -56,6 +57,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     entry point needs, so ``-n`` would be lost even with autoload on.
     """
     migration.take_over_early(early_config)
+    if getattr(early_config.known_args_namespace, "dag_find_missing", None) is not None:
+        # The probes' environment: as the command started, before any conftest changed it.
+        early_config.stash[settings.ENVIRONMENT] = dict(os.environ)
     pm = early_config.pluginmanager
     if pm.has_plugin("xdist") or pm.is_blocked("xdist"):
         return

@@ -61,7 +61,7 @@ from ..core.missing import (
     resource_name,
 )
 from ..glue import edges_file
-from ..glue.settings import DRIVER_NAME, Settings, settings_of
+from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
 
 #: Folders a probe's copy of the rootdir leaves out (version control, virtual
@@ -129,6 +129,12 @@ class Sandbox:
                 out.append((rel, os.lstat(os.path.join(dirpath, f))))
         return out
 
+    def drop(self, paths: Sequence[str]) -> None:
+        """Leave these files (relative to the rootdir) out of the copy for good."""
+        for rel in paths:
+            (self.root / rel).unlink(missing_ok=True)
+            self.files.pop(os.path.normpath(rel), None)
+
     def reset(self) -> None:
         seen: set[str] = set()
         for rel, st in self._walk():
@@ -185,6 +191,13 @@ class MissingFinder:
         self.pool: queue.Queue[Sandbox] = queue.Queue()
         self.counter = 0
         self.workdir: Path | None = None
+        self.sandboxes: list[Sandbox] = []
+        self.ids: list[str] = []
+        self.order: dict[str, int] = {}
+        self.declared: list[list[int]] = []
+        # A conftest may have started a service for this session and named it in
+        # the environment: the probes must not share it.
+        self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
 
     # -- the session -------------------------------------------------------------------
 
@@ -225,9 +238,13 @@ class MissingFinder:
                     "of a collected test (see pytest --collect-only -q)")
             ids = ids[:ids.index(one) + 1]
         declared = self._declared(len(ids))
-        for k in range(self.slots):
-            assert self.workdir is not None
-            self.pool.put(Sandbox(self.config.rootpath, self.workdir / f"slot{k}"))
+        self.order = {nid: k for k, nid in enumerate(ids)}
+        self.ids, self.declared = ids, declared
+        assert self.workdir is not None
+        self.sandboxes = [Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                          for k in range(self.slots)]
+        for sandbox in self.sandboxes:
+            self.pool.put(sandbox)
         write(f"dagorder: finding missing declarations of {len(ids) if not one else 1} "
               f"test(s) with up to {self.slots} probe process(es) at once")
         began = time.monotonic()
@@ -243,6 +260,7 @@ class MissingFinder:
                 write(f"    {nid}")
             session.testsfailed = len(failing)
             return None
+        self._drop_leftovers(serial, write)
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         write(f"dagorder: serial pass: {len(passed)} passed; screening {len(targets)} test(s)")
@@ -251,7 +269,7 @@ class MissingFinder:
               "searching")
         hints = {t: _hints(ids, serial, t) for t in suspects}
         needs, unfinished = self._search(ids, suspects, hints, write)
-        same = self._same_process(ids, needs)
+        same = self._same_process(ids, needs, serial)
         needs = implied(needs, declared, keep=lambda t, p: t in same)
         touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
         edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
@@ -262,6 +280,29 @@ class MissingFinder:
         write(f"dagorder: overlapping {len(pairs)} pair(s) of tests that touch one path")
         conflicts = self._conflicts(ids, pairs, needs)
         return Findings(needs, same, conflicts, unfinished)
+
+    def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
+        """Files the tests write that an earlier run left in the project would let a
+        test pass without the test that writes them: the copies leave out those
+        git does not track (a tracked one is part of the project)."""
+        root = self.config.rootpath
+        present = sorted({p for r in serial.values() for p in r.touches.writes
+                          if not os.path.isabs(p) and (root / p).is_file()})
+        if not present:
+            return
+        tracked = _tracked(root, present)
+        if tracked is None:
+            write(f"dagorder: {len(present)} file(s) the tests write were in the project "
+                  f"before the run (not a git checkout: kept), e.g. {present[0]}; a test "
+                  "that needs them is found only once they are removed")
+            return
+        left = [p for p in present if p not in tracked]
+        if left:
+            write(f"dagorder: {len(left)} file(s) the tests write were left in the project "
+                  f"by an earlier run (git does not track them), e.g. {left[0]}; the probes "
+                  "run without them")
+            for sandbox in self.sandboxes:
+                sandbox.drop(left)
 
     def _declared(self, n: int) -> list[list[int]]:
         runner = self.config.pluginmanager.get_plugin(DRIVER_NAME)
@@ -332,8 +373,20 @@ class MissingFinder:
                     needs[t] = found
         return needs, unfinished
 
-    def _same_process(self, ids: list[str], needs: dict[int, list[int]]) -> set[int]:
-        """The tests that need their prerequisites' process, not only their files."""
+    def _same_process(self, ids: list[str], needs: dict[int, list[int]],
+                      serial: dict[str, Result]) -> set[int]:
+        """The tests that need their prerequisites' process, not only their files.
+
+        Probed (the prerequisites in one process, the test in the next) unless
+        the serial pass settles it: the prerequisites wrote a path the test
+        touched and changed nothing in the process a later test could read.
+        """
+        def by_files(t: int) -> bool:
+            mine = serial.get(ids[t], FAILED).touches
+            return all(not serial.get(ids[p], FAILED).state
+                       and not serial.get(ids[p], FAILED).touches.writes.isdisjoint(
+                           mine.reads | mine.writes) for p in needs[t])
+
         def check(t: int) -> bool:
             sandbox = self.pool.get_nowait()
             try:
@@ -344,9 +397,10 @@ class MissingFinder:
                 self.pool.put(sandbox)
             return after.get(ids[t], FAILED).outcome != "passed"
 
+        asked = [t for t in sorted(needs) if not by_files(t)]
         with cf.ThreadPoolExecutor(self.slots) as ex:
-            answers = list(ex.map(check, sorted(needs)))
-        return {t for t, same in zip(sorted(needs), answers, strict=True) if same}
+            answers = list(ex.map(check, asked))
+        return {t for t, same in zip(asked, answers, strict=True) if same}
 
     def _conflicts(self, ids: list[str], pairs: list[tuple[int, int, str]],
                    needs: dict[int, list[int]]) -> list[tuple[int, int, str]]:
@@ -420,8 +474,9 @@ class MissingFinder:
             self.processes += 1
         out = sandbox.tmp.parent / f"probe-{n}.jsonl"
         out.unlink(missing_ok=True)
+        ids = self._with_declared(ids)
         args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}")
-        env = {k: v for k, v in os.environ.items()
+        env = {k: v for k, v in self.environment.items()
                if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
                and k not in ("PYTEST_CURRENT_TEST",)}
         env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
@@ -461,6 +516,36 @@ class MissingFinder:
         with self.lock:
             self.probes_run += 1
         return results
+
+    def _with_declared(self, ids: list[str]) -> list[str]:
+        """``ids`` and their declared prerequisites, transitively, in the serial order.
+
+        Named on the command line rather than pulled back by the plugin: a test
+        pulled back from outside a node-id selection comes from a module
+        collected apart, with its own module-scoped fixtures.
+        """
+        def closure(k: int) -> list[int]:
+            seen: set[int] = set()
+            stack = [k]
+            while stack:
+                for p in self.declared[stack.pop()]:
+                    if p not in seen:
+                        seen.add(p)
+                        stack.append(p)
+            return sorted(seen)
+
+        known = [self.order[nid] for nid in ids if nid in self.order]
+        if len(known) != len(ids) or not any(self.declared[k] for k in known):
+            return ids
+        if known == sorted(known):  # the serial order: the prerequisites at their places
+            return [self.ids[k] for k in sorted({*known, *(p for k in known
+                                                           for p in closure(k))})]
+        # Another order (the screening's): each test's prerequisites just before it.
+        out: dict[int, None] = {}
+        for k in known:
+            out.update(dict.fromkeys(p for p in closure(k) if p not in out))
+            out.setdefault(k, None)
+        return [self.ids[k] for k in out]
 
     def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False
              ) -> dict[str, Result]:
@@ -531,6 +616,18 @@ def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:
         if seen.state or not seen.touches.writes.isdisjoint(paths):
             out.append(k)
     return out
+
+
+def _tracked(root: Path, paths: Sequence[str]) -> set[str] | None:
+    """Which of ``paths`` git tracks (None: not a git checkout, or no git)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *paths],
+                              capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return {os.path.normpath(p) for p in done.stdout.decode(errors="replace").split("\0") if p}
 
 
 def _inside(path: Path, root: Path, copy: Path) -> Path:

@@ -286,3 +286,7 @@ def _find_settings(config: pytest.Config) -> dict[str, Any]:
     workers = config.getoption("numprocesses", None)
     return {"edges_path": path, "find_missing": find, "find_budget": budget,
             "find_workers": max(1, int(workers)) if isinstance(workers, int) else 1}
+
+
+#: The environment before the conftests configured (``--dag-find-missing``'s probes get it).
+ENVIRONMENT = pytest.StashKey[dict[str, str]]()
