@@ -82,12 +82,12 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
     result.stdout.fnmatch_lines([
         "dagorder: serial pass: 8 passed; screening 7 test(s)",
         "dagorder: test_b.py::test_read needs test_a.py::test_write",
-        "    @depends_on('test_a.py::test_write')",
+        "    @depends_on(\"test_a.py::test_write\")",
         "dagorder: test_b.py::test_env needs test_a.py::test_set_env",
-        "    @depends_on('test_a.py::test_set_env')",
-        "    # it reads state they leave in the process: keep them on one worker:*",
+        "    @depends_on(\"test_a.py::test_set_env\")",
+        "    # it reads what they leave in the process: under -n keep them on one worker:*",
         "dagorder: test_b.py::test_x and test_c.py::test_y fail when run at the same time*",
-        "    @pytest.mark.dag_resource('shared.txt') on each",
+        "    @pytest.mark.dag_resource(\"shared.txt\") on each",
         "dagorder: 2 missing prerequisite(s), 1 conflict(s) in * s with * pytest processes;"
         " written to *edges.json",
     ])
@@ -193,7 +193,7 @@ def test_a_pytest_order_suite_gets_pytest_orders_syntax(pytester: pytest.Pyteste
             pass
     """)
     result = find(pytester, "--dag-find-missing=test_b.py::test_read")
-    result.stdout.fnmatch_lines(["    @pytest.mark.order(after='test_a.py::test_write')"])
+    result.stdout.fnmatch_lines(['    @pytest.mark.order(after="test_a.py::test_write")'])
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -217,3 +217,15 @@ def test_a_damaged_edges_file_is_a_usage_error_and_kept(pytester: pytest.Pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--dag-edges *edges.json: is not JSON*fix or delete the file*"])
     assert (pytester.path / "edges.json").read_text() == "{not json"
+
+
+def test_a_spent_budget_lists_the_tests_left_unsearched(pytester: pytest.Pytester) -> None:
+    make_suite(pytester)
+    result = find(pytester, "--dag-find-budget=0.001")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: the time budget ran out before 2 test(s) were searched:",
+        "    test_b.py::test_read",
+        "    test_b.py::test_env",
+    ])
+    assert " needs " not in result.stdout.str()

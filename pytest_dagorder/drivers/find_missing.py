@@ -575,13 +575,13 @@ class MissingFinder:
             for line in _declaration(style, ids[t], names):
                 write(f"    {line}")
             if t in found.same_process:
-                write(f"    # it reads state they leave in the process: keep them on one "
-                      f"worker: @pytest.mark.xdist_group({_short(ids[t])!r}) on each")
+                write(f"    # it reads what they leave in the process: under -n keep them on "
+                      f"one worker: @pytest.mark.xdist_group({_quote(_short(ids[t]))}) on each")
         for i, j, path in found.conflicts:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
                   f"(both use {path})")
-            write(f"    @pytest.mark.dag_resource({name!r}) on each")
+            write(f"    @pytest.mark.dag_resource({_quote(name)}) on each")
         if found.unfinished:
             write(f"dagorder: the time budget ran out before {len(found.unfinished)} "
                   "test(s) were searched:")
@@ -671,6 +671,11 @@ def _style(config: pytest.Config) -> str:
     return "dagorder"
 
 
+def _quote(text: str) -> str:
+    """A Python string literal in double quotes (the declarations are code to paste)."""
+    return json.dumps(text)
+
+
 def _short(nodeid: str) -> str:
     return nodeid.rsplit("::", 1)[-1]
 
@@ -684,13 +689,13 @@ def _target(test: str, prerequisite: str) -> str:
 
 def _declaration(style: str, test: str, prerequisites: list[str]) -> list[str]:
     names = [_target(test, p) for p in prerequisites]
-    quoted = ", ".join(repr(n) for n in names)
+    quoted = ", ".join(_quote(n) for n in names)
     if style == "dependency":
         scope = "module" if all(n != p for n, p in zip(names, prerequisites, strict=True)) \
             else "session"
         full = names if scope == "module" else prerequisites
-        lines = [f"@pytest.mark.dependency(depends=[{', '.join(map(repr, full))}]"
-                 + (", scope='session')" if scope == "session" else ")")]
+        lines = [f"@pytest.mark.dependency(depends=[{', '.join(map(_quote, full))}]"
+                 + (', scope="session")' if scope == "session" else ")")]
         return [*lines, "# and @pytest.mark.dependency() on " + ", ".join(prerequisites)]
     if style == "depends":
         return [f"@pytest.mark.depends(on=[{quoted}])"]
