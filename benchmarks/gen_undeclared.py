@@ -26,6 +26,7 @@ import argparse
 import json
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -148,11 +149,18 @@ def clean(where: Path) -> None:
         (where / name).unlink(missing_ok=True)
 
 
+#: CPU seconds (user + system) of the last :func:`pytest` call's process and its children.
+LAST_CPU = [0.0]
+
+
 def pytest(where: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     began = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                            "-p", "no:randomly", *args], cwd=where, capture_output=True,
                           text=True, timeout=3600, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU[0] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return done, time.perf_counter() - began
 
 
@@ -166,20 +174,21 @@ def measure(where: Path, runs: int, *, find: bool = True) -> None:
     clean(where)
     serial, serial_s = pytest(where, "-rA", "-q")
     base = outcomes(serial.stdout)
+    serial_cpu = LAST_CPU[0]
     print(f"serial: {sum(v == 'PASSED' for v in base.values())} passed of {len(base)} "
-          f"in {serial_s:.1f} s")
+          f"in {serial_s:.1f} s ({serial_cpu:.1f} s CPU)", flush=True)
     if find:
-        find_and_compare(where, truth, serial_s)
+        find_and_compare(where, truth, serial_s, serial_cpu)
     check_runs(where, base, runs)
 
 
 def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
-                     serial_s: float) -> None:
+                     serial_s: float, serial_cpu: float) -> None:
     clean(where)
     (where / "edges.json").unlink(missing_ok=True)
     found, found_s = pytest(where, "--dag-find-missing", "-n", "4", "--dag-edges", "edges.json")
     tail = found.stdout.strip().splitlines()[-3:]
-    print("\n".join(tail))
+    print("\n".join(tail), flush=True)
     processes = re.search(r"with (\d+) pytest processes", found.stdout)
     edges = json.loads((where / "edges.json").read_text())
     got = {(e["test"], e["after"]) for e in edges["edges"]}
@@ -190,7 +199,8 @@ def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
           f"{sorted(got - want)}; conflicts: {len(got_pairs & want_pairs)} of {len(want_pairs)} "
           f"found, {len(got_pairs - want_pairs)} extra")
     print(f"finder: {found_s:.1f} s, {processes.group(1) if processes else '?'} pytest "
-          f"processes; {found_s / serial_s:.1f} x the serial run")
+          f"processes; {found_s / serial_s:.1f} x the serial run's wall time, "
+          f"{LAST_CPU[0] / serial_cpu:.1f} x its CPU time", flush=True)
 
 
 def check_runs(where: Path, base: dict[str, str], runs: int) -> None:

@@ -19,7 +19,8 @@ of node ids in serial order and reports each test's outcome (see
    probes); otherwise the whole prefix is.  A found set
    is then run in one process and the test in the next: if the test fails,
    it reads what they left in the process (a global, an environment
-   variable) and must share their worker.
+   variable) and must share their worker.  The serial pass settles it
+   without a probe where it saw only files or only process state change.
 4. conflicts: pairs of tests that touch one path (one of them writing) and
    that no edge orders are run at the same time on purpose, two processes
    held at a shared start line before the two tests; a pair where one fails
@@ -378,14 +379,20 @@ class MissingFinder:
         """The tests that need their prerequisites' process, not only their files.
 
         Probed (the prerequisites in one process, the test in the next) unless
-        the serial pass settles it: the prerequisites wrote a path the test
-        touched and changed nothing in the process a later test could read.
+        the serial pass settles it: each prerequisite wrote a path the test
+        touched and changed nothing in the process a later test could read
+        (files only), or none wrote such a path (the process: at worst the
+        two share a worker they did not need to).
         """
-        def by_files(t: int) -> bool:
+        def settled(t: int) -> bool | None:
             mine = serial.get(ids[t], FAILED).touches
-            return all(not serial.get(ids[p], FAILED).state
-                       and not serial.get(ids[p], FAILED).touches.writes.isdisjoint(
-                           mine.reads | mine.writes) for p in needs[t])
+            seen = [serial.get(ids[p], FAILED) for p in needs[t]]
+            wrote = [not r.touches.writes.isdisjoint(mine.reads | mine.writes) for r in seen]
+            if all(wrote) and not any(r.state for r in seen):
+                return False
+            if not any(wrote):
+                return True
+            return None
 
         def check(t: int) -> bool:
             sandbox = self.pool.get_nowait()
@@ -397,10 +404,12 @@ class MissingFinder:
                 self.pool.put(sandbox)
             return after.get(ids[t], FAILED).outcome != "passed"
 
-        asked = [t for t in sorted(needs) if not by_files(t)]
+        known = {t: settled(t) for t in sorted(needs)}
+        asked = [t for t, same in known.items() if same is None]
         with cf.ThreadPoolExecutor(self.slots) as ex:
             answers = list(ex.map(check, asked))
-        return {t for t, same in zip(asked, answers, strict=True) if same}
+        known.update(zip(asked, answers, strict=True))
+        return {t for t, same in known.items() if same}
 
     def _conflicts(self, ids: list[str], pairs: list[tuple[int, int, str]],
                    needs: dict[int, list[int]]) -> list[tuple[int, int, str]]:
