@@ -204,6 +204,8 @@ def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
 
 
 def check_runs(where: Path, base: dict[str, str], runs: int) -> None:
+    if runs < 1:
+        return
     for label, extra, count in (("with the edges file", ["--dag-edges", "edges.json"], runs),
                                 ("without it", [], max(1, runs // 4))):
         same = 0
