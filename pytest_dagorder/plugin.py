@@ -20,6 +20,7 @@ plain xdist's, and the controller says so in one line.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -56,6 +57,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     entry point needs, so ``-n`` would be lost even with autoload on.
     """
     migration.take_over_early(early_config)
+    if getattr(early_config.known_args_namespace, "dag_find_missing", None) is not None:
+        # The probes' environment: as the command started, before any conftest changed it.
+        early_config.stash[settings.ENVIRONMENT] = dict(os.environ)
     pm = early_config.pluginmanager
     if pm.has_plugin("xdist") or pm.is_blocked("xdist"):
         return
@@ -98,6 +102,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if found.durations_path is not None or found.shard is not None:
         _durations_configure(config)
     migration.configure(config)
+    if found.find_missing is not None and not hasattr(config, "workerinput"):
+        _register_finder(config)
     if hasattr(config, "workerinput") and barriers_blocker(config) is None:
         _register_worker(config)
     visual_options.configure(config)
@@ -188,3 +194,9 @@ def _register_serial(config: pytest.Config) -> None:
     with assertion_rewriting_paused():
         from .drivers.serial import SerialRunner
     config.pluginmanager.register(SerialRunner(config), DRIVER_NAME)
+
+
+def _register_finder(config: pytest.Config) -> None:
+    with assertion_rewriting_paused():
+        from .drivers.find_missing import MissingFinder
+    config.pluginmanager.register(MissingFinder(config), "dagorder-find-missing")

@@ -274,7 +274,9 @@ def pytest_unconfigure(config):
 #: stands for its package's modules).
 UNUSED = ("pytest_dagorder.render.", "pytest_dagorder.glue.visual", "pytest_dagorder.runners.",
           "pytest_dagorder.migration.depends", "pytest_dagorder.migration.dependency",
-          "pytest_dagorder.migration.order", "pytest_dagorder.migration.sorting")
+          "pytest_dagorder.migration.order", "pytest_dagorder.migration.sorting",
+          "pytest_dagorder.drivers.find_missing", "pytest_dagorder.drivers.probe_plugin",
+          "pytest_dagorder.glue.edges_file", "pytest_dagorder.core.missing")
 #: ... nor, serially, the core's run or the shards.
 UNUSED_SERIALLY = ("pytest_dagorder.core.state_machine", "pytest_dagorder.core.shards",
                    "pytest_dagorder.glue.dag_run", "pytest_dagorder.glue.sharding")

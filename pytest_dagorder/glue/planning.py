@@ -452,6 +452,11 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
                  collected: list[pytest.Item]) -> Plan:
     """The plan for this session; pulled-back prerequisites are put into ``items``."""
     settings = settings_of(config)
+    edges_note = None
+    if settings.edges_path is not None:  # the file's entries become markers, read below
+        with assertion_rewriting_paused():
+            from .edges_file import apply
+        edges_note = apply(settings.edges_path, collected)
     # One walk over every test's markers; what no test carries is not read.
     census = MarkerCensus([*collected, *items])
     order_sorted = migration.sorted_by_pytest_order(config, items)
@@ -500,6 +505,8 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     if plan.graph is not None and not plan.problems:
         items[:] = plan.items
     plan.marker_names = frozenset(census.names)
+    if edges_note is not None:
+        plan.notes.append(edges_note)
     if RESOURCE in census.names or EXCLUSIVE in census.names:
         needs, problems = read_needs(items)
         plan.problems += problems

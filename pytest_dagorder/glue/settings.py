@@ -59,6 +59,13 @@ class Settings:
     #: The run asks for this plugin (see :func:`asks_for_plugin`); otherwise,
     #: under xdist, a suite that declares nothing is left to xdist's scheduler.
     asked: bool = False
+    #: The edges file (--dag-edges / ini dag_edges; see edges_file.py).
+    edges_path: Path | None = None
+    #: --dag-find-missing: "" for every test, else the one node id; None: a normal run.
+    find_missing: str | None = None
+    #: --dag-find-budget in seconds, and how many probe processes run at once (-n).
+    find_budget: float | None = None
+    find_workers: int = 1
 
     @property
     def cuts_or_records(self) -> bool:
@@ -132,6 +139,7 @@ def addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
+    _add_find_options(group, parser)
     parser.addini("dag_affinity", "Default for --dag-affinity", default="state")
     parser.addini("dag_limits", "Resource limits, one NAME=N per line", type="linelist",
                   default=[])
@@ -152,7 +160,8 @@ def configure(config: pytest.Config) -> Settings:
             **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
         }),
     )
-    settings = replace(settings, **_ci_settings(config), asked=asks_for_plugin(config))
+    settings = replace(settings, **_ci_settings(config), **_find_settings(config),
+                       asked=asks_for_plugin(config))
     config.stash[SETTINGS] = settings
     return settings
 
@@ -250,3 +259,59 @@ def _truthy(value: object) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "yes", "y", "true", "t", "on")
     return bool(value)
+
+
+def _add_find_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    """Options of the edges file and of ``--dag-find-missing`` (drivers/find_missing.py)."""
+    group.addoption(
+        "--dag-edges",
+        default=None,
+        metavar="PATH",
+        help="Read extra edges and resources from this JSON file; --dag-find-missing "
+        "writes what it finds there (default: ini dag_edges)",
+    )
+    group.addoption(
+        "--dag-find-missing",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TEST_ID",
+        help="Run no tests: find the prerequisites and shared resources the selected "
+        "tests (or the one TEST_ID) need but do not declare, with probe runs (-n of them at once)",
+    )
+    group.addoption(
+        "--dag-find-budget",
+        default=None,
+        type=float,
+        metavar="SECONDS",
+        help="Start no new probe of --dag-find-missing after this many seconds",
+    )
+    parser.addini("dag_edges", "Default for --dag-edges (relative to the ini file)",
+                  default="")
+
+
+def _find_settings(config: pytest.Config) -> dict[str, Any]:
+    """The edges file and --dag-find-missing's settings, checked."""
+    path: Path | None = None
+    option = config.getoption("dag_edges", None)
+    ini = str(config.getini("dag_edges") or "").strip()
+    if option:
+        path = config.invocation_params.dir / str(option)
+    elif ini:
+        path = (config.inipath.parent if config.inipath else config.rootpath) / ini
+    find = config.getoption("dag_find_missing", None)
+    if find is not None and find and "::" not in find:
+        raise pytest.UsageError(
+            f"--dag-find-missing={find!r} is not a test id; name one test as "
+            "path::name, or put --dag-find-missing after the paths to search every test")
+    budget = config.getoption("dag_find_budget", None)
+    if budget is not None and budget <= 0:
+        raise pytest.UsageError(
+            f"--dag-find-budget={budget} is not valid; give a number of seconds above 0")
+    workers = config.getoption("numprocesses", None)
+    return {"edges_path": path, "find_missing": find, "find_budget": budget,
+            "find_workers": max(1, int(workers)) if isinstance(workers, int) else 1}
+
+
+#: The environment before the conftests configured (``--dag-find-missing``'s probes get it).
+ENVIRONMENT = pytest.StashKey[dict[str, str]]()

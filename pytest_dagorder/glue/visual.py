@@ -24,8 +24,9 @@ import pytest
 from ..render import graph_export, timeline
 from ..render.graph_export import Edge, Node
 from ..render.timeline import Interval, Skipped
+from .internals import assertion_rewriting_paused
 from .outcome_tracker import OutcomeTracker
-from .settings import DRIVER_NAME
+from .settings import DRIVER_NAME, settings_of
 
 PLUGIN_NAME: Final = "dagorder-visuals"
 MARKER_RESOURCE: Final = "dag_resource"
@@ -251,6 +252,8 @@ class Visuals:
         self.lanes: list[str] = []
         self.notes: list[str] = []
         self.ran = False
+        #: The --dag-edges file: its edges are a kind of their own in the graph.
+        self.edges_path: Path | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -278,6 +281,7 @@ class Visuals:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         view, invalid = find_run(session.config)
+        self.edges_path = settings_of(session.config).edges_path
         for path in self.graphs:
             if invalid:
                 self.notes.append(f"dagorder: graph not written to {path}: "
@@ -330,7 +334,13 @@ class Visuals:
             skip = view.skips.get(i)
             nodes.append(self._node(nid, view.groups[i], view.outcome[i], i < view.n_run,
                                     skip[0] if skip is not None else None))
-        return nodes, graph_export.edges_of(view.requires, view.after)
+        edges = graph_export.edges_of(view.requires, view.after)
+        path = self.edges_path
+        if path is not None:
+            with assertion_rewriting_paused():
+                from .edges_file import edge_pairs
+            edges = graph_export.from_file(edges, nodes, edge_pairs(path))
+        return nodes, edges
 
     def _node(self, nid: str, group: str | None, core_outcome: str | None,
               selected: bool, reason: str | None) -> Node:

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-EdgeKind = Literal["requires-pass", "ordering-only"]
+#: ``edges-file``: an ordering edge read from the --dag-edges file, not from a marker.
+EdgeKind = Literal["requires-pass", "ordering-only", "edges-file"]
 #: Bumped when the JSON layout changes incompatibly.
 JSON_VERSION: Final = 1
 
@@ -112,7 +113,8 @@ def to_dot(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
             lines.append(f"    {_dot_quote(node.nodeid)} [{', '.join(attrs)}];")
         lines.append("  }")
     for e in edges:
-        style = " [style=dashed]" if e.kind == "ordering-only" else ""
+        style = {"ordering-only": " [style=dashed]",
+                 "edges-file": ' [style=dotted, color="#2563eb"]'}.get(e.kind, "")
         lines.append(
             f"  {_dot_quote(nodes[e.prerequisite].nodeid)} -> "
             f"{_dot_quote(nodes[e.dependent].nodeid)}{style};"
@@ -152,7 +154,7 @@ def to_mermaid(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
             lines.append(f'    n{k}["{_mermaid_text(nodes[k].short)}"]')
         lines.append("  end")
     for e in edges:
-        arrow = "-.->" if e.kind == "ordering-only" else "-->"
+        arrow = {"ordering-only": "-.->", "edges-file": "-. edges file .->"}.get(e.kind, "-->")
         lines.append(f"  n{e.prerequisite} {arrow} n{e.dependent}")
     by_class: dict[str, list[int]] = {}
     for k, node in enumerate(nodes):
@@ -225,3 +227,12 @@ def edges_of(requires: Sequence[Sequence[int]], after: Sequence[Sequence[int]]) 
     for i, pres in enumerate(after):
         out.extend(Edge(p, i, "ordering-only") for p in pres)
     return out
+
+
+def from_file(edges: Sequence[Edge], nodes: Sequence[Node],
+              pairs: frozenset[tuple[str, str]]) -> list[Edge]:
+    """``edges``, with those between the node ids of ``pairs`` marked ``edges-file``."""
+    return [Edge(e.prerequisite, e.dependent, "edges-file")
+            if e.kind == "ordering-only"
+            and (nodes[e.prerequisite].nodeid, nodes[e.dependent].nodeid) in pairs else e
+            for e in edges]

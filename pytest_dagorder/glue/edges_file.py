@@ -1,0 +1,184 @@
+"""The edges file (``--dag-edges PATH``): declarations kept beside the suite, not in it.
+
+``--dag-find-missing`` writes what it found here; every later run reads it,
+so a suite becomes safe for ``-n`` without editing its tests.  The file is
+JSON, committed like the durations file::
+
+    {"version": 1,
+     "edges": [{"test": "tests/test_b.py::test_read",
+                "after": "tests/test_a.py::test_write",
+                "same_process": false}],
+     "resources": [{"name": "out_report.txt",
+                    "tests": ["tests/test_x.py::test_a", "tests/test_y.py::test_b"]}]}
+
+An edge is ordering only (``run_after``: the serial order the suite relied
+on, whatever the prerequisite's outcome); ``same_process`` says the test
+read state its prerequisite left in the process (a module global, an
+environment variable), so the two also run on one worker (an
+``xdist_group``).  A resource is a ``dag_resource`` of each test named.
+Entries naming a test this session did not collect are left out, and
+counted.  A file that cannot be read is a usage error, never written over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from .markers import RESOURCE, RUN_AFTER
+
+VERSION: Final = 1
+#: The ``xdist_group`` label prefix of tests the file joins on one worker.
+GROUP_PREFIX: Final = "dag-edges:"
+
+
+@dataclass(frozen=True, slots=True)
+class FileEdge:
+    test: str
+    after: str
+    same_process: bool = False
+
+
+@dataclass
+class EdgesFile:
+    edges: list[FileEdge] = field(default_factory=list)
+    #: Resource name -> the tests that use it, in file order.
+    resources: dict[str, list[str]] = field(default_factory=dict)
+
+    def merged(self, other: EdgesFile) -> EdgesFile:
+        """This file's entries, then ``other``'s new ones (each edge and test once)."""
+        seen = {(e.test, e.after) for e in self.edges}
+        edges = [*self.edges, *(e for e in other.edges if (e.test, e.after) not in seen)]
+        resources = {name: list(tests) for name, tests in self.resources.items()}
+        for name, tests in other.resources.items():
+            have = resources.setdefault(name, [])
+            have.extend(t for t in tests if t not in have)
+        return EdgesFile(edges, resources)
+
+
+class EdgesFileError(ValueError):
+    """The file exists but is not an edges file; ``path`` names it."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"--dag-edges {path}: {why}; fix or delete the file "
+                         "(pytest --dag-find-missing --dag-edges PATH writes a new one)")
+        self.path = path
+
+
+def read(path: Path) -> EdgesFile:
+    """The file's entries (an empty file record when it does not exist yet)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return EdgesFile()
+    except OSError as exc:
+        raise EdgesFileError(path, f"cannot be read ({exc.strerror})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise EdgesFileError(path, f"is not JSON ({exc})") from None
+    return _parse(path, data)
+
+
+def _parse(path: Path, data: Any) -> EdgesFile:
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        raise EdgesFileError(path, f"is not a version {VERSION} edges file")
+    out = EdgesFile()
+    for entry in data.get("edges", []):
+        if (not isinstance(entry, dict) or not isinstance(entry.get("test"), str)
+                or not isinstance(entry.get("after"), str)):
+            raise EdgesFileError(path, f"edge {entry!r} needs a 'test' and an 'after' node id")
+        out.edges.append(FileEdge(entry["test"], entry["after"],
+                                  bool(entry.get("same_process", False))))
+    for entry in data.get("resources", []):
+        if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
+                or not isinstance(entry.get("tests"), list)
+                or not all(isinstance(t, str) for t in entry["tests"])):
+            raise EdgesFileError(path, f"resource {entry!r} needs a 'name' and a list of "
+                                       "'tests'")
+        out.resources.setdefault(entry["name"], []).extend(entry["tests"])
+    return out
+
+
+def write(path: Path, found: EdgesFile) -> None:
+    """Write ``found`` (merged with what the file holds) through a temporary file."""
+    whole = read(path).merged(found)
+    doc = {
+        "version": VERSION,
+        "edges": [{"test": e.test, "after": e.after, "same_process": e.same_process}
+                  for e in whole.edges],
+        "resources": [{"name": name, "tests": tests} for name, tests in whole.resources.items()],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spare = path.with_name(path.name + ".tmp")
+    spare.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    spare.replace(path)
+
+
+def apply(path: Path, items: Sequence[pytest.Item]) -> str:
+    """Add the file's declarations to ``items`` as markers; the run header's line."""
+    if not path.exists():
+        return f"dagorder: no edges file at {path} yet (--dag-find-missing writes one)"
+    try:
+        found = read(path)
+    except EdgesFileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    by_id = {it.nodeid: it for it in items}
+    groups = _groups([e for e in found.edges if e.same_process], list(by_id))
+    edges = stale = 0
+    for e in found.edges:
+        item = by_id.get(e.test)
+        if item is None or e.after not in by_id:
+            stale += 1
+            continue
+        item.add_marker(getattr(pytest.mark, RUN_AFTER)(e.after))
+        edges += 1
+    for nodeid, label in groups.items():
+        item = by_id[nodeid]
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(label))
+    resources = 0
+    for name, tests in found.resources.items():
+        users = [by_id[t] for t in tests if t in by_id]
+        stale += len(tests) - len(users)
+        for item in users:
+            item.add_marker(getattr(pytest.mark, RESOURCE)(name))
+        resources += bool(users)
+    note = (f"dagorder: {edges} edge{'s' * (edges != 1)} and {resources} "
+            f"resource{'s' * (resources != 1)} from {path.name}")
+    if stale:
+        note += f" ({stale} entr{'ies' if stale != 1 else 'y'} naming tests not collected here)"
+    return note
+
+
+def _groups(edges: Iterable[FileEdge], order: Sequence[str]) -> dict[str, str]:
+    """Node id -> group label, for the tests joined by same-process edges (both collected)."""
+    rank = {nid: k for k, nid in enumerate(order)}
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for e in edges:
+        if e.test in rank and e.after in rank:
+            a, b = sorted((root(e.test), root(e.after)), key=rank.__getitem__)
+            parent.setdefault(a, a)
+            parent[b] = a
+    members = sorted(parent, key=rank.__getitem__)
+    return {nid: GROUP_PREFIX + root(nid) for nid in members}
+
+
+def edge_pairs(path: Path) -> frozenset[tuple[str, str]]:
+    """``(prerequisite, dependent)`` node ids of the file's edges (none if it is unreadable)."""
+    try:
+        found = read(path)
+    except EdgesFileError:
+        return frozenset()
+    return frozenset((e.after, e.test) for e in found.edges)

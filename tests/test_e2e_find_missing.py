@@ -1,0 +1,231 @@
+"""``--dag-find-missing`` end to end: a small suite with two prerequisites and one
+conflict nobody declared, found by probe processes; the ``--dag-edges`` file
+carries them into later runs."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from helpers import base_args, runpytest, write_ini
+
+TIMEOUT = 300
+
+#: test_b.py::test_read reads a file test_a.py::test_write writes at a fixed path;
+#: test_b.py::test_env reads a variable test_a.py::test_set_env sets in the
+#: process; test_b.py::test_x and test_c.py::test_y write one file and read it back.
+HIDDEN = {
+    "test_a": """
+        import os, pathlib
+        HERE = pathlib.Path(__file__).parent
+
+        def test_write():
+            (HERE / "out").mkdir(exist_ok=True)
+            (HERE / "out" / "data.txt").write_text("42")
+
+        def test_set_env():
+            os.environ["DAGORDER_E2E_TOKEN"] = "abc"
+
+        def test_free():
+            pass
+    """,
+    "test_b": """
+        import os, pathlib, time
+        HERE = pathlib.Path(__file__).parent
+
+        def test_read():
+            assert (HERE / "out" / "data.txt").read_text() == "42"
+
+        def test_env():
+            assert os.environ["DAGORDER_E2E_TOKEN"] == "abc"
+
+        def test_x():
+            p = HERE / "shared.txt"
+            p.write_text("x")
+            time.sleep(0.3)
+            assert p.read_text() == "x"
+    """,
+    "test_c": """
+        import os, pathlib, time
+        HERE = pathlib.Path(__file__).parent
+
+        def test_y():
+            p = HERE / "shared.txt"
+            p.write_text("y")
+            time.sleep(0.3)
+            assert p.read_text() == "y"
+
+        def test_log_pid():
+            with open(HERE / "pids.txt", "a") as f:
+                f.write(f"{os.getpid()}\\n")
+    """,
+}
+
+
+def make_suite(pytester: pytest.Pytester, **changes: str) -> None:
+    write_ini(pytester)
+    for name, body in {**HIDDEN, **changes}.items():
+        pytester.makepyfile(**{name: textwrap.dedent(body)})
+
+
+def find(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return runpytest(pytester, *base_args(), "-p", "no:randomly", "--dag-find-missing",
+                     "-n", "2", *args, timeout=TIMEOUT)
+
+
+def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
+        pytester: pytest.Pytester) -> None:
+    make_suite(pytester)
+    result = find(pytester, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: serial pass: 8 passed; screening 7 test(s)",
+        "dagorder: test_b.py::test_read needs test_a.py::test_write",
+        "    @depends_on(\"test_a.py::test_write\")",
+        "dagorder: test_b.py::test_env needs test_a.py::test_set_env",
+        "    @depends_on(\"test_a.py::test_set_env\")",
+        "    # it reads what they leave in the process: under -n keep them on one worker:*",
+        "dagorder: test_b.py::test_x and test_c.py::test_y fail when run at the same time*",
+        "    @pytest.mark.dag_resource(\"shared.txt\") on each",
+        "dagorder: 2 missing prerequisite(s), 1 conflict(s) in * s with * pytest processes;"
+        " written to *edges.json",
+    ])
+    assert "test_free" not in result.stdout.str().split("screening", 1)[1]
+    written = json.loads((pytester.path / "edges.json").read_text())
+    assert written["edges"] == [
+        {"test": "test_b.py::test_read", "after": "test_a.py::test_write",
+         "same_process": False},
+        {"test": "test_b.py::test_env", "after": "test_a.py::test_set_env",
+         "same_process": True},
+    ]
+    assert written["resources"] == [
+        {"name": "shared.txt", "tests": ["test_b.py::test_x", "test_c.py::test_y"]}]
+    # The probes ran in copies: the project holds nothing a test wrote.
+    assert not (pytester.path / "out").exists()
+    assert not (pytester.path / "shared.txt").exists()
+    assert not (pytester.path / "pids.txt").exists()
+
+
+EDGES = {
+    "version": 1,
+    "edges": [
+        {"test": "test_b.py::test_read", "after": "test_a.py::test_write",
+         "same_process": False},
+        {"test": "test_b.py::test_env", "after": "test_a.py::test_set_env",
+         "same_process": True},
+        {"test": "test_gone.py::test_old", "after": "test_a.py::test_write",
+         "same_process": False},
+    ],
+    "resources": [{"name": "shared.txt", "tests": ["test_b.py::test_x", "test_c.py::test_y"]}],
+}
+
+
+def test_a_run_with_the_edges_file_gives_the_serial_outcomes_under_n(
+        pytester: pytest.Pytester) -> None:
+    make_suite(pytester)
+    (pytester.path / "edges.json").write_text(json.dumps(EDGES))
+    result = runpytest(pytester, *base_args(), "-p", "no:randomly", "-n", "2",
+                       "--dag-edges", "edges.json", timeout=TIMEOUT)
+    result.stdout.fnmatch_lines([
+        "dagorder: 2 edges and 1 resource from edges.json (1 entry naming tests not "
+        "collected here)"])
+    result.assert_outcomes(passed=8)
+
+
+def test_the_graph_export_shows_the_files_edges_as_their_own_kind(
+        pytester: pytest.Pytester) -> None:
+    make_suite(pytester, test_b="""
+        import pytest
+        from pytest_dagorder import depends_on
+
+        @depends_on("test_a.py::test_free")
+        def test_read():
+            pass
+    """)
+    (pytester.path / "edges.json").write_text(json.dumps(EDGES))
+    result = runpytest(pytester, *base_args(), "-p", "no:randomly", "--dag-edges",
+                       "edges.json", "--dag-graph", "graph.json", "--collect-only", "-q",
+                       timeout=TIMEOUT)
+    assert result.ret == 0, result.stdout.str()
+    edges = json.loads((pytester.path / "graph.json").read_text())["edges"]
+    assert sorted((e["from"], e["to"], e["kind"]) for e in edges) == [
+        ("test_a.py::test_free", "test_b.py::test_read", "requires-pass"),
+        ("test_a.py::test_write", "test_b.py::test_read", "edges-file"),
+    ]
+
+
+def test_a_suite_that_fails_serially_is_refused_with_its_failures(
+        pytester: pytest.Pytester) -> None:
+    make_suite(pytester, test_c="""
+        def test_broken():
+            assert False
+    """)
+    result = find(pytester)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "dagorder: the selection does not pass serially*make these tests pass (or deselect "
+        "them) first:",
+        "    test_c.py::test_broken",
+    ])
+    assert "searching" not in result.stdout.str()
+
+
+def test_one_test_is_searched_alone(pytester: pytest.Pytester) -> None:
+    make_suite(pytester)
+    result = find(pytester, "--dag-find-missing=test_b.py::test_read")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: finding missing declarations of 1 test(s)*",
+        "dagorder: test_b.py::test_read needs test_a.py::test_write",
+    ])
+    assert "test_env needs" not in result.stdout.str()
+    assert "add --dag-edges PATH" in result.stdout.str()
+
+
+def test_a_pytest_order_suite_gets_pytest_orders_syntax(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_order")
+    make_suite(pytester, test_c="""
+        import pytest
+
+        @pytest.mark.order(1)
+        def test_first():
+            pass
+    """)
+    result = find(pytester, "--dag-find-missing=test_b.py::test_read")
+    result.stdout.fnmatch_lines(['    @pytest.mark.order(after="test_a.py::test_write")'])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--dag-find-missing=test_b.py"], "*--dag-find-missing='test_b.py' is not a test id*"),
+    (["--dag-find-missing=test_b.py::nope"], "*names no selected test*"),
+    (["--dag-find-missing", "--dag-find-budget=0"], "*--dag-find-budget=0.0 is not valid*"),
+])
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                      message: str) -> None:
+    make_suite(pytester)
+    result = runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_damaged_edges_file_is_a_usage_error_and_kept(pytester: pytest.Pytester) -> None:
+    make_suite(pytester)
+    (pytester.path / "edges.json").write_text("{not json")
+    result = runpytest(pytester, *base_args(), "--dag-edges", "edges.json", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dag-edges *edges.json: is not JSON*fix or delete the file*"])
+    assert (pytester.path / "edges.json").read_text() == "{not json"
+
+
+def test_a_spent_budget_lists_the_tests_left_unsearched(pytester: pytest.Pytester) -> None:
+    make_suite(pytester)
+    result = find(pytester, "--dag-find-budget=0.001")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: the time budget ran out before 2 test(s) were searched:",
+        "    test_b.py::test_read",
+        "    test_b.py::test_env",
+    ])
+    assert " needs " not in result.stdout.str()
