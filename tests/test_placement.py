@@ -162,3 +162,94 @@ def test_a_group_is_queued_under_its_first_ready_member() -> None:
     assert s.take("w") == [2]
     assert s.take("w", 2) == [1, 0]
     s.validate()
+
+
+# -- module runs: a worker keeps each module's tests in one stretch ---------------------
+
+
+def simulate_modules(durations: list[float], modules: list[str], keeps: list[bool],
+                     requires: list[list[int]], workers: int = 2,
+                     **kwargs: object) -> tuple[dict[str, list[int]], StateMachine]:
+    """Run the tasks on ``workers`` simulated workers, one task at a time each,
+    in simulated time: per worker, the tasks it ran in order."""
+    graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
+    m = StateMachine(graph, modules=modules, module_fixtures=keeps, **kwargs)  # type: ignore[arg-type]
+    names = [f"w{k}" for k in range(workers)]
+    for w in names:
+        m.add_worker(w)
+    ran: dict[str, list[int]] = {w: [] for w in names}
+    busy: dict[str, tuple[float, int]] = {}
+    now = 0.0
+    while not m.done:
+        for w in names:  # idle workers ask, in a fixed order
+            if w not in busy:
+                got = m.take(w)
+                if got:
+                    busy[w] = (now + durations[got[0]], got[0])
+                    ran[w].append(got[0])
+        m.validate()
+        assert busy, "nothing runs although tasks remain"
+        w = min(busy, key=lambda k: (busy[k][0], k))
+        now, task = busy.pop(w)
+        m.finished(task, "passed")
+    return ran, m
+
+
+def stretches(ran: list[int], modules: list[str]) -> list[str]:
+    """The modules of ``ran``, one entry per stretch of consecutive tasks."""
+    out: list[str] = []
+    for i in ran:
+        if not out or out[-1] != modules[i]:
+            out.append(modules[i])
+    return out
+
+
+def test_a_worker_keeps_each_modules_tests_in_one_stretch() -> None:
+    # Recorded durations interleave the modules in priority order (a long
+    # test of each module, then the short ones): taken one by one, longest
+    # first, a worker went back to a module it had left.
+    durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.15, 0.05, 0.12, 0.10, 0.10]
+    modules = ["a", "a", "a", "b", "b", "c", "c", "c", "d", "d"]
+    keeps = [True] * 8 + [False] * 2  # d uses no module fixture
+    ran, m = simulate_modules(durations, modules, keeps, [[] for _ in durations])
+    for w, tasks in ran.items():
+        mods = stretches(tasks, modules)
+        kept = [x for x in mods if x != "d"]
+        assert len(kept) == len(set(kept)), f"{w} came back to a module: {mods}"
+    assert m.runs is not None and m.runs.returns == []
+    assert sorted(i for tasks in ran.values() for i in tasks) == list(range(10))
+
+
+def test_without_module_facts_the_longest_first_order_interleaves_modules() -> None:
+    # The same run without the facts: what the rule changes.
+    durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.15, 0.05, 0.12]
+    modules = ["a", "a", "a", "b", "b", "c", "c", "c"]
+    ran, _ = simulate_modules(durations, modules, [False] * 8, [[] for _ in durations])
+    assert any(len(stretches(t, modules)) > len(set(stretches(t, modules))) for t in ran.values())
+
+
+def test_a_module_every_worker_left_is_taken_by_the_first_to_ask() -> None:
+    # b1 waits on a chain through c: a worker must come back to b (or wait forever).
+    #   b0 -> c0 -> b1, both workers run a b test before c0 ends.
+    durations = [0.1, 0.1, 0.3, 0.1, 0.1]
+    modules = ["b", "b", "c", "b", "a"]
+    requires: list[list[int]] = [[], [], [0], [2], []]
+    ran, m = simulate_modules(durations, modules, [True] * 5, requires)
+    assert sorted(i for tasks in ran.values() for i in tasks) == list(range(5))
+    assert m.runs is not None and m.runs.returns  # the return is counted
+
+
+def test_forced_returns_names_modules_the_edges_split() -> None:
+    from pytest_dagorder.core.module_runs import forced_returns
+
+    # 0,1: module 0; 2: module 1; 3: module 0.  0 -> 2 -> 3 splits module 0.
+    g = Graph.of_positions([[], [], [0], [2]])
+    assert forced_returns(g, [0, 0, 1, 0], [True, True, True, True]) == [0]
+    # The test that comes back keeps nothing: no fixture is set up again.
+    assert forced_returns(g, [0, 0, 1, 0], [True, True, True, False]) == []
+    # An edge within the module and one out of it: nothing comes back.
+    g2 = Graph.of_positions([[], [0], [1]])
+    assert forced_returns(g2, [0, 0, 1], [True, True, True]) == []
+    # Out through a test that keeps nothing, back through another module.
+    g3 = Graph.of_positions([[], [0], [1], [2]])
+    assert forced_returns(g3, [0, 0, 1, 0], [True, False, False, True]) == [0]

@@ -64,6 +64,7 @@ from . import wording
 from .errors import name_of
 from .graph import Graph
 from .hand_out_ahead import HandOutAhead
+from .module_runs import ModuleRuns
 from .placement import (
     AffinityGroups,
     Exclusive,
@@ -180,8 +181,15 @@ class StateMachine:
         locality: bool = True,
         exclusive: Sequence[bool] | None = None,
         checks: Mapping[int, Sequence[int]] | None = None,
+        modules: Sequence[Hashable | None] | None = None,
+        module_fixtures: Sequence[bool] | None = None,
     ) -> None:
-        """``checks``: per task, ordering-only prerequisites that must all have
+        """``modules``: per task, its module (None: none); ``module_fixtures``:
+        per task, whether it uses a fixture of module scope or wider.  With
+        both, a worker keeps each module's tests in one stretch where the
+        graph allows (see :mod:`.module_runs`).
+
+        ``checks``: per task, ordering-only prerequisites that must all have
         passed when the task is released, else it fails without running
         (pytest-depends' ``--failed-dependency-action=fail``): a decision in
         :meth:`pop_skipped` with ``failed`` set, the task FAILED.  Such a task
@@ -220,7 +228,13 @@ class StateMachine:
         alone = list(exclusive) if exclusive is not None and any(exclusive) else None
         if alone is not None and len(alone) != n:
             raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
-        queues = ReadyQueues(self._rank, self.state, locality=locality)
+        #: Which module each worker is in (None: no module keeps fixtures).
+        self.runs: ModuleRuns | None = None
+        if modules is not None and module_fixtures is not None and any(module_fixtures):
+            if len(modules) != n or len(module_fixtures) != n:
+                raise ValueError(f"modules and module_fixtures need {n} entries each")
+            self.runs = ModuleRuns(modules, module_fixtures)
+        queues = ReadyQueues(self._rank, self.state, locality=locality, runs=self.runs)
         placement: Placement = queues
         if groups is not None:
             self._groups = AffinityGroups(queues, graph, groups, self._rank, self.state,
@@ -244,6 +258,7 @@ class StateMachine:
             graph, self._rank, self.state, self.where, self._running_on,
             None if self._groups is None else self._groups.of,
             constrained,
+            self.runs,
         )
         for i in range(n):
             if not self._pending[i]:

@@ -203,6 +203,14 @@ def runtime_depends_header(modules: int) -> str:
             "each runs on one worker, in collection order")
 
 
+def module_returns_header(modules: Sequence[str]) -> str:
+    """The declarations order a test of another module inside each of ``modules``."""
+    shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
+    return (f"dagorder: {_plural(len(modules), 'module')} ({shown}) cannot run in one "
+            "stretch: a dependency path leaves each and comes back, so a worker sets "
+            "its module fixtures up again")
+
+
 def kept_whole_header(dist: str, scopes: int) -> str:
     """``scopes`` files (loadfile), classes and modules (loadscope) or documents run whole."""
     if dist == "loadfile":

@@ -30,8 +30,9 @@ from .. import __version__
 from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
-#: item on workers whose suite declares nothing; 6: ``state_scopes``).
-FORMAT = 6
+#: item on workers whose suite declares nothing; 6: ``state_scopes``;
+#: 7: ``module_fixtures``).
+FORMAT = 7
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -119,6 +120,10 @@ class Payload:
     #: in-module edges along which they share state (None: in none), as the
     #: worker found them (see ``core/affinity.py``).  Empty: no test is.
     state_scopes: Sequence[str | None] = ()
+    #: Per test: it uses a fixture of module or package scope (one a module
+    #: switch tears down), so a worker keeps its module's tests together.
+    #: Empty: no test does.
+    module_fixtures: Sequence[bool] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -177,7 +182,8 @@ class Payload:
 #: The :class:`Payload` fields that hold one entry per test, in ``ids`` order
 #: (``in_order`` reorders them; every other field is about the whole run).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
-                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes")
+                   "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes",
+                   "module_fixtures")
 
 
 def location_of(nodeid: str) -> Location:
@@ -270,6 +276,7 @@ def encode(payload: Payload) -> str:
         "class": _sparse(payload.class_scopes),
         "xdist_group": _sparse(payload.xdist_groups),
         "state": _sparse(payload.state_scopes),
+        "module_fixtures": [k for k, x in enumerate(payload.module_fixtures) if x],
         "graph": graph_data,
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
@@ -366,6 +373,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         deselected=int(data["deselected"]),
         empty_part=data["empty_part"] is True,
         state_scopes=_dense(data["state"], n) if data["state"] else (),
+        module_fixtures=_flags(data["module_fixtures"], n),
     )
 
 
@@ -411,6 +419,16 @@ def _typed(values: Any, *kinds: type) -> list[Any]:
     if type(values) is not list or not set(map(type, values)) <= set(kinds):
         raise TypeError(f"expected a list of {' or '.join(k.__name__ for k in kinds)}")
     return values
+
+
+def _flags(indices: Any, n: int) -> Sequence[bool]:
+    """Per test, whether its index is among ``indices`` (empty: none is)."""
+    if not _typed(indices, int):
+        return ()
+    out = [False] * n
+    for k in indices:
+        out[k] = True
+    return out
 
 
 def _dense(pairs: Any, n: int) -> list[str | None]:

@@ -42,7 +42,13 @@ from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.dag_run import short_names
-from ..glue.internals import index_past_end, replace_hook_caller, skip_here, teardown_towards
+from ..glue.internals import (
+    index_past_end,
+    replace_hook_caller,
+    skip_here,
+    teardown_towards,
+    wide_fixtures,
+)
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
@@ -360,6 +366,8 @@ class DagWorker(Planner):
                 where = dict(zip(map(id, plan.items), labels, strict=True))
                 payload = dataclasses.replace(
                     payload, state_scopes=[where.get(id(it)) for it in planned])
+        if any(keeps := _module_fixture_users(planned)):
+            payload = dataclasses.replace(payload, module_fixtures=keeps)
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
@@ -439,6 +447,20 @@ def declares_nothing(plan: Plan | None, items: list[pytest.Item]) -> bool:
 def _location(item: pytest.Item) -> tuple[str, int | None, str]:
     path, line, domain = item.location
     return str(path), line, str(domain)
+
+
+#: Fixture scopes a move to another module tears down (a session's stays).
+_MODULE_WIDE = frozenset({"module", "package"})
+
+
+def _module_fixture_users(items: list[pytest.Item]) -> list[bool]:
+    """Per item, whether it uses a fixture of module or package scope (its own
+    or an autouse one; unknown: assumed so)."""
+    out: list[bool] = []
+    for item in items:
+        wide = wide_fixtures(item)
+        out.append(wide is None or any(scope in _MODULE_WIDE for _, scope, _ in wide))
+    return out
 
 
 def _scopes(items: list[pytest.Item], kind: type[pytest.Collector]) -> list[str | None]:

@@ -75,9 +75,13 @@ class DagRun:
         limits: Mapping[str, int] | None = None,
         exclusive: Sequence[bool] | None = None,
         checks: Mapping[str, Sequence[str]] | None = None,
+        modules: Sequence[str | None] | None = None,
+        module_fixtures: Sequence[bool] | None = None,
     ) -> None:
         """``checks``: by node id, prerequisites that must have passed, else the
-        test fails without running (see :class:`~..core.state_machine.StateMachine`)."""
+        test fails without running; ``modules``, ``module_fixtures``: per test,
+        its module and whether it uses a fixture a module switch tears down
+        (see :class:`~..core.state_machine.StateMachine`)."""
         self.graph = graph
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
@@ -95,6 +99,8 @@ class DagRun:
             limits=limits,
             exclusive=exclusive,
             checks=self._by_index(checks) if checks else None,
+            modules=modules,
+            module_fixtures=module_fixtures,
         )
         self.tracker = OutcomeTracker()
         #: The run collected its whole suite (see ``Plan.whole``): a durations
