@@ -253,3 +253,11 @@ def test_forced_returns_names_modules_the_edges_split() -> None:
     # Out through a test that keeps nothing, back through another module.
     g3 = Graph.of_positions([[], [0], [1], [2]])
     assert forced_returns(g3, [0, 0, 1, 0], [True, False, False, True]) == [0]
+
+
+def test_a_return_names_its_module() -> None:
+    durations = [0.1, 0.1, 0.3, 0.1, 0.1]
+    modules = ["b", "b", "c", "b", "a"]
+    _, m = simulate_modules(durations, modules, [True] * 5, [[], [], [0], [2], []])
+    assert m.runs is not None
+    assert [m.runs.names[k] for k in m.runs.returns] == ["b"]

@@ -49,6 +49,8 @@ class ModuleRuns:
             -1 if m is None else numbers.setdefault(m, len(numbers)) for m in modules]
         #: Per task, whether it uses a fixture of module scope or wider.
         self.keeps: list[bool] = [bool(k) and self.module[i] >= 0 for i, k in enumerate(keeps)]
+        #: The modules as given, by number.
+        self.names: list[Hashable] = list(numbers)
         self._current: dict[Worker, int] = {}
         self._holding: dict[Worker, bool] = {}
         self._left: dict[Worker, set[int]] = {}

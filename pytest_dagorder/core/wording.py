@@ -211,6 +211,14 @@ def module_returns_header(modules: Sequence[str]) -> str:
             "its module fixtures up again")
 
 
+def module_returns(modules: Sequence[str]) -> str:
+    """After the run: workers came back to ``modules`` after leaving them."""
+    shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
+    return (f"dagorder: a worker came back to {_plural(len(modules), 'module')} ({shown}) "
+            "after every worker had left it, so its module fixtures were set up again: "
+            "a test there waited on a test of another module")
+
+
 def kept_whole_header(dist: str, scopes: int) -> str:
     """``scopes`` files (loadfile), classes and modules (loadscope) or documents run whole."""
     if dist == "loadfile":

@@ -276,3 +276,7 @@ def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
     cost = group_cost_line(run, workers)
     if cost is not None:
         terminalreporter.write_line(cost)
+    runs = run.machine.runs
+    if runs is not None and runs.returns:
+        names = dict.fromkeys(str(runs.names[m]) for m in runs.returns)
+        terminalreporter.write_line(wording.module_returns(list(names)))
