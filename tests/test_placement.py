@@ -261,3 +261,26 @@ def test_a_return_names_its_module() -> None:
     _, m = simulate_modules(durations, modules, [True] * 5, [[], [], [0], [2], []])
     assert m.runs is not None
     assert [m.runs.names[k] for k in m.runs.returns] == ["b"]
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_a_group_spanning_modules_runs_module_by_module(speculate: bool) -> None:
+    # One group over modules a and b (an xdist_group); durations rank
+    # a1, b2, a3, b1, a2 first: taken in rank order the worker went a, b, a, b, a.
+    durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.1]
+    modules = ["a", "a", "a", "b", "b", "c"]
+    requires: list[list[int]] = [[], [0], [], [], [], []] if speculate else [[]] * 6
+    graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
+    m = StateMachine(graph, groups=["g"] * 5 + [None], modules=modules,
+                     module_fixtures=[True] * 6)
+    m.add_worker("w")
+    order: list[int] = []
+    while not m.done:
+        got = m.take("w", 10, speculate=speculate)
+        assert got
+        order += got
+        for t in got:
+            m.finished(t, "passed")
+        m.validate()
+    assert stretches(order, modules) in (["a", "b", "c"], ["b", "a", "c"], ["c", "a", "b"],
+                                         ["c", "b", "a"])

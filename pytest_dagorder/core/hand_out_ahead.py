@@ -68,15 +68,16 @@ class HandOutAhead:
         return best
 
     def group_tasks(self, worker: Worker, gid: int, limit: int,
-                    hold: Callable[[int], None]) -> list[int]:
+                    hold: Callable[[int], None], *, same_module: bool = False) -> list[int]:
         """Up to ``limit`` tasks of group ``gid`` whose open prerequisites all run on
         ``worker``, most urgent first, each passed to ``hold`` as it is found (a
-        held task's own dependents then qualify in turn)."""
+        held task's own dependents then qualify in turn).  ``same_module``: only
+        tasks of the module ``worker`` is in (a group of several modules)."""
         g, state, rank = self._graph, self._state, self._rank
         of, constrained = self._group_of, self._constrained
         assert of is not None  # a worker is bound to a group only where groups exist
         if self._runs is not None and self._runs_across(gid):
-            return self._by_module(worker, gid, limit, hold)
+            return self._by_module(worker, gid, limit, hold, same_module)
         # Only a running task with a WAITING successor can lead anywhere, and
         # holding tasks never makes another WAITING: the others are dropped
         # before sorting (a worker may run a batch of a thousand, nearly all
@@ -120,7 +121,7 @@ class HandOutAhead:
         return gid in self._spans
 
     def _by_module(self, worker: Worker, gid: int, limit: int,
-                   hold: Callable[[int], None]) -> list[int]:
+                   hold: Callable[[int], None], same_module: bool) -> list[int]:
         """:meth:`group_tasks` for a group of several modules: module by module,
         the worker's current module first while any of it qualifies."""
         g, state, rank = self._graph, self._state, self._rank
@@ -137,9 +138,14 @@ class HandOutAhead:
         found = {d for r in self._running_on[worker]
                  for d in (*g.dependents[r], *g.followers[r]) if qualifies(d)}
         out: list[int] = []
+        here = runs.current(worker)
+        if same_module:
+            found = {d for d in found if runs.module[d] == here}
         while found and len(out) < limit:
             here = runs.current(worker)
             d = min(found, key=lambda t: (runs.module[t] != here, rank[t]))
+            if same_module and runs.module[d] != here:
+                break
             found.discard(d)
             if not qualifies(d):
                 continue

@@ -54,9 +54,10 @@ it, in the durations the graph carries (equal when none are known).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, final
 
@@ -501,11 +502,27 @@ class AffinityGroups(_Wrapping):
             for p in outside:
                 self._outside_of.setdefault(p, []).append(group)
         self._bound: dict[Worker, Group] = {}
+        self._stay = False
         queues.stand_in(self._live, self._dropped)
 
     def bound_group(self, worker: Worker) -> int | None:
         group = self._bound.get(worker)
         return None if group is None else group.gid
+
+    def spans(self, worker: Worker) -> bool:
+        """Whether ``worker`` is bound to a group of several modules."""
+        group = self._bound.get(worker)
+        return group is not None and group.spans
+
+    @contextlib.contextmanager
+    def staying(self) -> Iterator[None]:
+        """Within the block, a group of several modules hands out only members of
+        its worker's current module (see ``StateMachine.take``)."""
+        self._stay = True
+        try:
+            yield
+        finally:
+            self._stay = False
 
     def group_bound_to(self, worker: Worker) -> Group | None:
         return self._bound.get(worker)
@@ -651,6 +668,8 @@ class AffinityGroups(_Wrapping):
                 ready.remove(entry)
                 heapq.heapify(ready)
                 return entry[1]
+            if self._stay:
+                return None
         while ready:
             i = heapq.heappop(ready)[1]
             if state[i] is _READY:

@@ -342,6 +342,8 @@ class StateMachine:
             mine = len(self._running_on[worker])
             if all(len(tasks) >= mine for tasks in self._running_on.values()):
                 self._groups.let_go(worker)
+        if speculate and self._groups is not None and self._groups.spans(worker):
+            return self._take_by_module(worker, limit)
         out: list[int] = []
         next_for = self._placement.next_for
         while len(out) < limit and self._stopped is None:
@@ -352,11 +354,46 @@ class StateMachine:
                 break
             self._start(i, worker)
             out.append(i)
+            if speculate and self._groups is not None and self._groups.spans(worker):
+                # Bound just now to a group of several modules.
+                return out + self._take_by_module(worker, limit - len(out))
         if speculate and len(out) < limit and self._stopped is None:
             gid = self.bound_group(worker)
             if gid is not None and self._groups is not None and self._groups.unstarted(gid):
                 out += self._ahead.group_tasks(worker, gid, limit - len(out),
                                                lambda d: self._hold(d, worker))
+        return out
+
+    def _take_by_module(self, worker: Worker, limit: int) -> list[int]:
+        """:meth:`take` with ``speculate`` for a worker bound to a group of several
+        modules: what it may run or hold of its current module first (ready
+        tasks, then those held behind them), and only then the next module."""
+        groups = self._groups
+        assert groups is not None
+        if worker not in self._workers:
+            raise KeyError(worker)
+        next_for = self._placement.next_for
+        out: list[int] = []
+        while len(out) < limit and self._stopped is None:
+            gid = self.bound_group(worker)
+            if gid is None:
+                break
+            with groups.staying():
+                n = len(out)
+                while len(out) < limit and (i := next_for(worker)) is not None:
+                    self._start(i, worker)
+                    out.append(i)
+            if len(out) < limit and groups.unstarted(gid):
+                out += self._ahead.group_tasks(worker, gid, limit - len(out),
+                                               lambda d: self._hold(d, worker), same_module=True)
+            if len(out) > n:
+                continue
+            # Nothing more of this module now: the next module's first task.
+            i = next_for(worker)
+            if i is None:
+                break
+            self._start(i, worker)
+            out.append(i)
         return out
 
     def ahead(self, worker: Worker, limit: int = 1) -> list[int]:

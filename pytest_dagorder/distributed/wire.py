@@ -427,6 +427,8 @@ def _flags(indices: Any, n: int) -> Sequence[bool]:
         return ()
     out = [False] * n
     for k in indices:
+        if not 0 <= k < n:
+            raise ValueError(f"test index {k} out of range")
         out[k] = True
     return out
 
