@@ -112,6 +112,20 @@ class HandOutAhead:
                 frontier.append(d)
         return out
 
+    def waits_here(self, worker: Worker, module: int) -> bool:
+        """Whether a WAITING task of ``module`` waits only on tasks running on
+        ``worker`` (it will become ready there: the worker should not leave
+        the module before)."""
+        runs = self._runs
+        assert runs is not None
+        g, state, of = self._graph, self._state, runs.module
+        for r in self._running_on[worker]:
+            for d in (*g.dependents[r], *g.followers[r]):
+                if (of[d] == module and state[d] is State.WAITING
+                        and self._waits_only_on(d, worker)):
+                    return True
+        return False
+
     def _runs_across(self, gid: int) -> bool:
         """Whether group ``gid`` spans modules (found once per run)."""
         if self._spans is None:

@@ -12,14 +12,15 @@ question for placement (:mod:`.placement`): may this worker start this
 task now?  A worker *holds* its current module once it ran a test of it
 that uses a fixture of module scope or wider (a *keeping* test); when it
 starts a test of another module it *leaves* the module it held.  A keeping
-test of a module a worker left is not started there again while some
-other live worker has not left that module (that one can take it, with its
-own single setup).  Once every live worker left the module, the first to
-ask takes it: nothing waits for a worker that will never come, and the
-return is counted in :attr:`ModuleRuns.returns`.  Placement also prefers,
-for a worker holding a module, the ready tests of that module (see
-``ReadyQueues.next_for``), so a worker leaves a module only when nothing of
-it is ready.
+test of a module a worker left is not started there again while the worker
+has anything else to run, nor while another worker that has not left that
+module is idle (that one takes it, with its own single setup).  Otherwise
+the worker comes back rather than idle while the others are busy: the
+return is counted in :attr:`ModuleRuns.returns` (the run's summary names
+the modules).  Placement also prefers, for a worker holding a module, the
+ready tests of that module (see ``ReadyQueues.next_for``), so a worker
+leaves a module only when nothing of it is ready, and a module's test
+becomes ready after that only when it waits on a test of another module.
 
 :func:`forced_returns` names the modules the declarations themselves
 force apart: a path of edges from a keeping test of the module through a
@@ -29,7 +30,7 @@ a module in one stretch, serially either.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import final
 
 from .graph import Graph
@@ -40,7 +41,9 @@ from .states import Worker
 class ModuleRuns:
     """Which module each worker is in and which it left (see the module docstring)."""
 
-    def __init__(self, modules: Sequence[Hashable | None], keeps: Sequence[bool]) -> None:
+    def __init__(self, modules: Sequence[Hashable | None], keeps: Sequence[bool],
+                 busy: Callable[[Worker], bool]) -> None:
+        """``busy(worker)``: whether ``worker`` runs or holds a task now."""
         if len(modules) != len(keeps):
             raise ValueError(f"{len(modules)} modules for {len(keeps)} tasks")
         numbers: dict[Hashable, int] = {}
@@ -51,6 +54,7 @@ class ModuleRuns:
         self.keeps: list[bool] = [bool(k) and self.module[i] >= 0 for i, k in enumerate(keeps)]
         #: The modules as given, by number.
         self.names: list[Hashable] = list(numbers)
+        self._busy = busy
         self._current: dict[Worker, int] = {}
         self._holding: dict[Worker, bool] = {}
         self._left: dict[Worker, set[int]] = {}
@@ -89,14 +93,24 @@ class ModuleRuns:
                 self.returns.append(m)
 
     def allowed(self, task: int, worker: Worker) -> bool:
-        """Whether ``worker`` may start ``task`` now without coming back to a
-        module it left, or must: every live worker left that module."""
+        """Whether ``worker`` may start ``task`` without coming back to a
+        module it left (or must: every live worker left that module)."""
         if not self.keeps[task]:
             return True
         m = self.module[task]
         if m not in self._left[worker]:
             return True
         return self._left_by[m] >= len(self._left)
+
+    def allowed_idle(self, task: int, worker: Worker) -> bool:
+        """Whether ``worker``, idle with nothing else to run, may start ``task``:
+        also a return, unless a worker that has not left its module is idle too."""
+        if self.allowed(task, worker):
+            return True
+        m = self.module[task]
+        busy = self._busy
+        return not busy(worker) and all(
+            busy(w) for w, left in self._left.items() if w != worker and m not in left)
 
     def holding(self, worker: Worker) -> int:
         """The module whose fixtures ``worker`` holds now (-1: none)."""

@@ -201,9 +201,17 @@ class ReadyQueues:
             i = self._pop_module(held)
             if i is not None:
                 return i
-        # Entries the worker may not take (a module it left, see ModuleRuns)
-        # are set aside while it chooses, then put back for the others.
-        allowed = runs.allowed
+        i = self._next_allowed(worker, runs.allowed)
+        if i is None:
+            # Nothing else for it: come back to a module it left rather
+            # than idle, unless an idle worker can take that (ModuleRuns).
+            i = self._next_allowed(worker, runs.allowed_idle)
+        return i
+
+    def _next_allowed(self, worker: Worker, allowed: Callable[[int, Worker], bool]) -> int | None:
+        """:meth:`next_for` among the tasks ``allowed`` lets ``worker`` take."""
+        # Entries the worker may not take are set aside while it chooses,
+        # then put back for the others.
         aside: list[Rank] = []
         heap, state, rank = self._heap, self._state, self._rank
         self._drop_heap()

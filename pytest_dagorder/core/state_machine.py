@@ -233,7 +233,9 @@ class StateMachine:
         if modules is not None and module_fixtures is not None and any(module_fixtures):
             if len(modules) != n or len(module_fixtures) != n:
                 raise ValueError(f"modules and module_fixtures need {n} entries each")
-            self.runs = ModuleRuns(modules, module_fixtures)
+            running_on = self._running_on
+            self.runs = ModuleRuns(modules, module_fixtures,
+                                   lambda w: bool(running_on.get(w)))
         queues = ReadyQueues(self._rank, self.state, locality=locality, runs=self.runs)
         placement: Placement = queues
         if groups is not None:
@@ -352,6 +354,10 @@ class StateMachine:
             i = next_for(worker)
             if i is None:
                 break
+            if self._leaves_early(worker, i):
+                # Back to the queues; the worker asks again once those ended.
+                self._placement.released((i,), None)
+                break
             self._start(i, worker)
             out.append(i)
             if speculate and self._groups is not None and self._groups.spans(worker):
@@ -363,6 +369,16 @@ class StateMachine:
                 out += self._ahead.group_tasks(worker, gid, limit - len(out),
                                                lambda d: self._hold(d, worker))
         return out
+
+    def _leaves_early(self, worker: Worker, task: int) -> bool:
+        """Whether starting ``task`` next would take ``worker`` out of the module
+        it holds while a test of that module waits only on what it runs
+        (in a batch: that test becomes ready there once those end)."""
+        runs = self.runs
+        if runs is None:
+            return False
+        held = runs.holding(worker)
+        return held >= 0 and runs.module[task] != held and self._ahead.waits_here(worker, held)
 
     def _take_by_module(self, worker: Worker, limit: int) -> list[int]:
         """:meth:`take` with ``speculate`` for a worker bound to a group of several
