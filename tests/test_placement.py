@@ -284,3 +284,41 @@ def test_a_group_spanning_modules_runs_module_by_module(speculate: bool) -> None
         m.validate()
     assert stretches(order, modules) in (["a", "b", "c"], ["b", "a", "c"], ["c", "a", "b"],
                                          ["c", "b", "a"])
+
+
+def test_an_idle_worker_comes_back_only_when_the_others_are_busy() -> None:
+    # Module a: a0, and a1 which waits on c0 (module c); module b: b0, b1.
+    # w0 runs a0 then b0 (leaving a) while w1 runs c0.
+    graph = Graph.of_positions([[], [2], [], [], []])
+    modules = ["a", "a", "c", "b", "b"]
+    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 5)
+    m.add_worker("w0")
+    m.add_worker("w1")
+    m.claim(0, "w0")  # w0 enters a
+    m.claim(2, "w1")  # w1 runs c0, on which a1 waits
+    m.finished(0, "passed")
+    m.claim(3, "w0")  # w0 leaves a for b
+    m.finished(3, "passed")
+    m.finished(2, "passed")  # a1 ready; w1 has never held a
+    # w0 is idle but w1, which has not left a, is idle too: a1 is w1's.
+    assert m.take("w0") == [4]  # b's other test, not a1
+    assert m.take("w0") == []
+    assert m.take("w1") == [1]
+    assert m.runs is not None and m.runs.returns == []
+
+
+def test_an_idle_worker_comes_back_rather_than_wait_for_a_busy_one() -> None:
+    graph = Graph.of_positions([[], [2], [], [], []])
+    modules = ["a", "a", "c", "b", "b"]
+    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 5)
+    m.add_worker("w0")
+    m.add_worker("w1")
+    m.claim(0, "w0")
+    m.claim(2, "w1")
+    m.finished(0, "passed")
+    m.claim(3, "w0")
+    m.finished(3, "passed")
+    m.finished(2, "passed")  # a1 ready
+    m.claim(4, "w1")  # w1 is busy
+    assert m.take("w0") == [1]  # back to a: counted
+    assert m.runs is not None and [m.runs.names[k] for k in m.runs.returns] == ["a"]

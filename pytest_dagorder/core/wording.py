@@ -215,8 +215,9 @@ def module_returns(modules: Sequence[str]) -> str:
     """After the run: workers came back to ``modules`` after leaving them."""
     shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
     return (f"dagorder: a worker came back to {_plural(len(modules), 'module')} ({shown}) "
-            "after every worker had left it, so its module fixtures were set up again: "
-            "a test there waited on a test of another module")
+            "after leaving it, so its module fixtures were set up again there: a test "
+            "of it became ready late (it waited on another module's) while the other "
+            "workers were busy")
 
 
 def kept_whole_header(dist: str, scopes: int) -> str:
