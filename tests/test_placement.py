@@ -322,3 +322,19 @@ def test_an_idle_worker_comes_back_rather_than_wait_for_a_busy_one() -> None:
     m.claim(4, "w1")  # w1 is busy
     assert m.take("w0") == [1]  # back to a: counted
     assert m.runs is not None and [m.runs.names[k] for k in m.runs.returns] == ["a"]
+
+
+def test_a_batch_stops_before_leaving_a_module_whose_next_test_waits_on_it() -> None:
+    graph = Graph.of_positions([[], [0], [], []])
+    modules = ["a", "a", "b", "b"]
+    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 4)
+    m.add_worker("w")
+    order: list[int] = []
+    while not m.done:
+        got = m.take("w", 10)
+        assert got
+        order += got
+        for t in got:
+            m.finished(t, "passed")
+    assert order == [0, 1, 2, 3]
+    assert m.runs is not None and m.runs.returns == []

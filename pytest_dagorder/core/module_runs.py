@@ -54,6 +54,8 @@ class ModuleRuns:
         self.keeps: list[bool] = [bool(k) and self.module[i] >= 0 for i, k in enumerate(keeps)]
         #: The modules as given, by number.
         self.names: list[Hashable] = list(numbers)
+        #: Modules with an edge between two of their tests (see ``StateMachine``).
+        self.chained: set[int] = set()
         self._busy = busy
         self._current: dict[Worker, int] = {}
         self._holding: dict[Worker, bool] = {}

@@ -236,6 +236,9 @@ class StateMachine:
             running_on = self._running_on
             self.runs = ModuleRuns(modules, module_fixtures,
                                    lambda w: bool(running_on.get(w)))
+            of = self.runs.module
+            self.runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
+                of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
         queues = ReadyQueues(self._rank, self.state, locality=locality, runs=self.runs)
         placement: Placement = queues
         if groups is not None:
@@ -378,7 +381,8 @@ class StateMachine:
         if runs is None:
             return False
         held = runs.holding(worker)
-        return held >= 0 and runs.module[task] != held and self._ahead.waits_here(worker, held)
+        return (held in runs.chained and runs.module[task] != held
+                and self._ahead.waits_here(worker, held))
 
     def _take_by_module(self, worker: Worker, limit: int) -> list[int]:
         """:meth:`take` with ``speculate`` for a worker bound to a group of several
