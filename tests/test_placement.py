@@ -338,3 +338,47 @@ def test_a_batch_stops_before_leaving_a_module_whose_next_test_waits_on_it() -> 
             m.finished(t, "passed")
     assert order == [0, 1, 2, 3]
     assert m.runs is not None and m.runs.returns == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_module_runs_never_stall_a_run(seed: int) -> None:
+    """Random graphs, modules, groups, limits, exclusive tests, batches and
+    hand-outs ahead: every task ends, the invariants hold after every event."""
+    import random
+
+    rng = random.Random(seed)
+    n = rng.randint(2, 30)
+    requires = [sorted({rng.randrange(i) for _ in range(rng.randint(0, 2))})
+                 if i and rng.random() < 0.5 else [] for i in range(n)]
+    graph = Graph.of_positions(requires, durations={
+        i: rng.choice([0.01, 0.1, 0.3, 1.0]) for i in range(n)})
+    m = StateMachine(
+        graph, modules=[f"m{rng.randrange(4)}" for _ in range(n)],
+        module_fixtures=[rng.random() < 0.7 for _ in range(n)],
+        groups=[rng.choice([None, None, "g1", "g2"]) for _ in range(n)] if seed % 2 else None,
+        resources=[["r"] if rng.random() < 0.1 else [] for _ in range(n)] if seed % 3 else None,
+        exclusive=[rng.random() < 0.05 for _ in range(n)] if seed % 5 == 0 else None)
+    workers = [f"w{k}" for k in range(rng.randint(1, 3))]
+    for w in workers:
+        m.add_worker(w)
+    held: dict[str, list[int]] = {w: [] for w in workers}
+    batch = rng.choice([1, 3])
+    for _ in range(10 * n + 10):
+        if m.done:
+            break
+        for w in workers:
+            if len(held[w]) < batch:
+                held[w] += m.take(w, batch - len(held[w]), speculate=seed % 4 == 0)
+            if seed % 4 == 0 and len(held[w]) == 1:
+                held[w] += m.ahead(w)
+        m.validate()
+        busy = [w for w in workers if held[w]]
+        assert busy, "nothing runs although tasks remain"
+        w = rng.choice(busy)
+        task = held[w].pop(0)
+        m.finished(task, "passed" if rng.random() < 0.9 else "failed")
+        for skip in m.pop_skipped():
+            for tasks in held.values():
+                if skip.task in tasks:
+                    tasks.remove(skip.task)
+    assert m.done
