@@ -11,7 +11,11 @@ records when each test body started and ended, and reports
 * plain ``--dist load`` (``-p no:dagorder``) on the same tests without
   declarations, for the makespan where dependencies do not bind.
 
-Run: ``python benchmarks/bench_xdist.py [-n 4] [--affinity none]``.
+``--modules K`` spreads each shape over K test files, in collection order,
+each with an autouse module-scoped fixture (a worker then keeps each file's
+tests in one stretch; dependencies across files name their targets by node id).
+
+Run: ``python benchmarks/bench_xdist.py [-n 4] [--affinity none] [--modules 6]``.
 """
 
 from __future__ import annotations
@@ -71,9 +75,22 @@ def shape(name: str, rng: random.Random) -> list[tuple[str, float, list[str]]]:
     return tests
 
 
-def write_suite(root: Path, tests: list[tuple[str, float, list[str]]], declare: bool) -> None:
+MODULE_FIXTURE = '''
+
+@pytest.fixture(scope="module", autouse=True)
+def _per_module():
+    yield
+'''
+
+
+def write_suite(root: Path, tests: list[tuple[str, float, list[str]]], declare: bool,
+                modules: int = 1) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "conftest.py").write_text(RECORDER)
+    (root / "conftest.py").write_text(RECORDER + (MODULE_FIXTURE if modules > 1 else ""))
+    (root / "pytest.ini").write_text("[pytest]\n")
+    if modules > 1:
+        write_modules(root, tests, declare, modules)
+        return
     lines = ["import time", "from pytest_dagorder import depends_on", ""]
     for name, secs, deps in tests:
         if declare and deps:
@@ -82,7 +99,23 @@ def write_suite(root: Path, tests: list[tuple[str, float, list[str]]], declare: 
     body = "\n".join(lines).replace("depends_on('", "depends_on('test_").replace(
         ", '", ", 'test_")
     (root / "test_suite.py").write_text(body)
-    (root / "pytest.ini").write_text("[pytest]\n")
+
+
+def write_modules(root: Path, tests: list[tuple[str, float, list[str]]], declare: bool,
+                  modules: int) -> None:
+    """The suite in ``modules`` files, consecutive tests together."""
+    where = {name: f"test_m{k * modules // len(tests)}.py" for k, (name, _, _) in
+             enumerate(tests)}
+    bodies: dict[str, list[str]] = {}
+    for name, secs, deps in tests:
+        lines = bodies.setdefault(where[name], ["import time",
+                                                "from pytest_dagorder import depends_on", ""])
+        if declare and deps:
+            targets = ", ".join(repr(f"{where[d]}::test_{d}") for d in deps)
+            lines.append(f"@depends_on({targets})")
+        lines.append(f"def test_{name}():\n    time.sleep({secs:.3f})\n")
+    for file, lines in bodies.items():
+        (root / file).write_text("\n".join(lines))
 
 
 def run_recorded(root: Path, args: list[str], cache: bool) -> list[tuple[str, float, float]]:
@@ -133,6 +166,8 @@ def main() -> None:
     ap.add_argument("--affinity", default="none")
     ap.add_argument("--shapes", default="random,chains,wide,longpole,loose")
     ap.add_argument("--seed", type=int, default=1, help="Seed of the random shapes")
+    ap.add_argument("--modules", type=int, default=1,
+                    help="Spread each shape over this many files with a module fixture")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="Multiply every sleep (longer tests dilute per-test overhead)")
     opts = ap.parse_args()
@@ -144,8 +179,8 @@ def main() -> None:
         for name in opts.shapes.split(","):
             tests = [(t, secs * opts.scale, deps) for t, secs, deps in shape(name, rng)]
             dag, plain = Path(tmp, name, "dag"), Path(tmp, name, "plain")
-            write_suite(dag, tests, declare=True)
-            write_suite(plain, tests, declare=False)
+            write_suite(dag, tests, declare=True, modules=opts.modules)
+            write_suite(plain, tests, declare=False, modules=opts.modules)
             args = ["-n", str(opts.n), f"--dag-affinity={opts.affinity}"]
             # Cold: nothing recorded, priorities by test counts.  Warm: the
             # cold run recorded durations in the cache; the next run ranks by them.

@@ -162,3 +162,223 @@ def test_a_group_is_queued_under_its_first_ready_member() -> None:
     assert s.take("w") == [2]
     assert s.take("w", 2) == [1, 0]
     s.validate()
+
+
+# -- module runs: a worker keeps each module's tests in one stretch ---------------------
+
+
+def simulate_modules(durations: list[float], modules: list[str], keeps: list[bool],
+                     requires: list[list[int]], workers: int = 2,
+                     **kwargs: object) -> tuple[dict[str, list[int]], StateMachine]:
+    """Run the tasks on ``workers`` simulated workers, one task at a time each,
+    in simulated time: per worker, the tasks it ran in order."""
+    graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
+    m = StateMachine(graph, modules=modules, module_fixtures=keeps, **kwargs)  # type: ignore[arg-type]
+    names = [f"w{k}" for k in range(workers)]
+    for w in names:
+        m.add_worker(w)
+    ran: dict[str, list[int]] = {w: [] for w in names}
+    busy: dict[str, tuple[float, int]] = {}
+    now = 0.0
+    while not m.done:
+        for w in names:  # idle workers ask, in a fixed order
+            if w not in busy:
+                got = m.take(w)
+                if got:
+                    busy[w] = (now + durations[got[0]], got[0])
+                    ran[w].append(got[0])
+        m.validate()
+        assert busy, "nothing runs although tasks remain"
+        w = min(busy, key=lambda k: (busy[k][0], k))
+        now, task = busy.pop(w)
+        m.finished(task, "passed")
+    return ran, m
+
+
+def stretches(ran: list[int], modules: list[str]) -> list[str]:
+    """The modules of ``ran``, one entry per stretch of consecutive tasks."""
+    out: list[str] = []
+    for i in ran:
+        if not out or out[-1] != modules[i]:
+            out.append(modules[i])
+    return out
+
+
+def test_a_worker_keeps_each_modules_tests_in_one_stretch() -> None:
+    # Recorded durations interleave the modules in priority order (a long
+    # test of each module, then the short ones): taken one by one, longest
+    # first, a worker went back to a module it had left.
+    durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.15, 0.05, 0.12, 0.10, 0.10]
+    modules = ["a", "a", "a", "b", "b", "c", "c", "c", "d", "d"]
+    keeps = [True] * 8 + [False] * 2  # d uses no module fixture
+    ran, m = simulate_modules(durations, modules, keeps, [[] for _ in durations])
+    for w, tasks in ran.items():
+        mods = stretches(tasks, modules)
+        kept = [x for x in mods if x != "d"]
+        assert len(kept) == len(set(kept)), f"{w} came back to a module: {mods}"
+    assert m.runs is not None and m.runs.returns == []
+    assert sorted(i for tasks in ran.values() for i in tasks) == list(range(10))
+
+
+def test_without_module_facts_the_longest_first_order_interleaves_modules() -> None:
+    # The same run without the facts: what the rule changes.
+    durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.15, 0.05, 0.12]
+    modules = ["a", "a", "a", "b", "b", "c", "c", "c"]
+    ran, _ = simulate_modules(durations, modules, [False] * 8, [[] for _ in durations])
+    assert any(len(stretches(t, modules)) > len(set(stretches(t, modules))) for t in ran.values())
+
+
+def test_a_module_every_worker_left_is_taken_by_the_first_to_ask() -> None:
+    # b1 waits on a chain through c: a worker must come back to b (or wait forever).
+    #   b0 -> c0 -> b1, both workers run a b test before c0 ends.
+    durations = [0.1, 0.1, 0.3, 0.1, 0.1]
+    modules = ["b", "b", "c", "b", "a"]
+    requires: list[list[int]] = [[], [], [0], [2], []]
+    ran, m = simulate_modules(durations, modules, [True] * 5, requires)
+    assert sorted(i for tasks in ran.values() for i in tasks) == list(range(5))
+    assert m.runs is not None and m.runs.returns  # the return is counted
+
+
+def test_forced_returns_names_modules_the_edges_split() -> None:
+    from pytest_dagorder.core.module_runs import forced_returns
+
+    # 0,1: module 0; 2: module 1; 3: module 0.  0 -> 2 -> 3 splits module 0.
+    g = Graph.of_positions([[], [], [0], [2]])
+    assert forced_returns(g, [0, 0, 1, 0], [True, True, True, True]) == [0]
+    # The test that comes back keeps nothing: no fixture is set up again.
+    assert forced_returns(g, [0, 0, 1, 0], [True, True, True, False]) == []
+    # An edge within the module and one out of it: nothing comes back.
+    g2 = Graph.of_positions([[], [0], [1]])
+    assert forced_returns(g2, [0, 0, 1], [True, True, True]) == []
+    # Out through a test that keeps nothing, back through another module.
+    g3 = Graph.of_positions([[], [0], [1], [2]])
+    assert forced_returns(g3, [0, 0, 1, 0], [True, False, False, True]) == [0]
+
+
+def test_a_return_names_its_module() -> None:
+    durations = [0.1, 0.1, 0.3, 0.1, 0.1]
+    modules = ["b", "b", "c", "b", "a"]
+    _, m = simulate_modules(durations, modules, [True] * 5, [[], [], [0], [2], []])
+    assert m.runs is not None
+    assert [m.runs.names[k] for k in m.runs.returns] == ["b"]
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_a_group_spanning_modules_runs_module_by_module(speculate: bool) -> None:
+    # One group over modules a and b (an xdist_group); durations rank
+    # a1, b2, a3, b1, a2 first: taken in rank order the worker went a, b, a, b, a.
+    durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.1]
+    modules = ["a", "a", "a", "b", "b", "c"]
+    requires: list[list[int]] = [[], [0], [], [], [], []] if speculate else [[]] * 6
+    graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
+    m = StateMachine(graph, groups=["g"] * 5 + [None], modules=modules,
+                     module_fixtures=[True] * 6)
+    m.add_worker("w")
+    order: list[int] = []
+    while not m.done:
+        got = m.take("w", 10, speculate=speculate)
+        assert got
+        order += got
+        for t in got:
+            m.finished(t, "passed")
+        m.validate()
+    assert stretches(order, modules) in (["a", "b", "c"], ["b", "a", "c"], ["c", "a", "b"],
+                                         ["c", "b", "a"])
+
+
+def test_an_idle_worker_comes_back_only_when_the_others_are_busy() -> None:
+    # Module a: a0, and a1 which waits on c0 (module c); module b: b0, b1.
+    # w0 runs a0 then b0 (leaving a) while w1 runs c0.
+    graph = Graph.of_positions([[], [2], [], [], []])
+    modules = ["a", "a", "c", "b", "b"]
+    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 5)
+    m.add_worker("w0")
+    m.add_worker("w1")
+    m.claim(0, "w0")  # w0 enters a
+    m.claim(2, "w1")  # w1 runs c0, on which a1 waits
+    m.finished(0, "passed")
+    m.claim(3, "w0")  # w0 leaves a for b
+    m.finished(3, "passed")
+    m.finished(2, "passed")  # a1 ready; w1 has never held a
+    # w0 is idle but w1, which has not left a, is idle too: a1 is w1's.
+    assert m.take("w0") == [4]  # b's other test, not a1
+    assert m.take("w0") == []
+    assert m.take("w1") == [1]
+    assert m.runs is not None and m.runs.returns == []
+
+
+def test_an_idle_worker_comes_back_rather_than_wait_for_a_busy_one() -> None:
+    graph = Graph.of_positions([[], [2], [], [], []])
+    modules = ["a", "a", "c", "b", "b"]
+    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 5)
+    m.add_worker("w0")
+    m.add_worker("w1")
+    m.claim(0, "w0")
+    m.claim(2, "w1")
+    m.finished(0, "passed")
+    m.claim(3, "w0")
+    m.finished(3, "passed")
+    m.finished(2, "passed")  # a1 ready
+    m.claim(4, "w1")  # w1 is busy
+    assert m.take("w0") == [1]  # back to a: counted
+    assert m.runs is not None and [m.runs.names[k] for k in m.runs.returns] == ["a"]
+
+
+def test_a_batch_stops_before_leaving_a_module_whose_next_test_waits_on_it() -> None:
+    graph = Graph.of_positions([[], [0], [], []])
+    modules = ["a", "a", "b", "b"]
+    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 4)
+    m.add_worker("w")
+    order: list[int] = []
+    while not m.done:
+        got = m.take("w", 10)
+        assert got
+        order += got
+        for t in got:
+            m.finished(t, "passed")
+    assert order == [0, 1, 2, 3]
+    assert m.runs is not None and m.runs.returns == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_module_runs_never_stall_a_run(seed: int) -> None:
+    """Random graphs, modules, groups, limits, exclusive tests, batches and
+    hand-outs ahead: every task ends, the invariants hold after every event."""
+    import random
+
+    rng = random.Random(seed)
+    n = rng.randint(2, 30)
+    requires = [sorted({rng.randrange(i) for _ in range(rng.randint(0, 2))})
+                 if i and rng.random() < 0.5 else [] for i in range(n)]
+    graph = Graph.of_positions(requires, durations={
+        i: rng.choice([0.01, 0.1, 0.3, 1.0]) for i in range(n)})
+    m = StateMachine(
+        graph, modules=[f"m{rng.randrange(4)}" for _ in range(n)],
+        module_fixtures=[rng.random() < 0.7 for _ in range(n)],
+        groups=[rng.choice([None, None, "g1", "g2"]) for _ in range(n)] if seed % 2 else None,
+        resources=[["r"] if rng.random() < 0.1 else [] for _ in range(n)] if seed % 3 else None,
+        exclusive=[rng.random() < 0.05 for _ in range(n)] if seed % 5 == 0 else None)
+    workers = [f"w{k}" for k in range(rng.randint(1, 3))]
+    for w in workers:
+        m.add_worker(w)
+    held: dict[str, list[int]] = {w: [] for w in workers}
+    batch = rng.choice([1, 3])
+    for _ in range(10 * n + 10):
+        if m.done:
+            break
+        for w in workers:
+            if len(held[w]) < batch:
+                held[w] += m.take(w, batch - len(held[w]), speculate=seed % 4 == 0)
+            if seed % 4 == 0 and len(held[w]) == 1:
+                held[w] += m.ahead(w)
+        m.validate()
+        busy = [w for w in workers if held[w]]
+        assert busy, "nothing runs although tasks remain"
+        w = rng.choice(busy)
+        task = held[w].pop(0)
+        m.finished(task, "passed" if rng.random() < 0.9 else "failed")
+        for skip in m.pop_skipped():
+            for tasks in held.values():
+                if skip.task in tasks:
+                    tasks.remove(skip.task)
+    assert m.done

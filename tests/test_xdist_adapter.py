@@ -1102,7 +1102,8 @@ def test_the_payload_survives_its_wire_format() -> None:
     assert wire.decode(wire.encode(payload)) == payload
     payload = dataclasses.replace(payload, resources=[["db"], [], ["db", "mq"]],
                                   exclusive=[False, True, False],
-                                  dag_users=[True, False, False])
+                                  dag_users=[True, False, False],
+                                  module_fixtures=[False, True, False])
     assert wire.decode(wire.encode(payload)) == payload
     # Reordered as a worker runs them, every per-test field moves along.
     moved = payload.in_order(list(reversed(payload.ids)))
@@ -1118,6 +1119,7 @@ def test_reordering_moves_each_per_test_field_and_keeps_the_rest() -> None:
         make_payload(CHAIN), resources=[["db"], [], ["mq"]], exclusive=[True, False, False],
         runtime_depends=[False, True, False], dag_users=[True, False, False],
         state_scopes=["s", None, None], documents=["file", None, "module"],
+        module_fixtures=[True, False, False],
         fail_checks=[("t.py::c", ["t.py::a"])],
         usage_error="u", header=["h"], whole=True, deselected=2, empty_part=True)
     moved = payload.in_order(list(reversed(payload.ids)))

@@ -54,13 +54,15 @@ it, in the durations the graph carries (equal when none are known).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, final
 
 from .graph import Graph, strongly_connected
+from .module_runs import ModuleRuns
 from .states import TERMINAL, State, Worker, check
 
 #: A task's place in priority order: (-remaining path, index); the smaller runs
@@ -121,10 +123,15 @@ class Placement(Protocol):
 class ReadyQueues:
     """Per-worker local queues, one global heap, stealing (see the module docstring)."""
 
-    def __init__(self, rank: Sequence[Rank], state: Sequence[State], *, locality: bool) -> None:
+    def __init__(self, rank: Sequence[Rank], state: Sequence[State], *, locality: bool,
+                 runs: ModuleRuns | None = None) -> None:
         self._rank = rank
         self._state = state
         self._locality = locality
+        # Module runs (None: no test keeps module fixtures): per module, the
+        # ranks of its free tasks released (a heap; may hold stale ones).
+        self._runs = runs
+        self._of_module: dict[int, list[Rank]] = {}
         # Workers in the order they were added: the tie-break when stealing.
         self._local: dict[Worker, deque[int]] = {}
         self._heap: list[Rank] = []
@@ -132,6 +139,11 @@ class ReadyQueues:
         # (see stand_in); None: an entry is live while its task is READY.
         self._entry_live: Callable[[int], bool] | None = None
         self._entry_dropped: Callable[[int], None] = _ignore
+
+    @property
+    def runs(self) -> ModuleRuns | None:
+        """Which module each worker is in (None: no test keeps module fixtures)."""
+        return self._runs
 
     def stand_in(self, live: Callable[[int], bool], dropped: Callable[[int], None]) -> None:
         """Let a wrapping policy decide when a heap entry still stands for work.
@@ -145,8 +157,12 @@ class ReadyQueues:
 
     def worker_added(self, worker: Worker) -> None:
         self._local[worker] = deque()
+        if self._runs is not None:
+            self._runs.worker_added(worker)
 
     def worker_removed(self, worker: Worker) -> None:
+        if self._runs is not None:
+            self._runs.worker_removed(worker)
         heap, rank, state = self._heap, self._rank, self._state
         for i in self._local.pop(worker):
             if state[i] is _READY:
@@ -160,6 +176,8 @@ class ReadyQueues:
 
     def enqueue(self, tasks: Sequence[int], origin: Worker | None) -> None:
         """:meth:`released` for ``tasks`` already in reverse priority order."""
+        if self._runs is not None:
+            self._by_module(tasks)
         if origin is not None and self._locality and origin in self._local:
             self._local[origin].extend(tasks)
             return
@@ -172,6 +190,49 @@ class ReadyQueues:
         heapq.heappush(self._heap, rank)
 
     def next_for(self, worker: Worker) -> int | None:
+        runs = self._runs
+        if runs is None:
+            return self._next(worker, None)
+        held = runs.holding(worker)
+        if held >= 0:
+            # A worker holding a module's fixtures goes on with that module
+            # while any of it is ready: leaving it early would leave its
+            # rest to other workers (another setup each) or bring it back.
+            i = self._pop_module(held)
+            if i is not None:
+                return i
+        i = self._next_allowed(worker, runs.allowed)
+        if i is None:
+            # Nothing else for it: come back to a module it left rather
+            # than idle, unless an idle worker can take that (ModuleRuns).
+            i = self._next_allowed(worker, runs.allowed_idle)
+        return i
+
+    def _next_allowed(self, worker: Worker, allowed: Callable[[int, Worker], bool]) -> int | None:
+        """:meth:`next_for` among the tasks ``allowed`` lets ``worker`` take."""
+        # Entries the worker may not take are set aside while it chooses,
+        # then put back for the others.
+        aside: list[Rank] = []
+        heap, state, rank = self._heap, self._state, self._rank
+        self._drop_heap()
+        while heap and not allowed(heap[0][1], worker):
+            aside.append(heapq.heappop(heap))
+            self._drop_heap()
+        local = self._local[worker]
+        while local and (state[local[-1]] is not _READY or not allowed(local[-1], worker)):
+            i = local.pop()
+            if state[i] is _READY:
+                aside.append(rank[i])
+        try:
+            return self._next(worker, allowed)
+        finally:
+            for entry in aside:
+                heapq.heappush(heap, entry)
+
+    def _next(self, worker: Worker,
+              allowed: Callable[[int, Worker], bool] | None) -> int | None:
+        """:meth:`next_for` among the tasks ``allowed`` lets ``worker`` take (None: all);
+        the tops of its local queue and of the heap are allowed already."""
         local = self._drop_ended(worker)
         heap = self._heap
         own = self._rank[local[-1]][0] if local else _NONE
@@ -181,7 +242,7 @@ class ReadyQueues:
         # released on one worker waits behind that worker's run while this
         # one works through short tests, and finishes last.
         best = min(own, heap[0][0] if heap else _NONE)
-        urgent = self._most_urgent_queued(best, worker) if best < _NONE else None
+        urgent = self._most_urgent_queued(best, worker, allowed) if best < _NONE else None
         if urgent is not None:
             return urgent
         if local and (not heap or own <= heap[0][0]):
@@ -190,22 +251,36 @@ class ReadyQueues:
             return heapq.heappop(heap)[1]
         # Steal the oldest entry of the longest local queue.
         state = self._state
+        skip: set[Worker] = set()
         while True:
             victim = None
             best = 0
             for w, q in self._local.items():
-                if len(q) > best:
+                if len(q) > best and w not in skip:
                     victim, best = w, len(q)
             if victim is None:
                 return None
             q = self._local[victim]
-            while q:
-                i = q.popleft()
-                if state[i] is _READY:
+            if allowed is None:
+                while q:
+                    i = q.popleft()
+                    if state[i] is _READY:
+                        return i
+                continue
+            # Steal the oldest entry this worker may take; drop stale ones.
+            live = deque(i for i in q if state[i] is _READY)
+            q.clear()
+            q.extend(live)
+            for k, i in enumerate(q):
+                if allowed(i, worker):
+                    del q[k]
                     return i
+            # Nothing there for this worker: look at the other queues.
+            skip.add(victim)
 
     def started(self, task: int, worker: Worker) -> None:
-        pass
+        if self._runs is not None:
+            self._runs.started(task, worker)
 
     def ended(self, task: int) -> None:
         pass
@@ -238,10 +313,12 @@ class ReadyQueues:
             return self._entry_live(task)
         return self._state[task] is _READY
 
-    def _most_urgent_queued(self, than: float, worker: Worker) -> int | None:
+    def _most_urgent_queued(self, than: float, worker: Worker,
+                            allowed: Callable[[int, Worker], bool] | None) -> int | None:
         """Pop and return the next entry of the other workers' local queue whose
         next live entry has the longest remaining path, if longer than
-        ``than`` (a rank's first field); None if none is."""
+        ``than`` (a rank's first field) and ``allowed`` (None: any) lets
+        ``worker`` take it; None if none is."""
         rank, state = self._rank, self._state
         best: deque[int] | None = None
         for w, q in self._local.items():
@@ -249,9 +326,29 @@ class ReadyQueues:
                 continue
             while q and state[q[-1]] is not _READY:
                 q.pop()
-            if q and rank[q[-1]][0] < than and (best is None or rank[q[-1]] < rank[best[-1]]):
+            if (q and (allowed is None or allowed(q[-1], worker)) and rank[q[-1]][0] < than
+                    and (best is None or rank[q[-1]] < rank[best[-1]])):
                 best = q
         return best.pop() if best is not None else None
+
+    def _by_module(self, tasks: Sequence[int]) -> None:
+        """Note released free ``tasks`` under their modules (for a worker holding one)."""
+        assert self._runs is not None
+        module, rank, of = self._runs.module, self._rank, self._of_module
+        for i in tasks:
+            m = module[i]
+            if m >= 0:
+                heapq.heappush(of.setdefault(m, []), rank[i])
+
+    def _pop_module(self, m: int) -> int | None:
+        """The most urgent READY free task of module ``m``, taken off its heap."""
+        ready = self._of_module.get(m)
+        state = self._state
+        while ready:
+            i = heapq.heappop(ready)[1]
+            if state[i] is _READY:
+                return i
+        return None
 
     def _drop_ended(self, worker: Worker) -> deque[int]:
         """Drop stale entries from the tops of ``worker``'s local queue and of the
@@ -349,6 +446,8 @@ class Group:
     #: when it took the group (those may end alongside it; nothing else may start there).
     worker: Worker | None = None
     over: frozenset[int] = frozenset()
+    #: Its members are of more than one module: they run module by module.
+    spans: bool = False
 
 
 @final
@@ -402,17 +501,36 @@ class AffinityGroups(_Wrapping):
             outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
                               if p not in inside})
             group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
+            runs = queues.runs
+            if runs is not None:
+                group.spans = len({runs.module[i] for i in tasks}) > 1
             self.groups.append(group)
             for i in tasks:
                 self.of[i] = group
             for p in outside:
                 self._outside_of.setdefault(p, []).append(group)
         self._bound: dict[Worker, Group] = {}
+        self._stay = False
         queues.stand_in(self._live, self._dropped)
 
     def bound_group(self, worker: Worker) -> int | None:
         group = self._bound.get(worker)
         return None if group is None else group.gid
+
+    def spans(self, worker: Worker) -> bool:
+        """Whether ``worker`` is bound to a group of several modules."""
+        group = self._bound.get(worker)
+        return group is not None and group.spans
+
+    @contextlib.contextmanager
+    def staying(self) -> Iterator[None]:
+        """Within the block, a group of several modules hands out only members of
+        its worker's current module (see ``StateMachine.take``)."""
+        self._stay = True
+        try:
+            yield
+        finally:
+            self._stay = False
 
     def group_bound_to(self, worker: Worker) -> Group | None:
         return self._bound.get(worker)
@@ -546,6 +664,20 @@ class AffinityGroups(_Wrapping):
 
     def _pop_member(self, group: Group) -> int | None:
         ready, state = group.ready, self._state
+        runs = self._queues.runs
+        if group.spans and runs is not None and group.worker is not None:
+            # Module by module, as xdist's loadgroup sends a group: the
+            # module the worker is in first, while any of it is ready.
+            here = runs.current(group.worker)
+            module = runs.module
+            mine = [e for e in ready if state[e[1]] is _READY and module[e[1]] == here]
+            if mine:
+                entry = min(mine)
+                ready.remove(entry)
+                heapq.heapify(ready)
+                return entry[1]
+            if self._stay:
+                return None
         while ready:
             i = heapq.heappop(ready)[1]
             if state[i] is _READY:

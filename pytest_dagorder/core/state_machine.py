@@ -64,6 +64,7 @@ from . import wording
 from .errors import name_of
 from .graph import Graph
 from .hand_out_ahead import HandOutAhead
+from .module_runs import ModuleRuns
 from .placement import (
     AffinityGroups,
     Exclusive,
@@ -180,8 +181,15 @@ class StateMachine:
         locality: bool = True,
         exclusive: Sequence[bool] | None = None,
         checks: Mapping[int, Sequence[int]] | None = None,
+        modules: Sequence[Hashable | None] | None = None,
+        module_fixtures: Sequence[bool] | None = None,
     ) -> None:
-        """``checks``: per task, ordering-only prerequisites that must all have
+        """``modules``: per task, its module (None: none); ``module_fixtures``:
+        per task, whether it uses a fixture of module scope or wider.  With
+        both, a worker keeps each module's tests in one stretch where the
+        graph allows (see :mod:`.module_runs`).
+
+        ``checks``: per task, ordering-only prerequisites that must all have
         passed when the task is released, else it fails without running
         (pytest-depends' ``--failed-dependency-action=fail``): a decision in
         :meth:`pop_skipped` with ``failed`` set, the task FAILED.  Such a task
@@ -220,7 +228,18 @@ class StateMachine:
         alone = list(exclusive) if exclusive is not None and any(exclusive) else None
         if alone is not None and len(alone) != n:
             raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
-        queues = ReadyQueues(self._rank, self.state, locality=locality)
+        #: Which module each worker is in (None: no module keeps fixtures).
+        self.runs: ModuleRuns | None = None
+        if modules is not None and module_fixtures is not None and any(module_fixtures):
+            if len(modules) != n or len(module_fixtures) != n:
+                raise ValueError(f"modules and module_fixtures need {n} entries each")
+            running_on = self._running_on
+            self.runs = ModuleRuns(modules, module_fixtures,
+                                   lambda w: bool(running_on.get(w)))
+            of = self.runs.module
+            self.runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
+                of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
+        queues = ReadyQueues(self._rank, self.state, locality=locality, runs=self.runs)
         placement: Placement = queues
         if groups is not None:
             self._groups = AffinityGroups(queues, graph, groups, self._rank, self.state,
@@ -244,6 +263,7 @@ class StateMachine:
             graph, self._rank, self.state, self.where, self._running_on,
             None if self._groups is None else self._groups.of,
             constrained,
+            self.runs,
         )
         for i in range(n):
             if not self._pending[i]:
@@ -327,6 +347,8 @@ class StateMachine:
             mine = len(self._running_on[worker])
             if all(len(tasks) >= mine for tasks in self._running_on.values()):
                 self._groups.let_go(worker)
+        if speculate and self._groups is not None and self._groups.spans(worker):
+            return self._take_by_module(worker, limit)
         out: list[int] = []
         next_for = self._placement.next_for
         while len(out) < limit and self._stopped is None:
@@ -335,13 +357,63 @@ class StateMachine:
             i = next_for(worker)
             if i is None:
                 break
+            if self._leaves_early(worker, i):
+                # Back to the queues; the worker asks again once those ended.
+                self._placement.released((i,), None)
+                break
             self._start(i, worker)
             out.append(i)
+            if speculate and self._groups is not None and self._groups.spans(worker):
+                # Bound just now to a group of several modules.
+                return out + self._take_by_module(worker, limit - len(out))
         if speculate and len(out) < limit and self._stopped is None:
             gid = self.bound_group(worker)
             if gid is not None and self._groups is not None and self._groups.unstarted(gid):
                 out += self._ahead.group_tasks(worker, gid, limit - len(out),
                                                lambda d: self._hold(d, worker))
+        return out
+
+    def _leaves_early(self, worker: Worker, task: int) -> bool:
+        """Whether starting ``task`` next would take ``worker`` out of the module
+        it holds while a test of that module waits only on what it runs
+        (in a batch: that test becomes ready there once those end)."""
+        runs = self.runs
+        if runs is None:
+            return False
+        held = runs.holding(worker)
+        return (held in runs.chained and runs.module[task] != held
+                and self._ahead.waits_here(worker, held))
+
+    def _take_by_module(self, worker: Worker, limit: int) -> list[int]:
+        """:meth:`take` with ``speculate`` for a worker bound to a group of several
+        modules: what it may run or hold of its current module first (ready
+        tasks, then those held behind them), and only then the next module."""
+        groups = self._groups
+        assert groups is not None
+        if worker not in self._workers:
+            raise KeyError(worker)
+        next_for = self._placement.next_for
+        out: list[int] = []
+        while len(out) < limit and self._stopped is None:
+            gid = self.bound_group(worker)
+            if gid is None:
+                break
+            with groups.staying():
+                n = len(out)
+                while len(out) < limit and (i := next_for(worker)) is not None:
+                    self._start(i, worker)
+                    out.append(i)
+            if len(out) < limit and groups.unstarted(gid):
+                out += self._ahead.group_tasks(worker, gid, limit - len(out),
+                                               lambda d: self._hold(d, worker), same_module=True)
+            if len(out) > n:
+                continue
+            # Nothing more of this module now: the next module's first task.
+            i = next_for(worker)
+            if i is None:
+                break
+            self._start(i, worker)
+            out.append(i)
         return out
 
     def ahead(self, worker: Worker, limit: int = 1) -> list[int]:

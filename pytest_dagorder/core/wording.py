@@ -203,6 +203,23 @@ def runtime_depends_header(modules: int) -> str:
             "each runs on one worker, in collection order")
 
 
+def module_returns_header(modules: Sequence[str]) -> str:
+    """The declarations order a test of another module inside each of ``modules``."""
+    shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
+    return (f"dagorder: {_plural(len(modules), 'module')} ({shown}) cannot run in one "
+            "stretch: a dependency path leaves each and comes back, so a worker sets "
+            "its module fixtures up again")
+
+
+def module_returns(modules: Sequence[str]) -> str:
+    """After the run: workers came back to ``modules`` after leaving them."""
+    shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
+    return (f"dagorder: a worker came back to {_plural(len(modules), 'module')} ({shown}) "
+            "after leaving it, so its module fixtures were set up again there: a test "
+            "of it became ready late (it waited on another module's) while the other "
+            "workers were busy")
+
+
 def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
     """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
     whole; ``names``: the documents' files."""

@@ -18,6 +18,7 @@ from ..core import wording
 from ..core.affinity import DOCUMENT, affinity_groups, kept_whole, serial_modules
 from ..core.errors import DependencyError
 from ..core.graph import Graph
+from ..core.module_runs import forced_returns
 from ..core.published import Relay
 from ..glue.dag_run import DagRun
 from ..glue.resources import resources_in_use, unused_limits
@@ -101,10 +102,14 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
                  if payload.resources else None)
     alone = ([*payload.exclusive, *[False] * (len(graph) - n)]
              if any(payload.exclusive) else None)
+    # Module runs: deselected prerequisites (past the run) never start.
+    keeps = payload.module_fixtures
+    modules = [*payload.module_scopes, *[None] * (len(graph) - n)] if any(keeps) else None
     run = DagRun(graph, nodeids, n_run=n, on_failure=settings.on_failure,
                  groups=groups, locality=mode != "none",
                  resources=resources, limits=settings.limits, exclusive=alone,
-                 checks=dict(payload.fail_checks))
+                 checks=dict(payload.fail_checks), modules=modules,
+                 module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None)
     run.whole = payload.whole
     built = BuiltRun(run, [], notes=notes)
     if known:
@@ -118,6 +123,13 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
         n, graph.edge_count, graph.longest_chain(), mode,
         len(run.machine.groups), len(known), len(nodeids)))
     header += payload.header
+    runs = run.machine.runs
+    if runs is not None and graph.edge_count:
+        split = forced_returns(graph, runs.module, runs.keeps)
+        if split:
+            names = {number: name for name, number in zip(modules or (), runs.module,
+                                                              strict=False)}
+            header.append(wording.module_returns_header([str(names[m]) for m in split]))
     if chains:
         header.append(wording.runtime_depends_header(len(chains)))
     if whole:

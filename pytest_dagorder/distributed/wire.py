@@ -32,8 +32,8 @@ from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
 #: item on workers whose suite declares nothing; 6: ``state_scopes``;
-#: 7: ``documents``, and ``plain`` in the hello).
-FORMAT = 7
+#: 7: ``documents``, and ``plain`` in the hello; 8: ``module_fixtures``).
+FORMAT = 8
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -129,6 +129,10 @@ class Payload:
     #: of (see ``core/affinity.document_files``).  Empty: every test is a
     #: test function.
     documents: Sequence[DocumentKind | None] = ()
+    #: Per test: it uses a fixture of module or package scope (one a module
+    #: switch tears down), so a worker keeps its module's tests together.
+    #: Empty: no test does.
+    module_fixtures: Sequence[bool] = ()
 
     def scopes(self, mode: AffinityMode) -> list[str | None]:
         """The scope of each test that ``--dag-affinity=mode`` keeps together."""
@@ -188,7 +192,7 @@ class Payload:
 #: (``in_order`` reorders them; every other field is about the whole run).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
                    "resources", "exclusive", "runtime_depends", "dag_users", "state_scopes",
-                   "documents")
+                   "documents", "module_fixtures")
 
 
 def location_of(nodeid: str) -> Location:
@@ -285,6 +289,7 @@ def encode(payload: Payload) -> str:
         "xdist_group": _sparse(payload.xdist_groups),
         "state": _sparse(payload.state_scopes),
         "documents": _sparse(payload.documents),
+        "module_fixtures": [k for k, x in enumerate(payload.module_fixtures) if x],
         "graph": graph_data,
         "problems": [list(p) for p in payload.problems],
         "resources": [list(r) for r in payload.resources],
@@ -384,6 +389,7 @@ def _fields(data: dict[str, Any]) -> Payload:
         state_scopes=_dense(data["state"], n) if data["state"] else (),
         errors=[(str(nid), str(msg)) for nid, msg in data["errors"]] or (),
         documents=_documents(data["documents"], n),
+        module_fixtures=_flags(data["module_fixtures"], n),
     )
 
 
@@ -429,6 +435,18 @@ def _typed(values: Any, *kinds: type) -> list[Any]:
     if type(values) is not list or not set(map(type, values)) <= set(kinds):
         raise TypeError(f"expected a list of {' or '.join(k.__name__ for k in kinds)}")
     return values
+
+
+def _flags(indices: Any, n: int) -> Sequence[bool]:
+    """Per test, whether its index is among ``indices`` (empty: none is)."""
+    if not _typed(indices, int):
+        return ()
+    out = [False] * n
+    for k in indices:
+        if not 0 <= k < n:
+            raise ValueError(f"test index {k} out of range")
+        out[k] = True
+    return out
 
 
 def _dense(pairs: Any, n: int) -> list[str | None]:

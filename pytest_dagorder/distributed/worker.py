@@ -50,6 +50,7 @@ from ..glue.internals import (
     skip_here,
     teardown_towards,
     teardown_view,
+    wide_fixtures,
 )
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
@@ -397,6 +398,8 @@ class DagWorker(Planner):
                     payload, state_scopes=[where.get(id(it)) for it in planned])
         if any(self.documents):
             payload = dataclasses.replace(payload, documents=self.documents)
+        if any(keeps := _module_fixture_users(planned)):
+            payload = dataclasses.replace(payload, module_fixtures=keeps)
         if any(users := [uses_dag(it) for it in planned]):
             payload = dataclasses.replace(payload, dag_users=users)
         uses = RuntimeUsers()
@@ -501,6 +504,20 @@ def documents(items: list[pytest.Item]) -> list[DocumentKind | None]:
 def _location(item: pytest.Item) -> tuple[str, int | None, str]:
     path, line, domain = item.location
     return str(path), line, str(domain)
+
+
+#: Fixture scopes a move to another module tears down (a session's stays).
+_MODULE_WIDE = frozenset({"module", "package"})
+
+
+def _module_fixture_users(items: list[pytest.Item]) -> list[bool]:
+    """Per item, whether it uses a fixture of module or package scope (its own
+    or an autouse one; unknown: assumed so)."""
+    out: list[bool] = []
+    for item in items:
+        wide = wide_fixtures(item)
+        out.append(wide is None or any(scope in _MODULE_WIDE for _, scope, _ in wide))
+    return out
 
 
 def _scopes(items: list[pytest.Item], kind: type[pytest.Collector]) -> list[str | None]:

@@ -76,9 +76,13 @@ class DagRun:
         limits: Mapping[str, int] | None = None,
         exclusive: Sequence[bool] | None = None,
         checks: Mapping[str, Sequence[str]] | None = None,
+        modules: Sequence[str | None] | None = None,
+        module_fixtures: Sequence[bool] | None = None,
     ) -> None:
         """``checks``: by node id, prerequisites that must have passed, else the
-        test fails without running (see :class:`~..core.state_machine.StateMachine`)."""
+        test fails without running; ``modules``, ``module_fixtures``: per test,
+        its module and whether it uses a fixture a module switch tears down
+        (see :class:`~..core.state_machine.StateMachine`)."""
         self.graph = graph
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
@@ -96,6 +100,8 @@ class DagRun:
             limits=limits,
             exclusive=exclusive,
             checks=self._by_index(checks) if checks else None,
+            modules=modules,
+            module_fixtures=module_fixtures,
         )
         self.tracker = OutcomeTracker()
         #: The run collected its whole suite (see ``Plan.whole``): a durations
@@ -280,3 +286,7 @@ def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
     cost = group_cost_line(run, workers)
     if cost is not None:
         terminalreporter.write_line(cost)
+    runs = run.machine.runs
+    if runs is not None and runs.returns:
+        names = dict.fromkeys(str(runs.names[m]) for m in runs.returns)
+        terminalreporter.write_line(wording.module_returns(list(names)))
