@@ -583,3 +583,20 @@ def test_every_pattern_gives_its_serial_outcome_under_n(pytester: pytest.Pyteste
         "dagorder: no dependency left free*",
     ], consecutive=False)
     assert junit_key("test_busy.py::test_busy0") in expected
+
+
+def test_with_affinity_none_a_failure_names_the_worker_of_its_prerequisite(
+        pytester: pytest.Pytester) -> None:
+    """``none`` states that nothing is shared: the catalogue's chains split,
+    and a test that fails after a prerequisite that ran on another worker
+    says so in its report, with the remedy."""
+    write_ini(pytester, "dag_durations = durations.json\n")
+    write_project(pytester.path)
+    result = runpytest(pytester, *base_args(), "-n", "3", "--dag-affinity=none", timeout=240)
+    assert result.parseoutcomes().get("failed", 0) > 0
+    result.stdout.fnmatch_lines([
+        "*- dagorder -*",
+        "prerequisite test_p_*.py::test_* ran on worker gw*, this test on gw*: if it reads "
+        "what that test left in the process, drop --dag-affinity=none (the default keeps "
+        "such tests on one worker)",
+    ], consecutive=False)
