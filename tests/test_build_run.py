@@ -51,9 +51,10 @@ def test_a_chain_in_one_module_is_one_group_and_the_header_counts_it() -> None:
     assert built.header == [
         "dagorder: 4 tests, 2 dependencies, longest chain 3; xdist scheduling, "
         "affinity module (1 groups); critical path by test counts",
-        "dagorder: 1 affinity group keeps 3 of 4 tests each on one worker, where a "
-        "dependent may read what its prerequisites left; if the tests share no process "
-        "state, --dag-affinity=none lifts it (--dag-explain says why each group formed)"]
+        "dagorder: 1 affinity group keeps 3 of 4 tests on one worker each (a dependent "
+        "may read what its prerequisites left in the process); if the tests share no "
+        "process state, --dag-affinity=none lifts this (--dag-explain: why each group "
+        "formed)"]
 
 
 def test_the_header_weighs_the_groups_by_recorded_durations() -> None:
@@ -61,12 +62,12 @@ def test_the_header_weighs_the_groups_by_recorded_durations() -> None:
     built = build_run(payload({"a": "", "b": "a", "c": "", "d": ""}), settings(), recorded,
                       workers=4)
     # Grouped, a and b run one after the other either way: nothing to pay.
-    assert "costs 0.00 s (no schedule beats 2.00 s with them, 2.00 s without)" in \
+    assert "cost 0.00 s (no schedule beats 2.00 s with them, 2.00 s without)" in \
         built.header[-1]
     built = build_run(payload({"a": "", "b": "a", "c": "a", "d": "a"}), settings(), recorded,
                       workers=4)
     # b, c and d could run at once after a: on one worker they take 4 s, not 2.
-    assert "costs 2.00 s (no schedule beats 4.00 s with them, 2.00 s without)" in \
+    assert "cost 2.00 s (no schedule beats 4.00 s with them, 2.00 s without)" in \
         built.header[-1]
 
 

@@ -912,8 +912,8 @@ def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_
     result.assert_outcomes(passed=18)
     result.stdout.fnmatch_lines([
         "*affinity state (4 groups)*",
-        "dagorder: 4 affinity groups keep 9 of 18 tests each on one worker*"
-        "--dag-affinity=none lifts it*",
+        "dagorder: 4 affinity groups keep 9 of 18 tests on one worker each*"
+        "--dag-affinity=none lifts this*",
         "dagorder: group of tests/test_free.py::test_root (3 tests): "
         "edges inside tests/test_free.py",
         "dagorder: group of tests/test_shop.py::test_stock (2 tests): "

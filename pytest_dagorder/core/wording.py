@@ -231,13 +231,13 @@ def groups_header(groups: int, held: int, tests: int,
     """What affinity groups keep together; ``cost``: (cost, bound with them, without)
     by the recorded durations, if there are any."""
     weighed = ("" if cost is None else
-               f", which by the recorded durations costs {cost[0]:.2f} s (no schedule "
+               f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
                f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
     keep = "keeps" if groups == 1 else "keep"
     return (f"dagorder: {_plural(groups, 'affinity group')} {keep} {held} of {tests} tests "
-            f"each on one worker, where a dependent may read what its prerequisites left"
-            f"{weighed}; if the tests share no process state, --dag-affinity=none lifts "
-            "it (--dag-explain says why each group formed)")
+            f"on one worker each (a dependent may read what its prerequisites left in the "
+            f"process){weighed}; if the tests share no process state, --dag-affinity=none "
+            "lifts this (--dag-explain: why each group formed)")
 
 
 def explain_group(first: str, members: Sequence[str], reasons: Sequence[str]) -> str:
