@@ -255,6 +255,30 @@ def test_state_groups(modules: list[str | None], requires: dict[int, list[int]],
     assert state_groups(modules, edges(n, requires), edges(n), shared, opaque) == expected
 
 
+@pytest.mark.parametrize(
+    ("quiet", "shared", "expected"),
+    [
+        pytest.param([True, True, False], [NONE] * 3, [None, None, None],
+                     id="a-quiet-end-frees-the-in-module-edges"),
+        pytest.param([False, False, True], [NONE] * 3, ["edges inside m"] * 2 + [None],
+                     id="others-still-join"),
+        pytest.param([True, True, True], [SHOP, SHOP, NONE],
+                     ["session fixture 'shop'"] * 2 + [None],
+                     id="a-fixture-they-request-still-joins"),
+    ],
+)
+def test_quiet_tests(quiet: list[bool], shared: list[frozenset[str]],
+                     expected: list[str | None]) -> None:
+    # 0 <- 1 <- 2, in one module.
+    assert state_groups(["m"] * 3, edges(3, {1: [0], 2: [1]}), edges(3), shared, (),
+                        quiet) == expected
+
+
+def test_a_quiet_prerequisites_opaque_module_joins_nothing() -> None:
+    assert state_groups(["m1", "m2"], edges(2, {1: [0]}), edges(2), [NONE] * 2,
+                        ["m1 writes", None], [True, False]) == [None, None]
+
+
 def test_two_chains_sharing_a_fixture_are_two_groups() -> None:
     labels = state_groups(["m1", "m2", "m3", "m4"], edges(4, {1: [0], 3: [2]}), edges(4),
                           [SHOP] * 4)
@@ -292,6 +316,12 @@ def test_state_keeps_at_least_what_module_keeps(
 )
 def test_shared_keys(fixtures: list[tuple[str, str, str]], expected: set[str]) -> None:
     assert shared_keys(fixtures) == expected
+
+
+def test_shared_keys_of_a_quiet_test_name_module_and_class_instances() -> None:
+    fix = [("box", "module", "t.py"), ("c", "class", "t.py")]
+    assert shared_keys(fix, class_id="t.py::A", narrow=True) == {
+        "module fixture 'box' of t.py", "class fixture 'c' of t.py::A"}
 
 
 WRITES = [

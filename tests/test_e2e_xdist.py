@@ -1000,3 +1000,58 @@ def test_dist_loadgroup_is_scheduled_as_a_dag(pytester: pytest.Pytester) -> None
     ran = read_log(pytester)
     assert ran["create"].pid == ran["use"].pid
     assert_after(ran, [("create", "use"), ("use", "report")])
+
+
+STATED_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(scope="session")
+def client():
+    return object()
+"""
+
+
+def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
+        pytester: pytest.Pytester) -> None:
+    """``dag_shares_nothing`` on a module frees its in-module edges; ini
+    ``dag_stateless_fixtures`` frees the edges a session fixture would join
+    across modules; the rest stays grouped, and --dag-explain lists both."""
+    write_ini(pytester, "dag_stateless_fixtures = client\n")
+    pytester.makeconftest(STATED_CONFTEST)
+    make_modules(pytester, test_stated="""
+        pytestmark = pytest.mark.dag_shares_nothing
+
+
+        def test_root():
+            mark("root", 0.05)
+
+
+        @depends_on("test_root")
+        def test_leaf():
+            mark("leaf", 0.05)
+    """, test_kept=STATE_GLOBAL, test_api="""
+        def test_get(client):
+            mark("get", 0.05)
+    """, test_api_more="""
+        @depends_on("test_api.py::test_get")
+        def test_get_more(client):
+            mark("get_more", 0.05)
+    """, test_busy=AFFINITY_BUSY)
+    result = run(pytester, "-n", "2", "--dag-explain")
+    result.assert_outcomes(passed=14)
+    result.stdout.fnmatch_lines([
+        "*affinity state (1 groups)*",
+        "dagorder: group of test_kept.py::test_first (2 tests): edges inside test_kept.py",
+        "dagorder: 2 dependencies left free*",
+        "    test_api.py::test_get -> test_api_more.py::test_get_more",
+        "    test_stated.py::test_root -> test_stated.py::test_leaf",
+    ], consecutive=False)
+    # Without the statements both are groups.
+    (pytester.path / "test_stated.py").write_text(
+        (pytester.path / "test_stated.py").read_text().replace(
+            "pytestmark = pytest.mark.dag_shares_nothing", ""))
+    write_ini(pytester)
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=14)
+    result.stdout.fnmatch_lines(["*affinity state (3 groups)*"])

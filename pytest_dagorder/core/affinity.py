@@ -84,18 +84,25 @@ def kept_whole(dist: str, affinity: str, ids: Sequence[str], modules: Sequence[s
 WIDE_SCOPES = ("session", "package")
 
 
-def shared_keys(fixtures: Sequence[tuple[str, str, str]]) -> frozenset[str]:
+def shared_keys(fixtures: Sequence[tuple[str, str, str]], *,
+                class_id: str | None = None, narrow: bool = False) -> frozenset[str]:
     """The fixture instances one test may share with tests of other modules, as keys.
 
     ``fixtures``: what the test requests (by name, directly or through other
     fixtures) as (name, scope, where defined).  A session- or package-scoped
     fixture is one instance per worker process: whatever one test leaves in
-    it, a later test that uses it reads, whichever module it sits in.  Each
-    key is also the reason its groups are formed.
+    it, a later test that uses it reads, whichever module it sits in.  With
+    ``narrow`` (the test's edges inside its module do not join it), module-
+    and class-scoped ones count too (a class's per ``class_id``).  Each key
+    is also the reason its groups are formed.
     """
-    return frozenset(
-        f"{scope} fixture {name!r}" + (f" of {where}" if where else "")
-        for name, scope, where in fixtures if scope in WIDE_SCOPES)
+    keys: set[str] = set()
+    for name, scope, where in fixtures:
+        if scope in WIDE_SCOPES or (narrow and scope == "module"):
+            keys.add(f"{scope} fixture {name!r}" + (f" of {where}" if where else ""))
+        elif narrow and scope == "class":
+            keys.add(f"class fixture {name!r} of {class_id or where}")
+    return frozenset(keys)
 
 
 def state_groups(
@@ -104,6 +111,7 @@ def state_groups(
     after: Sequence[Sequence[int]],
     shared: Sequence[frozenset[str]],
     opaque: Sequence[str | None] = (),
+    quiet: Sequence[bool] = (),
 ) -> list[str | None]:
     """Per task, its group under ``--dag-affinity=state`` as the reasons it was
     formed (None: free), over tasks ``0 .. len(modules) - 1``.
@@ -120,29 +128,36 @@ def state_groups(
       says what it leaves cannot be ruled out (its module's code writes
       state that outlives a test, or its fixtures could not be read).
 
-    A label lists the reasons of its group, sorted: equal for the tests of
-    one group, readable as they are (``--dag-explain``).
+    A ``quiet`` test (the user stated it shares nothing) is joined by none
+    of its edges inside its module, nor by an opaque reason of its own;
+    only a fixture instance it requests joins it.  A label lists the
+    reasons of its group, sorted: equal for the tests of one group, readable
+    as they are (``--dag-explain``).
     """
     n = len(modules)
     sets = DisjointSets(n)
     why: list[tuple[int, str]] = []
     preds = [[p for p in (*requires[i], *after[i]) if p < n] for i in range(n)]
     crossing: list[tuple[int, int]] = []
+    every_edge: list[tuple[int, int]] = []
     for i in range(n):
         here = modules[i]
         for p in preds[i]:
+            every_edge.append((p, i))
+            if quiet and (quiet[i] or quiet[p]):
+                continue
             if here is not None and modules[p] == here:
                 sets.union(i, p)
                 why.append((i, f"edges inside {here}"))
             else:
                 crossing.append((p, i))
-    if crossing:
+    if every_edge:
         for p, i in crossing:
             reason = opaque[p] if opaque else None
             if reason is not None:
                 sets.union(i, p)
                 why.append((i, reason))
-        for p, i, keys in _on_shared_paths(preds, shared, crossing):
+        for p, i, keys in _on_shared_paths(preds, shared, every_edge):
             sets.union(i, p)
             why += [(i, key) for key in keys]
     roots = sets.roots()

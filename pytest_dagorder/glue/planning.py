@@ -37,7 +37,7 @@ from .internals import (
     resuming,
     undo_deselected,
 )
-from .markers import EXCLUSIVE, RESOURCE
+from .markers import EXCLUSIVE, RESOURCE, SHARES_NOTHING
 from .resources import Needs, read_needs
 from .settings import settings_of
 
@@ -344,13 +344,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]:
+def state_scopes(items: Sequence[pytest.Item], graph: Graph, *, stated: bool = False,
+                 stateless: frozenset[str] = frozenset()) -> list[str | None]:
     """Per test of ``items`` (graph positions ``0 .. len(items) - 1``): its group
     under ``--dag-affinity=state``, as the reasons it was formed, or None.
 
     Only tests with an edge are looked at, and only the sources of modules
     with an edge to another module are read (see ``core/affinity.py`` for
-    the rule).
+    the rule).  ``stated``: some test carries ``dag_shares_nothing``;
+    ``stateless``: the fixtures the user said carry nothing (ini
+    ``dag_stateless_fixtures``).
     """
     n = len(items)
     modules = [it.getparent(pytest.Module) for it in items]
@@ -369,13 +372,19 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]
         from ..core.affinity import shared_keys, state_groups
     keys = [frozenset[str]()] * n
     opaque: list[str | None] = [None] * n
+    quiet = [False] * n
     writes: dict[str, bool] = {}
     for i in sorted(touched):
+        if stated:
+            quiet[i] = items[i].get_closest_marker(SHARES_NOTHING) is not None
         fixtures = requested_fixtures(items[i])
         if fixtures is None:
             opaque[i] = f"fixtures of {items[i].nodeid} unknown"
             continue
-        keys[i] = shared_keys(fixtures)
+        cls = items[i].getparent(pytest.Class) if quiet[i] else None
+        keys[i] = shared_keys([f for f in fixtures if f[0] not in stateless],
+                              class_id=cls.nodeid if cls is not None else None,
+                              narrow=quiet[i])
         module, scope = modules[i], scopes[i]
         if i in crossing and module is not None and scope is not None:
             found = writes.get(scope)
@@ -383,7 +392,7 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]
                 found = writes[scope] = _writes_state(module)
             if found:
                 opaque[i] = f"{scope} writes state its tests leave behind"
-    return state_groups(scopes, graph.requires, graph.after, keys, opaque)
+    return state_groups(scopes, graph.requires, graph.after, keys, opaque, quiet)
 
 
 def _writes_state(module: pytest.Module) -> bool:

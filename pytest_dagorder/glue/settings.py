@@ -59,6 +59,9 @@ class Settings:
     shard: tuple[int, int] | None = None
     #: --dag-explain: the header lists every group with its reasons, and the free edges.
     explain: bool = False
+    #: ini dag_stateless_fixtures: session and package fixtures that carry
+    #: nothing from one test to another (a read-only client, a setting).
+    stateless_fixtures: frozenset[str] = frozenset()
 
     @property
     def cuts_or_records(self) -> bool:
@@ -138,6 +141,9 @@ def addoption(parser: pytest.Parser) -> None:
         help="List every affinity group with the reason it was formed, and every "
         "dependency left free (under -n)",
     )
+    parser.addini("dag_stateless_fixtures", "Session and package fixtures that carry no "
+                  "state from one test to another: tests using them are not kept together",
+                  type="args", default=[])
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     parser.addini("dag_affinity", "Default for --dag-affinity", default="state")
@@ -156,6 +162,7 @@ def configure(config: pytest.Config) -> Settings:
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
         explain=bool(config.getoption("dag_explain", False)),
+        stateless_fixtures=frozenset(map(str, config.getini("dag_stateless_fixtures"))),
         limits=MappingProxyType({
             **_limits(config.getini("dag_limits"), "ini dag_limits"),
             **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
