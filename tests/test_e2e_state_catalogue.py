@@ -523,9 +523,36 @@ BUSY = 8
 BUSY_SECONDS = 0.1
 
 
+#: A package whose package-scoped fixture two of its modules use, along an edge.
+PACKAGE = {
+    "__init__.py": "",
+    "conftest.py": """
+import pytest
+
+
+@pytest.fixture(scope="package")
+def crate():
+    return []
+""",
+    "test_pack.py": HEAD + """
+def test_pack(crate):
+    crate.append("vase")
+""",
+    "test_unpack.py": HEAD + """
+@depends_on("package_fixture/test_pack.py::test_pack")
+def test_unpack(crate):
+    assert crate == ["vase"]
+""",
+}
+
+
 def write_project(root: Path) -> int:
     """The inner project; how many tests it holds."""
-    tests = 0
+    package = root / "package_fixture"
+    package.mkdir()
+    for name, text in PACKAGE.items():
+        (package / name).write_text(text, encoding="utf-8")
+    tests = 2
     for name, body in PATTERNS.items():
         text = HEAD + textwrap.dedent(body)
         (root / f"test_p_{name}.py").write_text(text, encoding="utf-8")
@@ -548,9 +575,9 @@ def outcomes(pytester: pytest.Pytester, junit: str) -> dict[str, str]:
 
 
 def test_the_catalogue_has_thirty_ways_to_pass_state() -> None:
-    # Modules of one cross-module pattern count once.
+    # Modules of one cross-module pattern count once; the package fixture is one more.
     ways = {name.rsplit("_", 1)[0] if name.startswith("cross_module") else name
-            for name in PATTERNS}
+            for name in PATTERNS} | {"package_fixture"}
     assert len(ways) >= 30
 
 
@@ -576,6 +603,8 @@ def test_every_pattern_gives_its_serial_outcome_under_n(pytester: pytest.Pyteste
     result = runpytest(pytester, *base_args(), "-n", "2", "--dag-explain", timeout=240)
     result.assert_outcomes(passed=total)
     result.stdout.fnmatch_lines([
+        "dagorder: group of package_fixture/test_pack.py::test_pack (2 tests): "
+        "package fixture 'crate' of package_fixture",
         "dagorder: group of test_p_cross_module_chain_first.py::test_open (3 tests): "
         "session fixture 'ledger'",
         "dagorder: group of test_p_cross_module_environ_writer.py::test_configure (2 tests): "
