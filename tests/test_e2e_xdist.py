@@ -1047,6 +1047,9 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
         "    test_api.py::test_get -> test_api_more.py::test_get_more",
         "    test_stated.py::test_root -> test_stated.py::test_leaf",
     ], consecutive=False)
+    serial = run(pytester, "-p", "no:xdist", "--dag-explain")
+    serial.assert_outcomes(passed=14)
+    serial.stdout.fnmatch_lines(["dagorder: serial run: every test runs in this process, *"])
     # Without the statements both are groups.
     (pytester.path / "test_stated.py").write_text(
         (pytester.path / "test_stated.py").read_text().replace(

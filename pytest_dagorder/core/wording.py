@@ -240,6 +240,11 @@ def groups_header(groups: int, held: int, tests: int,
             "lifts this (--dag-explain: why each group formed)")
 
 
+#: --dag-explain in a serial run: one process, nothing to keep together.
+EXPLAIN_SERIAL = ("dagorder: serial run: every test runs in this process, in dependency "
+                  "order; affinity groups form only under -n")
+
+
 def explain_group(first: str, members: Sequence[str], reasons: Sequence[str]) -> str:
     """--dag-explain: one group, its tests and why it formed."""
     why = "; ".join(reasons) or "edges between its tests"
