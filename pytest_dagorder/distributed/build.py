@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 
 from ..core import wording
 from ..core.affinity import affinity_groups, kept_whole, serial_modules
+from ..core.bounds import bounds
 from ..core.errors import DependencyError
 from ..core.graph import Graph
 from ..core.published import Relay
 from ..glue.dag_run import DagRun
 from ..glue.resources import resources_in_use, unused_limits
-from ..glue.settings import Settings
+from ..glue.settings import AffinityMode, Settings
 from . import wire
 
 
@@ -144,8 +145,6 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
     held = sum(len(members) for members in groups)
     cost: tuple[float, float, float] | None = None
     if known and workers > 1:
-        from ..core.bounds import bounds  # only with groups and durations to weigh
-
         mean = sum(known.values()) / len(known)
         n = run.n_run
         took = {i: known.get(i, mean) for i in range(n)}
@@ -157,7 +156,7 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
     return wording.groups_header(len(groups), held, run.n_run, cost)
 
 
-def explain_lines(run: DagRun, payload: wire.Payload, mode: str,
+def explain_lines(run: DagRun, payload: wire.Payload, mode: AffinityMode,
                   labels: Sequence[str | None], explicit: Sequence[str | None]) -> list[str]:
     """``--dag-explain``: every group with why it was formed, every edge left free."""
     n = run.n_run
@@ -177,7 +176,8 @@ def explain_lines(run: DagRun, payload: wire.Payload, mode: str,
     return lines
 
 
-def _reasons(payload: wire.Payload, mode: str, k: int, label: str | None) -> list[str]:
+def _reasons(payload: wire.Payload, mode: AffinityMode, k: int,
+             label: str | None) -> list[str]:
     """Why test ``k`` is in its group: its explicit ``label`` (an ``xdist_group``,
     a document, ...) and its scope under ``mode``."""
     out: list[str] = []
