@@ -167,3 +167,11 @@ def test_the_plans_own_header_lines_and_whole_flag_carry_over() -> None:
     built = build_run(p, settings(), {})
     assert built.header[1] == "dagorder: shard 1/2"
     assert built.run.whole is True
+
+
+def test_explain_under_module_says_why_cross_module_edges_are_free() -> None:
+    p = payload({"a": "", "b": "a", "c": "b"}, modules={"c": "test_n.py"})
+    text = "\n".join(build_run(p, settings(explain=True), {}).header)
+    assert "group of test_m.py::test_a (2 tests): edges inside test_m.py" in text
+    assert ("1 dependency left free (--dag-affinity=module keeps only edges inside a "
+            "module):\n    test_m.py::test_b -> test_n.py::test_c") in text

@@ -256,9 +256,13 @@ def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
     """--dag-explain: the edges whose tests may run on different workers."""
     if not edges:
         return "dagorder: no dependency left free: every edge keeps its tests together"
-    why = ("--dag-affinity=none: the tests share nothing" if affinity == "none" else
-           "no module, shared session or package fixture or written state links them, "
-           "or the user stated they share none")
+    if affinity == "none":
+        why = "--dag-affinity=none: the tests share nothing"
+    elif affinity != "state":
+        why = f"--dag-affinity={affinity} keeps only edges inside a {affinity}"
+    else:
+        why = ("no module, shared session or package fixture or written state links "
+               "them, or the user stated they share none")
     count = f"{len(edges)} {'dependency' if len(edges) == 1 else 'dependencies'}"
     return (f"dagorder: {count} left free "
             f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
