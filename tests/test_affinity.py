@@ -246,6 +246,9 @@ NONE: frozenset[str] = frozenset()
         pytest.param(["m1", "m1", "m2"], {1: [0], 2: [1]}, [SHOP, NONE, SHOP], (),
                      ["edges inside m1; session fixture 'shop'"] * 3,
                      id="reasons-add-up"),
+        pytest.param(["m1", "m2", "m1"], {1: [0], 2: [0, 1]}, [NONE] * 3, (),
+                     ["edges inside m1; on a path between two tests of the group"] * 3,
+                     id="a-path-out-of-a-group-and-back-joins-it"),
     ],
 )
 def test_state_groups(modules: list[str | None], requires: dict[int, list[int]],
@@ -285,6 +288,38 @@ def test_two_chains_sharing_a_fixture_are_two_groups() -> None:
     # Equal reasons, but no edge between the chains: affinity_groups keeps them apart.
     assert affinity_groups(labels, edges(4, {1: [0], 3: [2]}), edges(4)) == [
         "group-0", "group-0", "group-2", "group-2"]
+
+
+def acyclic(case: tuple[list[str | None], Edges, Edges, list[str | None]]) -> tuple[
+        list[str | None], Edges, Edges]:
+    """The case's edges that point to an earlier task (a validated graph has no cycle)."""
+    scopes, requires, after, _ = case
+    return (scopes, [[p for p in ps if p < i] for i, ps in enumerate(requires)],
+            [[p for p in ps if p < i] for i, ps in enumerate(after)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=inputs())
+def test_no_path_leaves_a_state_group_and_comes_back(
+    case: tuple[list[str | None], Edges, Edges, list[str | None]],
+) -> None:
+    scopes, requires, after = acyclic(case)
+    n = len(scopes)
+    labels = affinity_groups(
+        state_groups(scopes, requires, after, [SHOP if i % 4 == 0 else NONE for i in range(n)]),
+        requires, after)
+    # Reference: every task between two tasks of one group is in it.
+    reach = [{i} for i in range(n)]
+    for i in range(n):
+        for p in (*requires[i], *after[i]):
+            reach[i] |= reach[p]  # ancestors, p < i
+    for a in range(n):
+        for b in range(n):
+            if labels[a] is None or labels[a] != labels[b] or a not in reach[b]:
+                continue
+            for m in range(n):
+                if a in reach[m] and m in reach[b]:
+                    assert labels[m] == labels[a], (a, m, b, labels)
 
 
 @settings(max_examples=100, deadline=None)

@@ -127,6 +127,7 @@ def state_groups(
     * across modules, every edge from a prerequisite whose ``opaque`` reason
       says what it leaves cannot be ruled out (its module's code writes
       state that outlives a test, or its fixtures could not be read).
+    * every task on a path between two tasks of one group (see :func:`_convex`).
 
     A ``quiet`` test (the user stated it shares nothing) is joined by none
     of its edges inside its module, nor by an opaque reason of its own;
@@ -160,12 +161,66 @@ def state_groups(
         for p, i, keys in _on_shared_paths(preds, shared, every_edge):
             sets.union(i, p)
             why += [(i, key) for key in keys]
-    roots = sets.roots()
+    roots = _convex(sets, preds, why)
     reasons: dict[int, set[str]] = {}
     for i, reason in why:
         reasons.setdefault(roots[i], set()).add(reason)
     labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
     return [labels.get(r) for r in roots]
+
+
+#: Why a test joins a group it shares nothing with: a path from one of the
+#: group's tests to another runs through it.
+BETWEEN = "on a path between two tests of the group"
+
+
+def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]],
+            why: list[tuple[int, str]]) -> list[int]:
+    """Join every task on a path between two tasks of one group to that group;
+    the roots once no path leaves a group and comes back.
+
+    A group starts once its prerequisites outside it have ended, so a path
+    out of a group and back in would make it wait for itself (the scheduler
+    would then dissolve it, and the state it keeps together would be lost);
+    serially that path's tests ran between the group's anyway.  Each round
+    joins at least two groups, so it ends.
+    """
+    order = _topological(preds)
+    while True:
+        roots = sets.roots()
+        grouped = _grouped_roots(roots)
+        if not grouped:
+            return roots
+        bit = {r: 1 << k for k, r in enumerate(grouped)}
+        own = [bit.get(r, 0) for r in roots]
+        up = [0] * len(preds)  # the groups some strict ancestor belongs to
+        for i in order:
+            for p in preds[i]:
+                up[i] |= up[p] | own[p]
+        down = [0] * len(preds)  # the groups some strict descendant belongs to
+        for i in reversed(order):
+            for p in preds[i]:
+                down[p] |= down[i] | own[i]
+        joined = False
+        for i in order:
+            between = up[i] & down[i] & ~own[i]
+            if not between:
+                continue  # the usual case: no group on both sides
+            for k, r in enumerate(grouped):
+                if between >> k & 1:
+                    sets.union(i, r)
+                    why.append((i, BETWEEN))
+                    joined = True
+        if not joined:
+            return roots
+
+
+def _grouped_roots(roots: Sequence[int]) -> list[int]:
+    """The roots of the sets with two or more tasks, in index order."""
+    size: dict[int, int] = {}
+    for r in roots:
+        size[r] = size.get(r, 0) + 1
+    return sorted(r for r, k in size.items() if k > 1)
 
 
 def _on_shared_paths(
