@@ -137,32 +137,44 @@ def state_groups(
     """
     n = len(modules)
     sets = DisjointSets(n)
+    union = sets.union
     why: list[tuple[int, str]] = []
     preds = [[p for p in (*requires[i], *after[i]) if p < n] for i in range(n)]
+    # Joined by an edge inside its module: the reason is named once per
+    # test below, not once per edge (a large suite has hundreds of thousands).
+    in_module = [False] * n
     crossing: list[tuple[int, int]] = []
-    every_edge: list[tuple[int, int]] = []
+    unjoined: list[tuple[int, int]] = []  # crossing, and the edges of quiet tests
     for i in range(n):
         here = modules[i]
         for p in preds[i]:
-            every_edge.append((p, i))
             if quiet and (quiet[i] or quiet[p]):
-                continue
-            if here is not None and modules[p] == here:
-                sets.union(i, p)
-                why.append((i, f"edges inside {here}"))
+                unjoined.append((p, i))
+            elif here is not None and modules[p] == here:
+                union(i, p)
+                in_module[i] = in_module[p] = True
             else:
                 crossing.append((p, i))
-    if every_edge:
-        for p, i in crossing:
-            reason = opaque[p] if opaque else None
-            if reason is not None:
-                sets.union(i, p)
-                why.append((i, reason))
-        for p, i, keys in _on_shared_paths(preds, shared, every_edge):
-            sets.union(i, p)
+                unjoined.append((p, i))
+    if unjoined:
+        order = _topological(preds)
+        if opaque:
+            for p, i in crossing:
+                reason = opaque[p]
+                if reason is not None:
+                    union(i, p)
+                    why.append((i, reason))
+        for p, i, keys in _on_shared_paths(preds, order, shared, unjoined):
+            union(i, p)
             why += [(i, key) for key in keys]
-    roots = _convex(sets, preds, why)
+        roots = _convex(sets, preds, order, why)
+    else:
+        # Every edge joins its tests: a path never leaves a group.
+        roots = sets.roots()
     reasons: dict[int, set[str]] = {}
+    for i in range(n):
+        if in_module[i]:
+            reasons.setdefault(roots[i], set()).add(f"edges inside {modules[i]}")
     for i, reason in why:
         reasons.setdefault(roots[i], set()).add(reason)
     labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
@@ -174,7 +186,7 @@ def state_groups(
 BETWEEN = "on a path between two tests of the group"
 
 
-def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]],
+def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]], order: Sequence[int],
             why: list[tuple[int, str]]) -> list[int]:
     """Join every task on a path between two tasks of one group to that group;
     the roots once no path leaves a group and comes back.
@@ -183,9 +195,8 @@ def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]],
     out of a group and back in would make it wait for itself (the scheduler
     would then dissolve it, and the state it keeps together would be lost);
     serially that path's tests ran between the group's anyway.  Each round
-    joins at least two groups, so it ends.
+    joins at least two groups, so it ends.  ``order``: the tasks topologically.
     """
-    order = _topological(preds)
     while True:
         roots = sets.roots()
         grouped = _grouped_roots(roots)
@@ -224,7 +235,7 @@ def _grouped_roots(roots: Sequence[int]) -> list[int]:
 
 
 def _on_shared_paths(
-    preds: Sequence[Sequence[int]], shared: Sequence[frozenset[str]],
+    preds: Sequence[Sequence[int]], order: Sequence[int], shared: Sequence[frozenset[str]],
     edges: Sequence[tuple[int, int]],
 ) -> list[tuple[int, int, list[str]]]:
     """The ``edges`` (p, i) on a path between two tasks with a common key, with those keys.
@@ -238,7 +249,6 @@ def _on_shared_paths(
         return []
     bit = {key: 1 << k for k, key in enumerate(names)}
     own = [sum(bit[key] for key in keys) for keys in shared]
-    order = _topological(preds)
     up = list(own)
     for i in order:
         for p in preds[i]:
@@ -248,10 +258,14 @@ def _on_shared_paths(
         for p in preds[i]:
             down[p] |= down[i]
     found: list[tuple[int, int, list[str]]] = []
+    named: dict[int, list[str]] = {}  # few distinct key sets: name each once
     for p, i in edges:
         common = up[p] & down[i]
         if common:
-            found.append((p, i, [key for key in names if common & bit[key]]))
+            keys = named.get(common)
+            if keys is None:
+                keys = named[common] = [key for key in names if common & bit[key]]
+            found.append((p, i, keys))
     return found
 
 
