@@ -36,7 +36,7 @@ from .glue.internals import assertion_rewriting_paused, barriers_blocker, collec
 with assertion_rewriting_paused():
     from . import migration
     from .glue import settings, visual_options
-    from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER
+    from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER, SHARES_NOTHING
     from .glue.settings import DRIVER_NAME
 
 if TYPE_CHECKING:
@@ -96,6 +96,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{EXCLUSIVE}: nothing else runs on any worker while this test runs (pytest-dagorder)",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{SHARES_NOTHING}: under -n, the test's dependency edges do not keep it on its "
+        "prerequisites' worker: it reads no process state they left (pytest-dagorder)",
     )
 
     found = settings.configure(config)

@@ -10,7 +10,7 @@ from helpers import outputs_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.core.affinity import MODULE_STATE, affinity_groups, state_keys
+from pytest_dagorder.core.affinity import affinity_groups, shared_keys, state_groups
 from pytest_dagorder.core.state_writes import module_writes
 
 Edges = list[list[int]]
@@ -220,69 +220,143 @@ def test_cross_scope_edges_change_nothing(
 # ---------------------------------------------------------------- shared state
 
 
-@pytest.mark.parametrize(
-    ("state", "expected"),
-    [
-        pytest.param([frozenset({"k"}), frozenset({"k"}), frozenset()],
-                     ["group-0", "group-0", None], id="shared-key-joins"),
-        pytest.param([frozenset({"k"}), frozenset({"j"}), frozenset({"k"})],
-                     ["group-0", None, "group-0"], id="only-the-sharing-edge-joins"),
-        pytest.param([frozenset(), frozenset(), frozenset()], [None, None, None],
-                     id="no-state-stays-free"),
-    ],
-)
-def test_state_joins_only_tests_that_share(state: list[frozenset[str]],
-                                           expected: list[str | None]) -> None:
-    # 0 <- 1 and 0 <- 2, all in one module.
-    assert affinity_groups(["m"] * 3, edges(3, {1: [0], 2: [0]}), edges(3), (),
-                           state) == expected
-
-
-def test_state_does_not_join_across_modules() -> None:
-    keys = [frozenset({MODULE_STATE})] * 2
-    assert affinity_groups(["m1", "m2"], edges(2, {1: [0]}), edges(2), (), keys) == [None] * 2
-
-
-FIX = ("box", "module", "tests/test_m.py")
+SHOP = frozenset({"session fixture 'shop'"})
+NONE: frozenset[str] = frozenset()
 
 
 @pytest.mark.parametrize(
-    ("fixtures", "module_state", "written", "class_id", "expected"),
+    ("modules", "requires", "shared", "opaque", "expected"),
     [
-        pytest.param([FIX], False, frozenset(), None,
-                     {"module tests/test_m.py box"}, id="module-fixture-counts"),
-        pytest.param([("pkg", "package", "tests")], False, frozenset(), None,
-                     {"package tests pkg"}, id="package-fixture-counts"),
-        pytest.param([("c", "class", "tests/test_m.py")], False, frozenset(),
-                     "tests/test_m.py::T", {"class tests/test_m.py::T tests/test_m.py c"},
-                     id="class-fixture-per-class"),
-        pytest.param([("client", "session", "")], False, frozenset(), None, set(),
-                     id="session-fixture-only-read-is-free"),
-        pytest.param([("vars", "session", "")], False, frozenset({"vars"}), None,
-                     {"session  vars"}, id="session-fixture-written-counts"),
-        pytest.param([], True, frozenset(), None, {MODULE_STATE}, id="module-writes-state"),
-        pytest.param(None, False, frozenset(), None, {MODULE_STATE},
-                     id="unknown-fixtures-share-everything"),
-        pytest.param([], False, frozenset(), None, set(), id="nothing"),
+        pytest.param(["m", "m", "m"], {1: [0], 2: [0]}, [NONE] * 3, (),
+                     ["edges inside m"] * 3, id="every-in-module-edge-joins"),
+        pytest.param(["m1", "m2"], {1: [0]}, [NONE] * 2, (), [None, None],
+                     id="cross-module-edge-sharing-nothing-is-free"),
+        pytest.param(["m1", "m2"], {1: [0]}, [SHOP, SHOP], (),
+                     ["session fixture 'shop'"] * 2, id="one-session-fixture-joins-modules"),
+        pytest.param(["m1", "m2", "m3"], {1: [0], 2: [1]}, [SHOP, NONE, SHOP], (),
+                     ["session fixture 'shop'"] * 3, id="the-tests-between-join-too"),
+        pytest.param(["m1", "m2", "m3"], {1: [0], 2: [1]}, [SHOP, SHOP, NONE], (),
+                     ["session fixture 'shop'"] * 2 + [None], id="past-the-last-user-is-free"),
+        pytest.param(["m1", "m2", "m3", "m4"], {1: [0], 3: [2]}, [SHOP] * 4, (),
+                     ["session fixture 'shop'"] * 4, id="two-chains-two-groups"),
+        pytest.param(["m1", "m2"], {1: [0]}, [NONE] * 2, ["m1 writes", None],
+                     ["m1 writes"] * 2, id="an-opaque-prerequisite-joins"),
+        pytest.param(["m1", "m2"], {1: [0]}, [NONE] * 2, [None, "m2 writes"],
+                     [None, None], id="an-opaque-dependent-leaves-nothing-behind"),
+        pytest.param(["m1", "m1", "m2"], {1: [0], 2: [1]}, [SHOP, NONE, SHOP], (),
+                     ["edges inside m1; session fixture 'shop'"] * 3,
+                     id="reasons-add-up"),
+        pytest.param(["m1", "m2", "m1"], {1: [0], 2: [0, 1]}, [NONE] * 3, (),
+                     ["edges inside m1; on a path between two tests of the group"] * 3,
+                     id="a-path-out-of-a-group-and-back-joins-it"),
     ],
 )
-def test_state_keys(fixtures: list[tuple[str, str, str]] | None, module_state: bool,
-                    written: frozenset[str], class_id: str | None, expected: set[str]) -> None:
-    assert state_keys(fixtures, module_state=module_state, written=written,
-                      class_id=class_id) == expected
+def test_state_groups(modules: list[str | None], requires: dict[int, list[int]],
+                      shared: list[frozenset[str]], opaque: list[str | None],
+                      expected: list[str | None]) -> None:
+    n = len(modules)
+    assert state_groups(modules, edges(n, requires), edges(n), shared, opaque) == expected
 
 
-def test_session_fixture_of_the_workers_own_directory_counts() -> None:
-    fix = [("workdir", "session", ""), ("client", "session", "")]
-    assert state_keys(fix, module_state=False, per_worker=frozenset({"workdir"})) == {
-        "session  workdir"}
+@pytest.mark.parametrize(
+    ("quiet", "shared", "expected"),
+    [
+        pytest.param([True, True, False], [NONE] * 3, [None, None, None],
+                     id="a-quiet-end-frees-the-in-module-edges"),
+        pytest.param([False, False, True], [NONE] * 3, ["edges inside m"] * 2 + [None],
+                     id="others-still-join"),
+        pytest.param([True, True, True], [SHOP, SHOP, NONE],
+                     ["session fixture 'shop'"] * 2 + [None],
+                     id="a-fixture-they-request-still-joins"),
+    ],
+)
+def test_quiet_tests(quiet: list[bool], shared: list[frozenset[str]],
+                     expected: list[str | None]) -> None:
+    # 0 <- 1 <- 2, in one module.
+    assert state_groups(["m"] * 3, edges(3, {1: [0], 2: [1]}), edges(3), shared, (),
+                        quiet) == expected
 
 
-def test_class_fixture_keys_of_two_classes_differ() -> None:
-    fix = [("c", "class", "tests/test_m.py")]
-    a = state_keys(fix, module_state=False, class_id="tests/test_m.py::A")
-    b = state_keys(fix, module_state=False, class_id="tests/test_m.py::B")
-    assert a and b and not a & b
+def test_a_quiet_prerequisites_opaque_module_joins_nothing() -> None:
+    assert state_groups(["m1", "m2"], edges(2, {1: [0]}), edges(2), [NONE] * 2,
+                        ["m1 writes", None], [True, False]) == [None, None]
+
+
+def test_two_chains_sharing_a_fixture_are_two_groups() -> None:
+    labels = state_groups(["m1", "m2", "m3", "m4"], edges(4, {1: [0], 3: [2]}), edges(4),
+                          [SHOP] * 4)
+    # Equal reasons, but no edge between the chains: affinity_groups keeps them apart.
+    assert affinity_groups(labels, edges(4, {1: [0], 3: [2]}), edges(4)) == [
+        "group-0", "group-0", "group-2", "group-2"]
+
+
+def acyclic(case: tuple[list[str | None], Edges, Edges, list[str | None]]) -> tuple[
+        list[str | None], Edges, Edges]:
+    """The case's edges that point to an earlier task (a validated graph has no cycle)."""
+    scopes, requires, after, _ = case
+    return (scopes, [[p for p in ps if p < i] for i, ps in enumerate(requires)],
+            [[p for p in ps if p < i] for i, ps in enumerate(after)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=inputs())
+def test_no_path_leaves_a_state_group_and_comes_back(
+    case: tuple[list[str | None], Edges, Edges, list[str | None]],
+) -> None:
+    scopes, requires, after = acyclic(case)
+    n = len(scopes)
+    labels = affinity_groups(
+        state_groups(scopes, requires, after, [SHOP if i % 4 == 0 else NONE for i in range(n)]),
+        requires, after)
+    # Reference: every task between two tasks of one group is in it.
+    reach = [{i} for i in range(n)]
+    for i in range(n):
+        for p in (*requires[i], *after[i]):
+            reach[i] |= reach[p]  # ancestors, p < i
+    for a in range(n):
+        for b in range(n):
+            if labels[a] is None or labels[a] != labels[b] or a not in reach[b]:
+                continue
+            for m in range(n):
+                if a in reach[m] and m in reach[b]:
+                    assert labels[m] == labels[a], (a, m, b, labels)
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=inputs())
+def test_state_keeps_at_least_what_module_keeps(
+    case: tuple[list[str | None], Edges, Edges, list[str | None]],
+) -> None:
+    scopes, requires, after, _ = case
+    n = len(scopes)
+    by_module = affinity_groups(scopes, requires, after)
+    by_state = affinity_groups(
+        state_groups(scopes, requires, after, [SHOP if i % 3 == 0 else NONE for i in range(n)]),
+        requires, after)
+    for i in range(n):
+        for j in range(n):
+            if by_module[i] is not None and by_module[i] == by_module[j]:
+                assert by_state[i] is not None and by_state[i] == by_state[j]
+
+
+@pytest.mark.parametrize(
+    ("fixtures", "expected"),
+    [
+        pytest.param([("shop", "session", "")], {"session fixture 'shop'"}, id="session"),
+        pytest.param([("pkg", "package", "tests")], {"package fixture 'pkg' of tests"},
+                     id="package"),
+        pytest.param([("box", "module", "tests/test_m.py"), ("c", "class", "")], set(),
+                     id="module-and-class-instances-stay-in-their-module"),
+    ],
+)
+def test_shared_keys(fixtures: list[tuple[str, str, str]], expected: set[str]) -> None:
+    assert shared_keys(fixtures) == expected
+
+
+def test_shared_keys_of_a_quiet_test_name_module_and_class_instances() -> None:
+    fix = [("box", "module", "t.py"), ("c", "class", "t.py")]
+    assert shared_keys(fix, class_id="t.py::A", narrow=True) == {
+        "module fixture 'box' of t.py", "class fixture 'c' of t.py::A"}
 
 
 WRITES = [

@@ -50,7 +50,42 @@ def test_a_chain_in_one_module_is_one_group_and_the_header_counts_it() -> None:
     assert built.mean_duration is None
     assert built.header == [
         "dagorder: 4 tests, 2 dependencies, longest chain 3; xdist scheduling, "
-        "affinity module (1 groups); critical path by test counts"]
+        "affinity module (1 groups); critical path by test counts",
+        "dagorder: 1 affinity group keeps 3 of 4 tests on one worker each (a dependent "
+        "may read what its prerequisites left in the process); if the tests share no "
+        "process state, --dag-affinity=none lifts this (--dag-explain: why each group "
+        "formed)"]
+
+
+def test_the_header_weighs_the_groups_by_recorded_durations() -> None:
+    recorded = {f"{MODULE}::test_{n}": 1.0 for n in "abcd"}
+    built = build_run(payload({"a": "", "b": "a", "c": "", "d": ""}), settings(), recorded,
+                      workers=4)
+    # Grouped, a and b run one after the other either way: nothing to pay.
+    assert "cost 0.00 s (no schedule beats 2.00 s with them, 2.00 s without)" in \
+        built.header[-1]
+    built = build_run(payload({"a": "", "b": "a", "c": "a", "d": "a"}), settings(), recorded,
+                      workers=4)
+    # b, c and d could run at once after a: on one worker they take 4 s, not 2.
+    assert "cost 2.00 s (no schedule beats 4.00 s with them, 2.00 s without)" in \
+        built.header[-1]
+
+
+def test_explain_names_each_groups_reasons_and_the_free_edges() -> None:
+    p = payload({"a": "", "b": "a", "c": "b", "d": "c", "e": ""},
+                modules={"c": "test_n.py", "d": "test_n.py", "e": "test_o.py"},
+                state_scopes=["edges inside test_m.py"] * 2 + [
+                    "edges inside test_n.py; session fixture 'shop'"] * 2 + [None])
+    p = wire.Payload(**{**p.__dict__, "xdist_groups": [None, None, None, None, "solo"]})
+    built = build_run(p, settings(affinity="state", explain=True), {})
+    text = "\n".join(built.header)
+    assert "dagorder: group of test_m.py::test_a (2 tests): edges inside test_m.py\n" \
+        "    test_m.py::test_a\n    test_m.py::test_b" in text
+    assert "group of test_n.py::test_c (2 tests): edges inside test_n.py; " \
+        "session fixture 'shop'" in text
+    assert "group of test_o.py::test_e (1 test): xdist_group 'solo'" in text
+    assert "1 dependency left free" in text
+    assert "    test_m.py::test_b -> test_n.py::test_c" in text
 
 
 def test_affinity_none_makes_no_group() -> None:
@@ -132,3 +167,11 @@ def test_the_plans_own_header_lines_and_whole_flag_carry_over() -> None:
     built = build_run(p, settings(), {})
     assert built.header[1] == "dagorder: shard 1/2"
     assert built.run.whole is True
+
+
+def test_explain_under_module_says_why_cross_module_edges_are_free() -> None:
+    p = payload({"a": "", "b": "a", "c": "b"}, modules={"c": "test_n.py"})
+    text = "\n".join(build_run(p, settings(explain=True), {}).header)
+    assert "group of test_m.py::test_a (2 tests): edges inside test_m.py" in text
+    assert ("1 dependency left free (--dag-affinity=module keeps only edges inside a "
+            "module):\n    test_m.py::test_b -> test_n.py::test_c") in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import textwrap
 
 import pytest
 from helpers import (
@@ -981,77 +982,68 @@ def test_read(box):
 """
 
 
-def test_default_affinity_groups_only_chains_that_share_state(
+STATE_SHOP = """
+def test_stock(shop):
+    mark("stock", 0.05)
+    shop["gizmo"] = os.getpid()
+"""
+
+STATE_SHOP_READ = """
+@depends_on("tests/test_shop.py::test_stock")
+def test_listed(shop):
+    mark("listed", 0.05)
+    assert shop == {"gizmo": os.getpid()}
+
+
+@depends_on("tests/test_free.py::test_root")
+def test_unrelated(tmp_path):
+    mark("unrelated", 0.05)
+"""
+
+SHOP_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shop():
+    return {}
+"""
+
+
+def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_fixture(
         pytester: pytest.Pytester) -> None:
-    """--dag-affinity=state: a chain whose module writes a module-level name, or
-    whose tests share a module fixture, is a group; one sharing nothing is not
-    (``module`` still groups all three)."""
-    write_ini(pytester)
-    make_modules(pytester, test_free=STATE_FREE, test_global=STATE_GLOBAL,
-                 test_fixture=STATE_FIXTURE, test_busy=AFFINITY_BUSY)
-    result = run(pytester, "-n", "2")
-    result.assert_outcomes(passed=15)
-    result.stdout.fnmatch_lines(["*affinity state (2 groups)*"])
+    """--dag-affinity=state: every chain inside a module is a group, whatever
+    its source shows, and so is a chain across modules whose tests use one
+    session fixture; an edge across modules sharing none is left free, and
+    --dag-explain says so, with each group's reasons.  ``module`` keeps the
+    in-module chains only."""
+    write_ini(pytester, "testpaths = tests\n")
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "conftest.py").write_text(textwrap.dedent(SHOP_CONFTEST))
+    make_modules(pytester, tests__test_free=STATE_FREE, tests__test_global=STATE_GLOBAL,
+                 tests__test_fixture=STATE_FIXTURE, tests__test_shop=STATE_SHOP,
+                 tests__test_shop_read=STATE_SHOP_READ, tests__test_busy=AFFINITY_BUSY)
+    result = run(pytester, "-n", "2", "--dag-explain")
+    result.assert_outcomes(passed=18)
+    result.stdout.fnmatch_lines([
+        "*affinity state (4 groups)*",
+        "dagorder: 4 affinity groups keep 9 of 18 tests on one worker each*"
+        "--dag-affinity=none lifts this*",
+        "dagorder: group of tests/test_free.py::test_root (3 tests): "
+        "edges inside tests/test_free.py",
+        "dagorder: group of tests/test_shop.py::test_stock (2 tests): "
+        "session fixture 'shop' of tests",
+        "dagorder: 1 dependency left free*",
+        "    tests/test_free.py::test_root -> tests/test_shop_read.py::test_unrelated",
+    ], consecutive=False)
     ran = read_log(pytester)
-    for a, b in (("first", "second"), ("put", "read")):
+    for a, b in (("first", "second"), ("put", "read"), ("root", "left"), ("root", "right"),
+                 ("stock", "listed")):
         assert ran[a].pid == ran[b].pid and ran[b].start >= ran[a].end
     (pytester.path / LOG_NAME).unlink()
     result = run(pytester, "-n", "2", "--dag-affinity=module")
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=18)
     result.stdout.fnmatch_lines(["*affinity module (3 groups)*"])
-
-
-def test_default_affinity_groups_tests_sharing_a_workers_own_directory(
-        pytester: pytest.Pytester) -> None:
-    """A session fixture made with tmp_path_factory is a directory of the
-    worker's own: the test that writes a file there and the one that reads it
-    are a group (as are tests requesting the factory themselves); tests that
-    only use tmp_path are not."""
-    write_ini(pytester)
-    pytester.makeconftest("""
-        import pytest
-
-        @pytest.fixture(scope="session")
-        def workdir(tmp_path_factory):
-            return tmp_path_factory.mktemp("work")
-    """)
-    make_modules(pytester, test_files="""
-        def test_create(workdir):
-            mark("create")
-            (workdir / "data.txt").write_text("hello")
-
-
-        @depends_on("test_create")
-        def test_read(workdir):
-            mark("read")
-            assert (workdir / "data.txt").read_text() == "hello"
-
-
-        def test_base(tmp_path_factory):
-            mark("base")
-            (tmp_path_factory.getbasetemp() / "base.txt").write_text("x")
-
-
-        @depends_on("test_base")
-        def test_base_read(tmp_path_factory):
-            mark("base_read")
-            assert (tmp_path_factory.getbasetemp() / "base.txt").read_text() == "x"
-
-
-        def test_own(tmp_path):
-            mark("own")
-
-
-        @depends_on("test_own")
-        def test_own_too(tmp_path):
-            mark("own_too")
-    """, test_busy=AFFINITY_BUSY)
-    result = run(pytester, "-n", "2")
-    result.assert_outcomes(passed=14)
-    result.stdout.fnmatch_lines(["*affinity state (2 groups)*"])
-    ran = read_log(pytester)
-    for a, b in (("create", "read"), ("base", "base_read")):
-        assert ran[a].pid == ran[b].pid and ran[b].start >= ran[a].end
 
 
 # -- chains handed out ahead (short tests, default affinity) ----------------------------
@@ -1123,3 +1115,61 @@ def test_dist_loadgroup_is_scheduled_as_a_dag(pytester: pytest.Pytester) -> None
     ran = read_log(pytester)
     assert ran["create"].pid == ran["use"].pid
     assert_after(ran, [("create", "use"), ("use", "report")])
+
+
+STATED_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(scope="session")
+def client():
+    return object()
+"""
+
+
+def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
+        pytester: pytest.Pytester) -> None:
+    """``dag_shares_nothing`` on a module frees its in-module edges; ini
+    ``dag_stateless_fixtures`` frees the edges a session fixture would join
+    across modules; the rest stays grouped, and --dag-explain lists both."""
+    write_ini(pytester, "dag_stateless_fixtures = client\n")
+    pytester.makeconftest(STATED_CONFTEST)
+    make_modules(pytester, test_stated="""
+        pytestmark = pytest.mark.dag_shares_nothing
+
+
+        def test_root():
+            mark("root", 0.05)
+
+
+        @depends_on("test_root")
+        def test_leaf():
+            mark("leaf", 0.05)
+    """, test_kept=STATE_GLOBAL, test_api="""
+        def test_get(client):
+            mark("get", 0.05)
+    """, test_api_more="""
+        @depends_on("test_api.py::test_get")
+        def test_get_more(client):
+            mark("get_more", 0.05)
+    """, test_busy=AFFINITY_BUSY)
+    result = run(pytester, "-n", "2", "--dag-explain")
+    result.assert_outcomes(passed=14)
+    result.stdout.fnmatch_lines([
+        "*affinity state (1 groups)*",
+        "dagorder: group of test_kept.py::test_first (2 tests): edges inside test_kept.py",
+        "dagorder: 2 dependencies left free*",
+        "    test_api.py::test_get -> test_api_more.py::test_get_more",
+        "    test_stated.py::test_root -> test_stated.py::test_leaf",
+    ], consecutive=False)
+    serial = run(pytester, "-p", "no:xdist", "--dag-explain")
+    serial.assert_outcomes(passed=14)
+    serial.stdout.fnmatch_lines(["dagorder: serial run: every test runs in this process, *"])
+    # Without the statements both are groups.
+    (pytester.path / "test_stated.py").write_text(
+        (pytester.path / "test_stated.py").read_text().replace(
+            "pytestmark = pytest.mark.dag_shares_nothing", ""))
+    write_ini(pytester)
+    result = run(pytester, "-n", "2")
+    result.assert_outcomes(passed=14)
+    result.stdout.fnmatch_lines(["*affinity state (3 groups)*"])

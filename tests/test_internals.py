@@ -471,76 +471,45 @@ def test_a_tests_fixture_functions_without_fixtureinfo_are_none(
     assert internals.fixture_functions(item) == []
 
 
-def test_wide_fixtures_name_the_scopes_and_without_fixtureinfo_are_unknown(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    (item,) = pytester.getitems("""
-        import pytest
-
-        @pytest.fixture(scope="module")
-        def box():
-            return {}
-
-        @pytest.fixture
-        def inner(box):
-            return box
-
-        def test_one(inner, tmp_path):
-            pass
-    """)
-    found = internals.wide_fixtures(item)
-    assert found is not None
-    # Requested through another fixture; tmp_path's session-scoped factory too.
-    assert [(name, scope) for name, scope, _ in found if name == "box"] == [("box", "module")]
-    assert {scope for _, scope, _ in found} <= {"module", "session"}
-    assert "inner" not in {name for name, _, _ in found}
-    monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
-    assert internals.wide_fixtures(item) is None
-
-
-def test_per_worker_fixtures_are_session_fixtures_made_from_the_temp_factory(
+def test_requested_fixtures_follow_what_the_test_names_and_without_fixtureinfo_are_unknown(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     items = pytester.getitems("""
         import pytest
 
         @pytest.fixture(scope="session")
-        def base(tmp_path_factory):
-            return tmp_path_factory.mktemp("b")
+        def store():
+            return {}
 
-        @pytest.fixture(scope="session")
-        def derived(base):
-            return base / "d"
+        @pytest.fixture(scope="module")
+        def box(store):
+            return store
 
-        @pytest.fixture(scope="session")
-        def client():
-            return object()
+        @pytest.fixture
+        def inner(box):
+            return box
 
-        @pytest.fixture(scope="session")
-        def worker_id():  # as xdist's
-            return "gw0"
-
-        @pytest.fixture(scope="session")
-        def db(worker_id):
-            return f"test_{worker_id}"
-
-        def test_derived(derived, client, tmp_path):
+        @pytest.fixture(scope="session", autouse=True)
+        def logging_set_up():
             pass
 
-        def test_db(db, worker_id):
+        @pytest.fixture(scope="session")
+        def worker_id():  # as xdist's: a string
+            return "gw0"
+
+        def test_one(inner, tmp_path, worker_id):
             pass
 
         def test_factory(tmp_path_factory):
             pass
-
-        def test_own(tmp_path):
-            pass
     """)
-    found = {item.name: internals.per_worker_fixtures(item) for item in items}
-    # Through other session fixtures too; the factory only when asked for
-    # directly (tmp_path is one directory per test).
-    assert found == {"test_derived": {"base", "derived"}, "test_factory": {"tmp_path_factory"},
-                     "test_own": frozenset(), "test_db": {"db"}}
+    found = {item.name: internals.requested_fixtures(item) for item in items}
+    # Through other fixtures; not the autouse one, not the factory behind
+    # tmp_path (a directory per test), not worker_id.
+    assert [(name, scope) for name, scope, _ in found["test_one"] or ()] == [
+        ("box", "module"), ("store", "session")]
+    assert [name for name, _, _ in found["test_factory"] or ()] == ["tmp_path_factory"]
     monkeypatch.setattr(internals, "FIXTURE_INFO", "_fixtures")
-    assert internals.per_worker_fixtures(items[0]) == frozenset()
+    assert internals.requested_fixtures(items[0]) is None
 
 
 # -- xdist's helpers ---------------------------------------------------------------------

@@ -1729,3 +1729,50 @@ def test_a_dispatch_says_which_module_its_last_test_ends(harness: Any) -> None:
     assert (nodeid("c", "test_other.py"), ["test_other.py"]) in found, found
     assert all(nid != nodeid("a") for nid, _ in found), found  # b was still to come
     h.drain(*h.nodes)
+
+
+# -- a failure after a prerequisite that ran elsewhere -------------------------------------
+
+
+@pytest.mark.parametrize("affinity", ["none", "module", "state"])
+def test_a_failure_names_the_prerequisite_that_ran_on_another_worker(
+        harness: Any, affinity: str) -> None:
+    # Many free tests beside: the worker that ran a prerequisite is still busy
+    # with them when its dependent is handed out.
+    spec = {"a": "", "b": "", **{f"f{k}": "" for k in range(8)}, "c": "a", "d": "b"}
+    payload = make_payload(spec, modules={"c": "test_n.py", "d": "test_n.py"})
+    h: Harness = harness(payload, f"--dag-affinity={affinity}", policy="run")
+    seen: list[pytest.TestReport] = []
+    on_report = h.sched.on_report
+
+    def keep(report: pytest.TestReport, *, emit: bool = True) -> None:
+        seen.append(report)  # as the controller's hook hands it on
+        on_report(report, emit=emit)
+
+    h.sched.on_report = keep  # type: ignore[method-assign]
+    n1, n2 = h.start("gw0", "gw1")
+    where: dict[str, str] = {}
+    for _ in range(50):
+        if h.sched.tests_finished:
+            break
+        # The fuller worker first: its tests keep it busy.
+        node = max((n for n in (n1, n2) if len(n.queue) >= 2), key=lambda n: len(n.queue))
+        head = node.queue[0]
+        if head == h.barrier:
+            h.pass_barrier(node)
+            continue
+        name = str(h.name(head))
+        where[name] = node.gateway.id
+        h.run(node, name, "failed" if name in ("c", "d") else "passed")
+    failed = {rep.nodeid: rep for rep in seen if rep.when == "call" and rep.failed}
+    assert set(failed) == {nodeid("c", "test_n.py"), nodeid("d", "test_n.py")}
+    assert where["a"] != where["c"] or where["b"] != where["d"], where  # one split at least
+    for dependent, prerequisite in (("c", "a"), ("d", "b")):
+        sections = dict(failed[nodeid(dependent, "test_n.py")].sections)
+        if where[dependent] == where[prerequisite]:
+            assert "dagorder" not in sections
+            continue
+        assert sections["dagorder"].startswith(
+            f"prerequisite {nodeid(prerequisite)} ran on worker {where[prerequisite]}, "
+            f"this test on {where[dependent]}: if it reads what that test left")
+        assert ("--dag-affinity=none" in sections["dagorder"]) == (affinity == "none")

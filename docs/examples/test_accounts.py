@@ -3,8 +3,8 @@
 The chain passes state along the way, as integration suites do: the
 module-scoped ``ledger`` fixture maps owners to the account ids that
 ``test_open_account`` created, and the later tests read it.  Under ``-n`` the
-default ``--dag-affinity=module`` keeps this chain on one worker, in order,
-with the fixture alive.
+default ``--dag-affinity=state`` keeps this chain on one worker, in order,
+with the fixture alive (as ``module`` does).
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@
 class node id (every test of the class), relative to the rootdir: the
 repository root, where pyproject.toml is.
 
-A cross-module prerequisite gates, it does not share state: under ``-n`` this
-module may run on another worker, with another ``bank``.  So these tests
-create the accounts they read.
+A cross-module prerequisite gates; both use the session-scoped ``bank``, so
+under ``-n`` the default ``--dag-affinity=state`` runs these tests on their
+prerequisites' worker, with the same ``bank``.  They create the accounts
+they read all the same, so they pass with ``--dag-affinity=none`` too,
+where they may run on another worker, with another ``bank``.
 """
 
 from __future__ import annotations

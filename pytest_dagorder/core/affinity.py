@@ -3,14 +3,15 @@
 Pure (no pytest): tests connected by dependency edges *inside one scope*
 (module or class) form a group, so state one test leaves in its process
 (module globals, class attributes, module/class fixtures) is there for the
-next.  Explicit labels (``xdist_group``) join their tests too.  Edges that
-cross scopes never join groups: different modules still run in parallel.
+next.  Explicit labels (``xdist_group``) join their tests too.
 
-Under ``--dag-affinity=state`` (the default) an edge inside a module joins
-its two tests only when they may share process state: both use one
-fixture instance wider than function scope (see :func:`state_keys`), or the
-module's code writes module-level state (see ``state_writes.py``).  Edges
-between tests that share nothing leave them free, to run on any worker.
+Under ``--dag-affinity=state`` (the default) the groups keep every state a
+dependent may read, as far as the plan can tell (see :func:`state_groups`):
+every edge inside a module, and the edges across modules along which tests
+use one session- or package-scoped fixture instance.  Reading a module's
+source may add groups (``state_writes.py``), never remove them.  Edges left
+free are those the plan can rule out; ``--dag-affinity=none`` is the
+user's statement that nothing is shared.
 """
 
 from __future__ import annotations
@@ -111,32 +112,214 @@ DOCUMENT = "document"
 MODULE_STATE = "module state"
 
 
-def state_keys(fixtures: Sequence[tuple[str, str, str]] | None, *, module_state: bool,
-               written: frozenset[str] = frozenset(),
-               per_worker: frozenset[str] = frozenset(),
-               class_id: str | None = None) -> frozenset[str]:
-    """What process state one test may share with others of its module, as keys.
+#: Scopes a fixture instance outlives every module in: one instance per
+#: worker process (a package's per package, across its modules).
+WIDE_SCOPES = ("session", "package")
 
-    Two tests of one module whose keys meet share state.  ``fixtures``: the
-    test's fixtures wider than function scope as (name, scope, where
-    defined), None if unknown.  A class- or module-scoped (or package-scoped)
-    fixture is one instance for the tests of its class or module: its key
-    counts.  A session-scoped one is shared by every module and is usually
-    a service or a connection; it counts only when the module's code writes
-    into it (``written``: parameter names written into, see
-    ``state_writes.py``), as a dict that passes ids from test to test, or
-    when its value is the worker's own directory (``per_worker``: made with
-    ``tmp_path_factory``), whose files a test on another worker cannot see.
-    ``module_state``: the module's code writes module-level state, so all
-    its tests share (so do they when ``fixtures`` is unknown).
+
+def shared_keys(fixtures: Sequence[tuple[str, str, str]], *,
+                class_id: str | None = None, narrow: bool = False) -> frozenset[str]:
+    """The fixture instances one test may share with tests of other modules, as keys.
+
+    ``fixtures``: what the test requests (by name, directly or through other
+    fixtures) as (name, scope, where defined).  A session- or package-scoped
+    fixture is one instance per worker process: whatever one test leaves in
+    it, a later test that uses it reads, whichever module it sits in.  With
+    ``narrow`` (the test's edges inside its module do not join it), module-
+    and class-scoped ones count too (a class's per ``class_id``).  Each key
+    is also the reason its groups are formed.
     """
-    keys = {MODULE_STATE} if module_state or fixtures is None else set()
-    for name, scope, where in fixtures or ():
-        if scope == "class":
-            keys.add(f"class {class_id} {where} {name}")
-        elif scope in ("module", "package") or name in written or name in per_worker:
-            keys.add(f"{scope} {where} {name}")
+    keys: set[str] = set()
+    for name, scope, where in fixtures:
+        if scope in WIDE_SCOPES or (narrow and scope == "module"):
+            keys.add(f"{scope} fixture {name!r}" + (f" of {where}" if where else ""))
+        elif narrow and scope == "class":
+            keys.add(f"class fixture {name!r} of {class_id or where}")
     return frozenset(keys)
+
+
+def state_groups(
+    modules: Sequence[str | None],
+    requires: Sequence[Sequence[int]],
+    after: Sequence[Sequence[int]],
+    shared: Sequence[frozenset[str]],
+    opaque: Sequence[str | None] = (),
+    quiet: Sequence[bool] = (),
+) -> list[str | None]:
+    """Per task, its group under ``--dag-affinity=state`` as the reasons it was
+    formed (None: free), over tasks ``0 .. len(modules) - 1``.
+
+    Serial pytest runs a chain in one process, so a dependent may read what
+    its prerequisites left there.  What the plan cannot rule out is kept:
+
+    * every edge inside a module joins its tests (module globals, class
+      attributes, module and class fixtures, helpers the module imports);
+    * across modules, every edge on a path between two tests that use one
+      session- or package-scoped fixture instance (``shared``, see
+      :func:`shared_keys`): the two tests and the tests between them;
+    * across modules, every edge from a prerequisite whose ``opaque`` reason
+      says what it leaves cannot be ruled out (its module's code writes
+      state that outlives a test, or its fixtures could not be read).
+    * every task on a path between two tasks of one group (see :func:`_convex`).
+
+    A ``quiet`` test (the user stated it shares nothing) is joined by none
+    of its edges inside its module, nor by an opaque reason of its own;
+    only a fixture instance it requests joins it.  A label lists the
+    reasons of its group, sorted: equal for the tests of one group, readable
+    as they are (``--dag-explain``).
+    """
+    n = len(modules)
+    sets = DisjointSets(n)
+    union = sets.union
+    why: list[tuple[int, str]] = []
+    preds = [[p for p in (*requires[i], *after[i]) if p < n] for i in range(n)]
+    # Joined by an edge inside its module: the reason is named once per
+    # test below, not once per edge (a large suite has hundreds of thousands).
+    in_module = [False] * n
+    crossing: list[tuple[int, int]] = []
+    unjoined: list[tuple[int, int]] = []  # crossing, and the edges of quiet tests
+    for i in range(n):
+        here = modules[i]
+        for p in preds[i]:
+            if quiet and (quiet[i] or quiet[p]):
+                unjoined.append((p, i))
+            elif here is not None and modules[p] == here:
+                union(i, p)
+                in_module[i] = in_module[p] = True
+            else:
+                crossing.append((p, i))
+                unjoined.append((p, i))
+    if unjoined:
+        order = _topological(preds)
+        if opaque:
+            for p, i in crossing:
+                reason = opaque[p]
+                if reason is not None:
+                    union(i, p)
+                    why.append((i, reason))
+        for p, i, keys in _on_shared_paths(preds, order, shared, unjoined):
+            union(i, p)
+            why += [(i, key) for key in keys]
+        roots = _convex(sets, preds, order, why)
+    else:
+        # Every edge joins its tests: a path never leaves a group.
+        roots = sets.roots()
+    reasons: dict[int, set[str]] = {}
+    for i in range(n):
+        if in_module[i]:
+            reasons.setdefault(roots[i], set()).add(f"edges inside {modules[i]}")
+    for i, reason in why:
+        reasons.setdefault(roots[i], set()).add(reason)
+    labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
+    return [labels.get(r) for r in roots]
+
+
+#: Why a test joins a group it shares nothing with: a path from one of the
+#: group's tests to another runs through it.
+BETWEEN = "on a path between two tests of the group"
+
+
+def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]], order: Sequence[int],
+            why: list[tuple[int, str]]) -> list[int]:
+    """Join every task on a path between two tasks of one group to that group;
+    the roots once no path leaves a group and comes back.
+
+    A group starts once its prerequisites outside it have ended, so a path
+    out of a group and back in would make it wait for itself (the scheduler
+    would then dissolve it, and the state it keeps together would be lost);
+    serially that path's tests ran between the group's anyway.  Each round
+    joins at least two groups, so it ends.  ``order``: the tasks topologically.
+    """
+    while True:
+        roots = sets.roots()
+        grouped = _grouped_roots(roots)
+        if not grouped:
+            return roots
+        bit = {r: 1 << k for k, r in enumerate(grouped)}
+        own = [bit.get(r, 0) for r in roots]
+        up = [0] * len(preds)  # the groups some strict ancestor belongs to
+        for i in order:
+            for p in preds[i]:
+                up[i] |= up[p] | own[p]
+        down = [0] * len(preds)  # the groups some strict descendant belongs to
+        for i in reversed(order):
+            for p in preds[i]:
+                down[p] |= down[i] | own[i]
+        joined = False
+        for i in order:
+            between = up[i] & down[i] & ~own[i]
+            if not between:
+                continue  # the usual case: no group on both sides
+            for k, r in enumerate(grouped):
+                if between >> k & 1:
+                    sets.union(i, r)
+                    why.append((i, BETWEEN))
+                    joined = True
+        if not joined:
+            return roots
+
+
+def _grouped_roots(roots: Sequence[int]) -> list[int]:
+    """The roots of the sets with two or more tasks, in index order."""
+    size: dict[int, int] = {}
+    for r in roots:
+        size[r] = size.get(r, 0) + 1
+    return sorted(r for r, k in size.items() if k > 1)
+
+
+def _on_shared_paths(
+    preds: Sequence[Sequence[int]], order: Sequence[int], shared: Sequence[frozenset[str]],
+    edges: Sequence[tuple[int, int]],
+) -> list[tuple[int, int, list[str]]]:
+    """The ``edges`` (p, i) on a path between two tasks with a common key, with those keys.
+
+    An edge lies on such a path exactly when some task up to ``p`` (itself
+    included) and some task from ``i`` on hold the key: one pass down the
+    graph and one up, the keys as bits.
+    """
+    names = sorted({key for keys in shared for key in keys})
+    if not names:
+        return []
+    bit = {key: 1 << k for k, key in enumerate(names)}
+    own = [sum(bit[key] for key in keys) for keys in shared]
+    up = list(own)
+    for i in order:
+        for p in preds[i]:
+            up[i] |= up[p]
+    down = list(own)
+    for i in reversed(order):
+        for p in preds[i]:
+            down[p] |= down[i]
+    found: list[tuple[int, int, list[str]]] = []
+    named: dict[int, list[str]] = {}  # few distinct key sets: name each once
+    for p, i in edges:
+        common = up[p] & down[i]
+        if common:
+            keys = named.get(common)
+            if keys is None:
+                keys = named[common] = [key for key in names if common & bit[key]]
+            found.append((p, i, keys))
+    return found
+
+
+def _topological(preds: Sequence[Sequence[int]]) -> list[int]:
+    """Tasks with every predecessor before them (Kahn; ties by index)."""
+    n = len(preds)
+    waiting = [len(ps) for ps in preds]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(i)
+    ready = [i for i in range(n) if not waiting[i]]
+    order: list[int] = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for s in succs[i]:
+            waiting[s] -= 1
+            if not waiting[s]:
+                ready.append(s)
+    return order
 
 
 def affinity_groups(
@@ -144,13 +327,11 @@ def affinity_groups(
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
     explicit: Sequence[str | None] = (),
-    state: Sequence[frozenset[str]] | None = None,
 ) -> list[str | None]:
     """A group label per task (None: free), over tasks ``0 .. len(scopes) - 1``.
 
-    ``state`` (one key set per task, see :func:`state_keys`): an edge inside
-    a scope joins its tasks only when their keys meet; None: every such edge
-    does.  Labels are the id of the group's first task, so they are stable
+    An edge inside a scope joins its tasks; so does an explicit label.
+    Labels are the id of the group's first task, so they are stable
     across runs and independent of hashing.
     """
     n = len(scopes)
@@ -161,7 +342,7 @@ def affinity_groups(
         if scope is None:
             continue
         for p in (*requires[i], *after[i]):
-            if p < n and scopes[p] == scope and (state is None or state[i] & state[p]):
+            if p < n and scopes[p] == scope:
                 union(i, p)
     first_with = sets.join_labels(explicit)
     roots = sets.roots()

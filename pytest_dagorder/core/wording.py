@@ -246,6 +246,67 @@ def group_cost(cost: float, wall: float, grouped: float, plain: float,
             "state, --dag-affinity=none (or dag.publish for what they pass on) lifts it")
 
 
+def groups_header(groups: int, held: int, tests: int,
+                  cost: tuple[float, float, float] | None) -> str:
+    """What affinity groups keep together; ``cost``: (cost, bound with them, without)
+    by the recorded durations, if there are any."""
+    weighed = ("" if cost is None else
+               f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
+               f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
+    keep = "keeps" if groups == 1 else "keep"
+    return (f"dagorder: {_plural(groups, 'affinity group')} {keep} {held} of {tests} tests "
+            f"on one worker each (a dependent may read what its prerequisites left in the "
+            f"process){weighed}; if the tests share no process state, --dag-affinity=none "
+            "lifts this (--dag-explain: why each group formed)")
+
+
+#: --dag-explain in a serial run: one process, nothing to keep together.
+EXPLAIN_SERIAL = ("dagorder: serial run: every test runs in this process, in dependency "
+                  "order; affinity groups form only under -n")
+
+
+def explain_group(first: str, members: Sequence[str], reasons: Sequence[str]) -> str:
+    """--dag-explain: one group, its tests and why it formed."""
+    why = "; ".join(reasons) or "edges between its tests"
+    return (f"dagorder: group of {first} ({_plural(len(members), 'test')}): {why}\n"
+            + "\n".join(f"    {m}" for m in members))
+
+
+def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
+    """--dag-explain: the edges whose tests may run on different workers."""
+    if not edges:
+        return "dagorder: no dependency left free: every edge keeps its tests together"
+    if affinity == "none":
+        why = "--dag-affinity=none: the tests share nothing"
+    elif affinity != "state":
+        why = f"--dag-affinity={affinity} keeps only edges inside a {affinity}"
+    else:
+        why = ("no module, shared session or package fixture or written state links "
+               "them, or the user stated they share none")
+    count = f"{len(edges)} {'dependency' if len(edges) == 1 else 'dependencies'}"
+    return (f"dagorder: {count} left free "
+            f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
+
+
+#: The title of the report section naming a prerequisite that ran on another worker.
+ELSEWHERE_TITLE = "dagorder"
+
+
+def ran_elsewhere(prerequisite: str, worker: str, here: str, affinity: str) -> str:
+    """A failed test whose prerequisite ran in another worker process, and the remedy."""
+    if affinity == "none":
+        remedy = ("if it reads what that test left in the process, drop --dag-affinity=none "
+                  "(the default keeps such tests on one worker)")
+    elif affinity != "state":
+        remedy = (f"if it reads what that test left in the process, --dag-affinity=state "
+                  f"(the default) keeps more together than {affinity}")
+    else:
+        remedy = ("if it reads what that test left in the process, have both request one "
+                  "session fixture holding it, or pass it with dag.publish")
+    return (f"prerequisite {prerequisite} ran on worker {worker}, this test on {here}: "
+            f"{remedy}")
+
+
 def dist_refused(dist: str, declared: str) -> str:
     """Why ``--dist each`` (or another mode not scheduled as a DAG) cannot run declarations."""
     return (f"--dist {dist} cannot honour depends_on/run_after declarations "

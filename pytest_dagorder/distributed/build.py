@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 from ..core import wording
 from ..core.affinity import DOCUMENT, affinity_groups, kept_whole, serial_modules
+from ..core.bounds import bounds
 from ..core.errors import DependencyError
 from ..core.graph import Graph
 from ..core.module_runs import forced_returns
 from ..core.published import Relay
 from ..glue.dag_run import DagRun
 from ..glue.resources import resources_in_use, unused_limits
-from ..glue.settings import Settings
+from ..glue.settings import AffinityMode, Settings
 from . import wire
 
 
@@ -44,10 +45,12 @@ class BuiltRun:
 
 
 def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, float],
-              *, dist: str = "load") -> BuiltRun:
+              *, dist: str = "load", workers: int = 0) -> BuiltRun:
     """The run for ``payload`` under ``settings``; ``recorded``: seconds per node id.
 
-    ``dist`` is the ``--dist`` mode (it decides which files are kept whole).
+    ``dist`` is the ``--dist`` mode (it decides which files are kept whole);
+    ``workers``, how many there will be (0: unknown), for what the groups
+    cost by the recorded durations.
     """
     n = len(payload.ids)
     g = payload.graph
@@ -143,4 +146,61 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
         header.append(wording.unused_limits_warning(unused))
     if alone is not None:
         header.append(wording.exclusive_header(sum(alone)))
+    if run.machine.groups and mode != "none":
+        header.append(_groups_line(run, known, workers))
+    if settings.explain:
+        header += explain_lines(run, payload, mode, groups, explicit)
     return built
+
+
+def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
+    """What the affinity groups hold and, from recorded durations, cost; how to lift it."""
+    groups = run.machine.groups
+    held = sum(len(members) for members in groups)
+    cost: tuple[float, float, float] | None = None
+    if known and workers > 1:
+        mean = sum(known.values()) / len(known)
+        n = run.n_run
+        took = {i: known.get(i, mean) for i in range(n)}
+        g = run.graph
+        edges = [(p, i) for i in range(n) for p in (*g.requires[i], *g.after[i]) if p < n]
+        label = {i: k for k, members in enumerate(groups) for i in members}
+        b = bounds(took, edges, label, workers)
+        cost = (b.cost, b.grouped_bound, b.bound)
+    return wording.groups_header(len(groups), held, run.n_run, cost)
+
+
+def explain_lines(run: DagRun, payload: wire.Payload, mode: AffinityMode,
+                  labels: Sequence[str | None], explicit: Sequence[str | None]) -> list[str]:
+    """``--dag-explain``: every group with why it was formed, every edge left free."""
+    n = run.n_run
+    g = run.graph
+    ids = run.nodeids
+    lines: list[str] = []
+    for members in run.machine.groups:
+        why: list[str] = []
+        for k in members:
+            for reason in _reasons(payload, mode, k, explicit[k]):
+                if reason not in why:
+                    why.append(reason)
+        lines.append(wording.explain_group(ids[members[0]], [ids[k] for k in members], why))
+    free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
+            if p < n and (labels[i] is None or labels[i] != labels[p])]
+    lines.append(wording.explain_free(free, mode))
+    return lines
+
+
+def _reasons(payload: wire.Payload, mode: AffinityMode, k: int,
+             label: str | None) -> list[str]:
+    """Why test ``k`` is in its group: its explicit ``label`` (an ``xdist_group``,
+    a document, ...) and its scope under ``mode``."""
+    out: list[str] = []
+    if label is not None:
+        out.append(f"xdist_group {label!r}" if label == payload.xdist_groups[k] else label)
+    if mode == "state" and payload.state_scopes and payload.state_scopes[k] is not None:
+        out += str(payload.state_scopes[k]).split("; ")
+    elif mode in ("module", "class"):
+        scope = (payload.module_scopes if mode == "module" else payload.class_scopes)[k]
+        if scope is not None:
+            out.append(f"edges inside {scope}")
+    return out

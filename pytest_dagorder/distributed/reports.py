@@ -14,6 +14,8 @@ from . import wire
 from .ledger import Ledger
 from .skips import SkipEmitter
 
+#: Most prerequisites looked at for a failed test's note (one report's worth of work).
+MOST_LOOKED_AT = 10_000
 #: Most side-channel messages taken from one worker per report or barrier.
 SIDE_CHANNEL_BATCH = 10_000
 
@@ -33,6 +35,8 @@ class ReportFeed:
         self.log = log
         # pytest.exit() requests read from a worker's side channel, not yet acted on.
         self.exit_requests: dict[Any, wire.ExitRequest] = {}
+        #: Per settled test, the worker that ran it (its gateway id).
+        self.ran_on: dict[int, str] = {}
 
     def feed(self, report: pytest.TestReport) -> int | None:
         """Fold ``report`` into its test's outcome; the test's index once that is
@@ -48,12 +52,47 @@ class ReportFeed:
         i = run.record(report, self.index_of(report), timed=False)
         if i is None:
             return None
+        node = getattr(report, "node", None)
+        if node is not None:
+            self.ran_on[i] = node.gateway.id
         if self.relay is not None:
             self.relay.settled(i)
         if self.skips.awaiting.pop(i, None) is not None:
             run.reported.add(i)  # the worker's own report of a skip decided here
         self.ledger.settled(i)
         return i
+
+    def elsewhere(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        """For a failed report: the nearest prerequisite of its test that ran on
+        another worker, as (its node id, that worker, this worker); else None.
+
+        A dependent that fails there may have missed state its prerequisite
+        left in its own process.  Looked for only on failures: breadth first
+        over the test's prerequisites, not past one that ran elsewhere.
+        """
+        node = getattr(report, "node", None)
+        if not report.failed or node is None or not self.ran_on:
+            return None
+        i = self.index_of(report)
+        if i is None:
+            return None
+        here = node.gateway.id
+        g = self.run.graph
+        seen = {i}
+        frontier = [i]
+        while frontier and len(seen) < MOST_LOOKED_AT:
+            ahead: list[int] = []
+            for t in frontier:
+                for p in (*g.requires[t], *g.after[t]):
+                    if p in seen:
+                        continue
+                    seen.add(p)
+                    where = self.ran_on.get(p)
+                    if where is not None and where != here:
+                        return self.run.nodeids[p], where, here
+                    ahead.append(p)
+            frontier = ahead
+        return None
 
     def index_of(self, report: pytest.TestReport) -> int | None:
         """Which test ``report`` is about: node ids may repeat (--keep-duplicates).

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from ..core import wording
 from ..core.memory import collector_paused
 from ..core.published import Relay
 from ..glue import durations, sharding
@@ -314,7 +315,7 @@ class DependencyScheduling:
                 "the worker's plan names other tests than it collected; "
                 "select tests in pytest_collection_modifyitems, not later"))])
         built = build_run(payload, settings_of(self.config), durations.load(self.config),
-                          dist=self.config.getvalue("dist"))
+                          dist=self.config.getvalue("dist"), workers=self.numnodes)
         for note in built.notes:
             self.log(note)
         run = self.built = built.run
@@ -345,6 +346,13 @@ class DependencyScheduling:
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
         if self.run is None or self.feed is None:
             return
+        if report.failed:
+            found = self.feed.elsewhere(report)
+            if found is not None:
+                # A section of the report: printed with the failure, kept by
+                # whatever stores the report.
+                report.sections.append((wording.ELSEWHERE_TITLE, wording.ran_elsewhere(
+                    *found, settings_of(self.config).affinity)))
         if self.feed.feed(report) is not None:
             self._dispatch(emit=emit)
 

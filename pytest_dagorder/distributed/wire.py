@@ -32,8 +32,9 @@ from ..glue.settings import AffinityMode
 
 #: Bumped whenever the fields below change meaning (5: ``plain``, no barrier
 #: item on workers whose suite declares nothing; 6: ``state_scopes``;
-#: 7: ``documents``, and ``plain`` in the hello; 8: ``module_fixtures``).
-FORMAT = 8
+#: 7: ``documents``, and ``plain`` in the hello; 8: ``module_fixtures``;
+#: 9: a state scope is its group's reasons, and groups cross modules).
+FORMAT = 9
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the payload travels on, and the controller's ``--dist``
 #: (workers do not see it; only the DAG modes get barrier items).
@@ -117,9 +118,9 @@ class Payload:
     deselected: int = 0
     #: ``--dag-shard`` left the part empty although the selection has tests.
     empty_part: bool = False
-    #: Per test, under ``--dag-affinity=state``: its group of tests joined by
-    #: in-module edges along which they share state (None: in none), as the
-    #: worker found them (see ``core/affinity.py``).  Empty: no test is.
+    #: Per test, under ``--dag-affinity=state``: its group, as the reasons it
+    #: was formed (None: in none), as the worker found them (see
+    #: ``core/affinity.py``, ``state_groups``).  Empty: no test is.
     state_scopes: Sequence[str | None] = ()
     #: Under ``--continue-on-collection-errors``: problems of tests the plan
     #: left out, as (node id, message): reported as collection errors, and

@@ -52,6 +52,7 @@ from ..glue.internals import (
     teardown_view,
     wide_fixtures,
 )
+from ..glue.markers import SHARES_NOTHING
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
@@ -390,7 +391,9 @@ class DagWorker(Planner):
             payload = dataclasses.replace(payload, fail_checks=list(checks.items()))
         if (graph is not None and plan is not None and plan.graph is not None
                 and settings_of(self.config).affinity == "state"):
-            labels = state_scopes(plan.items, plan.graph)
+            labels = state_scopes(plan.items, plan.graph,
+                                  stated=SHARES_NOTHING in plan.marker_names,
+                                  stateless=settings_of(self.config).stateless_fixtures)
             if any(labels):
                 # Graph positions are plan.items'; the payload's, planned's.
                 where = dict(zip(map(id, plan.items), labels, strict=True))

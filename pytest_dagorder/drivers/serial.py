@@ -82,6 +82,8 @@ class SerialRunner(Planner):
         if self.pulled_back:
             # pytest's "collected N items" counted before they were pulled back.
             lines.append(wording.pulled_back_line(self.pulled_back, self.run.n_run))
+        if settings_of(config).explain:
+            lines.append(wording.EXPLAIN_SERIAL)
         return lines + self.warnings
 
     @pytest.hookimpl(tryfirst=True)

@@ -400,48 +400,50 @@ def wide_fixtures(item: pytest.Item) -> list[tuple[str, str, str]] | None:
     return found
 
 
-#: pytest's fixtures that hand out directories of the worker's own: under
-#: xdist every worker has its own base temporary directory.
-PER_WORKER_FACTORIES = frozenset({"tmp_path_factory", "tmpdir_factory"})
-#: What makes a session fixture the worker's own: those factories, and
-#: xdist's ``worker_id`` (a database or account named after the worker).
-PER_WORKER_SOURCES = PER_WORKER_FACTORIES | {"worker_id"}
+#: pytest's and xdist's fixtures that pass nothing from one test to another
+#: although wider ones stand behind them: a fresh directory per test (from
+#: the session's factory, which counts only when requested itself) and
+#: immutable strings.
+PER_TEST_BUILTINS = frozenset({"tmp_path", "tmpdir"})
+IMMUTABLE_BUILTINS = frozenset({"worker_id", "testrun_uid"})
 
 
-def per_worker_fixtures(item: pytest.Item) -> frozenset[str]:
-    """Session-scoped fixtures of ``item`` whose value is the worker's own.
+def requested_fixtures(item: pytest.Item) -> list[tuple[str, str, str]] | None:
+    """The fixtures wider than function scope that ``item`` requests by name,
+    directly or through the fixtures it requests: (name, scope, where defined).
 
-    A session fixture made with ``tmp_path_factory`` or from xdist's
-    ``worker_id`` (directly or through other session fixtures), or the
-    factory when the test requests it itself: what one test writes there is
-    not seen by a test on another worker, although files and services are
-    otherwise shared.  (``tmp_path`` also uses the factory, but is one
-    directory per test, and a test reading ``worker_id`` keeps nothing: only
-    a direct request of the factory counts.)
-    From ``Function._fixtureinfo`` (no public API lists what a fixture
-    requests); fallback, where it is gone: none.
+    ``where`` is the node id the definition applies below (``FixtureDef.baseid``):
+    two tests using the same name and ``where`` share one instance (of a
+    session or package fixture, in one worker process).  Autouse fixtures
+    the test does not name hand it no value, so they are left out.  From
+    ``Function._fixtureinfo``, the closure pytest resolved for the item; no
+    public API lists a fixture's scope or what it requests.  Fallback, where
+    it is gone or of another shape: None for a test function (the caller
+    then assumes it shares state), nothing for other items.
     """
     info = getattr(item, FIXTURE_INFO, None)
     defs_by_name = getattr(info, "name2fixturedefs", None)
-    if not isinstance(defs_by_name, dict) or PER_WORKER_SOURCES.isdisjoint(defs_by_name):
-        return frozenset()  # the usual case: no such source in the closure at all
-    requests: dict[str, frozenset[str]] = {}
-    for name, defs in defs_by_name.items():
-        if defs and getattr(defs[-1], "scope", None) == "session":
-            requests[str(name)] = frozenset(getattr(defs[-1], "argnames", ()) or ())
-    own = PER_WORKER_SOURCES & requests.keys()
-    if not own:
-        return frozenset()
-    tainted = set(own)
-    grew = True
-    while grew:  # a handful of session fixtures: a fixpoint is cheap
-        grew = False
-        for name, args in requests.items():
-            if name not in tainted and not args.isdisjoint(tainted):
-                tainted.add(name)
-                grew = True
-    direct = PER_WORKER_FACTORIES.intersection(own, getattr(info, "argnames", ()) or ())
-    return frozenset((tainted - PER_WORKER_SOURCES) | direct)
+    if not isinstance(defs_by_name, dict):
+        return None if isinstance(item, pytest.Function) else []
+    todo = [str(name) for name in getattr(info, "argnames", ()) or ()]
+    seen = set(todo)
+    found: list[tuple[str, str, str]] = []
+    while todo:
+        name = todo.pop()
+        defs = defs_by_name.get(name)
+        if not defs or name in IMMUTABLE_BUILTINS:
+            continue
+        fixturedef = defs[-1]
+        scope = getattr(fixturedef, "scope", None)
+        if not isinstance(scope, str):
+            return None
+        if scope != "function":
+            found.append((name, scope, str(getattr(fixturedef, "baseid", ""))))
+        for arg in () if name in PER_TEST_BUILTINS else getattr(fixturedef, "argnames", ()):
+            if arg not in seen:
+                seen.add(arg)
+                todo.append(str(arg))
+    return sorted(found)
 
 
 def fill_locations(items: Sequence[pytest.Item]) -> None:

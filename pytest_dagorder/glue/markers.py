@@ -14,6 +14,11 @@ RUN_AFTER = "run_after"
 RESOURCE = "dag_resource"
 #: ``@pytest.mark.dag_exclusive``: nothing else runs anywhere meanwhile.
 EXCLUSIVE = "dag_exclusive"
+#: ``@pytest.mark.dag_shares_nothing`` (a test, a class, a module's
+#: ``pytestmark``): the user's statement that the test leaves no process
+#: state for its dependents and reads none its prerequisites left, beyond
+#: the session and package fixtures it requests.
+SHARES_NOTHING = "dag_shares_nothing"
 
 Target = str | Callable[..., object]
 

@@ -35,19 +35,17 @@ from .internals import (
     directory_nodes,
     file_in_tree,
     fill_locations,
-    per_worker_fixtures,
+    requested_fixtures,
     resuming,
     undo_deselected,
-    wide_fixtures,
 )
-from .markers import EXCLUSIVE, RESOURCE
+from .markers import EXCLUSIVE, RESOURCE, SHARES_NOTHING
 from .resources import Needs, read_needs
 from .resume import blocked_last_time
 from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core.graph import Graph
-    from ..core.state_writes import Writes
 
 
 @dataclass
@@ -399,53 +397,66 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def state_scopes(items: Sequence[pytest.Item], graph: Graph) -> list[str | None]:
-    """Per test of ``items`` (graph positions ``0 .. len(items) - 1``): the group of
-    tests joined by in-module edges along which they share state, or None.
+def state_scopes(items: Sequence[pytest.Item], graph: Graph, *, stated: bool = False,
+                 stateless: frozenset[str] = frozenset()) -> list[str | None]:
+    """Per test of ``items`` (graph positions ``0 .. len(items) - 1``): its group
+    under ``--dag-affinity=state``, as the reasons it was formed, or None.
 
-    Only tests with an edge inside their module are looked at, and only
-    their modules' sources are read (see ``core/affinity.py`` for the rule).
+    Only tests with an edge are looked at, and only the sources of modules
+    with an edge to another module are read (see ``core/affinity.py`` for
+    the rule).  ``stated``: some test carries ``dag_shares_nothing``;
+    ``stateless``: the fixtures the user said carry nothing (ini
+    ``dag_stateless_fixtures``).
     """
     n = len(items)
     modules = [it.getparent(pytest.Module) for it in items]
     scopes = [m.nodeid if m is not None else None for m in modules]
     touched: set[int] = set()
+    crossing: set[int] = set()
     for i in range(n):
-        if scopes[i] is None:
-            continue
         for p in (*graph.requires[i], *graph.after[i]):
-            if p < n and scopes[p] == scopes[i]:
+            if p < n:
                 touched.update((i, p))
+                if scopes[p] is None or scopes[p] != scopes[i]:
+                    crossing.update((i, p))
     if not touched:
         return [None] * n
     with assertion_rewriting_paused():  # see plugin.py
-        from ..core.affinity import affinity_groups, state_keys
-    writes: dict[str, Writes] = {}
+        from ..core.affinity import shared_keys, state_groups
     keys = [frozenset[str]()] * n
+    opaque: list[str | None] = [None] * n
+    quiet = [False] * n
+    writes: dict[str, bool] = {}
     for i in sorted(touched):
-        module, scope = modules[i], scopes[i]
-        if module is None or scope is None:
+        if stated:
+            quiet[i] = items[i].get_closest_marker(SHARES_NOTHING) is not None
+        fixtures = requested_fixtures(items[i])
+        if fixtures is None:
+            opaque[i] = f"fixtures of {items[i].nodeid} unknown"
             continue
-        found = writes.get(scope)
-        if found is None:
-            found = writes[scope] = _writes_of(module)
-        cls = items[i].getparent(pytest.Class)
-        keys[i] = state_keys(wide_fixtures(items[i]), module_state=found.module_state,
-                             written=found.into_params,
-                             per_worker=per_worker_fixtures(items[i]),
-                             class_id=cls.nodeid if cls is not None else None)
-    return affinity_groups(scopes, graph.requires, graph.after, state=keys)
+        cls = items[i].getparent(pytest.Class) if quiet[i] else None
+        keys[i] = shared_keys([f for f in fixtures if f[0] not in stateless],
+                              class_id=cls.nodeid if cls is not None else None,
+                              narrow=quiet[i])
+        module, scope = modules[i], scopes[i]
+        if i in crossing and module is not None and scope is not None:
+            found = writes.get(scope)
+            if found is None:
+                found = writes[scope] = _writes_state(module)
+            if found:
+                opaque[i] = f"{scope} writes state its tests leave behind"
+    return state_groups(scopes, graph.requires, graph.after, keys, opaque, quiet)
 
 
-def _writes_of(module: pytest.Module) -> Writes:
-    """What ``module``'s source writes; all of it shared when it cannot be read."""
+def _writes_state(module: pytest.Module) -> bool:
+    """Whether ``module``'s source writes state that outlives a test (yes if unreadable)."""
     with assertion_rewriting_paused():  # see plugin.py
-        from ..core.state_writes import NOTHING, Writes, module_writes
+        from ..core.state_writes import module_writes
     try:
         found = module_writes(module.path.read_bytes())
     except OSError:
-        found = None
-    return Writes(True, NOTHING.into_params) if found is None else found
+        return True
+    return found is None or found.module_state
 
 
 def collect_plan(config: pytest.Config, items: list[pytest.Item],

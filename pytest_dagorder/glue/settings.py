@@ -19,9 +19,10 @@ import pytest
 from ..core.states import FAILURE_POLICIES, FailurePolicy
 from .internals import assertion_rewriting_paused, ini_keys
 
-#: Which tests must share a worker (see affinity.py): chains inside a module
-#: along which tests share state, every chain inside a module, inside a
-#: class, or none (pure per-test scheduling).
+#: Which tests must share a worker (see affinity.py): every chain along which
+#: a dependent may read process state (inside a module, or across modules
+#: through a session or package fixture), every chain inside a module, inside
+#: a class, or none (the user's statement that tests share no process state).
 AffinityMode = Literal["state", "module", "class", "none"]
 AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
 
@@ -66,6 +67,11 @@ class Settings:
     #: --dag-find-budget in seconds, and how many probe processes run at once (-n).
     find_budget: float | None = None
     find_workers: int = 1
+    #: --dag-explain: the header lists every group with its reasons, and the free edges.
+    explain: bool = False
+    #: ini dag_stateless_fixtures: session and package fixtures that carry
+    #: nothing from one test to another (a read-only client, a setting).
+    stateless_fixtures: frozenset[str] = frozenset()
 
     @property
     def cuts_or_records(self) -> bool:
@@ -89,9 +95,10 @@ def addoption(parser: pytest.Parser) -> None:
         "--dag-affinity",
         choices=AFFINITY_MODES,
         default=None,
-        help="Keep dependency chains inside a module on one worker where their tests "
-        "share state, always, only inside a class, or never "
-        "(default: ini dag_affinity, else state)",
+        help="Keep tests on one worker where a dependent may read what its prerequisites "
+        "left in the process (state: every chain inside a module and chains across "
+        "modules through one session or package fixture), only chains inside a module, "
+        "only inside a class, or never (default: ini dag_affinity, else state)",
     )
     group.addoption(
         "--dag-on-failure",
@@ -137,6 +144,16 @@ def addoption(parser: pytest.Parser) -> None:
         help="Run only the K-th of N parts of the suite (1-based), split so that no "
         "dependency crosses parts and balanced on recorded durations",
     )
+    group.addoption(
+        "--dag-explain",
+        action="store_true",
+        default=False,
+        help="List every affinity group with the reason it was formed, and every "
+        "dependency left free (under -n)",
+    )
+    parser.addini("dag_stateless_fixtures", "Session and package fixtures that carry no "
+                  "state from one test to another: tests using them are not kept together",
+                  type="args", default=[])
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     _add_find_options(group, parser)
@@ -155,6 +172,8 @@ def configure(config: pytest.Config) -> Settings:
         ignore_durations=bool(config.getoption("dag_ignore_durations", False)),
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
+        explain=bool(config.getoption("dag_explain", False)),
+        stateless_fixtures=frozenset(map(str, config.getini("dag_stateless_fixtures"))),
         limits=MappingProxyType({
             **_limits(config.getini("dag_limits"), "ini dag_limits"),
             **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
