@@ -107,11 +107,6 @@ def kept_whole(dist: str, affinity: str, ids: Sequence[str], modules: Sequence[s
 DOCUMENT = "document"
 
 
-#: The state key of every test of a module whose code writes module-level
-#: state (or whose fixtures could not be read): such tests share with each other.
-MODULE_STATE = "module state"
-
-
 #: Scopes a fixture instance outlives every module in: one instance per
 #: worker process (a package's per package, across its modules).
 WIDE_SCOPES = ("session", "package")
