@@ -28,6 +28,8 @@ LAYERS: dict[str, int] = {
     "plugin": 3,       # the entry point: hooks only
 }
 CORE_FORBIDDEN = ("pytest", "_pytest", "xdist", "execnet", "pluggy")
+#: Process-wide policy the pytest glue owns: the core only schedules.
+CORE_POLICY = ("gc",)
 
 
 def modules() -> dict[str, Path]:
@@ -84,6 +86,8 @@ def test_imports_point_down(name: str) -> None:
     assert "plugin" not in inside, "nothing imports the entry point"
     if layer(name) == 0:
         assert not set(CORE_FORBIDDEN) & outside, f"core module {name} imports {outside}"
+        policy = set(CORE_POLICY) & outside
+        assert not policy, f"core module {name} imports {policy}"
 
 
 def test_no_import_cycle() -> None:

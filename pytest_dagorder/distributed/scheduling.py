@@ -22,11 +22,11 @@ from typing import Any, Protocol
 import pytest
 
 from ..core import wording
-from ..core.memory import collector_paused
 from ..core.published import Relay
 from ..glue import durations, sharding
 from ..glue.dag_run import DagRun, report_problems
 from ..glue.declarations import Problem
+from ..glue.memory import collector_paused
 from ..glue.settings import settings_of
 from .build import build_run
 from .closing import OpenScopes

@@ -38,7 +38,6 @@ from typing import Any
 import pytest
 
 from ..core.affinity import DocumentKind, kept_whole
-from ..core.memory import collector_paused
 from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
@@ -53,6 +52,7 @@ from ..glue.internals import (
     wide_fixtures,
 )
 from ..glue.markers import SHARES_NOTHING
+from ..glue.memory import collector_paused
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE

@@ -19,7 +19,6 @@ import pytest
 from .. import migration
 from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
-from ..core.memory import collector_paused
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -40,6 +39,7 @@ from .internals import (
     undo_deselected,
 )
 from .markers import EXCLUSIVE, RESOURCE, SHARES_NOTHING
+from .memory import collector_paused
 from .resources import Needs, read_needs
 from .resume import blocked_last_time
 from .settings import settings_of

@@ -10,6 +10,9 @@ set off full passes that plain pytest never makes (docs/performance.md).
 Pausing the
 collector for that work, and resuming it afterwards without forcing a
 collection, removes those passes and changes nothing else.
+
+The switch is process-wide (execnet's receiver thread shares it), so it is
+the pytest side's policy, not the core's: the core only schedules.
 """
 
 from __future__ import annotations
