@@ -1374,7 +1374,7 @@ def test_checked_task_fails_unrun_when_a_checked_prerequisite_did_not_pass() -> 
                  after={"b": "a c", "e": "b", "f": "b"})
     ix = g.index
     plain = StateMachine(g)
-    sched = StateMachine(g, checks={ix["b"]: [ix["a"], ix["c"]], ix["e"]: [ix["b"]]})
+    sched = StateMachine(g.checking({ix["b"]: [ix["a"], ix["c"]], ix["e"]: [ix["b"]]}))
     for s in (plain, sched):
         s.add_worker("w1")
         assert [g.ids[t] for t in s.take("w1", 2)] == ["a", "c"]
@@ -1398,7 +1398,7 @@ def test_checked_task_fails_unrun_when_a_checked_prerequisite_did_not_pass() -> 
 
 def test_checked_task_runs_when_its_checked_prerequisites_passed() -> None:
     g = graph_of({"a": "", "b": ""}, after={"b": "a"})
-    sched = StateMachine(g, checks={1: [0]})
+    sched = StateMachine(g.checking({1: [0]}))
     sched.add_worker("w")
     assert sched.take("w") == [0]
     sched.finished(0, "passed")
@@ -1406,3 +1406,18 @@ def test_checked_task_runs_when_its_checked_prerequisites_passed() -> None:
     sched.finished(1, "passed")
     sched.validate()
     assert sched.done
+
+
+def test_checked_edges_are_the_graphs_and_follow_a_renumbering() -> None:
+    g = graph_of({"a": "", "b": "", "c": ""}, after={"c": "a b"})
+    checked = g.checking({2: [0]})
+    assert g.checked == {} and checked.checked == {2: (0,)}
+    assert checked.after == g.after and checked.ids == g.ids
+    moved = checked.permuted([1, 0, 2])
+    assert moved.ids == ("b", "a", "c") and moved.checked == {2: (1,)}
+    sched = StateMachine(moved)
+    sched.add_worker("w")
+    assert sorted(sched.take("w", 2)) == [0, 1]
+    sched.finished(0, "failed")  # b: not checked
+    sched.finished(1, "failed")  # a: checked
+    assert [(s.task, s.failed) for s in sched.pop_skipped()] == [(2, (1,))]

@@ -49,6 +49,11 @@ class Graph:
     in declaration order).  ``dependents[i]`` / ``followers[i]``: the reverse
     edges, in index order.  ``topo`` is a topological order in which, among
     tasks that are free to go, the lowest index comes first.
+
+    ``checked[i]``: the third edge kind, by task (only tasks that have one):
+    ordering edges whose prerequisite must have passed when task ``i`` is
+    released, else ``i`` fails without running (pytest-depends'
+    ``--failed-dependency-action=fail``; see :meth:`checking`).
     """
 
     __slots__ = (
@@ -56,6 +61,7 @@ class Graph:
         "_order",
         "_topo",
         "after",
+        "checked",
         "dependents",
         "durations",
         "followers",
@@ -111,6 +117,7 @@ class Graph:
                     self._topo = tuple(order)
         self._order = list(order)
         self._critical: tuple[float, ...] | None = None
+        self.checked: Mapping[int, tuple[int, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -122,7 +129,7 @@ class Graph:
         pos = [0] * len(order)
         for k, old in enumerate(order):
             pos[old] = k
-        return Graph(
+        out = Graph(
             [self.ids[old] for old in order],
             [[pos[p] for p in self.requires[old]] for old in order],
             [[pos[p] for p in self.after[old]] for old in order],
@@ -130,6 +137,19 @@ class Graph:
             # Renumbering keeps an order topological: no second proof needed.
             order=[pos[i] for i in self._order],
         )
+        out.checked = {pos[i]: tuple(pos[p] for p in ps) for i, ps in self.checked.items()}
+        return out
+
+    def checking(self, checked: Mapping[int, Sequence[int]]) -> Graph:
+        """This graph with ``checked`` edges (see the class docstring) added.
+
+        The rest is shared, not copied: a graph never changes once built.
+        """
+        out = Graph.__new__(Graph)
+        for slot in Graph.__slots__:
+            setattr(out, slot, getattr(self, slot))
+        out.checked = {**self.checked, **{i: tuple(ps) for i, ps in checked.items() if ps}}
+        return out
 
     @property
     def topo(self) -> tuple[int, ...]:

@@ -119,7 +119,7 @@ class Skip:
     speculatively, so the worker holding it skips it itself (with this same
     reason, see :func:`blocked_skip`); the driver must not report it twice.
     ``failed``: not a skip but a failure without running (a checked task, see
-    :class:`StateMachine`): the checked prerequisites that did not pass, for
+    :attr:`.Graph.checked`): the checked prerequisites that did not pass, for
     the driver to word.
     """
 
@@ -166,6 +166,71 @@ def _or_checked(checked: Mapping[int, Sequence[int]],
     return lambda t: t in checked or inner(t)
 
 
+@dataclass(slots=True)
+class PlacementChain:
+    """What :func:`placement_chain` assembled: the outermost policy and the parts
+    the state machine asks directly."""
+
+    placement: Placement
+    groups: AffinityGroups | None
+    runs: ModuleRuns | None
+    #: Tasks never handed out ahead (None: no such task).
+    constrained: Callable[[int], bool] | None
+
+
+def placement_chain(
+    graph: Graph,
+    rank: list[Rank],
+    state: list[State],
+    running_on: dict[Worker, set[int]],
+    *,
+    locality: bool,
+    resources: Sequence[Sequence[str]] | None,
+    limits: Mapping[str, int] | None,
+    groups: Sequence[Hashable | None] | None,
+    exclusive: Sequence[bool] | None,
+    modules: Sequence[Hashable | None] | None,
+    module_fixtures: Sequence[bool] | None,
+) -> PlacementChain:
+    """The ready queues, each other policy wrapping the one before, outermost last.
+
+    ``rank``, ``state`` and ``running_on`` are the state machine's own lists,
+    shared (placement reads them, never writes a state).
+    """
+    n = len(graph)
+    alone = list(exclusive) if exclusive is not None and any(exclusive) else None
+    if alone is not None and len(alone) != n:
+        raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
+    runs: ModuleRuns | None = None
+    if modules is not None and module_fixtures is not None and any(module_fixtures):
+        if len(modules) != n or len(module_fixtures) != n:
+            raise ValueError(f"modules and module_fixtures need {n} entries each")
+        runs = ModuleRuns(modules, module_fixtures, lambda w: bool(running_on.get(w)))
+        of = runs.module
+        runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
+            of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
+    queues = ReadyQueues(rank, state, locality=locality, runs=runs)
+    placement: Placement = queues
+    affinity: AffinityGroups | None = None
+    if groups is not None:
+        affinity = AffinityGroups(queues, graph, groups, rank, state, running_on)
+        placement = affinity
+    limited: ResourceLimits | None = None
+    if resources or limits:
+        limited = ResourceLimits(placement, resources, limits, state, n)
+        placement = limited
+    constrained: Callable[[int], bool] | None = (
+        None if limited is None else limited.constrained)
+    if alone is not None:
+        placement = Exclusive(placement, alone, state, affinity)
+        constrained = (placement.constrained if limited is None
+                       else lambda t, a=alone, c=limited.constrained: a[t] or c(t))
+    if graph.checked:
+        # Held ahead, a checked task's worker may not know every checked outcome.
+        constrained = _or_checked(graph.checked, constrained)
+    return PlacementChain(placement, affinity, runs, constrained)
+
+
 @final
 class StateMachine:
     def __init__(
@@ -180,7 +245,6 @@ class StateMachine:
         name: Callable[[int], str] | None = None,
         locality: bool = True,
         exclusive: Sequence[bool] | None = None,
-        checks: Mapping[int, Sequence[int]] | None = None,
         modules: Sequence[Hashable | None] | None = None,
         module_fixtures: Sequence[bool] | None = None,
     ) -> None:
@@ -189,11 +253,12 @@ class StateMachine:
         both, a worker keeps each module's tests in one stretch where the
         graph allows (see :mod:`.module_runs`).
 
-        ``checks``: per task, ordering-only prerequisites that must all have
-        passed when the task is released, else it fails without running
-        (pytest-depends' ``--failed-dependency-action=fail``): a decision in
-        :meth:`pop_skipped` with ``failed`` set, the task FAILED.  Such a task
-        is never handed out ahead (its worker may not know those outcomes).
+        The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
+        ``--failed-dependency-action=fail``) are settled at release: a task
+        whose checked prerequisite did not pass fails without running, a
+        decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
+        Such a task is never handed out ahead (its worker may not know those
+        outcomes).
         """
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
@@ -217,52 +282,23 @@ class StateMachine:
         self._ready_count = 0
         self._new_skips: list[Skip] = []
         self._stopped: str | None = None
-        self._checks: Mapping[int, Sequence[int]] = checks or {}
-        #: Checked tasks that failed without running, by task (see ``checks``).
+        self._checks: Mapping[int, Sequence[int]] = graph.checked
+        #: Checked tasks that failed without running, by task (see the graph's ``checked``).
         self.fails: dict[int, Skip] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
-        # Placement: the ready queues, each other policy wrapping the one
-        # before, outermost last.
-        self._groups: AffinityGroups | None = None
-        alone = list(exclusive) if exclusive is not None and any(exclusive) else None
-        if alone is not None and len(alone) != n:
-            raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
+        chain = placement_chain(
+            graph, self._rank, self.state, self._running_on, locality=locality,
+            resources=resources, limits=limits, groups=groups, exclusive=exclusive,
+            modules=modules, module_fixtures=module_fixtures)
+        self._placement = chain.placement
+        self._groups = chain.groups
         #: Which module each worker is in (None: no module keeps fixtures).
-        self.runs: ModuleRuns | None = None
-        if modules is not None and module_fixtures is not None and any(module_fixtures):
-            if len(modules) != n or len(module_fixtures) != n:
-                raise ValueError(f"modules and module_fixtures need {n} entries each")
-            running_on = self._running_on
-            self.runs = ModuleRuns(modules, module_fixtures,
-                                   lambda w: bool(running_on.get(w)))
-            of = self.runs.module
-            self.runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
-                of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
-        queues = ReadyQueues(self._rank, self.state, locality=locality, runs=self.runs)
-        placement: Placement = queues
-        if groups is not None:
-            self._groups = AffinityGroups(queues, graph, groups, self._rank, self.state,
-                                          self._running_on)
-            placement = self._groups
-        limited: ResourceLimits | None = None
-        if resources or limits:
-            limited = ResourceLimits(placement, resources, limits, self.state, n)
-            placement = limited
-        constrained: Callable[[int], bool] | None = (
-            None if limited is None else limited.constrained)
-        if alone is not None:
-            placement = Exclusive(placement, alone, self.state, self._groups)
-            constrained = (placement.constrained if limited is None
-                           else lambda t, a=alone, c=limited.constrained: a[t] or c(t))
-        if self._checks:
-            # Held ahead, a checked task's worker may not know every checked outcome.
-            constrained = _or_checked(self._checks, constrained)
-        self._placement = placement
+        self.runs = chain.runs
         self._ahead = HandOutAhead(
             graph, self._rank, self.state, self.where, self._running_on,
             None if self._groups is None else self._groups.of,
-            constrained,
+            chain.constrained,
             self.runs,
         )
         for i in range(n):

@@ -83,9 +83,11 @@ class DagRun:
         test fails without running; ``modules``, ``module_fixtures``: per test,
         its module and whether it uses a fixture a module switch tears down
         (see :class:`~..core.state_machine.StateMachine`)."""
-        self.graph = graph
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
+        if checks:
+            graph = graph.checking(self._by_index(checks))
+        self.graph = graph
         #: Whether every node id names one test (not so with --keep-duplicates).
         self.unique = len(self.index) == len(self.nodeids)
         self._names: list[str] | None = None  # see name()
@@ -99,7 +101,6 @@ class DagRun:
             resources=resources,
             limits=limits,
             exclusive=exclusive,
-            checks=self._by_index(checks) if checks else None,
             modules=modules,
             module_fixtures=module_fixtures,
         )

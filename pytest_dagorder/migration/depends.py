@@ -10,7 +10,7 @@ meaning (command line over ini, as it reads them):
   it when one of them did not pass (serially at call time, from this
   process's results; under ``-n`` the controller's core decides from every
   worker's outcomes and reports the failure without running the test, see
-  ``checks`` of the core's ``StateMachine``);
+  the checked edges of the core's ``Graph``);
 * ``--missing-dependency-action`` (``missing_dependency_action``): ``skip``
   (default), ``run`` (ignore the name) or ``fail`` (the test fails);
 * ``--list-dependency-names`` / ``--list-processed-dependencies`` print
