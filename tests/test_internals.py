@@ -27,6 +27,7 @@ from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, r
 
 from pytest_dagorder.distributed import xdist_internals
 from pytest_dagorder.glue import internals
+from pytest_dagorder.migration import runtime, takeover
 
 TIMEOUT = 120.0
 
@@ -590,3 +591,56 @@ def test_a_test_is_shown_as_in_its_teardown_and_left_as_pytest_left_it(
     # An attribute pytest no longer has is neither read nor set.
     monkeypatch.setattr(internals, "TEARDOWN_STATE", ("funcargs", "_gone"))
     assert sorted(internals.teardown_view(item)) == ["funcargs"]
+
+
+# -- the plugins taken over: pytest-depends' managers, pytest-order's sorter ----------
+
+
+def test_pytest_depends_managers_of_another_shape_are_left_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest_depends = pytest.importorskip("pytest_depends")
+    fresh, used = SimpleNamespace(_items=None), SimpleNamespace(_items=[])
+    monkeypatch.setattr(pytest_depends, "managers", [used, fresh])
+    undone = takeover.DependsManagers()
+    undone.undo()
+    assert pytest_depends.managers == [used]  # control: the fresh one is dropped
+    monkeypatch.setattr(pytest_depends, "managers", [used, fresh])
+    monkeypatch.setattr(runtime, "DEPENDS_MANAGERS", "renamed_managers")
+    assert runtime.depends_managers() is None
+    takeover.DependsManagers().undo()
+    assert pytest_depends.managers == [used, fresh]
+    monkeypatch.setattr(runtime, "DEPENDS_MANAGERS", "managers")
+    monkeypatch.setattr(runtime, "DEPENDS_ITEMS", "renamed_items")
+    takeover.DependsManagers().undo()
+    assert pytest_depends.managers == [used, fresh]  # no manager looks fresh: all kept
+
+
+ORDINALS = """
+    @pytest.mark.order(2)
+    def test_second():
+        mark("second")
+
+
+    @pytest.mark.order(1)
+    def test_first():
+        mark("first")
+"""
+
+
+@pytest.mark.autoload
+def test_without_pytest_orders_sorter_ordinals_still_order_and_its_options_are_named(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pytest_order")
+    make_modules(pytester, test_o=ORDINALS)
+    ignored = "dagorder: ignored options of the disabled plugins: --sparse-ordering"
+    for gone in (False, True):
+        if gone:
+            monkeypatch.setattr(runtime, "ORDER_SORTER",
+                                ("pytest_order.sorter", "RenamedSorter", "sort_items"))
+            assert runtime.order_sorter() is None
+        result = run(pytester, "-p", "no:xdist", "--sparse-ordering")
+        assert_clean(result)
+        result.assert_outcomes(passed=2)
+        ran = read_log(pytester)
+        assert ran["first"].end <= ran["second"].start
+        assert (ignored in result.stdout.str()) is gone

@@ -8,7 +8,8 @@ does what docs/limitations.rst lists as its fallback: a release that
 renames one degrades this plugin, never the pytest run.  The names looked
 up are the module constants below, so a test can rename one to see the
 fallback.  pytest-xdist's are in ``distributed/xdist_internals.py`` (only
-the xdist driver uses them), pytest-dependency's in ``migration/runtime.py``.
+the xdist driver uses them); those of the plugins taken over
+(pytest-dependency, pytest-depends, pytest-order) in ``migration/runtime.py``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,26 @@
-"""pytest-dependency's run-time ``depends(request, [...])`` under this plugin.
+"""pytest-dependency's run-time ``depends(request, [...])`` under this plugin,
+and every other internal of the plugins taken over, one function each.
 
 pytest-dependency's own plugin is blocked (see :mod:`.takeover`), so nothing
 else records results where its ``depends()`` looks for them: this module
 does, through its public ``DependencyManager`` classes, and gives the skips
 of ``depends()`` reasons that say why a result is missing.
 
-The one module that touches pytest-dependency's internals.  Checked against
+The one module that touches the other plugins' internals.  Checked against
 pytest-dependency 0.5 and 0.6.1: ``DependencyManager.get_manager`` /
 ``getManager``, ``add_result`` / ``addResult``, ``checkDepend`` /
 ``check_depend``, ``results`` and ``scope``; a result's ``isSuccess()`` and
-``results``.  The patch is undone in ``pytest_unconfigure``.
+``results``.  The patch is undone in ``pytest_unconfigure``.  pytest-depends
+1.0.1: its module's ``managers`` (:func:`depends_managers`).  pytest-order
+1.5.0: its ``Sorter`` and ``pytest_generate_tests`` (:func:`order_sorter`).
+Each is looked up by the names in the module constants below and checked
+before it is used; anything else found means "not usable", and the caller
+falls back (a test can rename a constant to see the fallback).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Generator, Iterable
 from importlib.util import find_spec
@@ -25,6 +32,15 @@ from ..core import wording
 from ..glue.internals import fixture_functions, skip_here
 from ..glue.settings import settings_of
 from .dependency_names import MARK, SCOPE_CLS, SCOPES, scope_name
+
+#: pytest-depends' module and its list of ``DependencyManager``, whose
+#: ``_items`` is None until the manager's session collected.
+DEPENDS_MODULE = "pytest_depends"
+DEPENDS_MANAGERS = "managers"
+DEPENDS_ITEMS = "_items"
+#: pytest-order's sorter (module, class, method) and plugin (module, hook).
+ORDER_SORTER = ("pytest_order.sorter", "Sorter", "sort_items")
+ORDER_GENERATE = ("pytest_order.plugin", "pytest_generate_tests")
 
 
 class RuntimeDepends:
@@ -207,3 +223,34 @@ def _feed_results(item: pytest.Item, report: pytest.TestReport) -> None:
         add = getattr(manager, "add_result", None) or getattr(manager, "addResult", None)
         if add is not None:
             add(item, name, report)
+
+
+def depends_managers() -> list[object] | None:
+    """pytest-depends' module-level list of managers, as found (None: not
+    imported, or not a list: nothing to undo)."""
+    module = sys.modules.get(DEPENDS_MODULE)
+    found = getattr(module, DEPENDS_MANAGERS, None)
+    return found if isinstance(found, list) else None
+
+
+def depends_manager_fresh(manager: object) -> bool:
+    """Whether a pytest-depends manager has not collected yet (False: in use,
+    or of another shape, so left alone)."""
+    return getattr(manager, DEPENDS_ITEMS, False) is None
+
+
+def order_sorter() -> tuple[type, Callable[[pytest.Metafunc], None] | None] | None:
+    """pytest-order's ``Sorter`` and its ``pytest_generate_tests``, if installed
+    and usable (None: the fallback orders by ordinals)."""
+    sorter_mod, sorter_name, method = ORDER_SORTER
+    plugin_mod, hook = ORDER_GENERATE
+    try:
+        sorters: Any = importlib.import_module(sorter_mod)
+        plugin: Any = importlib.import_module(plugin_mod)
+    except Exception:  # not installed, or broken: the fallback orders
+        return None
+    sorter = getattr(sorters, sorter_name, None)
+    if not isinstance(sorter, type) or not callable(getattr(sorter, method, None)):
+        return None
+    generate = getattr(plugin, hook, None)
+    return sorter, generate if callable(generate) else None

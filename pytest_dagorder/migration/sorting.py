@@ -11,21 +11,21 @@ the plan then keeps that order and adds the edges it agrees with (see
 :class:`~.order.OrderReader`).  Without pytest-order installed,
 :func:`~.order.apply_ordinals` orders by ordinals alone.
 
-The one module that touches pytest-order's internals, checked against
-pytest-order 1.5.0: ``pytest_order.sorter.Sorter(config, items).sort_items()``
-and its plugin module's ``pytest_generate_tests`` (several ordinal markers
-on one test become parameters).  Anything else found there means "not
-usable": the fallback orders by ordinals.
+pytest-order's internals are found by :func:`.runtime.order_sorter`:
+``pytest_order.sorter.Sorter(config, items).sort_items()`` and its plugin
+module's ``pytest_generate_tests`` (several ordinal markers on one test
+become parameters).  Anything else found there means "not usable": the
+fallback orders by ordinals.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Generator
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
+from .runtime import order_sorter
 from .takeover import SORTING_PLUGIN
 
 #: The options pytest-order's sorter reads (``Settings``), checked before it is used.
@@ -35,20 +35,6 @@ _OPTIONS = ("sparse_ordering", "order_dependencies", "order_marker_prefix", "ord
 
 #: Where pytest-order puts ``fail_after_cannot_order`` for a test it could not place.
 FAIL_FIXTURE = "fail_after_cannot_order"
-
-
-def _pytest_order() -> tuple[type, Callable[[pytest.Metafunc], None] | None] | None:
-    """pytest-order's ``Sorter`` and its ``pytest_generate_tests``, if installed and usable."""
-    try:
-        sorter_mod: Any = importlib.import_module("pytest_order.sorter")
-        plugin_mod: Any = importlib.import_module("pytest_order.plugin")
-    except Exception:  # not installed, or broken: the fallback orders
-        return None
-    sorter = getattr(sorter_mod, "Sorter", None)
-    if not isinstance(sorter, type) or not callable(getattr(sorter, "sort_items", None)):
-        return None
-    generate = getattr(plugin_mod, "pytest_generate_tests", None)
-    return sorter, generate if callable(generate) else None
 
 
 class OrderSorting:
@@ -122,7 +108,7 @@ class _AfterFF(OrderSorting):
 
 def register(config: pytest.Config) -> OrderSorting | None:
     """Sort as pytest-order would, where it is installed (None: it is not)."""
-    found = _pytest_order()
+    found = order_sorter()
     # Its sorter reads its options: they exist only if its pytest_addoption ran.
     if found is None or not all(hasattr(config.option, dest) for dest in _OPTIONS):
         return None

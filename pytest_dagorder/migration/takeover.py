@@ -12,10 +12,11 @@ A header line says what was taken over.
 
 from __future__ import annotations
 
-import sys
 from typing import ClassVar
 
 import pytest
+
+from .runtime import depends_manager_fresh, depends_managers
 
 #: Registration names and module names of the originals, by what users call them.
 #: Checked against pytest-dependency 0.6.1, pytest-depends 1.0.1 and pytest-order
@@ -66,27 +67,22 @@ class DependsManagers:
     It pushes a manager onto its module-level ``managers`` list and pops it
     in ``pytest_unconfigure``, which never runs once it is blocked: the list
     would grow per in-process session, and a pytest-depends session around
-    ours would use our session's manager (INTERNALERROR).  Checked against
-    pytest-depends 1.0.1: ``pytest_depends.managers``, a list of
-    ``DependencyManager`` whose ``_items`` is None until its session collected.
-    Anything else found there is left alone.
+    ours would use our session's manager (INTERNALERROR).  The list and a
+    manager's state are read through :func:`.runtime.depends_managers` and
+    :func:`.runtime.depends_manager_fresh`; anything else found there is
+    left alone.
     """
 
     def __init__(self) -> None:
-        module = sys.modules.get("pytest_depends")
-        found = getattr(module, "managers", None)
-        self.managers: list[object] | None = found if isinstance(found, list) else None
+        self.managers = depends_managers()
         # Managers that belong to sessions under way (they collected already).
-        self.kept = {id(m) for m in self.managers or () if not _fresh(m)}
+        self.kept = {id(m) for m in self.managers or () if not depends_manager_fresh(m)}
 
     def undo(self) -> None:
         """Drop the managers pushed for this session (unused: blocked before it collected)."""
         if self.managers is not None:
-            self.managers[:] = [m for m in self.managers if id(m) in self.kept or not _fresh(m)]
-
-
-def _fresh(manager: object) -> bool:
-    return getattr(manager, "_items", False) is None
+            self.managers[:] = [m for m in self.managers
+                                if id(m) in self.kept or not depends_manager_fresh(m)]
 
 
 class Takeover:
