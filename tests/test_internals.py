@@ -26,6 +26,7 @@ import pytest
 from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, runpytest, write_ini
 
 from pytest_dagorder.distributed import xdist_internals
+from pytest_dagorder.distributed.worker import DagWorker
 from pytest_dagorder.glue import internals
 from pytest_dagorder.migration import runtime, takeover
 
@@ -176,7 +177,10 @@ def test_barriers_need_nothing_missing_here(request: pytest.FixtureRequest) -> N
      "pytest's SetupState.teardown_upto"),
     ({"PROTOCOL_HOOK": "pytest_runtest_protocol_v2"},
      "pluggy's HookRelay.pytest_runtest_protocol_v2"),
-], ids=["teardown_exact", "hook-relay"])
+    ({"NODE_ID": "node_id"}, "pytest's Item.node_id property"),
+    ({"REPORT_HOOKS": ("pytest_runtest_makereport", "pytest_runtest_logreport_v2")},
+     "pluggy's HookRelay.pytest_runtest_logreport_v2"),
+], ids=["teardown_exact", "hook-relay", "nodeid", "report-hooks"])
 def test_without_an_internal_the_barriers_need_xdist_schedules_plainly(
         pytester: pytest.Pytester, names: dict[str, object], missing: str) -> None:
     write_ini(pytester)
@@ -644,3 +648,29 @@ def test_without_pytest_orders_sorter_ordinals_still_order_and_its_options_are_n
         ran = read_log(pytester)
         assert ran["first"].end <= ran["second"].start
         assert (ignored in result.stdout.str()) is gone
+
+
+# -- Session.shouldstop: a test's pytest.exit() under -n ends its worker -------------
+
+
+class _Channel:
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    def send(self, message: object) -> None:
+        self.sent.append(message)
+
+
+@pytest.mark.parametrize("flag", [True, False], ids=["shouldstop", "gone"])
+def test_pytest_exit_is_passed_on_only_where_the_session_can_stop(flag: bool) -> None:
+    """Without the flag the exception ends the worker, as without this plugin,
+    and the controller is told nothing it would act on."""
+    worker = DagWorker.__new__(DagWorker)
+    worker.channel, worker.dag_mode = _Channel(), True
+    session = SimpleNamespace(shouldstop=False) if flag else SimpleNamespace()
+    worker.session = cast(pytest.Session, session)
+    with pytest.raises(pytest.exit.Exception) as exc:
+        pytest.exit("enough")
+    assert worker.pass_on_exit(exc.value) is flag
+    assert len(worker.channel.sent) == int(flag)
+    assert getattr(session, "shouldstop", None) == ("enough" if flag else None)

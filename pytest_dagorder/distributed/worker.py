@@ -44,9 +44,12 @@ from ..glue.dag_fixture import LocalResults, uses_dag
 from ..glue.dag_run import short_names
 from ..glue.internals import (
     as_in_teardown,
+    can_stop,
     index_past_end,
     replace_hook_caller,
+    report_phase,
     skip_here,
+    stop_after_this_test,
     teardown_towards,
     teardown_view,
     wide_fixtures,
@@ -73,7 +76,8 @@ class Barrier(pytest.Item):
 
     @property
     def nodeid(self) -> str:
-        # xdist checks that a report's node id is the running item's.
+        # xdist checks that a report's node id is the running item's.  Overriding
+        # pytest's property: checked up front by barriers_blocker.
         return self.speaks_for.nodeid if self.speaks_for is not None else super().nodeid
 
     def runtest(self) -> None:  # pragma: no cover - the gate never runs it
@@ -433,12 +437,13 @@ class DagWorker(Planner):
         this worker stops taking tests (``shouldstop``) and tears down as at
         any session end.
         """
-        if self.channel is None or not self.dag_mode or self.session is None:
+        if (self.channel is None or not self.dag_mode or self.session is None
+                or not can_stop(self.session)):
             return False
         # pytest.exit.Exception has no name mypy accepts as a type; its fields:
         message, code = str(getattr(exc, "msg", exc)), getattr(exc, "returncode", None)
         self.channel.send(wire.encode_exit(wire.ExitRequest(message, code)))
-        self.session.shouldstop = message
+        stop_after_this_test(self.session, message)
         return True
 
     def run_barrier(self, barrier: Barrier, nextitem: pytest.Item | None) -> bool:
@@ -458,8 +463,7 @@ class DagWorker(Planner):
                 # Report hooks see the test as during its own teardown, where
                 # serially this error comes up.
                 with as_in_teardown(last, self.last_view):
-                    report = last.ihook.pytest_runtest_makereport(item=last, call=call)
-                    last.ihook.pytest_runtest_logreport(report=report)
+                    report_phase(last, call)
             finally:
                 barrier.speaks_for = None
         return True

@@ -43,6 +43,12 @@ FIXTURE_INFO = "_fixtureinfo"
 #: The hook caller the worker's gate stands in for: xdist's worker loop
 #: calls it through ``config.hook``.
 PROTOCOL_HOOK = "pytest_runtest_protocol"
+#: pytest's ``Node.nodeid``: a property the barrier overrides to report as a test.
+NODE_ID = "nodeid"
+#: The hooks pytest's runner calls to report a phase (``call_and_report``).
+REPORT_HOOKS = ("pytest_runtest_makereport", "pytest_runtest_logreport")
+#: What pytest's run loop reads after each test to end the session early.
+SHOULD_STOP = "shouldstop"
 
 
 def _lookup(module: str, *names: str) -> Any:
@@ -99,7 +105,35 @@ def barriers_blocker(config: pytest.Config) -> str | None:
         return f"pytest's {cls_name}.{method}"
     if not _relay_holds(config, PROTOCOL_HOOK):
         return f"pluggy's HookRelay.{PROTOCOL_HOOK}"
+    # The barrier reports a teardown error as the test it speaks for, through
+    # the hooks pytest's runner calls (xdist checks a report's node id).
+    if not isinstance(inspect.getattr_static(pytest.Item, NODE_ID, None), property):
+        return f"pytest's Item.{NODE_ID} property"
+    for hook in REPORT_HOOKS:
+        if not _relay_holds(config, hook):
+            return f"pluggy's HookRelay.{hook}"
     return None
+
+
+def report_phase(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Report ``call`` for ``item`` as pytest's runner reports a phase.
+
+    ``_pytest.runner.call_and_report`` is private; its two hook calls are
+    public hooks, checked up front by :func:`barriers_blocker`.
+    """
+    make, log = (getattr(item.ihook, hook) for hook in REPORT_HOOKS)
+    log(report=make(item=item, call=call))
+
+
+def can_stop(session: pytest.Session) -> bool:
+    """Whether ``session`` still has the flag pytest's run loop stops on."""
+    return hasattr(session, SHOULD_STOP)
+
+
+def stop_after_this_test(session: pytest.Session, message: str) -> None:
+    """End ``session``'s run loop after the current test, as ``-x`` does
+    (``Session.shouldstop``; callers ask :func:`can_stop` first)."""
+    setattr(session, SHOULD_STOP, message)
 
 
 def teardown_towards(session: pytest.Session, nextitem: pytest.Item | None) -> None:
