@@ -122,3 +122,19 @@ def test_the_decorators_still_come_from_the_package_top() -> None:
             "assert pytest_dagorder.depends_on is m.depends_on; "
             "from pytest_dagorder import run_after; assert run_after is m.run_after")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+#: What the core must not word: xdist and its options are the drivers' business.
+XDIST_WORDS = ("xdist", "--dist", "-p no:")
+
+
+@pytest.mark.parametrize("name", sorted(m for m in modules() if layer(m) == 0))
+def test_the_core_words_nothing_of_xdist(name: str) -> None:
+    """Strings a user may read (docstrings aside) from the core say nothing of xdist."""
+    tree = ast.parse(modules()[name].read_text())
+    docstrings = {id(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    said = [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings]
+    assert [text for text in said if any(word in text for word in XDIST_WORDS)] == []

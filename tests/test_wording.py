@@ -1,7 +1,8 @@
 """Every sentence users read about skips, stops and the summary, pinned in one table.
 
-The texts come from one module (``pytest_dagorder.core.wording``); a change to one
-of them shows here first, next to the sentence users saw before.
+The texts come from ``pytest_dagorder.core.wording``, and those about xdist from
+the layers that say them (``distributed/wording.py``, ``glue/wording.py``); a
+change to one of them shows here first, next to the sentence users saw before.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from pytest_dagorder.core import wording
+from pytest_dagorder.distributed import wording as xdist_wording
+from pytest_dagorder.glue import wording as glue_wording
 
 CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("test_a", "failed"), "prerequisite test_a failed"),
@@ -90,7 +93,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "dagorder: 1 file: each runs on one worker, in collection order"),
     (lambda: wording.kept_whole_header("loadscope", 3),
      "dagorder: 3 scopes (classes, modules): each runs on one worker, in collection order"),
-    (lambda: wording.dist_refused("each", "t.py::test_b"),
+    (lambda: xdist_wording.dist_refused("each", "t.py::test_b"),
      "--dist each cannot honour depends_on/run_after declarations (t.py::test_b "
      "declares one): it runs every test "
      "once on every worker, while a dependency graph runs each test once, after its "
@@ -103,10 +106,10 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "--dag-affinity=none (or dag.publish for what they pass on) lifts it"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
-    (lambda: wording.xdist_header(5, 4, 3, "module", 2, 0, 5),
+    (lambda: xdist_wording.xdist_header(5, 4, 3, "module", 2, 0, 5),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "module (2 groups); critical path by test counts"),
-    (lambda: wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
+    (lambda: xdist_wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "none (0 groups); critical path by recorded durations of 5/6 tests"),
     # dag.publish / dag.result
@@ -152,7 +155,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "test_b got the dag fixture from request.getfixturevalue(); request it as an argument "
      "of the test (or of a fixture the test uses) so that its prerequisites' results are "
      "sent ahead of it"),
-    (lambda: wording.result_timeout("test_b", 60.0),
+    (lambda: glue_wording.result_timeout("test_b", 60.0),
      "test_b: the results of its prerequisites did not arrive from the xdist controller "
      "within 60 s"),
     (lambda: wording.result_no_driver("test_b"),

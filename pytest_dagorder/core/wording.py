@@ -307,29 +307,10 @@ def ran_elsewhere(prerequisite: str, worker: str, here: str, affinity: str) -> s
             f"{remedy}")
 
 
-def dist_refused(dist: str, declared: str) -> str:
-    """Why ``--dist each`` (or another mode not scheduled as a DAG) cannot run declarations."""
-    return (f"--dist {dist} cannot honour depends_on/run_after declarations "
-            f"({declared} declares one): it runs "
-            "every test once on every worker, while a dependency graph runs each test "
-            "once, after its prerequisites; use --dist load, loadgroup, loadfile, "
-            "loadscope or worksteal, or run with -p no:dagorder for plain xdist")
-
-
 def pulled_back_line(pulled: int, tests: int) -> str:
     """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
     return (f"dagorder: {_plural(pulled, 'prerequisite')} pulled back into the run "
             f"(--dag-with-prerequisites): {_plural(tests, 'test')} in all")
-
-
-def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
-                 recorded: int, nodes: int) -> str:
-    """``recorded`` of the graph's ``nodes`` have a recorded duration (0: ranked by counts)."""
-    ranked = (f"recorded durations of {recorded}/{nodes} tests" if recorded
-              else "test counts")
-    return (f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain}; "
-            f"xdist scheduling, affinity {affinity} ({groups} groups); "
-            f"critical path by {ranked}")
 
 
 # -- shards and durations files -------------------------------------------------
@@ -472,21 +453,9 @@ def result_not_requested(reader: str) -> str:
             "results are sent ahead of it")
 
 
-def result_timeout(reader: str, seconds: float) -> str:
-    return (f"{reader}: the results of its prerequisites did not arrive from the xdist "
-            f"controller within {seconds:g} s")
-
-
 def result_no_driver(reader: str) -> str:
     return (f"{reader} uses the dag fixture, but pytest-dagorder does not run this session "
             "(plugin disabled, or the worker was not started by its controller)")
-
-
-def plain_xdist(missing: str) -> str:
-    """The one line a run shows when an internal the ``-n`` takeover needs is gone."""
-    return (f"pytest-dagorder: {missing} not found (a pytest or pluggy release this plugin "
-            "does not know): -n runs use plain xdist scheduling, dependencies are not "
-            "enforced; run without -n, or upgrade pytest-dagorder")
 
 
 def published_line(test: str, keys: Sequence[str]) -> str:

@@ -25,6 +25,7 @@ from ..glue.dag_run import DagRun
 from ..glue.resources import resources_in_use, unused_limits
 from ..glue.settings import AffinityMode, Settings
 from . import wire
+from . import wording as xdist_wording
 
 
 @dataclass
@@ -122,7 +123,7 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
         built.dag_users = payload.dag_users
         built.relay = Relay(graph.requires, lambda i: outcome[i] == "passed")
     header = built.header
-    header.append(wording.xdist_header(
+    header.append(xdist_wording.xdist_header(
         n, graph.edge_count, graph.longest_chain(), mode,
         len(run.machine.groups), len(known), len(nodeids)))
     header += payload.header

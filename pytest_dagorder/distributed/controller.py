@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from ..core import wording
 from ..glue.declarations import Problem
 from ..glue.internals import assertion_rewriting_paused
 from ..glue.settings import DAG_MODES, settings_of
 from . import wire
+from . import wording as xdist_wording
 from .session import WorkerGone, abort
 from .xdist_internals import hand_over_scheduler
 
@@ -40,7 +40,7 @@ class PlainXdist:
         self.missing = missing
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        terminalreporter.write_line(wording.plain_xdist(self.missing), yellow=True)
+        terminalreporter.write_line(xdist_wording.plain_xdist(self.missing), yellow=True)
 
 
 class DagController:
@@ -211,7 +211,8 @@ class GuardedScheduling:
             problems = [Problem(n, m) for n, m in payload.problems]
             if payload.graph is not None or problems:
                 declared = problems[0].nodeid if problems else _first_declaring(payload)
-                problems.insert(0, Problem(declared, wording.dist_refused(self._dist, declared)))
+                refused = xdist_wording.dist_refused(self._dist, declared)
+                problems.insert(0, Problem(declared, refused))
                 abort(self._controller.config, nodes, problems)
         self._inner.schedule()
 

@@ -28,6 +28,7 @@ from ..core.published import (
     Values,
     requires_closure,
 )
+from . import wording as glue_wording
 from .declarations import Index
 from .internals import assertion_rewriting_paused
 from .outcome_tracker import OutcomeTracker
@@ -130,7 +131,8 @@ class LocalResults:
         if me is None or graph is None or t not in requires_closure(me, graph.requires):
             raise ReadError(wording.result_not_prerequisite(reader, names[t]), reader, names[t])
         if self.remote and not self.store.wait_ready(item.nodeid, DELIVERY_TIMEOUT):
-            raise ReadError(wording.result_timeout(reader, DELIVERY_TIMEOUT), reader, names[t])
+            raise ReadError(glue_wording.result_timeout(reader, DELIVERY_TIMEOUT), reader,
+                            names[t])
         return Published(self.store.get(index.items[t].nodeid), reader, names[t])
 
     def published_keys(self) -> dict[str, list[str]]:
