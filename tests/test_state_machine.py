@@ -826,7 +826,7 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
     graph = case.graph()
     n = len(graph)
     sched = StateMachine(graph, on_failure=policy, resources=case.resources, limits=case.limits,
-                      groups=case.groups, exclusive=case.exclusive)
+                      groups=case.groups, exclusive=case.exclusive, history=True)
     sched.validate()
     alone = case.exclusive or [False] * n
     dispatched = dict.fromkeys(range(n), 0)
@@ -951,6 +951,13 @@ def check_end(run: Run, policy: FailurePolicy) -> None:
     sched, graph = run.sched, run.graph
     n = len(graph)
     assert sched.done
+    for i in range(n):  # each move is in the table (checked as made) and they chain
+        moves = sched.history(i)
+        assert moves and moves[0].before is State.WAITING
+        assert [m.after for m in moves[:-1]] == [m.before for m in moves[1:]]
+        assert moves[-1].after is sched.state[i]
+        if sched.state[i] is State.SKIPPED:
+            assert moves[-1].cause == "skipped" and moves[-1].detail == sched.reason(i)
     assert all(s.terminal for s in sched.state)
     assert sched.running == 0
     for i in range(n):
@@ -1133,7 +1140,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     graph = case.graph()
     n = len(graph)
     sched = StateMachine(graph, on_failure="skip", resources=case.resources, limits=case.limits,
-                      groups=case.groups)
+                      groups=case.groups, history=True)
     workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
     for w in workers:
         sched.add_worker(w)
@@ -1421,3 +1428,55 @@ def test_checked_edges_are_the_graphs_and_follow_a_renumbering() -> None:
     sched.finished(0, "failed")  # b: not checked
     sched.finished(1, "failed")  # a: checked
     assert [(s.task, s.failed) for s in sched.pop_skipped()] == [(2, (1,))]
+
+
+
+def test_a_tasks_history_says_what_released_held_and_skipped_it() -> None:
+    g = graph_of({"a": "", "b": "a", "c": "b", "d": "", "e": "d"}, after={"d": "a"})
+    sched = StateMachine(g, history=True)
+    sched.add_worker("w1")
+    sched.add_worker("w2")
+    assert sched.take("w1") == [0]
+    assert sched.ahead("w1") == [1]  # b: held behind a on w1
+    sched.finished(0, "passed")
+    assert sched.take("w2") == [3]
+    sched.finished(3, "failed")
+    sched.finished(1, "failed")
+    sched.validate()
+
+    def lines(task: str) -> list[str]:
+        return [m.describe(lambda i: str(g.ids[i])) for m in sched.history(g.index[task])]
+
+    assert lines("a") == ["ready: free", "running: started on w1", "passed: ended on w1 (passed)"]
+    assert lines("b") == ["running: held on w1", "failed: ended on w1 (failed)"]
+    assert lines("c") == ["skipped: skipped because of b (prerequisite b failed)"]
+    assert lines("d") == ["ready: released by a", "running: started on w2",
+                          "failed: ended on w2 (failed)"]
+    assert lines("e") == ["skipped: skipped because of d (prerequisite d failed)"]
+
+
+def test_a_task_put_back_and_failed_for_a_check_says_so() -> None:
+    g = graph_of({"a": "", "b": ""}, after={"b": "a"}).checking({1: [0]})
+    sched = StateMachine(g, history=True)
+    sched.add_worker("w1")
+    assert sched.take("w1") == [0]
+    assert sched.remove_worker("w1") == [0]
+    sched.add_worker("w2")
+    assert sched.take("w2") == [0]
+    sched.finished(0, "error")
+    assert [(m.before, m.after, m.cause, m.worker) for m in sched.history(0)] == [
+        (State.WAITING, State.READY, "free", None),
+        (State.READY, State.RUNNING, "started", "w1"),
+        (State.RUNNING, State.READY, "put back", "w1"),
+        (State.READY, State.RUNNING, "started", "w2"),
+        (State.RUNNING, State.FAILED, "ended", "w2"),
+    ]
+    (failed,) = sched.history(1)
+    assert (failed.cause, failed.by) == ("failed check", 0)
+    assert failed.describe(str) == "failed: failed check because of 0 (prerequisite a had an error)"
+
+
+def test_without_history_nothing_is_kept() -> None:
+    sched = StateMachine(graph_of({"a": ""}))
+    with pytest.raises(ValueError, match="keeps no history"):
+        sched.history(0)

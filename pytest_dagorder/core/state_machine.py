@@ -78,11 +78,13 @@ from .states import FAILURE_POLICIES, TERMINAL, FailurePolicy, State, Worker, ch
 __all__ = [
     "FAILURE_POLICIES",
     "OUTCOMES",
+    "TRANSITIONS",
     "FailurePolicy",
     "Outcome",
     "Skip",
     "State",
     "StateMachine",
+    "Transition",
     "Worker",
     "as_outcome",
     "blocked_skip",
@@ -156,6 +158,49 @@ def blocked_skip(
         return Skip(task, reason, prereq, root, outcome)
     outcome = prereq_outcome or "not run"
     return Skip(task, wording.prerequisite_ended(p, outcome), prereq, prereq, outcome)
+
+
+_W, _R, _RUN = State.WAITING, State.READY, State.RUNNING
+_P, _F, _S = State.PASSED, State.FAILED, State.SKIPPED
+
+#: Every move a task makes, with the causes that may make it.  A move is
+#: recorded (with :class:`Transition`) only where the machine keeps a history.
+TRANSITIONS: Final[Mapping[tuple[State, State], frozenset[str]]] = {
+    (_W, _R): frozenset({"free", "released"}),  # no prerequisite / its last one ended
+    (_R, _RUN): frozenset({"started"}),
+    (_W, _RUN): frozenset({"held"}),  # behind prerequisites running on that worker
+    (_RUN, _R): frozenset({"put back"}),  # its worker left
+    (_RUN, _W): frozenset({"put back"}),  # held there, its prerequisites still open
+    **{(b, a): frozenset({"ended"}) for b in (_W, _R, _RUN) for a in (_P, _F)},
+    (_W, _F): frozenset({"ended", "failed check"}),  # a checked prerequisite did not pass
+    **{(b, _S): frozenset({"skipped"}) for b in (_W, _R, _RUN)},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One move of a task and its cause (a key of :data:`TRANSITIONS`).
+
+    ``by``: the task whose end caused it (released by, skipped or failed
+    because of); ``worker``: where it started, was held, was put back from
+    or ended; ``detail``: the outcome it ended with, or the skip's reason.
+    """
+
+    before: State
+    after: State
+    cause: str
+    by: int | None = None
+    worker: Worker | None = None
+    detail: str | None = None
+
+    def describe(self, name: Callable[[int], str]) -> str:
+        """One line for people: ``ready: released by test_a``."""
+        text = f"{self.after.value}: {self.cause}"
+        if self.by is not None:
+            text += f" {'by' if self.cause == 'released' else 'because of'} {name(self.by)}"
+        if self.worker is not None:
+            text += f" on {self.worker}"
+        return text + (f" ({self.detail})" if self.detail else "")
 
 
 def _or_checked(checked: Mapping[int, Sequence[int]],
@@ -247,8 +292,12 @@ class StateMachine:
         exclusive: Sequence[bool] | None = None,
         modules: Sequence[Hashable | None] | None = None,
         module_fixtures: Sequence[bool] | None = None,
+        history: bool = False,
     ) -> None:
-        """``modules``: per task, its module (None: none); ``module_fixtures``:
+        """``history``: keep every task's moves and their causes (:meth:`history`),
+        for a driver that explains a run; off, nothing is recorded.
+
+        ``modules``: per task, its module (None: none); ``module_fixtures``:
         per task, whether it uses a fixture of module scope or wider.  With
         both, a worker keeps each module's tests in one stretch where the
         graph allows (see :mod:`.module_runs`).
@@ -287,6 +336,7 @@ class StateMachine:
         self.fails: dict[int, Skip] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
+        self._history: dict[int, list[Transition]] | None = {} if history else None
         chain = placement_chain(
             graph, self._rank, self.state, self._running_on, locality=locality,
             resources=resources, limits=limits, groups=groups, exclusive=exclusive,
@@ -303,7 +353,7 @@ class StateMachine:
         )
         for i in range(n):
             if not self._pending[i]:
-                self._make_ready(i)
+                self._make_ready(i, "free")
 
     # ------------------------------------------------------------------ groups
 
@@ -338,9 +388,11 @@ class StateMachine:
             self._spec.discard(i)
             if self._pending[i]:
                 # Handed out speculatively, its prerequisites still open.
+                if self._history is not None:
+                    self._moved(i, State.WAITING, "put back", worker=worker)
                 self.state[i] = State.WAITING
             else:
-                self._make_ready(i)
+                self._make_ready(i, "put back", worker)
         self._placement.worker_removed(worker)
         if self._stopped is not None:
             # take() admits nothing after a stop: a task put back would never run.
@@ -553,10 +605,33 @@ class StateMachine:
         skip = self.skips.get(task)
         return None if skip is None else skip.reason
 
+    def history(self, task: int) -> list[Transition]:
+        """``task``'s moves so far, oldest first, each with its cause.
+
+        Kept only when the machine was made with ``history=True`` (else
+        ValueError).  :meth:`Transition.describe` words one for people.
+        """
+        if self._history is None:
+            raise ValueError("this state machine keeps no history (history=True keeps it)")
+        return list(self._history.get(task, ()))
+
     # ------------------------------------------------------------------ transitions
 
-    def _make_ready(self, i: int) -> None:
+    def _moved(self, i: int, after: State, cause: str, *, by: int | None = None,
+               worker: Worker | None = None, detail: str | None = None) -> None:
+        """Record task ``i``'s move (before its state changes), checked against
+        :data:`TRANSITIONS`."""
+        assert self._history is not None
+        before = self.state[i]
+        check(cause in TRANSITIONS.get((before, after), ()),
+              f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
+        self._history.setdefault(i, []).append(
+            Transition(before, after, cause, by, worker, detail))
+
+    def _make_ready(self, i: int, cause: str, worker: Worker | None = None) -> None:
         """WAITING (or put back) -> READY, with no origin to be near."""
+        if self._history is not None:
+            self._moved(i, State.READY, cause, worker=worker)
         self.state[i] = State.READY
         self._ready_count += 1
         self._placement.released((i,), None)
@@ -566,6 +641,8 @@ class StateMachine:
         if worker not in self._workers:
             raise KeyError(worker)
         self._placement.started(i, worker)  # may refuse (raise) before anything changed
+        if self._history is not None:
+            self._moved(i, State.RUNNING, "started", worker=worker)
         self.state[i] = State.RUNNING
         self._ready_count -= 1
         self.where[i] = worker
@@ -574,6 +651,8 @@ class StateMachine:
     def _hold(self, d: int, worker: Worker) -> None:
         """WAITING -> RUNNING on ``worker``, ahead of its prerequisites' end."""
         self._placement.started(d, worker)
+        if self._history is not None:
+            self._moved(d, State.RUNNING, "held", worker=worker)
         self.state[d] = State.RUNNING
         self.where[d] = worker
         self._running_on[worker].add(d)
@@ -590,11 +669,14 @@ class StateMachine:
         states, terminal, pending = self.state, TERMINAL, self._pending
         placement = self._placement
         passed_all = self.on_failure == "run"
+        log = self._history is not None
         work = [(task, state)]
         while work:
             i, st = work.pop()
             if states[i] in terminal:
                 continue
+            if log:
+                self._terminal_moved(i, st, origin if i == task else None)
             if states[i] is State.READY:
                 self._ready_count -= 1
             elif i in self._spec:
@@ -633,10 +715,23 @@ class StateMachine:
                 ready = [d for d in ready if not self._fails_check(d, work)]
             if ready:
                 for d in ready:
+                    if log:
+                        self._moved(d, State.READY, "released", by=i)
                     states[d] = State.READY
                 self._ready_count += len(ready)
                 placement.released(ready, origin)
         self.done = self._terminal_count == len(states)
+
+    def _terminal_moved(self, i: int, st: State, origin: Worker | None) -> None:
+        """Record the move of ``i`` to terminal ``st`` with its cause."""
+        if st is State.SKIPPED:
+            skip = self.skips[i]
+            self._moved(i, st, "skipped", by=skip.prerequisite, detail=skip.reason)
+        elif st is State.FAILED and i in self.fails:
+            fail = self.fails[i]
+            self._moved(i, st, "failed check", by=fail.prerequisite, detail=fail.reason)
+        else:
+            self._moved(i, st, "ended", worker=origin, detail=self.outcome[i])
 
     def _fails_check(self, task: int, work: list[tuple[int, State]]) -> bool:
         """Whether released ``task`` fails for a checked prerequisite (queued in ``work``)."""
