@@ -51,6 +51,7 @@ from ..glue.sharding import xdist_group
 from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from . import wire
+from .stall import WorkerDumps
 
 BARRIER_NAME = "<dagorder-barrier>"
 
@@ -130,6 +131,7 @@ class DagWorker(Planner):
         self.plain = False
         self.session: pytest.Session | None = None
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
+        self.dumps: WorkerDumps | None = None  # the stall report's stack dumps (stall.py)
         # The plan is shipped on request only (see wire.hello; the controller
         # asks the first worker whose collection came in): until then, how to make it.
         self._plan_lock = threading.Lock()
@@ -140,6 +142,15 @@ class DagWorker(Planner):
             # they were sent: one sent ahead of a dispatch is stored before
             # xdist's own callback queues that dispatch's tests.
             self.channel.setcallback(self._on_delivery)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self) -> None:
+        # Once, before the first test: nothing per test (see stall.py).
+        self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
+
+    def pytest_sessionfinish(self) -> None:
+        if self.dumps is not None:
+            self.dumps.close()
 
     def _send_published(self, nodeid: str, values: dict[str, object]) -> None:
         if self.channel is not None:

@@ -56,6 +56,9 @@ class Settings:
     store_durations: bool = False
     #: --dag-shard K/N as (K, N), 1-based; None: the whole suite.
     shard: tuple[int, int] | None = None
+    #: Seconds without a test reporting before the run says where it waits
+    #: (--dag-stall-report / ini dag_stall_report); 0: never.
+    stall_report: float = 300.0
 
     @property
     def cuts_or_records(self) -> bool:
@@ -127,6 +130,16 @@ def addoption(parser: pytest.Parser) -> None:
         help="Run only the K-th of N parts of the suite (1-based), split so that no "
         "dependency crosses parts and balanced on recorded durations",
     )
+    group.addoption(
+        "--dag-stall-report",
+        default=None,
+        metavar="SECONDS",
+        help="When no test has reported for this long, print which test each worker "
+        "runs and its stack, once, and keep waiting (0: never; default: ini "
+        "dag_stall_report, else 300)",
+    )
+    parser.addini("dag_stall_report", "Default for --dag-stall-report (seconds)",
+                  default="300")
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     parser.addini("dag_affinity", "Default for --dag-affinity", default="state")
@@ -149,7 +162,7 @@ def configure(config: pytest.Config) -> Settings:
             **_limits(config.getoption("dag_limit") or (), "--dag-limit"),
         }),
     )
-    settings = replace(settings, **_ci_settings(config))
+    settings = replace(settings, **_ci_settings(config), stall_report=_stall_report(config))
     config.stash[SETTINGS] = settings
     return settings
 
@@ -178,6 +191,21 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
         except ShardSpecError as exc:
             raise pytest.UsageError(str(exc)) from None
     return {"durations_path": path, "store_durations": store, "shard": shard}
+
+
+def _stall_report(config: pytest.Config) -> float:
+    option = config.getoption("dag_stall_report", None)
+    value, where = ((option, "--dag-stall-report") if option is not None
+                    else (config.getini("dag_stall_report"), "ini dag_stall_report"))
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise pytest.UsageError(
+            f"{where} {value!r} is not valid; give a number of seconds (0 turns the "
+            "report off), e.g. --dag-stall-report=600")
+    return seconds
 
 
 def settings_of(config: pytest.Config) -> Settings:
