@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from ..core.affinity import kept_whole
-from ..core.memory import collector_paused
+from ..core.memory import UntilTestsBegin, collector_paused
 from ..core.state_machine import Skip, blocked_skip
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults, uses_dag
@@ -137,6 +137,7 @@ class DagWorker(Planner):
         self._plan_lock = threading.Lock()
         self._unshipped: Callable[[], wire.Payload] | None = None
         self._plan_asked = False
+        self._before_tests = UntilTestsBegin()
         if self.channel is not None:
             # Deliveries are handled in execnet's receiver thread, in the order
             # they were sent: one sent ahead of a dispatch is stored before
@@ -147,6 +148,12 @@ class DagWorker(Planner):
     def pytest_runtestloop(self) -> None:
         # Once, before the first test: nothing per test (see stall.py).
         self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self) -> None:
+        # Before the test's setup: a ship still under way in the receiver
+        # thread ends first, and none after it pauses the collector.
+        self._before_tests.begin()
 
     def pytest_sessionfinish(self) -> None:
         if self.dumps is not None:
@@ -238,9 +245,11 @@ class DagWorker(Planner):
             if make is None:
                 return
             self._unshipped = None
-        # See memory.py: the pause is process-wide, and the main thread is at
-        # most finishing the collection's bookkeeping (itself paused) meanwhile.
-        with collector_paused():
+        # See memory.py: the pause is process-wide, so it is taken only while
+        # no test has begun (the main thread is at most finishing the
+        # collection's bookkeeping, itself paused, or waiting for its first
+        # tests, which come after the plan).
+        with self._before_tests.paused():
             self.channel.send(wire.encode(make()))
 
     def name(self, i: int) -> str:
