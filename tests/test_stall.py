@@ -100,3 +100,25 @@ def test_a_bad_value_is_a_usage_error_before_anything_runs(
     result.stderr.fnmatch_lines([f"*--dag-stall-report {value!r} is not valid; give a number "
                                  "of seconds*"])
     assert not (pytester.path / "ran.log").exists()
+
+
+def test_a_stuck_test_run_serially_is_reported_once_with_its_stack(
+        pytester: pytest.Pytester) -> None:
+    make_modules(pytester, test_m=STUCK)
+    result = runpytest(pytester, *base_args(), "--dag-stall-report=1", timeout=TIMEOUT,
+                       own_process="the report is written to descriptor 2")
+    result.assert_outcomes(passed=3)
+    err = result.stderr.str()
+    assert err.count(HEAD) == 1, err
+    assert "serial: running test_m.py::test_stuck since " in err
+    assert f'test_m.py", line {stuck_line(pytester)} in test_stuck' in err
+
+
+@pytest.mark.parametrize("args", [("-n", "2"), ()], ids=["xdist", "serial"])
+def test_a_suite_that_declares_nothing_is_not_watched(
+        pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    make_modules(pytester, test_m=STUCK.replace('@depends_on("test_first")', ""))
+    result = runpytest(pytester, *base_args(), *args, "--dag-stall-report=1",
+                       timeout=TIMEOUT, own_process="the serial report goes to descriptor 2")
+    result.assert_outcomes(passed=3)
+    assert HEAD not in result.stdout.str() + result.stderr.str()

@@ -20,10 +20,7 @@ from ..glue.dag_fixture import write_published
 from ..glue.dag_run import write_summary
 from ..glue.declarations import Problem
 from ..glue.settings import DAG_MODES, settings_of
-from . import wire
-from .scheduling import DependencyScheduling
-from .session import WorkerGone, abort
-from .stall import (
+from ..glue.stall import (
     STALL_KEY,
     ControllerDumps,
     StallWatch,
@@ -33,6 +30,9 @@ from .stall import (
     leaves_faulthandler_alone,
     report_lines,
 )
+from . import wire
+from .scheduling import DependencyScheduling
+from .session import WorkerGone, abort
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
 #: the same connection, so normally there already) and for its plan, which
@@ -162,9 +162,14 @@ class DagController:
     def pytest_runtest_logstart(self) -> None:
         # Counted from the first test on: collecting and starting the workers
         # may take long on a loaded machine, and no test can report before.
-        if self.watch is not None:
-            self.watch.beat()
-            self.watch.start()
+        watch = self.watch
+        if watch is not None:
+            watch.beat()
+            if not watch.started:
+                if self.sched is None or self.sched.dispatcher.plain:
+                    self.watch = None  # a run left to plain xdist is not watched
+                else:
+                    watch.start()
 
     # (pytest registers only methods named pytest_*: hence the name.)
     @pytest.hookimpl(trylast=True, specname="pytest_runtest_logreport")

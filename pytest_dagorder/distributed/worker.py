@@ -48,10 +48,10 @@ from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
+from ..glue.stall import WorkerDumps
 from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from . import wire
-from .stall import WorkerDumps
 
 BARRIER_NAME = "<dagorder-barrier>"
 
@@ -146,8 +146,10 @@ class DagWorker(Planner):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self) -> None:
-        # Once, before the first test: nothing per test (see stall.py).
-        self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
+        # Once, before the first test: nothing per test (see stall.py); not
+        # in a run left to plain xdist.
+        if self.dag_mode and not self.plain:
+            self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self) -> None:

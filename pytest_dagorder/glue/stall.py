@@ -1,5 +1,8 @@
 """Never hang silently: once no test has reported for a while, say who runs what, and where.
 
+Under xdist (:class:`StallWatch`, :class:`WorkerDumps`, :class:`ControllerDumps`)
+and serially (:class:`SerialStall`); only for a run the plugin schedules.
+
 The controller learns nothing while every worker is stuck: xdist's loop
 waits on its event queue and calls nothing of the scheduler's until an event
 comes.  So a daemon thread (:class:`StallWatch`) compares the time of the
@@ -99,9 +102,12 @@ class StallWatch:
         self._thread = threading.Thread(target=self._watch, name="dagorder-stall-watch",
                                         daemon=True)
 
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
     def start(self) -> None:
-        """Start watching (again: nothing)."""
-        if self._thread.ident is None and not self._stop.is_set():
+        if not self.started and not self._stop.is_set():
             self._thread.start()
 
     def beat(self) -> None:
@@ -197,3 +203,53 @@ class ControllerDumps:
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
+
+
+class SerialStall:
+    """The serial driver's watch: the same report, for the one process running the tests.
+
+    Registered as a plugin for a run the serial driver schedules.  Here the
+    watch's own thread writes the stack (``faulthandler.dump_traceback``), so
+    faulthandler's one timer stays free for the process's other users (pytest's
+    ``faulthandler_timeout``, a conftest's own); a test that holds the
+    interpreter in a C loop therefore gets no report serially.  The report goes
+    to a copy of the terminal's stderr, made before any test: descriptor 2 itself
+    is captured while a test runs.
+    """
+
+    def __init__(self, seconds: float, name: str) -> None:
+        self.seconds = seconds
+        self.name = name
+        self.current: tuple[str, float] | None = None  # node id, since (wall clock)
+        self.out = os.dup(2)
+        self.watch = StallWatch(seconds, self._describe, self._write)
+        self.watch.start()
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.current = (nodeid, time.time())
+        self.watch.beat()
+
+    def pytest_runtest_logfinish(self) -> None:
+        self.current = None
+        self.watch.beat()
+
+    def close(self) -> None:
+        self.watch.stop()
+        if self.out >= 0:
+            os.close(self.out)
+            self.out = -1
+
+    def _describe(self) -> list[str]:
+        current = self.current
+        test, since = current if current is not None else (None, None)
+        return report_lines(self.seconds, [WorkerState(self.name, test, since, None, None)])
+
+    def _write(self, lines: list[str]) -> None:
+        out = self.out
+        if out < 0:
+            return
+        bar = "!" * 30
+        text = "\n".join(["", f"{bar} stall (pytest-dagorder) {bar}", *lines,
+                          wording.stall_stack_head(self.name), ""])
+        os.write(out, text.encode("utf-8", "replace"))
+        faulthandler.dump_traceback(file=out, all_threads=True)
