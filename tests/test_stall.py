@@ -66,6 +66,40 @@ def test_a_stuck_test_under_xdist_is_reported_once_with_its_worker_and_stack(
     assert where in report, report
 
 
+def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
+        pytester: pytest.Pytester) -> None:
+    # pytest's faulthandler plugin cancels faulthandler's timer at every
+    # failed test; the group keeps the failure on the stuck test's worker.
+    grouped = """
+    @pytest.mark.xdist_group("one")
+    def test_fails():
+        assert False
+
+
+    @pytest.mark.xdist_group("one")
+    def test_first():
+        mark("test_first")
+
+
+    @pytest.mark.xdist_group("one")
+    @depends_on("test_first")
+    def test_stuck():
+        time.sleep(6)  # the line the stack shows
+
+
+    def test_other():
+        mark("test_other")
+    """
+    make_modules(pytester, test_m=grouped)
+    result = runpytest(pytester, *base_args(), "-n", "2", "--dag-stall-report=1",
+                       timeout=TIMEOUT)
+    result.assert_outcomes(passed=3, failed=1)
+    found = reports_naming(result, "test_m.py::test_stuck")
+    assert len(found) == 1, result.stdout.str()
+    report = "\n".join(result.outlines[found[0]:])
+    assert f'test_m.py", line {stuck_line(pytester)} in test_stuck' in report, report
+
+
 def test_the_ini_key_sets_the_delay(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ndag_stall_report = 1\n")
     result = run(pytester, "-n", "2")

@@ -442,4 +442,5 @@ def stall_no_stack(worker: str, why: str) -> str:
 STALL_FAULTHANDLER_TIMEOUT: Final = (
     "pytest's faulthandler_timeout owns faulthandler's timer; its dumps go to stderr")
 STALL_NOT_LOCAL: Final = "the worker is not on this machine"
-STALL_NO_DUMP: Final = "the worker made no stack dump (its faulthandler timer did not fire)"
+STALL_NO_DUMP: Final = ("the worker made no stack dump since its test started (a test or "
+                        "plugin may have cancelled faulthandler's timer)")

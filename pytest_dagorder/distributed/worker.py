@@ -157,6 +157,12 @@ class DagWorker(Planner):
         # thread ends first, and none after it pauses the collector.
         self._before_tests.begin()
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_exception_interact(self) -> None:
+        # pytest's faulthandler plugin cancels the timer at every failed test.
+        if self.dumps is not None:
+            self.dumps.rearm()
+
     def pytest_sessionfinish(self) -> None:
         if self.dumps is not None:
             self.dumps.close()

@@ -20,7 +20,9 @@ file of a directory the controller made.  A test stuck since the last event
 has been running for at least ``seconds`` when the controller writes, so
 one of those dumps was made while it was stuck: the last one.  While
 nothing hangs this costs one dump per worker every ``seconds`` and nothing
-per test.  pytest's own ``faulthandler_timeout`` re-arms the same
+per test but a failed one: pytest's faulthandler plugin cancels the timer at
+every failed test (``pytest_exception_interact``), so the worker arms it
+again after.  pytest's own ``faulthandler_timeout`` re-arms the same
 faulthandler timer around every test; where it is set the worker leaves the
 timer to it (its dumps go to the terminal's stderr) and the report says so.
 """
@@ -69,6 +71,7 @@ class WorkerDumps:
     def __init__(self, config: pytest.Config, seconds: float) -> None:
         directory = config.workerinput.get(STALL_KEY)  # type: ignore[attr-defined]
         self.file: IO[str] | None = None
+        self.seconds = seconds
         if directory is None or seconds <= 0 or leaves_faulthandler_alone(config):
             return
         worker = str(config.workerinput.get("workerid", os.getpid()))  # type: ignore[attr-defined]
@@ -76,7 +79,12 @@ class WorkerDumps:
             self.file = open(dump_file(str(directory), worker), "w")  # noqa: SIM115 - kept open for the C thread
         except OSError:
             return  # no stack in the report, which says so
-        faulthandler.dump_traceback_later(seconds, repeat=True, file=self.file)
+        self.rearm()
+
+    def rearm(self) -> None:
+        """Arm the timer (again: pytest cancels it at every failed test, see DagWorker)."""
+        if self.file is not None:
+            faulthandler.dump_traceback_later(self.seconds, repeat=True, file=self.file)
 
     def close(self) -> None:
         if self.file is not None:
@@ -163,15 +171,17 @@ def report_lines(seconds: float, workers: Sequence[WorkerState]) -> list[str]:
 
 
 def last_dump(path: str, after: float | None) -> str | None:
-    """The last dump in ``path``, waiting up to :data:`DUMP_GRACE` for one made after ``after``."""
+    """The last dump in ``path`` if made after ``after``, waited for up to :data:`DUMP_GRACE`."""
     deadline = time.monotonic() + DUMP_GRACE
     while True:
         try:
             fresh = after is None or os.path.getmtime(path) >= after
         except OSError:
             return None
-        if fresh or time.monotonic() >= deadline:
+        if fresh:
             break
+        if time.monotonic() >= deadline:
+            return None  # made before the test started: not where it waits
         time.sleep(0.1)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
