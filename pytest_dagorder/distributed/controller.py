@@ -196,16 +196,20 @@ class DagController:
     def _stall_report(self) -> list[str]:
         """Runs in the watch's thread, while the main thread waits for an event."""
         sched = self.sched
-        ledger = sched.ledger if sched is not None else None
-        collection = (sched.collection or []) if sched is not None else []
+        if sched is None:
+            return report_lines(self.stall_seconds, [])
+        ledger = sched.ledger
+        # xdist indices are positions in the collection; a worker runs what it
+        # was sent in order, so the first not completed is the one it runs.
+        collection = sched.collection or []
         own_timer = leaves_faulthandler_alone(self.config)
         workers = []
-        for node in list(ledger.sent) if ledger is not None else []:
+        for node in list(ledger.sent):
             name = str(node.gateway.id)
-            pending = list(ledger.sent.get(node, ()))  # type: ignore[union-attr]
+            pending = list(ledger.sent.get(node, ()))
             head = pending[0] if pending else None
             test = collection[head] if head is not None and 0 <= head < len(collection) else None
-            since = ledger.head_since.get(node)  # type: ignore[union-attr]
+            since = ledger.head_since.get(node)
             stack = no_stack = None
             directory = node.workerinput.get(STALL_KEY)
             if own_timer:
