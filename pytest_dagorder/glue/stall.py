@@ -15,7 +15,7 @@ A worker's stack cannot be asked for: its main thread may wait in C code
 (a selector with no timeout) or hold the interpreter in a C loop, and the
 side channel is read by a Python thread that would need the interpreter
 too.  faulthandler's watchdog is a C thread: each local worker arms it once
-(:func:`arm_worker`), to dump every thread's stack every ``seconds`` into a
+(:class:`WorkerDumps`), to dump every thread's stack every ``seconds`` into a
 file of a directory the controller made.  A test stuck since the last event
 has been running for at least ``seconds`` when the controller writes, so
 one of those dumps was made while it was stuck: the last one.  While
@@ -94,7 +94,7 @@ class WorkerDumps:
 
 
 class StallWatch:
-    """The controller's side: a thread that writes the report once per quiet spell."""
+    """A thread writing the report once per quiet spell (the controller's or the serial run's)."""
 
     def __init__(self, seconds: float, describe: Callable[[], list[str]],
                  write: Callable[[list[str]], None]) -> None:
@@ -119,7 +119,7 @@ class StallWatch:
             self._thread.start()
 
     def beat(self) -> None:
-        """A test started or reported (called on the controller's main thread)."""
+        """A test started or reported (called on the main thread)."""
         self._last = time.monotonic()
         self._beats += 1
 
