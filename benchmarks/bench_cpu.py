@@ -96,7 +96,7 @@ def main() -> None:
         runs = {
             "plain xdist --dist load (no declarations)": (plain, [*n, "-p", "no:dagorder"]),
             "plain xdist --dist load (same files)": (dag, [*n, "-p", "no:dagorder"]),
-            "dagorder, affinity module (default)": (dag, n),
+            "dagorder, default affinity": (dag, n),
             "dagorder, affinity none": (dag, [*n, "--dag-affinity=none"]),
         }
         best: dict[str, tuple[float, float]] = {}

@@ -220,6 +220,17 @@ def test_a_worker_keeps_each_modules_tests_in_one_stretch() -> None:
     assert sorted(i for tasks in ran.values() for i in tasks) == list(range(10))
 
 
+def test_inside_a_module_a_worker_runs_its_ready_tests_in_the_run_order() -> None:
+    # Priority picks the module (a1 has the longest path: a dependent in b),
+    # but the worker starts the module where serial pytest would, at a0, so
+    # a1 is the module's last test there (its fixtures' teardown reports on
+    # it, and b0 runs after that).
+    durations = [0.1, 0.1, 0.1]
+    modules = ["a", "a", "b"]
+    ran, _ = simulate_modules(durations, modules, [True] * 3, [[], [], [1]], workers=1)
+    assert ran["w0"] == [0, 1, 2]
+
+
 def test_without_module_facts_the_longest_first_order_interleaves_modules() -> None:
     # The same run without the facts: what the rule changes.
     durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.15, 0.05, 0.12]

@@ -128,10 +128,14 @@ class ReadyQueues:
         self._rank = rank
         self._state = state
         self._locality = locality
-        # Module runs (None: no test keeps module fixtures): per module, the
-        # ranks of its free tasks released (a heap; may hold stale ones).
+        # Module runs (None: no test keeps module fixtures): per module, its
+        # free tasks released, by index (a heap; may hold stale ones).  Index
+        # order is the run's order: inside a module, a worker runs what is
+        # ready as serial pytest would, so the module's last test is the one
+        # its fixtures' teardown reports on.
         self._runs = runs
-        self._of_module: dict[int, list[Rank]] = {}
+        self._of_module: dict[int, list[int]] = {}
+        self._free: set[int] = set()  # every task ever put into _of_module
         # Workers in the order they were added: the tie-break when stealing.
         self._local: dict[Worker, deque[int]] = {}
         self._heap: list[Rank] = []
@@ -206,7 +210,9 @@ class ReadyQueues:
             # Nothing else for it: come back to a module it left rather
             # than idle, unless an idle worker can take that (ModuleRuns).
             i = self._next_allowed(worker, runs.allowed_idle)
-        return i
+        # Priority picks the module; inside it the worker starts where serial
+        # pytest would (see _of_module).
+        return None if i is None else self._first_of_module(i)
 
     def _next_allowed(self, worker: Worker, allowed: Callable[[int, Worker], bool]) -> int | None:
         """:meth:`next_for` among the tasks ``allowed`` lets ``worker`` take."""
@@ -334,21 +340,42 @@ class ReadyQueues:
     def _by_module(self, tasks: Sequence[int]) -> None:
         """Note released free ``tasks`` under their modules (for a worker holding one)."""
         assert self._runs is not None
-        module, rank, of = self._runs.module, self._rank, self._of_module
+        module, of = self._runs.module, self._of_module
         for i in tasks:
             m = module[i]
             if m >= 0:
-                heapq.heappush(of.setdefault(m, []), rank[i])
+                heapq.heappush(of.setdefault(m, []), i)
+                self._free.add(i)
 
     def _pop_module(self, m: int) -> int | None:
-        """The most urgent READY free task of module ``m``, taken off its heap."""
+        """The first READY free task of module ``m`` in the run's order, taken off its heap."""
         ready = self._of_module.get(m)
         state = self._state
         while ready:
-            i = heapq.heappop(ready)[1]
+            i = heapq.heappop(ready)
             if state[i] is _READY:
                 return i
         return None
+
+    def _first_of_module(self, i: int) -> int:
+        """The task a worker entering ``i``'s module starts with instead of ``i``:
+        the module's first READY free task in the run's order (``i`` itself
+        when none comes before it, or ``i`` is not a free task of a module)."""
+        assert self._runs is not None
+        m = self._runs.module[i]
+        keep = m >= 0 and self._runs.keeps[i] and i in self._free
+        ready = self._of_module.get(m) if keep else None
+        if not ready:
+            return i
+        state = self._state
+        while ready and state[ready[0]] is not _READY:
+            heapq.heappop(ready)
+        if not ready or ready[0] >= i:
+            return i
+        first = heapq.heappop(ready)
+        # ``i`` was taken off the heap or a local queue: it waits in the heap again.
+        heapq.heappush(self._heap, self._rank[i])
+        return first
 
     def _drop_ended(self, worker: Worker) -> deque[int]:
         """Drop stale entries from the tops of ``worker``'s local queue and of the

@@ -8,6 +8,7 @@ text; change one there and here together.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
@@ -482,3 +483,44 @@ def prerequisite_broken(prereq: str) -> str:
 def relative_to_rootdir(rootdir: str) -> str:
     """Added to an unknown target spelled as a node id: what its path is read against."""
     return f" (node ids are relative to the rootdir {rootdir})"
+
+
+def _span(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes} min {rest} s"
+
+
+def stall_head(seconds: float) -> str:
+    """First line of the stall report (--dag-stall-report)."""
+    return (f"pytest-dagorder: no test has reported for {_span(seconds)}; still waiting "
+            "(this is said once; --dag-stall-report=0 turns it off)")
+
+
+def stall_worker(worker: str, test: str | None, running: float | None,
+                 since: float | None) -> str:
+    """What one worker is doing at the stall report; ``since``: wall clock seconds."""
+    if test is None:
+        return f"{worker}: no test running (between tests or waiting for work)"
+    if running is None or since is None:
+        return f"{worker}: running {test}"
+    clock = time.strftime("%H:%M:%S", time.localtime(since))
+    return f"{worker}: running {test} since {clock} ({_span(running)})"
+
+
+def stall_stack_head(worker: str) -> str:
+    return f"stack of {worker} (faulthandler, every thread, most recent call first):"
+
+
+def stall_no_stack(worker: str, why: str) -> str:
+    return f"{worker}: no stack: {why}"
+
+
+#: Why a stall report shows no worker stack.
+STALL_FAULTHANDLER_TIMEOUT: Final = (
+    "pytest's faulthandler_timeout owns faulthandler's timer; its dumps go to stderr")
+STALL_NOT_LOCAL: Final = "the worker is not on this machine"
+STALL_NO_DUMP: Final = ("the worker made no stack dump since its test started (a test or "
+                        "plugin may have cancelled faulthandler's timer)")

@@ -9,14 +9,26 @@ scheduler behind :class:`GuardedScheduling`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from ..core import wording
 from ..glue.declarations import Problem
 from ..glue.internals import assertion_rewriting_paused
 from ..glue.settings import DAG_MODES, settings_of
+from ..glue.stall import (
+    STALL_KEY,
+    ControllerDumps,
+    StallWatch,
+    WorkerState,
+    dump_file,
+    last_dump,
+    leaves_faulthandler_alone,
+    report_lines,
+)
 from . import wire
 from . import wording as xdist_wording
 from .session import WorkerGone, abort
@@ -53,12 +65,17 @@ class DagController:
         self.channels: dict[Any, Any] = {}
         #: Per worker whose hello was read: whether its suite declares nothing.
         self.hellos: dict[Any, bool] = {}
+        self.stall_seconds = settings_of(config).stall_report
+        self.dumps = ControllerDumps()
+        self.watch: StallWatch | None = None
 
     def pytest_configure_node(self, node: Any) -> None:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
+        if self.stall_seconds > 0 and (directory := self.dumps.for_node(node)) is not None:
+            node.workerinput[STALL_KEY] = directory
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
@@ -82,6 +99,8 @@ class DagController:
         with assertion_rewriting_paused():  # see plugin.py: loaded only where it runs
             from .scheduling import DependencyScheduling
         self.sched = DependencyScheduling(config, log, self)
+        if self.stall_seconds > 0:
+            self.watch = StallWatch(self.stall_seconds, self._stall_report, self._write_stall)
         return self.sched
 
     def declares_nothing(self, node: Any, nodes: Sequence[Any]) -> bool:
@@ -161,6 +180,20 @@ class DagController:
         # starts sooner.
         if self.sched is not None:
             self.sched.on_report(report, emit=False)
+        if self.watch is not None:
+            self.watch.beat()
+
+    def pytest_runtest_logstart(self) -> None:
+        # Counted from the first test on: collecting and starting the workers
+        # may take long on a loaded machine, and no test can report before.
+        watch = self.watch
+        if watch is not None:
+            watch.beat()
+            if not watch.started:
+                if self.sched is None or self.sched.dispatcher.plain:
+                    self.watch = None  # a run left to plain xdist is not watched
+                else:
+                    watch.start()
 
     # (pytest registers only methods named pytest_*: hence the name.)
     @pytest.hookimpl(trylast=True, specname="pytest_runtest_logreport")
@@ -172,10 +205,57 @@ class DagController:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
+        if self.watch is not None:
+            self.watch.stop()
         result = yield
         if self.sched is not None and self.sched.run is not None:
             self.sched.run.finish(session.config)
         return result
+
+    def pytest_unconfigure(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+        self.dumps.remove()
+
+    def _stall_report(self) -> list[str]:
+        """Runs in the watch's thread, while the main thread waits for an event."""
+        sched = self.sched
+        if sched is None:
+            return report_lines(self.stall_seconds, [])
+        ledger = sched.ledger
+        # xdist indices are positions in the collection; a worker runs what it
+        # was sent in order, so the first not completed is the one it runs.
+        collection = sched.collection or []
+        own_timer = leaves_faulthandler_alone(self.config)
+        workers = []
+        for node in list(ledger.sent):
+            name = str(node.gateway.id)
+            pending = list(ledger.sent.get(node, ()))
+            head = pending[0] if pending else None
+            test = collection[head] if head is not None and 0 <= head < len(collection) else None
+            since = ledger.head_since.get(node)
+            stack = no_stack = None
+            directory = node.workerinput.get(STALL_KEY)
+            if own_timer:
+                no_stack = wording.STALL_FAULTHANDLER_TIMEOUT
+            elif directory is None:
+                no_stack = wording.STALL_NOT_LOCAL
+            else:
+                stack = last_dump(dump_file(directory, name), since if test else None)
+                no_stack = None if stack else wording.STALL_NO_DUMP
+            workers.append(WorkerState(name, test, since, stack, no_stack))
+        return report_lines(self.stall_seconds, workers)
+
+    def _write_stall(self, lines: list[str]) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None:
+            print("\n".join(lines), file=sys.stderr, flush=True)
+            return
+        terminal.write("\n")  # xdist's progress line may be open
+        terminal.section("stall (pytest-dagorder)", sep="!", yellow=True)
+        for line in lines:
+            terminal.write_line(line)
+        terminal.flush()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:

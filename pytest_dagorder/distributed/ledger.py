@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -14,6 +15,10 @@ class Ledger:
         self.sent: dict[Any, deque[int]] = {}
         self.inflight: dict[Any, int] = {}
         self.running_at: dict[int, Any] = {}
+        #: Per worker: when (wall clock) it got to the first index it has not
+        #: completed (its previous one completed, or it was idle and was sent
+        #: work); what a stall report says the worker has been busy with since.
+        self.head_since: dict[Any, float] = {}
 
     def add(self, node: Any) -> None:
         if node in self.sent:
@@ -24,6 +29,7 @@ class Ledger:
     def remove(self, node: Any) -> deque[int]:
         """Forget ``node``; what it was sent and had not completed, in order."""
         self.inflight.pop(node, None)
+        self.head_since.pop(node, None)
         return self.sent.pop(node, deque())
 
     def sent_to(self, node: Any, tasks: list[int], indices: list[int]) -> None:
@@ -31,13 +37,17 @@ class Ledger:
         for i in tasks:
             self.running_at[i] = node
         self.inflight[node] += len(tasks)
-        self.sent[node].extend(indices)
+        pending = self.sent[node]
+        if not pending:
+            self.head_since[node] = time.time()
+        pending.extend(indices)
 
     def completed(self, node: Any, index: int) -> None:
         """``node`` is done with ``index`` (its reports, if any, came first)."""
         pending = self.sent.get(node)
         if pending is not None and index in pending:
             pending.remove(index)
+            self.head_since[node] = time.time()
 
     def settled(self, i: int) -> None:
         """Test ``i``'s outcome is known: it no longer counts as in flight."""

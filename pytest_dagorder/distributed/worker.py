@@ -55,12 +55,13 @@ from ..glue.internals import (
     wide_fixtures,
 )
 from ..glue.markers import SHARES_NOTHING
-from ..glue.memory import collector_paused
+from ..glue.memory import UntilTestsBegin, collector_paused
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan, Planner, state_scopes
 from ..glue.resources import NONE
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.sharding import xdist_group
+from ..glue.stall import WorkerDumps
 from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from . import wire
@@ -153,16 +154,41 @@ class DagWorker(Planner):
         self.documents: list[DocumentKind | None] = []
         self.session: pytest.Session | None = None
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
+        self.dumps: WorkerDumps | None = None  # the stall report's stack dumps (stall.py)
         # The plan is shipped on request only (see wire.hello; the controller
         # asks the first worker whose collection came in): until then, how to make it.
         self._plan_lock = threading.Lock()
         self._unshipped: Callable[[], wire.Payload] | None = None
         self._plan_asked = False
+        self._before_tests = UntilTestsBegin()
         if self.channel is not None:
             # Deliveries are handled in execnet's receiver thread, in the order
             # they were sent: one sent ahead of a dispatch is stored before
             # xdist's own callback queues that dispatch's tests.
             self.channel.setcallback(self._on_delivery)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self) -> None:
+        # Once, before the first test: nothing per test (see stall.py); not
+        # in a run left to plain xdist.
+        if self.dag_mode and not self.plain:
+            self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self) -> None:
+        # Before the test's setup: a ship still under way in the receiver
+        # thread ends first, and none after it pauses the collector.
+        self._before_tests.begin()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_exception_interact(self) -> None:
+        # pytest's faulthandler plugin cancels the timer at every failed test.
+        if self.dumps is not None:
+            self.dumps.rearm()
+
+    def pytest_sessionfinish(self) -> None:
+        if self.dumps is not None:
+            self.dumps.close()
 
     def _send_published(self, nodeid: str, values: dict[str, object]) -> None:
         if self.channel is not None:
@@ -255,9 +281,11 @@ class DagWorker(Planner):
             if make is None:
                 return
             self._unshipped = None
-        # See memory.py: the pause is process-wide, and the main thread is at
-        # most finishing the collection's bookkeeping (itself paused) meanwhile.
-        with collector_paused():
+        # See memory.py: the pause is process-wide, so it is taken only while
+        # no test has begun (the main thread is at most finishing the
+        # collection's bookkeeping, itself paused, or waiting for its first
+        # tests, which come after the plan).
+        with self._before_tests.paused():
             self.channel.send(wire.encode(make()))
 
     def name(self, i: int) -> str:

@@ -21,6 +21,7 @@ from ..glue.settings import settings_of
 
 if TYPE_CHECKING:
     from ..glue.dag_run import DagRun
+    from ..glue.stall import SerialStall
 
 WORKER = "serial"
 
@@ -34,6 +35,7 @@ class SerialRunner(Planner):
         self.pulled_back = 0
         self.results = LocalResults()
         self.warnings: list[str] = []  # header lines, with or without a run
+        self.stall: SerialStall | None = None  # --dag-stall-report, for a run it schedules
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
         # A suite that declares nothing, unsharded, needs neither the core's run
@@ -85,6 +87,22 @@ class SerialRunner(Planner):
         if settings_of(config).explain:
             lines.append(wording.EXPLAIN_SERIAL)
         return lines + self.warnings
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        seconds = settings_of(session.config).stall_report
+        if self.run is None or seconds <= 0 or session.config.option.collectonly:
+            return  # a suite that declares nothing runs as without the plugin
+        with assertion_rewriting_paused():
+            from ..glue.stall import SerialStall
+        self.stall = SerialStall(seconds, WORKER)
+        session.config.pluginmanager.register(self.stall, "dagorder-stall")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.stall is not None:
+            self.stall.close()
+            config.pluginmanager.unregister(self.stall)
+            self.stall = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -18,8 +18,10 @@ the pytest side's policy, not the core's: the core only schedules.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import final
 
 
 @contextmanager
@@ -32,3 +34,36 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+@final
+class UntilTestsBegin:
+    """Pauses that another thread may take only before the process runs its first test.
+
+    ``gc.disable()`` is process-wide: a pause taken by a helper thread while a
+    test runs would change how that test runs (objects that close a
+    connection or release a lock in ``__del__`` would linger).  Such a thread
+    pauses through :meth:`paused`, the main thread calls :meth:`begin` before
+    its first test; a pause in progress then ends first, and any later one
+    leaves the collector as it is.
+    """
+
+    __slots__ = ("_began", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._began = False  # no pause from now on
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            if self._began:
+                yield
+            else:
+                with collector_paused():
+                    yield
+
+    def begin(self) -> None:
+        if not self._began:  # after the first test: one attribute read
+            with self._lock:
+                self._began = True

@@ -72,6 +72,9 @@ class Settings:
     #: ini dag_stateless_fixtures: session and package fixtures that carry
     #: nothing from one test to another (a read-only client, a setting).
     stateless_fixtures: frozenset[str] = frozenset()
+    #: Seconds without a test reporting before the run says where it waits
+    #: (--dag-stall-report / ini dag_stall_report); 0: never.
+    stall_report: float = 300.0
 
     @property
     def cuts_or_records(self) -> bool:
@@ -154,6 +157,16 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("dag_stateless_fixtures", "Session and package fixtures that carry no "
                   "state from one test to another: tests using them are not kept together",
                   type="args", default=[])
+    group.addoption(
+        "--dag-stall-report",
+        default=None,
+        metavar="SECONDS",
+        help="When no test has reported for this long, print which test each worker "
+        "runs and its stack, once, and keep waiting (0: never; default: ini "
+        "dag_stall_report, else 300)",
+    )
+    parser.addini("dag_stall_report", "Default for --dag-stall-report (seconds)",
+                  default="300")
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     _add_find_options(group, parser)
@@ -180,7 +193,7 @@ def configure(config: pytest.Config) -> Settings:
         }),
     )
     settings = replace(settings, **_ci_settings(config), **_find_settings(config),
-                       asked=asks_for_plugin(config))
+                       asked=asks_for_plugin(config), stall_report=_stall_report(config))
     config.stash[SETTINGS] = settings
     return settings
 
@@ -230,6 +243,19 @@ def asks_for_plugin(config: pytest.Config) -> bool:
            for name, value in vars(config.option).items()):
         return True
     return any(key.startswith("dag_") for key in ini_keys(config))
+def _stall_report(config: pytest.Config) -> float:
+    option = config.getoption("dag_stall_report", None)
+    value, where = ((option, "--dag-stall-report") if option is not None
+                    else (config.getini("dag_stall_report"), "ini dag_stall_report"))
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise pytest.UsageError(
+            f"{where} {value!r} is not valid; give a number of seconds (0 turns the "
+            "report off), e.g. --dag-stall-report=600")
+    return seconds
 
 
 def settings_of(config: pytest.Config) -> Settings:
