@@ -1156,7 +1156,7 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
     result = run(pytester, "-n", "2", "--dag-explain")
     result.assert_outcomes(passed=14)
     result.stdout.fnmatch_lines([
-        "*affinity state (1 groups)*",
+        "*affinity state (1 group)*",
         "dagorder: group of test_kept.py::test_first (2 tests): edges inside test_kept.py",
         "dagorder: 2 dependencies left free*",
         "    test_api.py::test_get -> test_api_more.py::test_get_more",
