@@ -478,3 +478,39 @@ def test_the_plugins_modules_load_without_assertion_rewriting(
                  own_process="what importing the plugin's modules does is the point")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["E       assert 1 == 2", "* loaded, rewritten: []"])
+
+
+# -- 10. suggestions for an unknown target name other tests only ----------------------
+
+SUGGESTIONS = """
+import pytest
+from pytest_dagorder import depends_on
+
+def test_find():
+    pass
+
+@depends_on("test_serch")
+def test_other():
+    pass
+
+@depends_on("test_serach")
+def test_search():
+    pass
+"""
+
+
+def test_a_suggestion_names_another_test_never_a_directory_or_the_test_itself(
+    pytester: pytest.Pytester,
+) -> None:
+    write_ini(pytester)
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_s.py").write_text(SUGGESTIONS)
+    result = run(pytester, "serial")
+    assert result.ret == 2
+    lines = [ln for ln in result.outlines if "matches no collected test" in ln
+             and ln.startswith("pytest-dagorder: ")]
+    assert len(lines) == 2, result.stdout.str()
+    other = next(ln for ln in lines if "on tests/test_s.py::test_other" in ln)
+    assert other.endswith("did you mean 'test_search'?"), other
+    search = next(ln for ln in lines if "on tests/test_s.py::test_search" in ln)
+    assert search.endswith("did you mean 'test_other'?"), search
