@@ -468,6 +468,14 @@ def result_not_prerequisite(reader: str, target: str) -> str:
             "(directly or through another prerequisite)")
 
 
+def result_ordering_only(reader: str, target: str) -> str:
+    """The target runs first only by ``run_after``: it has ended, but need not have passed."""
+    return (f"{reader} reads the results of {target}, which runs before it only by "
+            "run_after: it may have failed and published nothing, and run_after runs "
+            f"{reader} anyway; declare @depends_on({target!r}) on {reader} to read its "
+            "results")
+
+
 def result_no_key(reader: str, target: str, key: object, published: Sequence[str]) -> str:
     have = (f"published only {', '.join(map(repr, published))}" if published
             else "published nothing (or did not pass)")
