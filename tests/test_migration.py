@@ -570,10 +570,15 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*test_extra.py:*: PytestWarning: @pytest.mark.dependency on test_extra.py::test_delete: "
-        "unexpected argument(s) 'stray', force ignored, as pytest-dependency ignores them*",
+        "unexpected arguments 'stray', force ignored, as pytest-dependency ignores them*",
         "*test_extra.py:*: PytestWarning: @pytest.mark.depends on test_extra.py::test_follow: "
-        "unexpected argument(s) strict ignored, as pytest-depends ignores them*",
+        "unexpected argument strict ignored, as pytest-depends ignores it*",
     ], consecutive=False)
+    # Once, however many workers collected the tests.
+    summary = result.stdout.str().split("warnings summary")[-1]
+    assert summary.count("test_delete: unexpected arguments") == 1, summary
+    places = [ln for ln in result.outlines if ln.startswith("test_extra.py:")]
+    assert len(places) == len(set(places)) == 2, summary
     ran = list(read_log(pytester))
     assert ran.index("main") < ran.index("delete") and ran.index("main") < ran.index("follow")
 
@@ -585,7 +590,7 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
     result = run(pytester, mode, "-W", "error:@pytest.mark:pytest.PytestWarning")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([
-        "*dependency on test_extra.py::test_delete: unexpected argument(s)*"
+        "*dependency on test_extra.py::test_delete: unexpected arguments*"
         "(a warning, made an error by the warning filters)*",
         "*Interrupted: 2 errors during collection*",
     ], consecutive=False)

@@ -524,7 +524,9 @@ def _resolve_mark(
     where = f"{lead} {nodeid}"
     if mark.kwargs:
         problems.append(Problem(nodeid, (
-            f"{where}: unexpected keyword argument(s) {', '.join(sorted(mark.kwargs))}; "
+            f"{where}: unexpected keyword "
+            f"{'argument' if len(mark.kwargs) == 1 else 'arguments'} "
+            f"{', '.join(sorted(mark.kwargs))}; "
             f"{name} takes test names or test functions only")))
     if not mark.args:
         problems.append(Problem(nodeid, (
