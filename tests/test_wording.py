@@ -97,7 +97,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "once on every worker, while a dependency graph runs each test once, after its "
      "prerequisites; use --dist load, loadgroup, loadfile, loadscope or worksteal, or "
      "run with -p no:dagorder for plain xdist"),
-    (lambda: wording.group_cost(3.1, 14.2, 13.9, 10.8, [("t.py::test_a", 40, 9.8)]),
+    (lambda: wording.group_cost(3.1, 14.2, 13.9, 10.8,
+                                [(wording.group_name("t.py::test_a", None), 40, 9.8)]),
      "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
      "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
      "t.py::test_a (40 tests, 9.80 s).  If these tests share no process state, "

@@ -240,11 +240,18 @@ def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
     return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
 
 
+def group_name(first: str, label: str | None) -> str:
+    """A group as its users know it: by the ``label`` that formed it (an
+    ``xdist_group``, a document), else by its first test."""
+    return f"the group of {first}" if label is None else label
+
+
 def group_cost(cost: float, wall: float, grouped: float, plain: float,
                groups: Sequence[tuple[str, int, float]]) -> str:
-    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second run."""
-    named = "; ".join(f"the group of {first} ({_plural(size, 'test')}, {secs:.2f} s)"
-                      for first, size, secs in groups[:3])
+    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
+    run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path."""
+    named = "; ".join(f"{name} ({_plural(size, 'test')}, {secs:.2f} s)"
+                      for name, size, secs in groups[:3])
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
     return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
             f"(no schedule beats {grouped:.2f} s with them, {plain:.2f} s without);\n"
