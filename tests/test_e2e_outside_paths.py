@@ -2,7 +2,7 @@
 
 ``pytest tests/unit --dag-with-prerequisites`` with a target in
 ``tests/integration``: that test must be collected as pytest would have
-collected it (issue #12, item 8): below the directory nodes of its path,
+collected it: below the directory nodes of its path,
 with every conftest.py on that path loaded, so its fixtures and its
 ``pytest_generate_tests`` apply.  Serially and under ``-n 2``.
 """

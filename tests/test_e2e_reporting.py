@@ -1,9 +1,9 @@
 """End to end: how failures outside a test's own call reach its dependents and the report.
 
-Issue #12, item 12: a module fixture's teardown error under ``-n`` gates
-the dependents that start after it on the same worker (a); a prerequisite's
-line comes before the skips it causes (b); ``pytest.exit()`` in a test ends
-the session cleanly (d).  Serially and under ``-n 2``.
+A module fixture's teardown error under ``-n`` gates
+the dependents that start after it on the same worker; a prerequisite's
+line comes before the skips it causes; ``pytest.exit()`` in a test ends
+the session cleanly.  Serially and under ``-n 2``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
     return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
 
 
-# -- 12a. a module fixture's failing teardown ---------------------------------------
+# -- 1. a module fixture's failing teardown --------------------------------------------
 
 TEARDOWN_ERROR = {
     # Collected first and slow: under -n 2 it keeps one worker busy, so the
@@ -70,7 +70,7 @@ def test_a_failing_module_teardown_skips_the_dependents_that_start_after_it(
     assert "test_b" not in read_log(pytester)
 
 
-# -- 12b. a skip's line comes after its cause's line ---------------------------------
+# -- 2. a skip's line comes after its cause's line -------------------------------------
 
 CHAIN = {
     "test_chain": """
@@ -129,7 +129,7 @@ def test_a_skip_is_reported_after_the_line_of_its_cause(
     assert at["test_a"] < at["test_other"], result.stdout.str()
 
 
-# -- 12d. pytest.exit() in a test ------------------------------------------------------
+# -- 3. pytest.exit() in a test --------------------------------------------------------
 
 EXIT = """
     def test_a():

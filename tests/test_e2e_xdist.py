@@ -1,4 +1,5 @@
-"""End-to-end tests of the plugin under pytest-xdist (every inner run is a subprocess)."""
+"""End-to-end tests of the plugin under pytest-xdist (the controller runs in this process, its
+workers in their own: see ``helpers.runpytest``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from helpers import (
     runpytest,
     write_ini,
 )
-from test_e2e_serial import (
+from support.suites import (
     BAD,
     MODULE_TEARDOWN_ERROR,
     POLICY,

@@ -16,7 +16,15 @@ import importlib.util
 import textwrap
 
 import pytest
-from helpers import base_args, junit_key, read_junit, read_log, runpytest, write_ini
+from helpers import (
+    base_args,
+    junit_key,
+    outcomes,
+    read_log,
+    run_in_mode,
+    runpytest,
+    write_ini,
+)
 
 MODES = ["serial", "xdist"]
 
@@ -48,15 +56,7 @@ def write(pytester: pytest.Pytester, **modules: str) -> None:
 
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester,
-        *base_args(), "--strict-markers", "-rs", "--junitxml=out.xml", *extra, *args
-    )
-
-
-def outcomes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
-    cases, _ = read_junit(pytester.path / "out.xml")
-    return {k: (c.outcome, c.message) for k, c in cases.items()}
+    return run_in_mode(pytester, mode, "--strict-markers", *args)
 
 
 def check(pytester: pytest.Pytester, expected: dict[str, str]) -> dict[str, tuple[str, str]]:
