@@ -13,6 +13,7 @@ from helpers import (
     runpytest,
     write_ini,
 )
+from support.dagtester import DagTester
 from support.suites import (
     BAD,
     MODULE_TEARDOWN_ERROR,
@@ -23,13 +24,7 @@ from support.suites import (
     check_validation,
 )
 
-
-def run(pytester: pytest.Pytester, *args: str, no_xdist: bool = True,
-        own_process: str = "") -> pytest.RunResult:
-    """A serial inner run: ``-p no:xdist`` unless told otherwise (then simply no ``-n``);
-    in-process unless ``own_process`` says why not (``helpers.runpytest``)."""
-    extra = ["-p", "no:xdist"] if no_xdist else []
-    return runpytest(pytester, *base_args(), *extra, *args, own_process=own_process)
+pytestmark = pytest.mark.dag_modes("serial")
 
 
 def collected_order(result: pytest.RunResult) -> list[str]:
@@ -140,11 +135,12 @@ def test_whole_failing_module():
 """
 
 
-def test_target_forms_resolve_to_the_right_tests(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_target_forms_resolve_to_the_right_tests(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_targets=TARGETS, test_mod2=MOD2, test_mod3=MOD3)
     xml = pytester.path / "out.xml"
-    result = run(pytester, "--strict-markers", f"--junitxml={xml}", "-rs")
+    result = dagtester.run("--strict-markers", f"--junitxml={xml}", "-rs")
     cases, n_cases = read_junit(xml)
     assert n_cases == 21
     result.assert_outcomes(passed=10, failed=3, skipped=8)
@@ -196,7 +192,7 @@ def test_target_forms_resolve_to_the_right_tests(pytester: pytest.Pytester) -> N
         assert name not in ran
 
 
-def test_depends_on_is_the_marker(pytester: pytest.Pytester) -> None:
+def test_depends_on_is_the_marker(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(
         pytester,
         test_api="""
@@ -208,14 +204,12 @@ def test_depends_on_is_the_marker(pytester: pytest.Pytester) -> None:
             assert depends_on is pytest_dagorder.depends_on
     """,
     )
-    write_ini(pytester)
-    run(pytester, "--strict-markers").assert_outcomes(passed=1)
+    dagtester.run("--strict-markers").assert_outcomes(passed=1)
 
 
 def test_rootdir_node_id_from_a_subdirectory(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_ini(pytester)
     make_modules(
         pytester,
         pkg__test_base="""
@@ -235,7 +229,7 @@ def test_rootdir_node_id_from_a_subdirectory(
         """,
     )
     monkeypatch.chdir(pytester.path / "pkg")
-    result = run(pytester, "-rs", "--strict-markers")
+    result = dagtester.run("-rs", "--strict-markers")
     result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
@@ -249,18 +243,20 @@ def test_rootdir_node_id_from_a_subdirectory(
 # -- validation ------------------------------------------------------------------
 
 
-def test_bad_declarations_stop_the_run_before_any_test(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_bad_declarations_stop_the_run_before_any_test(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_bad=BAD)
-    result = run(pytester, "--strict-markers")
+    result = dagtester.run("--strict-markers")
     check_validation(result, pytester)
 
 
 # -- serial order ----------------------------------------------------------------------
 
 
-def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_collect_only_lists_the_stable_topological_order(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(
         pytester,
         test_order="""
@@ -286,10 +282,10 @@ def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytest
     """,
     )
     expected = [f"test_order.py::test_{x}" for x in "acdbe"]
-    result = run(pytester, "--collect-only", "-q", no_xdist=False)
+    result = runpytest(pytester, *base_args(), "--collect-only", "-q")
     assert collected_order(result) == expected
     assert not (pytester.path / LOG_NAME).exists()
-    result = run(pytester, "-v", no_xdist=False)
+    result = runpytest(pytester, *base_args(), "-v")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines([f"{nid} PASSED*" for nid in expected])
     ran = read_log(pytester)
@@ -299,11 +295,12 @@ def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytest
 # -- skips -------------------------------------------------------------------------------
 
 
-def test_blocked_tests_are_skipped_with_reasons(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_blocked_tests_are_skipped_with_reasons(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     pytester.makeconftest(SKIPS_CONFTEST)
     make_modules(pytester, test_skips=SKIPS)
-    result = run(pytester, "-rs", "-v", "--junitxml=out.xml")
+    result = dagtester.run("-rs", "-v", "--junitxml=out.xml")
     check_skips(result, pytester, "out.xml")
     result.stdout.fnmatch_lines(["test_skips.py::test_err error: blocked 1 test"])
 
@@ -325,10 +322,11 @@ def test_other():
 """
 
 
-def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_deselected_prerequisite_blocks_unless_pulled_back(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_sel=SELECTION)
-    result = run(pytester, "-k", "login or other", "-rs")
+    result = dagtester.run("-k", "login or other", "-rs")
     result.assert_outcomes(passed=1, skipped=1, deselected=1)
     line = next(ln for ln in result.outlines if ln.startswith("SKIPPED"))
     assert "prerequisite test_create was deselected" in line
@@ -336,7 +334,7 @@ def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pyte
     assert set(read_log(pytester)) == {"test_other"}
 
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "-k", "login", "--dag-with-prerequisites", "-v")
+    result = dagtester.run("-k", "login", "--dag-with-prerequisites", "-v")
     result.assert_outcomes(passed=2, deselected=1)
     result.stdout.fnmatch_lines(
         ["*test_sel.py::test_create PASSED*", "*test_sel.py::test_login PASSED*"]
@@ -344,12 +342,12 @@ def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pyte
     assert set(read_log(pytester)) == {"test_create", "test_login"}
 
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "test_sel.py::test_login", "--dag-with-prerequisites", "-v")
+    result = dagtester.run("test_sel.py::test_login", "--dag-with-prerequisites", "-v")
     result.assert_outcomes(passed=2)
     assert set(read_log(pytester)) == {"test_create", "test_login"}
 
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "test_sel.py::test_login", "-rs")
+    result = dagtester.run("test_sel.py::test_login", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
     assert not (pytester.path / LOG_NAME).exists()
@@ -368,23 +366,25 @@ CROSS_FILES = {
 }
 
 
-def test_prerequisite_in_an_unselected_file_is_deselected(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_prerequisite_in_an_unselected_file_is_deselected(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, **CROSS_FILES)
-    result = run(pytester, "sub/test_use.py", "-rs")
+    result = dagtester.run("sub/test_use.py", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
 
 
-def test_prerequisite_in_an_unselected_file_is_pulled_back(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_prerequisite_in_an_unselected_file_is_pulled_back(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, **CROSS_FILES)
-    result = run(pytester, "sub/test_use.py::test_login", "--dag-with-prerequisites")
+    result = dagtester.run("sub/test_use.py::test_login", "--dag-with-prerequisites")
     result.assert_outcomes(passed=2)
     assert set(read_log(pytester)) == {"test_create", "test_login"}
 
 
-def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester) -> None:
+def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     write_ini(pytester, "markers =\n    depends_on\n    run_after\n")
     make_modules(
         pytester,
@@ -404,15 +404,16 @@ def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester) -> None:
             mark("test_c")
     """,
     )
-    result = run(pytester, "-p", "no:dagorder", "-v")
+    result = dagtester.run("-p", "no:dagorder", "-v")
     result.assert_outcomes(passed=2, failed=1)
     assert "blocked by prerequisites" not in result.stdout.str()
     ran = read_log(pytester)
     assert sorted(ran, key=lambda n: ran[n].start) == ["test_a", "test_b", "test_c"]
 
 
-def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_disabled_plugin_leaves_markers_unknown(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(
         pytester,
         test_off="""
@@ -425,7 +426,7 @@ def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> No
             mark("test_b")
     """,
     )
-    result = run(pytester, "-p", "no:dagorder", "--strict-markers",
+    result = dagtester.run("-p", "no:dagorder", "--strict-markers",
                  own_process="pytest.mark remembers the markers any run of the process knew")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'depends_on' not found in `markers`*"])
@@ -434,10 +435,9 @@ def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> No
 # -- options ----------------------------------------------------------------------------
 
 
-def test_on_failure_stop(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_stop(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_policy=POLICY)
-    result = run(pytester, "--dag-on-failure=stop", "-rs", "-v")
+    result = dagtester.run("--dag-on-failure=stop", "-rs", "-v")
     result.assert_outcomes(failed=1, skipped=3)
     assert set(read_log(pytester)) == {"test_a"}
     skips = [ln for ln in result.outlines if ln.startswith("SKIPPED")]
@@ -453,8 +453,9 @@ def test_on_failure_stop(pytester: pytest.Pytester) -> None:
     ], consecutive=True)
 
 
-def test_on_failure_stop_stops_a_suite_that_declares_nothing(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_stop_stops_a_suite_that_declares_nothing(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_plain="""
         def test_a():
             mark("test_a")
@@ -472,34 +473,35 @@ def test_on_failure_stop_stops_a_suite_that_declares_nothing(pytester: pytest.Py
         def test_d():
             mark("test_d")
     """)
-    result = run(pytester, "--dag-on-failure=stop", "-rs")
+    result = dagtester.run("--dag-on-failure=stop", "-rs")
     result.assert_outcomes(failed=1, skipped=3)
     assert set(read_log(pytester)) == {"test_a"}
     result.stdout.fnmatch_lines(["run stopped after test_a failed: 3 tests not started"])
     # Without the option, nothing changes for such a suite.
     (pytester.path / LOG_NAME).unlink()
-    run(pytester).assert_outcomes(failed=1, passed=3)
+    dagtester.run().assert_outcomes(failed=1, passed=3)
 
 
-def test_on_failure_run_from_option_and_ini(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_run_from_option_and_ini(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_policy=POLICY)
-    run(pytester, "--dag-on-failure=run").assert_outcomes(failed=1, passed=3)
+    dagtester.run("--dag-on-failure=run").assert_outcomes(failed=1, passed=3)
     assert set(read_log(pytester)) == {"test_a", "test_b", "test_c", "test_d"}
 
     (pytester.path / LOG_NAME).unlink()
     write_ini(pytester, "dag_on_failure = run\n")
-    run(pytester).assert_outcomes(failed=1, passed=3)
+    dagtester.run().assert_outcomes(failed=1, passed=3)
     (pytester.path / LOG_NAME).unlink()
     write_ini(pytester, "dag_on_failure = stop\n")
-    run(pytester).assert_outcomes(failed=1, skipped=3)
+    dagtester.run().assert_outcomes(failed=1, skipped=3)
     # the command line beats the ini
     (pytester.path / LOG_NAME).unlink()
-    run(pytester, "--dag-on-failure=skip").assert_outcomes(failed=1, skipped=1, passed=2)
+    dagtester.run("--dag-on-failure=skip").assert_outcomes(failed=1, skipped=1, passed=2)
 
 
-def test_help_shows_the_options(pytester: pytest.Pytester) -> None:
-    result = run(pytester, "--help")
+def test_help_shows_the_options(pytester: pytest.Pytester, dagtester: DagTester) -> None:
+    result = dagtester.run("--help")
     assert result.ret == 0
     out = result.stdout.str()
     _, _, group = out.partition("dependency DAG scheduling (pytest-dagorder)")
@@ -517,8 +519,7 @@ def test_help_shows_the_options(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*dag_on_failure*", "*dag_affinity*"], consecutive=False)
 
 
-def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_module_fixture_teardown_error(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(
         pytester,
         test_mfix=MODULE_TEARDOWN_ERROR,
@@ -527,15 +528,16 @@ def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
             mark("test_z")
     """,
     )
-    result = run(pytester)
+    result = dagtester.run()
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
     assert set(read_log(pytester)) == {"test_a", "test_b", "test_z"}
 
 
-def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester) -> None:
+def test_summary_counts_only_skips_that_were_reported(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """With -x the run stops before the dependent: the summary must not claim it."""
-    write_ini(pytester)
     make_modules(
         pytester,
         test_p="""
@@ -548,18 +550,19 @@ def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester)
             pass
     """,
     )
-    stopped = run(pytester, "-x")
+    stopped = dagtester.run("-x")
     stopped.assert_outcomes(failed=1)
     assert "blocked by prerequisites" not in stopped.stdout.str()
-    full = run(pytester)
+    full = dagtester.run()
     full.assert_outcomes(failed=1, skipped=1)
     full.stdout.fnmatch_lines(["test_p.py::test_a failed: blocked 1 test"])
     assert "  test_p.py::test_b" not in full.outlines, "only -v lists the blocked tests"
 
 
-def test_ambiguous_function_target_is_a_clean_error(pytester: pytest.Pytester) -> None:
+def test_ambiguous_function_target_is_a_clean_error(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """A function object collected twice (inherited by a subclass) names two tests."""
-    write_ini(pytester)
     make_modules(
         pytester,
         test_amb="""
@@ -577,7 +580,7 @@ def test_ambiguous_function_target_is_a_clean_error(pytester: pytest.Pytester) -
             mark("y")
     """,
     )
-    result = run(pytester)
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'TestA.test_x' is ambiguous*TestA and *TestB*"])
     assert read_log(pytester) == {}

@@ -6,7 +6,8 @@ is written before the test starts, modules get the logging prelude
 every inner run takes (:func:`helpers.base_args`) and those of the mode the
 test is parametrized over: ``serial`` (``-p no:xdist``) or ``xdist``
 (``-n 2``).  A test runs in both modes unless marked
-``@pytest.mark.dag_modes("serial")`` (or ``"xdist"``).
+``@pytest.mark.dag_modes("serial")`` (or ``"xdist"``, or ``"own"``: the
+test gives ``-n`` or ``-p no:xdist`` itself).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from helpers import Ran, base_args, make_modules, read_log, runpytest
 #: The modes a test requesting ``dagtester`` runs in, unless marked otherwise.
 MODES = ("serial", "xdist")
 #: Options per mode.
-MODE_ARGS = {"serial": ("-p", "no:xdist"), "xdist": ("-n", "2")}
+MODE_ARGS: dict[str, tuple[str, ...]] = {
+    "serial": ("-p", "no:xdist"), "xdist": ("-n", "2"), "own": ()}
 
 
 class DagTester:
