@@ -62,7 +62,7 @@ def test_duplicate_node_ids_beside_a_dependency_chain_under_xdist(
             mark("b")
     """)
     result = dagtester.run("-n", "2", "--keep-duplicates", "test_dup.py", "test_dup.py",
-                 "test_chain.py")
+                           "test_chain.py")
     no_crash(result)
     result.assert_outcomes(passed=6)
 
@@ -153,7 +153,7 @@ def test_depending_on_a_duplicated_node_id_is_a_clean_error(
             mark("uses")
     """)
     result = dagtester.run(*extra, "--keep-duplicates", "test_dup.py", "test_dup.py",
-                 "test_user.py")
+                           "test_user.py")
     no_crash(result)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert not (pytester.path / LOG_NAME).exists()

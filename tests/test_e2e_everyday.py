@@ -189,7 +189,7 @@ def test_pulled_back_prerequisites_take_their_collection_place(
     # Node ids on the command line: test_a is never collected by the session;
     # the planner's copy goes just before the test that needs it.
     result = dagtester.run("--collect-only", "-q", "test_m.py::test_b",
-                 "test_m.py::test_c", "--dag-with-prerequisites")
+                           "test_m.py::test_c", "--dag-with-prerequisites")
     assert collected_names(result) == ["test_a", "test_b", "test_c"]
 
 

@@ -426,8 +426,9 @@ def test_disabled_plugin_leaves_markers_unknown(
             mark("test_b")
     """,
     )
-    result = dagtester.run("-p", "no:dagorder", "--strict-markers",
-                 own_process="pytest.mark remembers the markers any run of the process knew")
+    result = dagtester.run(
+        "-p", "no:dagorder", "--strict-markers",
+        own_process="pytest.mark remembers the markers any run of the process knew")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'depends_on' not found in `markers`*"])
 

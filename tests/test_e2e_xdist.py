@@ -461,7 +461,7 @@ def test_skips_match_the_serial_run(
     pytester.makeconftest(SKIPS_CONFTEST)
     make_modules(pytester, test_skips=SKIPS)
     result = dagtester.run("-n", "2", "-rs", "-v", "--junitxml=out.xml",
-                 f"--dag-affinity={affinity}")
+                           f"--dag-affinity={affinity}")
     check_skips(result, pytester, "out.xml")
 
 
