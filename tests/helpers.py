@@ -314,6 +314,23 @@ def read_junit(path: Path) -> tuple[dict[str, JunitCase], int]:
     return out, len(cases)
 
 
+#: Where :func:`run_in_mode` writes the JUnit XML that :func:`outcomes` reads.
+JUNIT_NAME = "out.xml"
+
+
+def run_in_mode(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
+    """An inner run serially (``mode`` "serial": ``-p no:xdist``) or under ``-n 2``
+    ("xdist"), with ``-rs`` and a JUnit XML file for :func:`outcomes`."""
+    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
+    return runpytest(pytester, *base_args(), "-rs", f"--junitxml={JUNIT_NAME}", *extra, *args)
+
+
+def outcomes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
+    """(outcome, message) by :func:`junit_key` of the last :func:`run_in_mode`."""
+    cases, _ = read_junit(pytester.path / JUNIT_NAME)
+    return {k: (c.outcome, c.message) for k, c in cases.items()}
+
+
 def outputs_under_hash_seeds(script: str) -> list[Any]:
     """What a Python script prints as JSON, run once under each of three hash seeds.
 

@@ -6,10 +6,13 @@ import itertools
 import random
 
 import pytest
-from helpers import base_args, make_modules, runpytest, write_ini
+from helpers import make_modules
+from support.dagtester import DagTester
 
 from pytest_dagorder.core.bounds import bounds
 from pytest_dagorder.render.timeline import Interval, render_html
+
+pytestmark = pytest.mark.dag_modes("own")
 
 
 def test_without_groups_the_bounds_agree() -> None:
@@ -127,14 +130,13 @@ def test_the_timeline_header_gives_the_staggered_bound_where_it_is_tighter() -> 
             "prerequisites can end, 6.00 s, 1.00x the bound.") in page
 
 
-def test_the_summary_names_the_groups_that_cost_time(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    # One module whose tests form one group (an edge joins them) that also
-    # waits for a slow test in another module; the other worker idles.
+def cost_of_one_group(pytester: pytest.Pytester, head: str = "") -> None:
+    """A module whose tests form one group (an edge joins them) that also waits
+    for a slow test in another module; the other worker idles."""
     make_modules(pytester, test_slow="""
         def test_slow():
             mark("slow", 0.6)
-    """, test_group="""
+    """, test_group=head + """
         SEEN = []  # state the module's tests share: the default affinity groups them
 
 
@@ -165,11 +167,31 @@ def test_the_summary_names_the_groups_that_cost_time(pytester: pytest.Pytester) 
             SEEN.append("g4")
             mark("g4", 0.15)
     """)
-    result = runpytest(pytester, *base_args(), "-n", "2", timeout=180)
+
+
+def test_the_summary_names_the_groups_that_cost_time(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
+    cost_of_one_group(pytester)
+    result = dagtester.run("-n", "2", timeout=180)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines([
         "dagorder: affinity groups cost at least * of this * run (no schedule beats *",
         "  on the critical path: the group of test_group.py::test_g0 (5 tests, *)*",
     ])
-    quiet = runpytest(pytester, *base_args(), "-n", "2", "--dag-affinity=none", timeout=180)
+    quiet = dagtester.run("-n", "2", "--dag-affinity=none", timeout=180)
     assert "affinity groups cost" not in quiet.stdout.str()
+
+
+def test_the_summary_names_a_group_by_its_xdist_group(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
+    cost_of_one_group(pytester, head="""
+        pytestmark = pytest.mark.xdist_group("ledger")
+    """)
+    result = dagtester.run("-n", "2", timeout=180)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines([
+        "dagorder: affinity groups cost at least * of this * run (no schedule beats *",
+        "  on the critical path: xdist_group 'ledger' (5 tests, *)*",
+    ])

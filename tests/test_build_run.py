@@ -50,7 +50,7 @@ def test_a_chain_in_one_module_is_one_group_and_the_header_counts_it() -> None:
     assert built.mean_duration is None
     assert built.header == [
         "dagorder: 4 tests, 2 dependencies, longest chain 3; xdist scheduling, "
-        "affinity module (1 groups); critical path by test counts",
+        "affinity module (1 group); critical path by test counts",
         "dagorder: 1 affinity group keeps 3 of 4 tests on one worker each (a dependent "
         "may read what its prerequisites left in the process); if the tests share no "
         "process state, --dag-affinity=none lifts this (--dag-explain: why each group "

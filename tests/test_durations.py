@@ -266,7 +266,7 @@ def test_a_rewrite_keeps_the_files_layout_and_pytest_split_still_reads_it(
                       "--dag-store-durations", "--dag-shard=2/2")
     result.assert_outcomes(passed=1, deselected=2)
     # The file was read (a BOM included): its durations balanced the parts.
-    result.stdout.fnmatch_lines(["dagorder: shard 2/2: 1 of 1 tests, about 1.0 s recorded;*"])
+    result.stdout.fnmatch_lines(["dagorder: shard 2/2: 1 of 1 test, about 1.0 s recorded;*"])
     data = path.read_bytes()
     assert data.startswith(b"\xef\xbb\xbf") == (layout == "bom")
     written = data.decode("utf-8-sig")

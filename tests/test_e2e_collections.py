@@ -11,18 +11,13 @@ from helpers import (
     A_THEN_B,
     LOG_NAME,
     assert_after,
-    base_args,
     make_modules,
     read_log,
-    runpytest,
-    write_ini,
 )
+from support.dagtester import DagTester
 
-TIMEOUT = 120.0
+pytestmark = pytest.mark.dag_modes("own")
 
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
 
 
 def no_crash(result: pytest.RunResult) -> None:
@@ -42,12 +37,11 @@ def test_two():
 
 
 def test_duplicate_node_ids_without_declarations_run_under_xdist(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, dagtester: DagTester,
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_dup=DUPLICATED)
     # The log names repeat: count lines instead of reading them as a map.
-    result = run(pytester, "-n", "2", "--keep-duplicates", "test_dup.py", "test_dup.py")
+    result = dagtester.run("-n", "2", "--keep-duplicates", "test_dup.py", "test_dup.py")
     no_crash(result)
     result.assert_outcomes(passed=4)
     names = sorted(line.split()[0] for line in
@@ -56,9 +50,8 @@ def test_duplicate_node_ids_without_declarations_run_under_xdist(
 
 
 def test_duplicate_node_ids_beside_a_dependency_chain_under_xdist(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, dagtester: DagTester,
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_dup=DUPLICATED, test_chain="""
         def test_a():
             mark("a")
@@ -68,8 +61,8 @@ def test_duplicate_node_ids_beside_a_dependency_chain_under_xdist(
         def test_b():
             mark("b")
     """)
-    result = run(pytester, "-n", "2", "--keep-duplicates", "test_dup.py", "test_dup.py",
-                 "test_chain.py")
+    result = dagtester.run("-n", "2", "--keep-duplicates", "test_dup.py", "test_dup.py",
+                           "test_chain.py")
     no_crash(result)
     result.assert_outcomes(passed=6)
 
@@ -83,9 +76,8 @@ def pytest_collection_finish(session):
 
 @pytest.mark.parametrize("extra", [[], ["-p", "no:xdist"]], ids=["xdist", "serial"])
 def test_items_reordered_after_the_plan_still_run_in_dependency_order(
-    pytester: pytest.Pytester, extra: list[str]
+    pytester: pytest.Pytester, dagtester: DagTester, extra: list[str]
 ) -> None:
-    write_ini(pytester)
     pytester.makeconftest(REORDERING_CONFTEST)
     make_modules(pytester, test_x="""
         def test_a():
@@ -106,7 +98,7 @@ def test_items_reordered_after_the_plan_still_run_in_dependency_order(
             mark("free")
     """)
     args = [*extra, "-rs"] if extra else ["-n", "2", "--dag-affinity=none"]
-    result = run(pytester, *args)
+    result = dagtester.run(*args)
     no_crash(result)
     ran = read_log(pytester)
     if extra:
@@ -136,12 +128,11 @@ def pytest_sessionfinish(session):
 
 
 def test_hooks_of_other_plugins_never_see_the_barrier_in_session_items(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, dagtester: DagTester,
 ) -> None:
-    write_ini(pytester)
     pytester.makeconftest(SESSION_ITEMS_CONFTEST)
     make_modules(pytester, test_x=A_THEN_B)
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     no_crash(result)
     result.assert_outcomes(passed=2)
     import json
@@ -154,16 +145,15 @@ def test_hooks_of_other_plugins_never_see_the_barrier_in_session_items(
 
 @pytest.mark.parametrize("extra", [["-n", "2"], ["-p", "no:xdist"]], ids=["xdist", "serial"])
 def test_depending_on_a_duplicated_node_id_is_a_clean_error(
-    pytester: pytest.Pytester, extra: list[str]
+    pytester: pytest.Pytester, dagtester: DagTester, extra: list[str]
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_dup=DUPLICATED, test_user="""
         @depends_on("test_dup.py::test_one")
         def test_uses():
             mark("uses")
     """)
-    result = run(pytester, *extra, "--keep-duplicates", "test_dup.py", "test_dup.py",
-                 "test_user.py")
+    result = dagtester.run(*extra, "--keep-duplicates", "test_dup.py", "test_dup.py",
+                           "test_user.py")
     no_crash(result)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert not (pytester.path / LOG_NAME).exists()

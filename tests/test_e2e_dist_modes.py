@@ -13,16 +13,16 @@ import pytest
 from helpers import (
     A_THEN_B,
     assert_after,
-    base_args,
     free_tests,
     make_modules,
     read_log,
     run_suite,
-    runpytest,
-    write_ini,
 )
+from support.dagtester import DagTester
 
 from pytest_dagorder.core.affinity import DocumentKind, kept_whole
+
+pytestmark = pytest.mark.dag_modes("own")
 
 TIMEOUT = 180.0
 
@@ -91,16 +91,15 @@ def test_files_or_scopes_run_whole_with_declarations(
 
 @pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
 def test_files_or_scopes_run_whole_in_a_suite_that_declares_nothing(
-        pytester: pytest.Pytester, dist: str) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, dist: str) -> None:
     """Nothing declared, yet files (scopes) are chains handed out one test after
     another: the workers keep their barrier, or a worker would wait for ever
     for the next test of a file that follows the one it runs."""
-    write_ini(pytester)
     make_modules(pytester, **{
         f"test_f{f}": "".join(
             f"def test_{k}():\n    mark('f{f}_{k}', 0.05)\n\n\n" for k in range(3))
         for f in range(3)})
-    result = runpytest(pytester, *base_args(), "-n", "2", "--dist", dist, timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", "--dist", dist, timeout=TIMEOUT)
     result.assert_outcomes(passed=9)
     ran = read_log(pytester)
     for f in range(3):
@@ -109,8 +108,7 @@ def test_files_or_scopes_run_whole_in_a_suite_that_declares_nothing(
         assert_after(ran, list(itertools.pairwise(names)))
 
 
-def test_worksteal_schedules_the_graph(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_worksteal_schedules_the_graph(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_x="""
         def test_a():
             mark("a", 0.05)
@@ -120,16 +118,15 @@ def test_worksteal_schedules_the_graph(pytester: pytest.Pytester) -> None:
         def test_b():
             mark("b")
     """)
-    result = runpytest(pytester, *base_args(), "-n", "2", "--dist", "worksteal",
-                       timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", "--dist", "worksteal",
+                           timeout=TIMEOUT)
     result.assert_outcomes(passed=2)
     assert_after(read_log(pytester), [("a", "b")])
 
 
-def test_each_is_refused_with_the_reason(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_each_is_refused_with_the_reason(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_x=A_THEN_B)
-    result = runpytest(pytester, *base_args(), "-n", "2", "--dist", "each", timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", "--dist", "each", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*--dist each cannot honour*every test once on every worker*"])
     assert read_log(pytester) == {}

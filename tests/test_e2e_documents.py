@@ -11,9 +11,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers import base_args, free_tests, make_modules, runpytest, write_ini
+from helpers import free_tests, make_modules
+from support.dagtester import DagTester
 
 from pytest_dagorder.core.affinity import DocumentKind, document_files
+
+pytestmark = pytest.mark.dag_modes("own")
 
 TIMEOUT = 180.0
 
@@ -76,7 +79,6 @@ DECLARED = """
 
 def write_suite(pytester: pytest.Pytester) -> None:
     """Also written by benchmarks/stress_groups.py."""
-    write_ini(pytester)
     pytester.makeconftest(textwrap.dedent(CONFTEST))
     for name, text in DOCUMENTS.items():
         pytester.path.joinpath(name).write_text(text, encoding="utf-8")
@@ -85,20 +87,20 @@ def write_suite(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize("n", ["2", "3"])
 def test_a_documents_items_run_on_one_worker_in_file_order(
-        pytester: pytest.Pytester, n: str) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, n: str) -> None:
     write_suite(pytester)
     for _ in range(2):
-        result = runpytest(pytester, *base_args(), "-n", n, timeout=TIMEOUT)
+        result = dagtester.run("-n", n, timeout=TIMEOUT)
         result.assert_outcomes(passed=21)
     result.stdout.fnmatch_lines(["dagorder: 2 documents (files of non-Python test items)*"])
 
 
 def test_with_affinity_none_documents_are_not_kept_together(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     # The user says the tests share no state: nothing holds a document together.
     write_suite(pytester)
-    result = runpytest(pytester, *base_args(), "-n", "2", "--dag-affinity=none",
-                       timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", "--dag-affinity=none",
+                           timeout=TIMEOUT)
     assert "documents (files of non-Python" not in result.stdout.str()
 
 
@@ -149,17 +151,16 @@ def sybil_documents() -> dict[str, str]:
     # Installed, not asked for by name: documents are groups the plugin forms.
     pytest.param("2", marks=pytest.mark.autoload, id="2-installed")])
 def test_sybil_documents_run_whole_whatever_their_collector_claims(
-        pytester: pytest.Pytester, n: str) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, n: str) -> None:
     """Sybil's items claim their file as a module (``getparent(pytest.Module)``)."""
     pytest.importorskip("sybil")
-    write_ini(pytester)
     pytester.makeconftest(SYBIL_CONFTEST)
     for name, text in sybil_documents().items():
         pytester.path.joinpath(name).write_text(text, encoding="utf-8")
     make_modules(pytester, test_free=free_tests(8))
-    serial = runpytest(pytester, *base_args(), "-p", "no:xdist", timeout=TIMEOUT)
+    serial = dagtester.run("-p", "no:xdist", timeout=TIMEOUT)
     serial.assert_outcomes(passed=3 * EXAMPLES + 1 + 8)
-    result = runpytest(pytester, *base_args(), "-n", n, timeout=TIMEOUT)
+    result = dagtester.run("-n", n, timeout=TIMEOUT)
     result.assert_outcomes(passed=3 * EXAMPLES + 1 + 8)
     result.stdout.fnmatch_lines([
         "dagorder: 3 documents (files of non-Python test items): each runs on one worker, "
@@ -209,14 +210,13 @@ def test_more():
 
 
 def test_doctest_modules_stay_whole_with_their_modules_tests(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     pytester.path.joinpath("inventory.py").write_text(INVENTORY, encoding="utf-8")
     pytester.path.joinpath("test_stock.py").write_text(TEST_STOCK, encoding="utf-8")
     make_modules(pytester, test_free=free_tests(8))
-    serial = runpytest(pytester, *base_args(), "--doctest-modules", "-p", "no:xdist",
-                       timeout=TIMEOUT)
+    serial = dagtester.run("--doctest-modules", "-p", "no:xdist",
+                           timeout=TIMEOUT)
     serial.assert_outcomes(passed=13)
-    result = runpytest(pytester, *base_args(), "--doctest-modules", "-n", "2", timeout=TIMEOUT)
+    result = dagtester.run("--doctest-modules", "-n", "2", timeout=TIMEOUT)
     result.assert_outcomes(passed=13)
     result.stdout.fnmatch_lines(["dagorder: 2 documents *: inventory.py, test_stock.py"])

@@ -12,20 +12,13 @@ import importlib.util
 
 import pytest
 from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
+from support.dagtester import DagTester
 
 from pytest_dagorder.glue.dag_run import short_names
 
 TIMEOUT = 120.0
 
 #: Each test runs once serially and once under two xdist workers.
-MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
-
-
-def run(pytester: pytest.Pytester, mode: str, *args: str,
-        own_process: str = "") -> pytest.RunResult:
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT,
-                     own_process=own_process)
 
 
 def skip_reasons(result: pytest.RunResult) -> list[str]:
@@ -34,7 +27,7 @@ def skip_reasons(result: pytest.RunResult) -> list[str]:
                   if line.startswith("SKIPPED ["))
 
 
-# -- 1. reruns: only a test's final attempt gates -----------------------------------
+# -- reruns: only a test's final attempt gates -----------------------------------------
 
 needs_rerunfailures = pytest.mark.skipif(
     importlib.util.find_spec("pytest_rerunfailures") is None,
@@ -71,13 +64,11 @@ def test_blocked():
 
 
 @needs_rerunfailures
-@MODES
 def test_a_prerequisite_that_passes_on_its_rerun_releases_its_dependents(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_flaky=FLAKY)
-    result = run(pytester, mode, "-p", "rerunfailures", "--reruns", "1", "-rs")
+    result = dagtester.run("-p", "rerunfailures", "--reruns", "1", "-rs")
     # test_flaky and test_broken each rerun once; only test_broken fails again.
     assert result.parseoutcomes() == {"passed": 3, "failed": 1, "skipped": 1, "rerun": 2}
     assert skip_reasons(result) == ["prerequisite test_broken failed"]
@@ -85,7 +76,7 @@ def test_a_prerequisite_that_passes_on_its_rerun_releases_its_dependents(
     assert "test_flaky failed" not in result.stdout.str()
 
 
-# -- 11. skip reasons name a test by its shortest unambiguous name -------------------
+# -- skip reasons name a test by its shortest unambiguous name -------------------------
 
 SAME_NAMES = {
     "pkg1__test_same": """
@@ -125,15 +116,13 @@ SAME_NAMES = {
 }
 
 
-@MODES
 def test_skip_reasons_name_tests_by_their_shortest_unambiguous_name(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, **SAME_NAMES)
     for pkg in ("pkg1", "pkg2"):  # two test_same.py files need packages
         (pytester.path / pkg / "__init__.py").write_text("")
-    result = run(pytester, mode, "-rs")
+    result = dagtester.run("-rs")
     result.assert_outcomes(passed=1, failed=3, skipped=3)
     assert skip_reasons(result) == [
         "prerequisite pkg1/test_same.py::test_base failed",
@@ -149,7 +138,7 @@ def test_short_names_take_the_shortest_unambiguous_form() -> None:
                                 "test_y.py::test_base", "TestC::test_m", "test_p[1]"]
 
 
-# -- 7. selections keep collection order where no edge forces a change ----------------
+# -- selections keep collection order where no edge forces a change --------------------
 
 ABC = """
 def test_a():
@@ -177,54 +166,46 @@ def collected_names(result: pytest.RunResult) -> list[str]:
             if "::" in line and " " not in line]
 
 
-@MODES
-def test_k_keeps_collection_order(pytester: pytest.Pytester, mode: str) -> None:
-    write_ini(pytester)
+def test_k_keeps_collection_order(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_m=ABC)
-    result = run(pytester, mode, "--collect-only", "-q", "-k", "b or c")
+    result = dagtester.run("--collect-only", "-q", "-k", "b or c")
     assert collected_names(result) == ["test_b", "test_c"]
-    result = run(pytester, mode, "-k", "b or c", "-rs")
+    result = dagtester.run("-k", "b or c", "-rs")
     # Under -n as serially, the summary counts what the workers deselected.
     result.assert_outcomes(passed=1, skipped=1, deselected=2)
     assert sorted(read_log(pytester)) == ["test_c"]
 
 
-@MODES
 def test_pulled_back_prerequisites_take_their_collection_place(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_m=ABC)
     args = ("-k", "b or c", "--dag-with-prerequisites")
-    result = run(pytester, mode, "--collect-only", "-q", *args)
+    result = dagtester.run("--collect-only", "-q", *args)
     assert collected_names(result) == ["test_a", "test_b", "test_c"]
-    result = run(pytester, mode, *args)
+    result = dagtester.run(*args)
     result.assert_outcomes(passed=3, deselected=1)
     assert sorted(read_log(pytester)) == ["test_a", "test_b", "test_c"]
     # Node ids on the command line: test_a is never collected by the session;
     # the planner's copy goes just before the test that needs it.
-    result = run(pytester, mode, "--collect-only", "-q", "test_m.py::test_b",
-                 "test_m.py::test_c", "--dag-with-prerequisites")
+    result = dagtester.run("--collect-only", "-q", "test_m.py::test_b",
+                           "test_m.py::test_c", "--dag-with-prerequisites")
     assert collected_names(result) == ["test_a", "test_b", "test_c"]
 
 
-@MODES
 def test_last_failed_with_prerequisites_counts_what_it_pulled_back(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_m=ABC, test_other="def test_other():\n    pass\n")
     cache = base_args(cache=True)  # --lf needs the cache
     first = runpytest(pytester, *cache, "-p", "no:xdist", timeout=TIMEOUT)
     first.assert_outcomes(passed=4, failed=1)
     (pytester.path / LOG_NAME).unlink()
     monkeypatch.setenv("FIXED", "1")
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    result = runpytest(pytester, *cache, *extra, "--lf", "--dag-with-prerequisites",
-                       timeout=TIMEOUT)
+    result = dagtester.run("--lf", "--dag-with-prerequisites", cache=True)
     result.assert_outcomes(passed=2)
     assert sorted(read_log(pytester)) == ["test_c", "test_d"]
-    if mode == "serial":
+    if dagtester.mode == "serial":
         result.stdout.fnmatch_lines([
             "collected 1 item",
             "dagorder: 1 prerequisite pulled back into the run (--dag-with-prerequisites): "
@@ -234,7 +215,7 @@ def test_last_failed_with_prerequisites_counts_what_it_pulled_back(
         result.stdout.fnmatch_lines(["2 workers [2 items]"])
 
 
-# -- 12c. non-ascii parametrize ids: both spellings name the test ---------------------
+# -- non-ascii parametrize ids: both spellings name the test ---------------------------
 
 UNICODE_IDS = r"""
 @pytest.mark.parametrize("word", ["ünï", "plain"])
@@ -259,21 +240,20 @@ def test_plain():
 """
 
 
-@MODES
 @pytest.mark.parametrize("escaping", ["escaped", "raw"])
 def test_non_ascii_ids_are_targets_in_both_spellings(
-    pytester: pytest.Pytester, mode: str, escaping: str
+    pytester: pytest.Pytester, dagtester: DagTester, escaping: str
 ) -> None:
     ini = ("disable_test_id_escaping_and_forfeit_all_rights_to_community_support = true\n"
            if escaping == "raw" else "")
     write_ini(pytester, ini)
     make_modules(pytester, test_u=UNICODE_IDS)
-    result = run(pytester, mode, "-rs")
+    result = dagtester.run("-rs")
     result.assert_outcomes(passed=2, failed=1, skipped=2)
     assert sorted(read_log(pytester)) == ["test_p-\\xfcn\\xef", "test_p-plain", "test_plain"]
 
 
-# -- 9. a typo shared by many tests is reported once ----------------------------------
+# -- a typo shared by many tests is reported once --------------------------------------
 
 def many_with_typo(tests: int) -> str:
     body = ['pytestmark = pytest.mark.depends_on("test_bse")', "",
@@ -283,13 +263,11 @@ def many_with_typo(tests: int) -> str:
     return "\n".join(body)
 
 
-@MODES
 def test_a_typo_shared_by_many_tests_is_reported_once(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_many=many_with_typo(200))
-    result = run(pytester, mode)
+    result = dagtester.run()
     assert result.ret == 2
     assert read_log(pytester) == {}
     result.stdout.fnmatch_lines([
@@ -307,7 +285,7 @@ def test_a_typo_shared_by_many_tests_is_reported_once(
     assert "Interrupted: 2 errors during collection" in out
 
 
-# -- 2. prerequisites in modules skipped at import ------------------------------------
+# -- prerequisites in modules skipped at import ----------------------------------------
 
 SKIPPED_MODULES = {
     "test_needs_x": """
@@ -358,15 +336,13 @@ IMPORT_SKIP_REASONS = [
 ]
 
 
-@MODES
 @pytest.mark.parametrize("selection", ["dependents only", "all"])
 def test_prerequisites_in_modules_skipped_at_import(
-    pytester: pytest.Pytester, mode: str, selection: str
+    pytester: pytest.Pytester, dagtester: DagTester, selection: str
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, **SKIPPED_MODULES)
     args = ["test_dep.py"] if selection == "dependents only" else []
-    result = run(pytester, mode, "-rs", *args)
+    result = dagtester.run("-rs", *args)
     reasons = skip_reasons(result)
     if selection == "all":
         # pytest's own reports of the two modules, as without the plugin.
@@ -379,19 +355,17 @@ def test_prerequisites_in_modules_skipped_at_import(
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
-@MODES
 @pytest.mark.parametrize("how", ["raise SystemExit('boom')", "raise RuntimeError('boom')"])
 def test_a_target_in_a_file_that_fails_on_import_is_a_collection_error(
-    pytester: pytest.Pytester, mode: str, how: str
+    pytester: pytest.Pytester, dagtester: DagTester, how: str
 ) -> None:
-    write_ini(pytester)
     pytester.makepyfile(helper_boom=how + "\n")
     make_modules(pytester, test_dep="""
         @depends_on("helper_boom.py::test_x")
         def test_dep():
             mark("test_dep")
         """)
-    result = run(pytester, mode)
+    result = dagtester.run()
     assert result.ret == 2
     assert read_log(pytester) == {}
     kind = how.split()[1].split("(")[0]
@@ -452,10 +426,9 @@ EARLY = {"pytest_dagorder.plugin", "pytest_dagorder.core", "pytest_dagorder.core
 """
 
 
-@MODES
 @pytest.mark.autoload  # the plugin loads by its entry point, after the early ``-p``
 def test_the_plugins_modules_load_without_assertion_rewriting(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, dagtester: DagTester
 ) -> None:
     """Rewriting them costs every process time where no bytecode is written;
     the hook goes back in place: test modules are rewritten as ever, and
@@ -465,7 +438,6 @@ def test_the_plugins_modules_load_without_assertion_rewriting(
     lists; an editable install (this project's own) lists none, so an early
     ``-p`` plugin marks the package here, as a regular install would be.
     """
-    write_ini(pytester)
     make_modules(pytester, test_plain=PLAIN_PLUGIN + EARLY)
     pytester.makeconftest(PLAIN_CONFTEST + EARLY)
     pytester.makepyfile(mark_dagorder="""
@@ -474,7 +446,43 @@ def test_the_plugins_modules_load_without_assertion_rewriting(
         pytest.register_assert_rewrite("pytest_dagorder")
         """)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    result = run(pytester, mode, "-p", "mark_dagorder",
-                 own_process="what importing the plugin's modules does is the point")
+    result = dagtester.run("-p", "mark_dagorder",
+                           own_process="what importing the plugin's modules does is the point")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["E       assert 1 == 2", "* loaded, rewritten: []"])
+
+
+# -- suggestions for an unknown target name other tests only ---------------------------
+
+SUGGESTIONS = """
+import pytest
+from pytest_dagorder import depends_on
+
+def test_find():
+    pass
+
+@depends_on("test_serch")
+def test_other():
+    pass
+
+@depends_on("test_serach")
+def test_search():
+    pass
+"""
+
+
+@pytest.mark.dag_modes("serial")
+def test_a_suggestion_names_another_test_never_a_directory_or_the_test_itself(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_s.py").write_text(SUGGESTIONS)
+    result = dagtester.run()
+    assert result.ret == 2
+    lines = [ln for ln in result.outlines if "matches no collected test" in ln
+             and ln.startswith("pytest-dagorder: ")]
+    assert len(lines) == 2, result.stdout.str()
+    other = next(ln for ln in lines if "on tests/test_s.py::test_other" in ln)
+    assert other.endswith("did you mean 'test_search'?"), other
+    search = next(ln for ln in lines if "on tests/test_s.py::test_search" in ln)
+    assert search.endswith("did you mean 'test_other'?"), search

@@ -80,7 +80,7 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
     result = find(pytester, "--dag-edges", "edges.json")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "dagorder: serial pass: 8 passed; screening 7 test(s)",
+        "dagorder: serial pass: 8 passed; screening 7 tests",
         "dagorder: test_b.py::test_read needs test_a.py::test_write",
         "    @depends_on(\"test_a.py::test_write\")",
         "dagorder: test_b.py::test_env needs test_a.py::test_set_env",
@@ -88,7 +88,7 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
         "    # it reads what they leave in the process: under -n keep them on one worker:*",
         "dagorder: test_b.py::test_x and test_c.py::test_y fail when run at the same time*",
         "    @pytest.mark.dag_resource(\"shared.txt\") on each",
-        "dagorder: 2 missing prerequisite(s), 1 conflict(s) in * s with * pytest processes;"
+        "dagorder: 2 missing prerequisites, 1 conflict in * s with * pytest processes;"
         " written to *edges.json",
     ])
     assert "test_free" not in result.stdout.str().split("screening", 1)[1]
@@ -176,7 +176,7 @@ def test_one_test_is_searched_alone(pytester: pytest.Pytester) -> None:
     result = find(pytester, "--dag-find-missing=test_b.py::test_read")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "dagorder: finding missing declarations of 1 test(s)*",
+        "dagorder: finding missing declarations of 1 test with*",
         "dagorder: test_b.py::test_read needs test_a.py::test_write",
     ])
     assert "test_env needs" not in result.stdout.str()
@@ -224,7 +224,7 @@ def test_a_spent_budget_lists_the_tests_left_unsearched(pytester: pytest.Pyteste
     result = find(pytester, "--dag-find-budget=0.001")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "dagorder: the time budget ran out before 2 test(s) were searched:",
+        "dagorder: the time budget ran out before 2 tests were searched:",
         "    test_b.py::test_read",
         "    test_b.py::test_env",
     ])

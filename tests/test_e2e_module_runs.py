@@ -8,7 +8,10 @@ import textwrap
 from collections import Counter
 
 import pytest
-from helpers import base_args, runpytest, write_ini
+from helpers import base_args, runpytest
+from support.dagtester import DagTester
+
+pytestmark = pytest.mark.dag_modes("own")
 
 TIMEOUT = 120.0
 
@@ -38,7 +41,6 @@ MODULES = {
 
 
 def write_suite(pytester: pytest.Pytester, *, group: bool, declare: bool) -> None:
-    write_ini(pytester)
     pytester.makeconftest(CONFTEST)
     for module, tests in MODULES.items():
         lines = ["import time", "import pytest", "from pytest_dagorder import depends_on", ""]
@@ -68,8 +70,9 @@ def setups(pytester: pytest.Pytester) -> Counter[str]:
     (False, True),   # with edges elsewhere (barrier items, held tests)
     (True, True),    # an xdist_group spanning two modules
 ])
-def test_a_module_fixture_is_set_up_once_per_worker(pytester: pytest.Pytester, group: bool,
-                                                    declare: bool) -> None:
+def test_a_module_fixture_is_set_up_once_per_worker(
+    pytester: pytest.Pytester, dagtester: DagTester, group: bool, declare: bool
+) -> None:
     write_suite(pytester, group=group, declare=declare)
     args = [*base_args(cache=True), "-n", "2", "-p", "dagorder"]
     # The first run records the durations the later ones rank by.
@@ -85,8 +88,9 @@ def test_a_module_fixture_is_set_up_once_per_worker(pytester: pytest.Pytester, g
             assert len(workers) == 1, counts
 
 
-def test_the_header_names_a_module_its_declarations_split(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_the_header_names_a_module_its_declarations_split(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_a="""
@@ -107,7 +111,7 @@ def test_the_header_names_a_module_its_declarations_split(pytester: pytest.Pytes
                 pass
         """,
     )
-    result = runpytest(pytester, *base_args(), "-n", "2", "-p", "dagorder", timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", "-p", "dagorder", timeout=TIMEOUT)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["dagorder: 1 module (test_a.py) cannot run in one stretch*"])
     assert "cannot run in one stretch" not in runpytest(

@@ -2,7 +2,7 @@
 
 ``pytest tests/unit --dag-with-prerequisites`` with a target in
 ``tests/integration``: that test must be collected as pytest would have
-collected it (issue #12, item 8): below the directory nodes of its path,
+collected it: below the directory nodes of its path,
 with every conftest.py on that path loaded, so its fixtures and its
 ``pytest_generate_tests`` apply.  Serially and under ``-n 2``.
 """
@@ -12,15 +12,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers import base_args, make_modules, read_log, runpytest, write_ini
-
-TIMEOUT = 120.0
-MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
-
-
-def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
+from helpers import make_modules, read_log
+from support.dagtester import DagTester
 
 
 def write(pytester: pytest.Pytester, rel: str, source: str) -> None:
@@ -32,7 +25,6 @@ def write(pytester: pytest.Pytester, rel: str, source: str) -> None:
 def layout(pytester: pytest.Pytester) -> None:
     """tests/conftest.py, tests/unit/conftest.py and tests/integration/conftest.py each
     give a fixture; the integration one also parametrizes ``flavor``."""
-    write_ini(pytester)
     write(pytester, "tests/conftest.py", """
         import pytest
 
@@ -98,12 +90,11 @@ EVERY_TEST = ["test_api", "test_api_more", "test_api_sibling", "test_more", "tes
               "test_store-lite", "test_store-pg"]
 
 
-@MODES
 def test_a_prerequisite_in_another_directory_gets_its_conftests(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
     layout(pytester)
-    result = run(pytester, mode, "tests/unit", "--dag-with-prerequisites", "-rs")
+    result = dagtester.run("tests/unit", "--dag-with-prerequisites", "-rs")
     result.assert_outcomes(passed=7)
     ran = read_log(pytester)
     assert sorted(ran) == EVERY_TEST
@@ -111,23 +102,21 @@ def test_a_prerequisite_in_another_directory_gets_its_conftests(
         assert ran["test_api"].start >= ran[pre].end
 
 
-@MODES
 def test_a_prerequisite_in_an_unselected_sibling_file_gets_its_conftests(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
     layout(pytester)
-    result = run(pytester, mode, "tests/unit/test_api.py", "--dag-with-prerequisites", "-rs")
+    result = dagtester.run("tests/unit/test_api.py", "--dag-with-prerequisites", "-rs")
     result.assert_outcomes(passed=7)
     assert sorted(read_log(pytester)) == EVERY_TEST
 
 
-@MODES
 def test_a_broken_conftest_on_a_prerequisites_path_is_a_collection_error(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
     layout(pytester)
     write(pytester, "tests/integration/conftest.py", "raise RuntimeError('conftest boom')\n")
-    result = run(pytester, mode, "tests/unit", "--dag-with-prerequisites")
+    result = dagtester.run("tests/unit", "--dag-with-prerequisites")
     assert result.ret == 2
     assert read_log(pytester) == {}
     result.stdout.fnmatch_lines([

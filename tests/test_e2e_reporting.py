@@ -1,26 +1,18 @@
 """End to end: how failures outside a test's own call reach its dependents and the report.
 
-Issue #12, item 12: a module fixture's teardown error under ``-n`` gates
-the dependents that start after it on the same worker (a); a prerequisite's
-line comes before the skips it causes (b); ``pytest.exit()`` in a test ends
-the session cleanly (d).  Serially and under ``-n 2``.
+A module fixture's teardown error under ``-n`` gates
+the dependents that start after it on the same worker; a prerequisite's
+line comes before the skips it causes; ``pytest.exit()`` in a test ends
+the session cleanly.  Serially and under ``-n 2``.
 """
 
 from __future__ import annotations
 
 import pytest
-from helpers import base_args, make_modules, read_log, runpytest, write_ini
+from helpers import make_modules, read_log
+from support.dagtester import DagTester
 
-TIMEOUT = 120.0
-MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
-
-
-def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
-
-
-# -- 12a. a module fixture's failing teardown ---------------------------------------
+# -- a module fixture's failing teardown -----------------------------------------------
 
 TEARDOWN_ERROR = {
     # Collected first and slow: under -n 2 it keeps one worker busy, so the
@@ -51,13 +43,11 @@ TEARDOWN_ERROR = {
 }
 
 
-@MODES
 def test_a_failing_module_teardown_skips_the_dependents_that_start_after_it(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, **TEARDOWN_ERROR)
-    result = run(pytester, mode, "-rs")
+    result = dagtester.run("-rs")
     # The teardown error is reported on test_last (under -n, also on any other
     # test that set the fixture up on another worker, or again later).
     outcomes = result.parseoutcomes()
@@ -70,7 +60,7 @@ def test_a_failing_module_teardown_skips_the_dependents_that_start_after_it(
     assert "test_b" not in read_log(pytester)
 
 
-# -- 12b. a skip's line comes after its cause's line ---------------------------------
+# -- a skip's line comes after its cause's line ----------------------------------------
 
 CHAIN = {
     "test_chain": """
@@ -115,13 +105,11 @@ def outcome_line(result: pytest.RunResult, name: str) -> int:
     raise AssertionError(f"no outcome line for {name}:\n{result.stdout.str()}")
 
 
-@MODES
 def test_a_skip_is_reported_after_the_line_of_its_cause(
-    pytester: pytest.Pytester, mode: str
+    pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, **CHAIN)
-    result = run(pytester, mode, "-v")
+    result = dagtester.run("-v")
     result.assert_outcomes(passed=1, failed=1, skipped=4)
     at = {name: outcome_line(result, name)
           for name in ("test_a", "test_b", "test_c", "test_d", "test_other")}
@@ -129,7 +117,7 @@ def test_a_skip_is_reported_after_the_line_of_its_cause(
     assert at["test_a"] < at["test_other"], result.stdout.str()
 
 
-# -- 12d. pytest.exit() in a test ------------------------------------------------------
+# -- pytest.exit() in a test -----------------------------------------------------------
 
 EXIT = """
     def test_a():
@@ -148,14 +136,12 @@ EXIT = """
     """
 
 
-@MODES
 @pytest.mark.parametrize("code", [None, 3])
 def test_pytest_exit_in_a_test_ends_the_session_as_serially(
-    pytester: pytest.Pytester, mode: str, code: int | None
+    pytester: pytest.Pytester, dagtester: DagTester, code: int | None
 ) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_exit=EXIT.format(code="" if code is None else f", {code}"))
-    result = run(pytester, mode)
+    result = dagtester.run()
     assert result.ret == (2 if code is None else code)
     result.stdout.fnmatch_lines(["!!!* _pytest.outcomes.Exit: enough for today !!!*"])
     out = result.stdout.str() + result.stderr.str()

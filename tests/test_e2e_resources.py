@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from helpers import Ran, base_args, make_modules, read_log, runpytest, write_ini
+from helpers import Ran, make_modules, read_log, write_ini
+from support.dagtester import DagTester
 
-TIMEOUT = 180.0
+pytestmark = pytest.mark.dag_modes("own")
 
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
 
 
 def most_at_once(ran: list[Ran]) -> int:
@@ -34,14 +32,13 @@ def db_suite(n: int = 12, free: int = 12, sleep: float = 0.1) -> str:
 
 
 @pytest.mark.parametrize("limit", [None, 2])
-def test_a_resource_limit_holds_across_workers(pytester: pytest.Pytester,
+def test_a_resource_limit_holds_across_workers(pytester: pytest.Pytester, dagtester: DagTester,
                                                 limit: int | None) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_db=db_suite())
     args = ["-n", "4", "--dag-affinity=none"]
     if limit is not None:
         args.append(f"--dag-limit=db={limit}")
-    result = run(pytester, *args)
+    result = dagtester.run(*args)
     result.assert_outcomes(passed=24)
     ran = read_log(pytester)
     db = [r for name, r in ran.items() if name.startswith("db")]
@@ -53,8 +50,7 @@ def test_a_resource_limit_holds_across_workers(pytester: pytest.Pytester,
 
 
 def test_resources_with_dependencies_and_groups_never_deadlock(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_chain="""
         @pytest.mark.dag_resource("db")
         def test_a():
@@ -89,25 +85,25 @@ def test_resources_with_dependencies_and_groups_never_deadlock(
     """)
     for affinity in ("module", "none"):
         (pytester.path / "ran.log").unlink(missing_ok=True)
-        result = run(pytester, "-n", "2", f"--dag-affinity={affinity}")
+        result = dagtester.run("-n", "2", f"--dag-affinity={affinity}")
         result.assert_outcomes(passed=6)
         ran = read_log(pytester)
         assert most_at_once([ran[k] for k in "abdy"]) == 1
         assert most_at_once([ran[k] for k in "dx"]) == 1
 
 
-def test_serial_runs_accept_the_markers(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_serial_runs_accept_the_markers(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_db=db_suite(2, 1, 0.0))
-    result = run(pytester, "-p", "no:xdist", "--dag-limit", "db=2")
+    result = dagtester.run("-p", "no:xdist", "--dag-limit", "db=2")
     result.assert_outcomes(passed=3)
 
 
 @pytest.mark.parametrize("bad", ["db", "db=0", "db=-1", "db=x", "=2"])
-def test_a_malformed_limit_is_a_usage_error(pytester: pytest.Pytester, bad: str) -> None:
-    write_ini(pytester)
+def test_a_malformed_limit_is_a_usage_error(
+    pytester: pytest.Pytester, dagtester: DagTester, bad: str
+) -> None:
     make_modules(pytester, test_db=db_suite(1, 0, 0.0))
-    result = run(pytester, "-n", "2", f"--dag-limit={bad}")
+    result = dagtester.run("-n", "2", f"--dag-limit={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--dag-limit {bad!r} is not valid; write NAME=N*"])
     assert not (pytester.path / "ran.log").exists()
@@ -118,10 +114,11 @@ MODES = pytest.mark.parametrize("mode", [["-n", "2"], ["-p", "no:xdist"]],
 
 
 @MODES
-def test_a_limit_no_test_uses_is_a_warning(pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
+def test_a_limit_no_test_uses_is_a_warning(
+    pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]
+) -> None:
     make_modules(pytester, test_db=db_suite(2, 0, 0.0))
-    result = run(pytester, *mode, "--dag-limit=db=2", "--dag-limit=dbb=3")
+    result = dagtester.run(*mode, "--dag-limit=db=2", "--dag-limit=dbb=3")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "dagorder: warning: no test uses 'dbb' (check the name in --dag-limit / dag_limits)"])
@@ -131,28 +128,26 @@ def test_a_limit_no_test_uses_is_a_warning(pytester: pytest.Pytester, mode: list
 
 @MODES
 def test_a_limit_in_a_suite_without_resources_is_the_same_warning(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     make_modules(pytester, test_x=db_suite(0, 2, 0.0) + (
         '@depends_on("test_free0")\ndef test_after():\n    mark("after")\n'))
-    result = run(pytester, *mode, "--dag-limit=unused=2")
+    result = dagtester.run(*mode, "--dag-limit=unused=2")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "dagorder: warning: no test uses 'unused' (check the name in --dag-limit / dag_limits)"])
     assert "resource limits" not in result.stdout.str()
 
 
-def test_the_ini_option_gives_limits_too(pytester: pytest.Pytester) -> None:
+def test_the_ini_option_gives_limits_too(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     write_ini(pytester, "dag_limits =\n    db=3\n")
     make_modules(pytester, test_db=db_suite(2, 0, 0.0))
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     result.stdout.fnmatch_lines(["dagorder: resource limits db=3*"])
 
 
 @pytest.mark.parametrize("extra", [["-n", "2"], ["-p", "no:xdist"]], ids=["xdist", "serial"])
-def test_a_malformed_marker_is_a_collection_error(pytester: pytest.Pytester,
+def test_a_malformed_marker_is_a_collection_error(pytester: pytest.Pytester, dagtester: DagTester,
                                                   extra: list[str]) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_bad="""
         @pytest.mark.dag_resource()
         def test_a():
@@ -163,7 +158,7 @@ def test_a_malformed_marker_is_a_collection_error(pytester: pytest.Pytester,
         def test_b():
             mark("b")
     """)
-    result = run(pytester, *extra)
+    result = dagtester.run(*extra)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([
         "*@pytest.mark.dag_resource on test_bad.py::test_a: name one or more resources*",
@@ -173,8 +168,9 @@ def test_a_malformed_marker_is_a_collection_error(pytester: pytest.Pytester,
 
 
 @pytest.mark.parametrize("affinity", ["module", "none"])
-def test_an_exclusive_test_runs_alone(pytester: pytest.Pytester, affinity: str) -> None:
-    write_ini(pytester)
+def test_an_exclusive_test_runs_alone(
+    pytester: pytest.Pytester, dagtester: DagTester, affinity: str
+) -> None:
     make_modules(pytester, test_x=db_suite(4, 8, 0.1) + """
 
 @pytest.mark.dag_exclusive
@@ -192,7 +188,7 @@ def test_alone_after():
 def test_after_alone():
     mark("after_alone", 0.1)
 """)
-    result = run(pytester, "-n", "4", f"--dag-affinity={affinity}", "--dag-limit=db=2")
+    result = dagtester.run("-n", "4", f"--dag-affinity={affinity}", "--dag-limit=db=2")
     result.assert_outcomes(passed=15)
     ran = read_log(pytester)
     for name in ("alone", "alone_after"):
@@ -207,8 +203,7 @@ def test_after_alone():
 
 @MODES
 def test_an_exclusive_test_without_resources_gets_no_limits_line(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     make_modules(pytester, test_x="""
         @pytest.mark.dag_exclusive
         def test_alone():
@@ -218,7 +213,7 @@ def test_an_exclusive_test_without_resources_gets_no_limits_line(
         def test_other():
             mark("other")
     """)
-    result = run(pytester, *mode)
+    result = dagtester.run(*mode)
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "resource limits" not in out and "warning" not in out

@@ -408,7 +408,9 @@ ERROR_LINES = [
     "test of this run; name a test it depends on (a test name, Class::test, a node id or "
     "the function)",
     "*ReadError: test_ordering_only_is_not_enough reads the results of test_source, which "
-    "is not one of its prerequisites*",
+    "runs before it only by run_after: it may have failed and published nothing, and "
+    "run_after runs test_ordering_only_is_not_enough anyway; declare "
+    "@depends_on('test_source') on test_ordering_only_is_not_enough to read its results",
     "*ReadError: test_dynamic got the dag fixture from request.getfixturevalue(); request "
     "it as an argument of the test (or of a fixture the test uses)*",
 ]
@@ -552,3 +554,34 @@ def test_published_values_appear_in_no_report(pytester: pytest.Pytester, mode: s
         "*published results, keys only (pytest-dagorder)*",
         "*test_quiet.py::test_publisher: password, numbers",
     ])
+
+
+# -- a missing key points at the reading test's line ---------------------------------
+
+MISSING_KEY = """
+from pytest_dagorder import depends_on
+
+def test_source(dag):
+    dag.publish("user_id", 1)
+
+@depends_on("test_source")
+def test_reader(dag):
+    got = dag.result("test_source")
+    assert got["user"] == 1  # the line the traceback ends at
+"""
+
+
+@MODES
+def test_a_missing_key_traceback_ends_at_the_reading_test(pytester: pytest.Pytester,
+                                                          mode: str) -> None:
+    setup(pytester, test_missing=MISSING_KEY)
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        ">       assert got[[]\"user\"] == 1  # the line the traceback ends at",
+        "E       *UnpublishedKeyError: test_reader reads 'user' from test_source, which "
+        "published only 'user_id'",
+        "test_missing.py:*: UnpublishedKeyError",
+    ])
+    assert "published.py:" not in out and "dag_fixture.py:" not in out, out

@@ -13,14 +13,18 @@ from helpers import (
     runpytest,
     write_ini,
 )
+from support.dagtester import DagTester
+from support.suites import (
+    BAD,
+    MODULE_TEARDOWN_ERROR,
+    POLICY,
+    SKIPS,
+    SKIPS_CONFTEST,
+    check_skips,
+    check_validation,
+)
 
-
-def run(pytester: pytest.Pytester, *args: str, no_xdist: bool = True,
-        own_process: str = "") -> pytest.RunResult:
-    """A serial inner run: ``-p no:xdist`` unless told otherwise (then simply no ``-n``);
-    in-process unless ``own_process`` says why not (``helpers.runpytest``)."""
-    extra = ["-p", "no:xdist"] if no_xdist else []
-    return runpytest(pytester, *base_args(), *extra, *args, own_process=own_process)
+pytestmark = pytest.mark.dag_modes("serial")
 
 
 def collected_order(result: pytest.RunResult) -> list[str]:
@@ -131,11 +135,12 @@ def test_whole_failing_module():
 """
 
 
-def test_target_forms_resolve_to_the_right_tests(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_target_forms_resolve_to_the_right_tests(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_targets=TARGETS, test_mod2=MOD2, test_mod3=MOD3)
     xml = pytester.path / "out.xml"
-    result = run(pytester, "--strict-markers", f"--junitxml={xml}", "-rs")
+    result = dagtester.run("--strict-markers", f"--junitxml={xml}", "-rs")
     cases, n_cases = read_junit(xml)
     assert n_cases == 21
     result.assert_outcomes(passed=10, failed=3, skipped=8)
@@ -187,7 +192,7 @@ def test_target_forms_resolve_to_the_right_tests(pytester: pytest.Pytester) -> N
         assert name not in ran
 
 
-def test_depends_on_is_the_marker(pytester: pytest.Pytester) -> None:
+def test_depends_on_is_the_marker(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(
         pytester,
         test_api="""
@@ -199,14 +204,12 @@ def test_depends_on_is_the_marker(pytester: pytest.Pytester) -> None:
             assert depends_on is pytest_dagorder.depends_on
     """,
     )
-    write_ini(pytester)
-    run(pytester, "--strict-markers").assert_outcomes(passed=1)
+    dagtester.run("--strict-markers").assert_outcomes(passed=1)
 
 
 def test_rootdir_node_id_from_a_subdirectory(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_ini(pytester)
     make_modules(
         pytester,
         pkg__test_base="""
@@ -226,7 +229,7 @@ def test_rootdir_node_id_from_a_subdirectory(
         """,
     )
     monkeypatch.chdir(pytester.path / "pkg")
-    result = run(pytester, "-rs", "--strict-markers")
+    result = dagtester.run("-rs", "--strict-markers")
     result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
@@ -239,76 +242,21 @@ def test_rootdir_node_id_from_a_subdirectory(
 
 # -- validation ------------------------------------------------------------------
 
-BAD = """
-def test_create():
-    mark("test_create")
 
-
-@depends_on("test_craete")
-def test_unknown():
-    mark("test_unknown")
-
-
-@depends_on("test_cyc_b")
-def test_cyc_a():
-    mark("test_cyc_a")
-
-
-@depends_on("test_cyc_a")
-def test_cyc_b():
-    mark("test_cyc_b")
-
-
-@depends_on("test_self")
-def test_self():
-    mark("test_self")
-
-
-@depends_on(42)
-def test_not_a_string():
-    mark("test_not_a_string")
-
-
-@depends_on()
-def test_empty():
-    mark("test_empty")
-"""
-
-
-def check_validation(result: pytest.RunResult, pytester: pytest.Pytester) -> None:
-    out = result.stdout.str()
-    assert result.ret == pytest.ExitCode.INTERRUPTED, out
-    assert "INTERNALERROR" not in out and "Traceback" not in out
-    result.stdout.fnmatch_lines(["*Interrupted: 5 errors*"])
-    assert out.count("test_bad.py::test_unknown") >= 1
-    details = [ln for ln in result.outlines if ln.startswith("pytest-dagorder: ")]
-    assert len(details) == 5, out
-    unknown = [ln for ln in details if "matches no collected test" in ln]
-    assert len(unknown) == 1, out
-    assert "test_bad.py::test_unknown" in unknown[0]
-    assert "'test_craete'" in unknown[0] and "did you mean" in unknown[0]
-    assert "'test_create'" in unknown[0]
-    cycle = [ln for ln in details if "dependency cycle" in ln]
-    assert len(cycle) == 1 and "->" in cycle[0], out
-    assert "test_cyc_a" in cycle[0] and "test_cyc_b" in cycle[0]
-    assert sum("depends on itself" in ln for ln in details) == 1
-    assert sum("42 is not a test name" in ln for ln in details) == 1
-    assert sum("no target given" in ln for ln in details) == 1
-    assert not (pytester.path / LOG_NAME).exists()
-
-
-def test_bad_declarations_stop_the_run_before_any_test(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_bad_declarations_stop_the_run_before_any_test(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_bad=BAD)
-    result = run(pytester, "--strict-markers")
+    result = dagtester.run("--strict-markers")
     check_validation(result, pytester)
 
 
 # -- serial order ----------------------------------------------------------------------
 
 
-def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_collect_only_lists_the_stable_topological_order(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(
         pytester,
         test_order="""
@@ -334,10 +282,10 @@ def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytest
     """,
     )
     expected = [f"test_order.py::test_{x}" for x in "acdbe"]
-    result = run(pytester, "--collect-only", "-q", no_xdist=False)
+    result = runpytest(pytester, *base_args(), "--collect-only", "-q")
     assert collected_order(result) == expected
     assert not (pytester.path / LOG_NAME).exists()
-    result = run(pytester, "-v", no_xdist=False)
+    result = runpytest(pytester, *base_args(), "-v")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines([f"{nid} PASSED*" for nid in expected])
     ran = read_log(pytester)
@@ -346,142 +294,13 @@ def test_collect_only_lists_the_stable_topological_order(pytester: pytest.Pytest
 
 # -- skips -------------------------------------------------------------------------------
 
-SKIPS = """
-def test_create():
-    mark("test_create")
-    assert 0
 
-
-@depends_on("test_create")
-def test_login():
-    mark("test_login")
-
-
-@depends_on("test_login")
-def test_checkout(tracked):
-    mark("test_checkout")
-
-
-@pytest.fixture
-def broken():
-    raise RuntimeError("setup broke")
-
-
-def test_err(broken):
-    mark("test_err")
-
-
-@depends_on("test_err")
-def test_after_err(tracked):
-    mark("test_after_err")
-
-
-def test_skip():
-    mark("test_skip")
-    pytest.skip("not today")
-
-
-@depends_on("test_skip")
-def test_after_skip(tracked):
-    mark("test_after_skip")
-
-
-@pytest.mark.xfail(reason="known")
-def test_xf():
-    mark("test_xf")
-    assert 0
-
-
-@depends_on("test_xf")
-def test_after_xf(tracked):
-    mark("test_after_xf")
-
-
-@pytest.fixture
-def bad_teardown():
-    yield
-    raise RuntimeError("teardown broke")
-
-
-def test_td(bad_teardown):
-    mark("test_td")
-
-
-@depends_on("test_td")
-def test_after_td(tracked):
-    mark("test_after_td")
-
-
-def test_free(tracked):
-    mark("test_free")
-"""
-
-SKIPS_CONFTEST = """
-import os
-
-import pytest
-
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures.log")
-
-
-@pytest.fixture
-def tracked(request):
-    with open(FIXTURES, "a") as f:
-        f.write(request.node.name + "\\n")
-"""
-
-SKIP_REASONS = {
-    "test_login": "prerequisite test_create failed",
-    "test_checkout": "prerequisite test_login was skipped: test_create failed",
-    "test_after_err": "prerequisite test_err had an error",
-    "test_after_skip": "prerequisite test_skip was skipped",
-    "test_after_xf": "prerequisite test_xf xfailed",
-    "test_after_td": "prerequisite test_td had an error",
-}
-
-
-def check_skips(result: pytest.RunResult, pytester: pytest.Pytester, xml_name: str) -> None:
-    # 12 tests; test_td passes its call and errors at teardown (counted twice by pytest)
-    result.assert_outcomes(passed=2, failed=1, errors=2, skipped=7, xfailed=1)
-    for name, reason in SKIP_REASONS.items():
-        result.stdout.fnmatch_lines([f"SKIPPED [[]1[]] test_skips.py:*: {reason}"])
-        # The controller's own skip reads "nodeid SKIPPED (reason)"; one the
-        # worker reported (a test sent ahead) reads "[gwN] [..%] SKIPPED nodeid".
-        result.stdout.re_match_lines(
-            [rf".*(test_skips\.py::{name} SKIPPED|SKIPPED test_skips\.py::{name}\b).*"])
-    assert "pytest_dagorder" not in "\n".join(
-        ln for ln in result.outlines if ln.startswith("SKIPPED")
-    )
-    # -v lists the blocked tests under each root cause, in collection order.
-    start = next(i for i, line in enumerate(result.outlines)
-                 if "= blocked by prerequisites (pytest-dagorder) =" in line)
-    summary = result.outlines[start:]
-    assert summary[1:9] == [
-        "test_skips.py::test_create failed: blocked 2 tests",
-        "  test_skips.py::test_login",
-        "  test_skips.py::test_checkout",
-        "test_skips.py::test_err error: blocked 1 test",
-        "  test_skips.py::test_after_err",
-        "test_skips.py::test_skip skipped: blocked 1 test",
-        "  test_skips.py::test_after_skip",
-        "test_skips.py::test_xf xfailed: blocked 1 test",
-    ], summary
-    cases, n_cases = read_junit(pytester.path / xml_name)
-    assert n_cases == 12
-    for name, reason in SKIP_REASONS.items():
-        case = cases[junit_key(f"test_skips.py::{name}")]
-        assert case.outcome == "skipped" and reason in case.message, (name, case)
-    ran = read_log(pytester)
-    assert set(ran) == {"test_create", "test_skip", "test_xf", "test_td", "test_free"}
-    built = (pytester.path / "fixtures.log").read_text().split()
-    assert built == ["test_free"]
-
-
-def test_blocked_tests_are_skipped_with_reasons(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_blocked_tests_are_skipped_with_reasons(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     pytester.makeconftest(SKIPS_CONFTEST)
     make_modules(pytester, test_skips=SKIPS)
-    result = run(pytester, "-rs", "-v", "--junitxml=out.xml")
+    result = dagtester.run("-rs", "-v", "--junitxml=out.xml")
     check_skips(result, pytester, "out.xml")
     result.stdout.fnmatch_lines(["test_skips.py::test_err error: blocked 1 test"])
 
@@ -503,10 +322,11 @@ def test_other():
 """
 
 
-def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_deselected_prerequisite_blocks_unless_pulled_back(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_sel=SELECTION)
-    result = run(pytester, "-k", "login or other", "-rs")
+    result = dagtester.run("-k", "login or other", "-rs")
     result.assert_outcomes(passed=1, skipped=1, deselected=1)
     line = next(ln for ln in result.outlines if ln.startswith("SKIPPED"))
     assert "prerequisite test_create was deselected" in line
@@ -514,7 +334,7 @@ def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pyte
     assert set(read_log(pytester)) == {"test_other"}
 
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "-k", "login", "--dag-with-prerequisites", "-v")
+    result = dagtester.run("-k", "login", "--dag-with-prerequisites", "-v")
     result.assert_outcomes(passed=2, deselected=1)
     result.stdout.fnmatch_lines(
         ["*test_sel.py::test_create PASSED*", "*test_sel.py::test_login PASSED*"]
@@ -522,12 +342,12 @@ def test_deselected_prerequisite_blocks_unless_pulled_back(pytester: pytest.Pyte
     assert set(read_log(pytester)) == {"test_create", "test_login"}
 
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "test_sel.py::test_login", "--dag-with-prerequisites", "-v")
+    result = dagtester.run("test_sel.py::test_login", "--dag-with-prerequisites", "-v")
     result.assert_outcomes(passed=2)
     assert set(read_log(pytester)) == {"test_create", "test_login"}
 
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "test_sel.py::test_login", "-rs")
+    result = dagtester.run("test_sel.py::test_login", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
     assert not (pytester.path / LOG_NAME).exists()
@@ -546,23 +366,25 @@ CROSS_FILES = {
 }
 
 
-def test_prerequisite_in_an_unselected_file_is_deselected(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_prerequisite_in_an_unselected_file_is_deselected(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, **CROSS_FILES)
-    result = run(pytester, "sub/test_use.py", "-rs")
+    result = dagtester.run("sub/test_use.py", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*prerequisite test_create was deselected*"])
 
 
-def test_prerequisite_in_an_unselected_file_is_pulled_back(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_prerequisite_in_an_unselected_file_is_pulled_back(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, **CROSS_FILES)
-    result = run(pytester, "sub/test_use.py::test_login", "--dag-with-prerequisites")
+    result = dagtester.run("sub/test_use.py::test_login", "--dag-with-prerequisites")
     result.assert_outcomes(passed=2)
     assert set(read_log(pytester)) == {"test_create", "test_login"}
 
 
-def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester) -> None:
+def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     write_ini(pytester, "markers =\n    depends_on\n    run_after\n")
     make_modules(
         pytester,
@@ -582,15 +404,16 @@ def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester) -> None:
             mark("test_c")
     """,
     )
-    result = run(pytester, "-p", "no:dagorder", "-v")
+    result = dagtester.run("-p", "no:dagorder", "-v")
     result.assert_outcomes(passed=2, failed=1)
     assert "blocked by prerequisites" not in result.stdout.str()
     ran = read_log(pytester)
     assert sorted(ran, key=lambda n: ran[n].start) == ["test_a", "test_b", "test_c"]
 
 
-def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_disabled_plugin_leaves_markers_unknown(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(
         pytester,
         test_off="""
@@ -603,38 +426,19 @@ def test_disabled_plugin_leaves_markers_unknown(pytester: pytest.Pytester) -> No
             mark("test_b")
     """,
     )
-    result = run(pytester, "-p", "no:dagorder", "--strict-markers",
-                 own_process="pytest.mark remembers the markers any run of the process knew")
+    result = dagtester.run(
+        "-p", "no:dagorder", "--strict-markers",
+        own_process="pytest.mark remembers the markers any run of the process knew")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'depends_on' not found in `markers`*"])
 
 
 # -- options ----------------------------------------------------------------------------
 
-POLICY = """
-def test_a():
-    mark("test_a")
-    assert 0
 
-
-@depends_on("test_a")
-def test_b():
-    mark("test_b")
-
-
-def test_c():
-    mark("test_c")
-
-
-def test_d():
-    mark("test_d")
-"""
-
-
-def test_on_failure_stop(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_stop(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_policy=POLICY)
-    result = run(pytester, "--dag-on-failure=stop", "-rs", "-v")
+    result = dagtester.run("--dag-on-failure=stop", "-rs", "-v")
     result.assert_outcomes(failed=1, skipped=3)
     assert set(read_log(pytester)) == {"test_a"}
     skips = [ln for ln in result.outlines if ln.startswith("SKIPPED")]
@@ -650,8 +454,9 @@ def test_on_failure_stop(pytester: pytest.Pytester) -> None:
     ], consecutive=True)
 
 
-def test_on_failure_stop_stops_a_suite_that_declares_nothing(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_stop_stops_a_suite_that_declares_nothing(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_plain="""
         def test_a():
             mark("test_a")
@@ -669,34 +474,35 @@ def test_on_failure_stop_stops_a_suite_that_declares_nothing(pytester: pytest.Py
         def test_d():
             mark("test_d")
     """)
-    result = run(pytester, "--dag-on-failure=stop", "-rs")
+    result = dagtester.run("--dag-on-failure=stop", "-rs")
     result.assert_outcomes(failed=1, skipped=3)
     assert set(read_log(pytester)) == {"test_a"}
     result.stdout.fnmatch_lines(["run stopped after test_a failed: 3 tests not started"])
     # Without the option, nothing changes for such a suite.
     (pytester.path / LOG_NAME).unlink()
-    run(pytester).assert_outcomes(failed=1, passed=3)
+    dagtester.run().assert_outcomes(failed=1, passed=3)
 
 
-def test_on_failure_run_from_option_and_ini(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_run_from_option_and_ini(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_policy=POLICY)
-    run(pytester, "--dag-on-failure=run").assert_outcomes(failed=1, passed=3)
+    dagtester.run("--dag-on-failure=run").assert_outcomes(failed=1, passed=3)
     assert set(read_log(pytester)) == {"test_a", "test_b", "test_c", "test_d"}
 
     (pytester.path / LOG_NAME).unlink()
     write_ini(pytester, "dag_on_failure = run\n")
-    run(pytester).assert_outcomes(failed=1, passed=3)
+    dagtester.run().assert_outcomes(failed=1, passed=3)
     (pytester.path / LOG_NAME).unlink()
     write_ini(pytester, "dag_on_failure = stop\n")
-    run(pytester).assert_outcomes(failed=1, skipped=3)
+    dagtester.run().assert_outcomes(failed=1, skipped=3)
     # the command line beats the ini
     (pytester.path / LOG_NAME).unlink()
-    run(pytester, "--dag-on-failure=skip").assert_outcomes(failed=1, skipped=1, passed=2)
+    dagtester.run("--dag-on-failure=skip").assert_outcomes(failed=1, skipped=1, passed=2)
 
 
-def test_help_shows_the_options(pytester: pytest.Pytester) -> None:
-    result = run(pytester, "--help")
+def test_help_shows_the_options(pytester: pytest.Pytester, dagtester: DagTester) -> None:
+    result = dagtester.run("--help")
     assert result.ret == 0
     out = result.stdout.str()
     _, _, group = out.partition("dependency DAG scheduling (pytest-dagorder)")
@@ -714,26 +520,7 @@ def test_help_shows_the_options(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*dag_on_failure*", "*dag_affinity*"], consecutive=False)
 
 
-# A module fixture whose teardown fails after its last test (test_b).
-MODULE_TEARDOWN_ERROR = """
-@pytest.fixture(scope="module")
-def res():
-    yield
-    raise RuntimeError("module teardown broke")
-
-
-def test_a(res):
-    mark("test_a")
-
-
-@depends_on("test_a")
-def test_b(res):
-    mark("test_b")
-"""
-
-
-def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_module_fixture_teardown_error(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(
         pytester,
         test_mfix=MODULE_TEARDOWN_ERROR,
@@ -742,15 +529,16 @@ def test_module_fixture_teardown_error(pytester: pytest.Pytester) -> None:
             mark("test_z")
     """,
     )
-    result = run(pytester)
+    result = dagtester.run()
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
     assert set(read_log(pytester)) == {"test_a", "test_b", "test_z"}
 
 
-def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester) -> None:
+def test_summary_counts_only_skips_that_were_reported(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """With -x the run stops before the dependent: the summary must not claim it."""
-    write_ini(pytester)
     make_modules(
         pytester,
         test_p="""
@@ -763,18 +551,19 @@ def test_summary_counts_only_skips_that_were_reported(pytester: pytest.Pytester)
             pass
     """,
     )
-    stopped = run(pytester, "-x")
+    stopped = dagtester.run("-x")
     stopped.assert_outcomes(failed=1)
     assert "blocked by prerequisites" not in stopped.stdout.str()
-    full = run(pytester)
+    full = dagtester.run()
     full.assert_outcomes(failed=1, skipped=1)
     full.stdout.fnmatch_lines(["test_p.py::test_a failed: blocked 1 test"])
     assert "  test_p.py::test_b" not in full.outlines, "only -v lists the blocked tests"
 
 
-def test_ambiguous_function_target_is_a_clean_error(pytester: pytest.Pytester) -> None:
+def test_ambiguous_function_target_is_a_clean_error(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """A function object collected twice (inherited by a subclass) names two tests."""
-    write_ini(pytester)
     make_modules(
         pytester,
         test_amb="""
@@ -792,7 +581,7 @@ def test_ambiguous_function_target_is_a_clean_error(pytester: pytest.Pytester) -
             mark("y")
     """,
     )
-    result = run(pytester)
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'TestA.test_x' is ambiguous*TestA and *TestB*"])
     assert read_log(pytester) == {}

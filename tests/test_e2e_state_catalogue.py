@@ -18,7 +18,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import base_args, junit_key, read_junit, runpytest, write_ini
+from helpers import junit_key, read_junit, write_ini
+from support.dagtester import DagTester
+
+pytestmark = pytest.mark.dag_modes("own")
 
 HEAD = """\
 import os
@@ -581,26 +584,28 @@ def test_the_catalogue_has_thirty_ways_to_pass_state() -> None:
     assert len(ways) >= 30
 
 
-def test_every_pattern_gives_its_serial_outcome_under_n(pytester: pytest.Pytester) -> None:
+def test_every_pattern_gives_its_serial_outcome_under_n(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     write_ini(pytester, "dag_durations = durations.json\n")
     total = write_project(pytester.path)
-    serial = runpytest(pytester, *base_args(), "-p", "no:randomly", "--junitxml=serial.xml",
-                       own_process="the patterns change the environment, the working "
-                       "directory and sys.modules of the process running them")
+    serial = dagtester.run("-p", "no:randomly", "--junitxml=serial.xml",
+                           own_process="the patterns change the environment, the working "
+                           "directory and sys.modules of the process running them")
     serial.assert_outcomes(passed=total)
     expected = outcomes(pytester, "serial.xml")
     assert len(expected) == total
     assert all(outcome == "passed" for outcome in expected.values())
     # Two runs, on two and on three workers: a split chain fails in either.
     for workers in ("2", "3"):
-        result = runpytest(pytester, *base_args(), "-n", workers, f"--junitxml=n{workers}.xml",
-                           timeout=240)
+        result = dagtester.run("-n", workers, f"--junitxml=n{workers}.xml",
+                               timeout=240)
         got = outcomes(pytester, f"n{workers}.xml")
         differ = {key: got.get(key) for key, outcome in expected.items()
                   if got.get(key) != outcome}
         assert not differ, (workers, differ, result.stdout.str()[-3000:])
     # The cross-module chains are groups, and say why.
-    result = runpytest(pytester, *base_args(), "-n", "2", "--dag-explain", timeout=240)
+    result = dagtester.run("-n", "2", "--dag-explain", timeout=240)
     result.assert_outcomes(passed=total)
     result.stdout.fnmatch_lines([
         "dagorder: group of package_fixture/test_pack.py::test_pack (2 tests): "
@@ -615,13 +620,13 @@ def test_every_pattern_gives_its_serial_outcome_under_n(pytester: pytest.Pyteste
 
 
 def test_with_affinity_none_a_failure_names_the_worker_of_its_prerequisite(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     """``none`` states that nothing is shared: the catalogue's chains split,
     and a test that fails after a prerequisite that ran on another worker
     says so in its report, with the remedy."""
     write_ini(pytester, "dag_durations = durations.json\n")
     write_project(pytester.path)
-    result = runpytest(pytester, *base_args(), "-n", "3", "--dag-affinity=none", timeout=240)
+    result = dagtester.run("-n", "3", "--dag-affinity=none", timeout=240)
     assert result.parseoutcomes().get("failed", 0) > 0
     result.stdout.fnmatch_lines([
         "*- dagorder -*",

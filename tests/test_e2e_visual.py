@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 from helpers import base_args, make_modules, read_log, runpytest, write_ini
-from test_e2e_serial import MODULE_TEARDOWN_ERROR
-from test_visual_render import (
-    _unquote_dot,
+from support.render_readers import (
     assert_self_contained,
     bars,
     lanes,
     parse_dot,
     read_mermaid,
+    unquote_dot,
 )
+from support.suites import MODULE_TEARDOWN_ERROR
 
 TIMEOUT = 120.0
 BARRIER = "dagorder-barrier"
@@ -104,8 +104,8 @@ def graph_args(path: Path) -> list[str]:
 
 def read_dot(path: Path) -> tuple[list[str], set[tuple[str, str, str]]]:
     graph = parse_dot(path.read_text(encoding="utf-8"))
-    ids = [_unquote_dot(n.get_name()) for c in graph.get_subgraphs() for n in c.get_nodes()]
-    edges = {(_unquote_dot(e.get_source()), _unquote_dot(e.get_destination()),
+    ids = [unquote_dot(n.get_name()) for c in graph.get_subgraphs() for n in c.get_nodes()]
+    edges = {(unquote_dot(e.get_source()), unquote_dot(e.get_destination()),
               "ordering-only" if e.get_style() == "dashed" else "requires-pass")
              for e in graph.get_edges()}
     return ids, edges

@@ -1,4 +1,5 @@
-"""End-to-end tests of the plugin under pytest-xdist (every inner run is a subprocess)."""
+"""End-to-end tests of the plugin under pytest-xdist (the controller runs in this process, its
+workers in their own: see ``helpers.runpytest``)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,14 @@ from helpers import (
     LOG_NAME,
     Ran,
     assert_after,
-    base_args,
     junit_key,
     make_modules,
     read_junit,
     read_log,
-    runpytest,
     write_ini,
 )
-from test_e2e_serial import (
+from support.dagtester import DagTester
+from support.suites import (
     BAD,
     MODULE_TEARDOWN_ERROR,
     POLICY,
@@ -32,11 +32,7 @@ from test_e2e_serial import (
 
 import pytest_dagorder
 
-TIMEOUT = 120.0
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
+pytestmark = pytest.mark.dag_modes("own")
 
 
 # -- graph shapes, all passing: order, invisibility of barriers, reports --------------
@@ -229,7 +225,6 @@ SHAPES_IDS = [
 
 
 def make_shapes(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
     pytester.makeconftest(HOOKS_CONFTEST)
     make_modules(pytester, test_chain=SHAPES_CHAIN, test_fan=SHAPES_FAN)
 
@@ -244,10 +239,10 @@ def check_shapes(result: pytest.RunResult, pytester: pytest.Pytester) -> dict[st
     return ran
 
 
-def test_graph_shapes_under_two_workers(pytester: pytest.Pytester) -> None:
+def test_graph_shapes_under_two_workers(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_shapes(pytester)
     xml = pytester.path / "out.xml"
-    result = run(pytester, "-n", "2", "-v", "--strict-markers", f"--junitxml={xml}")
+    result = dagtester.run("-n", "2", "-v", "--strict-markers", f"--junitxml={xml}")
     check_shapes(result, pytester)
     out = result.stdout.str()
     assert "scheduling tests via DependencyScheduling" in out
@@ -273,16 +268,15 @@ def test_graph_shapes_under_two_workers(pytester: pytest.Pytester) -> None:
     assert {c.outcome for c in cases.values()} == {"passed"}
 
 
-def test_graph_shapes_under_four_workers(pytester: pytest.Pytester) -> None:
+def test_graph_shapes_under_four_workers(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_shapes(pytester)
-    result = run(pytester, "-n", "4")
+    result = dagtester.run("-n", "4")
     check_shapes(result, pytester)
 
 
 def test_independent_tests_overlap_and_affinity_none_is_accepted(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, dagtester: DagTester,
 ) -> None:
-    write_ini(pytester)
     make_modules(
         pytester,
         test_sleep_a="""
@@ -299,7 +293,7 @@ def test_independent_tests_overlap_and_affinity_none_is_accepted(
             mark("both")
     """,
     )
-    result = run(pytester, "-n", "2", "--dag-affinity=none")
+    result = dagtester.run("-n", "2", "--dag-affinity=none")
     result.assert_outcomes(passed=3)
     ran = read_log(pytester)
     a, b = ran["a"], ran["b"]
@@ -308,8 +302,7 @@ def test_independent_tests_overlap_and_affinity_none_is_accepted(
     assert_after(ran, [("a", "both"), ("b", "both")])
 
 
-def test_barrier_is_never_a_nextitem(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_barrier_is_never_a_nextitem(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     pytester.makeconftest(
         HOOKS_CONFTEST.replace(
             '    _note("protocol", item.nodeid)\n',
@@ -335,7 +328,7 @@ def test_barrier_is_never_a_nextitem(pytester: pytest.Pytester) -> None:
                 mark("c")
     """,
     )
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=3)
     seen = (pytester.path / "hooks.log").read_text()
     assert "dagorder-barrier" not in seen, seen
@@ -344,8 +337,9 @@ def test_barrier_is_never_a_nextitem(pytester: pytest.Pytester) -> None:
 # -- failures upstream ---------------------------------------------------------------
 
 
-def test_blocked_tests_are_skipped_under_xdist(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_blocked_tests_are_skipped_under_xdist(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     pytester.makeconftest(SKIPS_CONFTEST)
     make_modules(
         pytester,
@@ -386,7 +380,7 @@ def test_blocked_tests_are_skipped_under_xdist(pytester: pytest.Pytester) -> Non
             mark("cross")
     """,
     )
-    result = run(pytester, "-n", "2", "-rs", "-v", "--junitxml=out.xml")
+    result = dagtester.run("-n", "2", "-rs", "-v", "--junitxml=out.xml")
     # test_skips.py: as serially; test_more.py: 3 + 2 + 3 + 1 tests
     result.assert_outcomes(passed=5, failed=3, errors=2, skipped=11, xfailed=1)
     for reason in SKIP_REASONS.values():
@@ -428,13 +422,14 @@ def test_blocked_tests_are_skipped_under_xdist(pytester: pytest.Pytester) -> Non
     assert (pytester.path / "fixtures.log").read_text().split() == ["test_free"]
 
 
-def test_skip_lines_name_each_test_s_own_line(pytester: pytest.Pytester) -> None:
+def test_skip_lines_name_each_test_s_own_line(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """Skips the controller reports carry the test's location, as serial ones do.
 
     The workers compute the locations in shares (every n-th test each);
     whichever worker computed a line, -rs shows the serial run's line.
     """
-    write_ini(pytester)
     make_modules(pytester, test_fan="""
         def test_root():
             assert 0
@@ -448,29 +443,31 @@ def test_skip_lines_name_each_test_s_own_line(pytester: pytest.Pytester) -> None
     def skip_lines(result: pytest.RunResult) -> list[str]:
         return sorted(ln for ln in result.outlines if ln.startswith("SKIPPED"))
 
-    serial = run(pytester, "-p", "no:xdist", "-rs")
+    serial = dagtester.run("-p", "no:xdist", "-rs")
     serial.assert_outcomes(failed=1, skipped=6)
-    parallel = run(pytester, "-n", "2", "--dag-affinity=none", "-rs")
+    parallel = dagtester.run("-n", "2", "--dag-affinity=none", "-rs")
     parallel.assert_outcomes(failed=1, skipped=6)
     assert len(skip_lines(serial)) == 6
     assert skip_lines(parallel) == skip_lines(serial)
 
 
 @pytest.mark.parametrize("affinity", ["module", "none"])
-def test_skips_match_the_serial_run(pytester: pytest.Pytester, affinity: str) -> None:
+def test_skips_match_the_serial_run(
+    pytester: pytest.Pytester, dagtester: DagTester, affinity: str
+) -> None:
     # module: a connected module runs as one group, its chain handed out ahead;
     # none: each dependent waits on its prerequisite's worker when nothing is
     # ready.  Either way the worker skips what it holds with the core's reason.
-    write_ini(pytester)
     pytester.makeconftest(SKIPS_CONFTEST)
     make_modules(pytester, test_skips=SKIPS)
-    result = run(pytester, "-n", "2", "-rs", "-v", "--junitxml=out.xml",
-                 f"--dag-affinity={affinity}")
+    result = dagtester.run("-n", "2", "-rs", "-v", "--junitxml=out.xml",
+                           f"--dag-affinity={affinity}")
     check_skips(result, pytester, "out.xml")
 
 
-def test_module_fixture_teardown_error_under_xdist(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_module_fixture_teardown_error_under_xdist(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(
         pytester,
         test_mfix=MODULE_TEARDOWN_ERROR,
@@ -480,7 +477,7 @@ def test_module_fixture_teardown_error_under_xdist(pytester: pytest.Pytester) ->
             mark(f"test_z{n}")
     """,
     )
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=6, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
@@ -506,8 +503,7 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.mark.parametrize("scope", ["module", "class"])
 def test_a_teardown_error_at_a_barrier_reaches_report_hooks_as_serially(
-        pytester: pytest.Pytester, scope: str) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, scope: str) -> None:
     pytester.makeconftest(FUNCARGS_READER)
     holder = "class TestKeep:\n" if scope == "class" else ""
     indent = "    " if scope == "class" else ""
@@ -537,7 +533,7 @@ def res():
     """)
     for args in (["-p", "no:xdist"], ["-n", "2"]):
         (pytester.path / "reports.log").unlink(missing_ok=True)
-        result = run(pytester, *args)
+        result = dagtester.run(*args)
         assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str(), args
         assert result.ret == pytest.ExitCode.TESTS_FAILED, args
         result.assert_outcomes(passed=4, errors=1)
@@ -551,12 +547,11 @@ def res():
 
 
 def test_a_teardown_error_a_barrier_reports_reaches_report_hooks_as_in_the_teardown(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     """The module still has a test to come when test_b ends (test_late, held by
     its prerequisite on the other worker), so test_b's worker keeps the fixture
     and its barrier tears it down at the end: the error comes after test_b's own
     teardown passed, and the report hooks still see test_b as in its teardown."""
-    write_ini(pytester)
     pytester.makeconftest(FUNCARGS_READER)
     make_modules(pytester, test_mfix="""
         import pathlib
@@ -593,7 +588,7 @@ def test_a_teardown_error_a_barrier_reports_reaches_report_hooks_as_in_the_teard
                 time.sleep(0.01)
             mark("test_gate")
     """)
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=4, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_b*", "*module teardown broke*"])
@@ -605,15 +600,15 @@ def test_a_teardown_error_a_barrier_reports_reaches_report_hooks_as_in_the_teard
 # -- validation -------------------------------------------------------------------------
 
 
-def test_bad_declarations_under_xdist(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_bad_declarations_under_xdist(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_bad=BAD)
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     check_validation(result, pytester)
 
 
-def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_other_dist_mode_with_declarations_is_refused_cleanly(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(
         pytester,
         test_x="""
@@ -626,7 +621,7 @@ def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.P
             mark("b")
     """,
     )
-    result = run(pytester, "-n", "2", "--dist", "each")
+    result = dagtester.run("-n", "2", "--dist", "each")
     assert not (pytester.path / LOG_NAME).exists()
     # Named on the test that declares a prerequisite, not on the first test.
     result.stdout.fnmatch_lines([
@@ -638,8 +633,7 @@ def test_other_dist_mode_with_declarations_is_refused_cleanly(pytester: pytest.P
 
 
 def test_a_worker_of_another_plugin_version_is_a_usage_error(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     # The workers announce another version (as an older install there would).
     pytester.makeconftest("""
         import os
@@ -653,7 +647,7 @@ def test_a_worker_of_another_plugin_version_is_a_usage_error(
         def test_a():
             mark("a")
     """)
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     assert not (pytester.path / LOG_NAME).exists()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     ours = pytest_dagorder.__version__
@@ -688,10 +682,9 @@ def test_ok(n):
 """
 
 
-def test_worker_crash_skips_dependents(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_worker_crash_skips_dependents(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_crash=CRASH)
-    result = run(pytester, "-n", "2", "-rs")
+    result = dagtester.run("-n", "2", "-rs")
     result.assert_outcomes(passed=4, failed=1, skipped=2)
     out = result.stdout.str()
     assert "crashed" in out
@@ -705,11 +698,12 @@ def test_worker_crash_skips_dependents(pytester: pytest.Pytester) -> None:
     assert set(read_log(pytester)) == {"boom", "ok0", "ok1", "ok2", "ok3"}
 
 
-def test_a_crash_is_reported_before_the_skips_it_causes(pytester: pytest.Pytester) -> None:
+def test_a_crash_is_reported_before_the_skips_it_causes(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """after_boom waits on boom's worker (handed out ahead); the crash still comes first."""
-    write_ini(pytester)
     make_modules(pytester, test_crash=CRASH)
-    result = run(pytester, "-n", "2", "-v")
+    result = dagtester.run("-n", "2", "-v")
     result.assert_outcomes(passed=4, failed=1, skipped=2)
     result.stdout.fnmatch_lines([
         "*FAILED test_crash.py::test_boom*",
@@ -743,11 +737,11 @@ def {hook}:
     ("trylast=True", "pytest_collection_finish(session)", "session.config"),
 ], ids=["while-collecting", "right-after-collecting"])
 def test_a_crash_of_a_worker_at_the_start_is_survived(
-        pytester: pytest.Pytester, order: str, hook: str, config: str) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, order: str, hook: str,
+        config: str) -> None:
     pytester.makeconftest(GW0_DIES_ONCE.format(order=order, hook=hook, config=config))
     make_modules(pytester, test_x=POLICY)
-    result = run(pytester, "-n", "2", "-rs")
+    result = dagtester.run("-n", "2", "-rs")
     assert (pytester.path / "gw0-died").exists()
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*replacing crashed worker gw0*",
@@ -756,17 +750,17 @@ def test_a_crash_of_a_worker_at_the_start_is_survived(
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
-def test_worker_crash_without_restarts_does_not_hang(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_worker_crash_without_restarts_does_not_hang(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_crash=CRASH)
-    result = run(pytester, "-n", "2", "--max-worker-restart=0")
+    result = dagtester.run("-n", "2", "--max-worker-restart=0")
     assert result.ret != 0
     assert result.duration < 60
     assert "after_boom" not in read_log(pytester)
 
 
-def test_exitfirst_stops_the_run(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_exitfirst_stops_the_run(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(
         pytester,
         test_x="""
@@ -785,7 +779,7 @@ def test_exitfirst_stops_the_run(pytester: pytest.Pytester) -> None:
             mark(f"later{n}", 0.1)
     """,
     )
-    result = run(pytester, "-n", "2", "-x")
+    result = dagtester.run("-n", "2", "-x")
     # plain xdist ends a -x run with "Interrupted: stopping after 1 failures" (status 2)
     assert result.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED)
     outcomes = result.parseoutcomes()
@@ -796,8 +790,7 @@ def test_exitfirst_stops_the_run(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
 
 
-def test_on_failure_stop_under_xdist(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_on_failure_stop_under_xdist(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(
         pytester,
         test_stop="""
@@ -821,17 +814,16 @@ def test_on_failure_stop_under_xdist(pytester: pytest.Pytester) -> None:
             mark(f"later{n}")
     """,
     )
-    result = run(pytester, "-n", "2", "--dag-on-failure=stop", "-rs")
+    result = dagtester.run("-n", "2", "--dag-on-failure=stop", "-rs")
     result.assert_outcomes(failed=1, passed=1, skipped=4)
     assert set(read_log(pytester)) == {"a", "c"}
     result.stdout.fnmatch_lines(["*prerequisite test_a failed", "*run stopped after test_a failed"])
 
 
 def test_plugin_loaded_explicitly_brings_xdist(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    write_ini(pytester)
     make_modules(
         pytester,
         test_x="""
@@ -848,7 +840,7 @@ def test_plugin_loaded_explicitly_brings_xdist(
             mark("c")
     """,
     )
-    result = run(pytester, "-p", "dagorder", "-n", "2", "-v", "--strict-markers")
+    result = dagtester.run("-p", "dagorder", "-n", "2", "-v", "--strict-markers")
     result.assert_outcomes(passed=3)
     assert "scheduling tests via DependencyScheduling" in result.stdout.str()
     ran = read_log(pytester)
@@ -916,13 +908,14 @@ def test_busy(n):
 """
 
 
-def test_affinity_keeps_chain_state_on_one_worker(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_affinity_keeps_chain_state_on_one_worker(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_affinity=AFFINITY_CHAIN, test_busy=AFFINITY_BUSY)
     for attempt in range(3):
         for name in (LOG_NAME, "built.log"):
             (pytester.path / name).unlink(missing_ok=True)
-        result = run(pytester, "-n", "4")
+        result = dagtester.run("-n", "4")
         result.assert_outcomes(passed=12)
         built = sorted((pytester.path / "built.log").read_text().split())
         assert built == ["class", "module"], (attempt, built)
@@ -1011,7 +1004,7 @@ def shop():
 
 
 def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_fixture(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     """--dag-affinity=state: every chain inside a module is a group, whatever
     its source shows, and so is a chain across modules whose tests use one
     session fixture; an edge across modules sharing none is left free, and
@@ -1023,7 +1016,7 @@ def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_
     make_modules(pytester, tests__test_free=STATE_FREE, tests__test_global=STATE_GLOBAL,
                  tests__test_fixture=STATE_FIXTURE, tests__test_shop=STATE_SHOP,
                  tests__test_shop_read=STATE_SHOP_READ, tests__test_busy=AFFINITY_BUSY)
-    result = run(pytester, "-n", "2", "--dag-explain")
+    result = dagtester.run("-n", "2", "--dag-explain")
     result.assert_outcomes(passed=18)
     result.stdout.fnmatch_lines([
         "*affinity state (4 groups)*",
@@ -1041,7 +1034,7 @@ def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_
                  ("stock", "listed")):
         assert ran[a].pid == ran[b].pid and ran[b].start >= ran[a].end
     (pytester.path / LOG_NAME).unlink()
-    result = run(pytester, "-n", "2", "--dag-affinity=module")
+    result = dagtester.run("-n", "2", "--dag-affinity=module")
     result.assert_outcomes(passed=18)
     result.stdout.fnmatch_lines(["*affinity module (3 groups)*"])
 
@@ -1058,23 +1051,24 @@ def _fast_chain(length: int, fail_at: int) -> str:
     return "\n\n".join(parts)
 
 
-def test_fast_chain_handed_out_ahead_matches_the_serial_run(pytester: pytest.Pytester) -> None:
+def test_fast_chain_handed_out_ahead_matches_the_serial_run(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """Short tests make the controller send a group's chain ahead to its worker,
     which then skips what follows a failure itself: outcomes, reasons and counts
     must be exactly those of a serial run, and every test reported once."""
-    write_ini(pytester)
     make_modules(
         pytester,
         test_chain=_fast_chain(40, fail_at=15),
         test_busy1="\n".join(f"def test_{j}():\n    pass\n" for j in range(60)),
         test_busy2="\n".join(f"def test_{j}():\n    pass\n" for j in range(60)),
     )
-    serial = run(pytester, "-p", "no:xdist", "--junitxml=serial.xml")
+    serial = dagtester.run("-p", "no:xdist", "--junitxml=serial.xml")
     serial.assert_outcomes(passed=135, failed=1, skipped=24)
     expected, _ = read_junit(pytester.path / "serial.xml")
     for _round in range(2):
         # module: the chain shares nothing, so only this rule makes it a group.
-        result = run(pytester, "-n", "2", "--dag-affinity=module", "--junitxml=dist.xml")
+        result = dagtester.run("-n", "2", "--dag-affinity=module", "--junitxml=dist.xml")
         result.assert_outcomes(passed=135, failed=1, skipped=24)
         got, n_cases = read_junit(pytester.path / "dist.xml")
         assert n_cases == 160
@@ -1082,10 +1076,11 @@ def test_fast_chain_handed_out_ahead_matches_the_serial_run(pytester: pytest.Pyt
         result.stdout.fnmatch_lines(["test_chain.py::test_15 failed: blocked 24 tests"])
 
 
-def test_dist_loadgroup_is_scheduled_as_a_dag(pytester: pytest.Pytester) -> None:
+def test_dist_loadgroup_is_scheduled_as_a_dag(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     """--dist loadgroup (often fixed in addopts for xdist_group) is taken over:
     names keep working although xdist appends "@group" to the node ids."""
-    write_ini(pytester)
     make_modules(
         pytester,
         test_g="""
@@ -1109,7 +1104,7 @@ def test_dist_loadgroup_is_scheduled_as_a_dag(pytester: pytest.Pytester) -> None
             mark("free")
     """,
     )
-    result = run(pytester, "-n", "2", "--dist", "loadgroup", "-v")
+    result = dagtester.run("-n", "2", "--dist", "loadgroup", "-v")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*scheduling tests via DependencyScheduling*"])
     ran = read_log(pytester)
@@ -1128,7 +1123,7 @@ def client():
 
 
 def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     """``dag_shares_nothing`` on a module frees its in-module edges; ini
     ``dag_stateless_fixtures`` frees the edges a session fixture would join
     across modules; the rest stays grouped, and --dag-explain lists both."""
@@ -1153,16 +1148,16 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
         def test_get_more(client):
             mark("get_more", 0.05)
     """, test_busy=AFFINITY_BUSY)
-    result = run(pytester, "-n", "2", "--dag-explain")
+    result = dagtester.run("-n", "2", "--dag-explain")
     result.assert_outcomes(passed=14)
     result.stdout.fnmatch_lines([
-        "*affinity state (1 groups)*",
+        "*affinity state (1 group)*",
         "dagorder: group of test_kept.py::test_first (2 tests): edges inside test_kept.py",
         "dagorder: 2 dependencies left free*",
         "    test_api.py::test_get -> test_api_more.py::test_get_more",
         "    test_stated.py::test_root -> test_stated.py::test_leaf",
     ], consecutive=False)
-    serial = run(pytester, "-p", "no:xdist", "--dag-explain")
+    serial = dagtester.run("-p", "no:xdist", "--dag-explain")
     serial.assert_outcomes(passed=14)
     serial.stdout.fnmatch_lines(["dagorder: serial run: every test runs in this process, *"])
     # Without the statements both are groups.
@@ -1170,6 +1165,6 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
         (pytester.path / "test_stated.py").read_text().replace(
             "pytestmark = pytest.mark.dag_shares_nothing", ""))
     write_ini(pytester)
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=14)
     result.stdout.fnmatch_lines(["*affinity state (3 groups)*"])

@@ -10,7 +10,10 @@ pytest-repeat (tests/test_repeat.py).
 from __future__ import annotations
 
 import pytest
-from helpers import base_args, make_modules, read_log, runpytest, write_ini
+from helpers import make_modules, read_log
+from support.dagtester import DagTester
+
+pytestmark = pytest.mark.dag_modes("own")
 
 TIMEOUT = 180.0
 
@@ -89,14 +92,15 @@ PYTEST_ORDER = [
 ]
 
 
-def test_serially_the_order_and_outcomes_are_plain_pytests(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_serially_the_order_and_outcomes_are_plain_pytests(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_p=SUITE)
-    listed = runpytest(pytester, *base_args(), "-p", "no:xdist", "--collect-only", "-q",
-                       timeout=TIMEOUT)
+    listed = dagtester.run("-p", "no:xdist", "--collect-only", "-q",
+                           timeout=TIMEOUT)
     assert [line.split("::", 1)[1] for line in listed.outlines
             if line.startswith("test_p.py::")] == PYTEST_ORDER
-    result = runpytest(pytester, *base_args(), "-p", "no:xdist", timeout=TIMEOUT)
+    result = dagtester.run("-p", "no:xdist", timeout=TIMEOUT)
     result.assert_outcomes(passed=16)
     ran = read_log(pytester)
     # Each dependent saw the instance its own target filled, not a rebuilt one.
@@ -124,18 +128,18 @@ FAILING = """
 
 @pytest.mark.parametrize("extra", [["-p", "no:xdist"], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_dependent_waits_only_for_the_target_of_its_parameter(
-        pytester: pytest.Pytester, extra: list[str]) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, extra: list[str]) -> None:
     """insert[sqlite] fails: count[pg] still runs (it depends on insert[pg] only)."""
-    write_ini(pytester)
     make_modules(pytester, test_f=FAILING)
-    result = runpytest(pytester, *base_args(), *extra, "-rs", timeout=TIMEOUT)
+    result = dagtester.run(*extra, "-rs", timeout=TIMEOUT)
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED*prerequisite test_insert[[]sqlite[]] failed*"])
     assert set(read_log(pytester)) == {"insert-sqlite", "insert-pg", "count-pg"}
 
 
-def test_under_xdist_the_outcomes_are_the_serial_ones(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_under_xdist_the_outcomes_are_the_serial_ones(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, test_p=SUITE)
-    result = runpytest(pytester, *base_args(), "-n", "2", timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", timeout=TIMEOUT)
     result.assert_outcomes(passed=16)

@@ -16,7 +16,15 @@ import importlib.util
 import textwrap
 
 import pytest
-from helpers import base_args, junit_key, read_junit, read_log, runpytest, write_ini
+from helpers import (
+    base_args,
+    junit_key,
+    outcomes,
+    read_log,
+    run_in_mode,
+    runpytest,
+    write_ini,
+)
 
 MODES = ["serial", "xdist"]
 
@@ -48,15 +56,7 @@ def write(pytester: pytest.Pytester, **modules: str) -> None:
 
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester,
-        *base_args(), "--strict-markers", "-rs", "--junitxml=out.xml", *extra, *args
-    )
-
-
-def outcomes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
-    cases, _ = read_junit(pytester.path / "out.xml")
-    return {k: (c.outcome, c.message) for k, c in cases.items()}
+    return run_in_mode(pytester, mode, "--strict-markers", *args)
 
 
 def check(pytester: pytest.Pytester, expected: dict[str, str]) -> dict[str, tuple[str, str]]:
@@ -570,10 +570,15 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*test_extra.py:*: PytestWarning: @pytest.mark.dependency on test_extra.py::test_delete: "
-        "unexpected argument(s) 'stray', force ignored, as pytest-dependency ignores them*",
+        "unexpected arguments 'stray', force ignored, as pytest-dependency ignores them*",
         "*test_extra.py:*: PytestWarning: @pytest.mark.depends on test_extra.py::test_follow: "
-        "unexpected argument(s) strict ignored, as pytest-depends ignores them*",
+        "unexpected argument strict ignored, as pytest-depends ignores it*",
     ], consecutive=False)
+    # Once, however many workers collected the tests.
+    summary = result.stdout.str().split("warnings summary")[-1]
+    assert summary.count("test_delete: unexpected arguments") == 1, summary
+    places = [ln for ln in result.outlines if ln.startswith("test_extra.py:")]
+    assert len(places) == len(set(places)) == 2, summary
     ran = list(read_log(pytester))
     assert ran.index("main") < ran.index("delete") and ran.index("main") < ran.index("follow")
 
@@ -585,7 +590,7 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
     result = run(pytester, mode, "-W", "error:@pytest.mark:pytest.PytestWarning")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([
-        "*dependency on test_extra.py::test_delete: unexpected argument(s)*"
+        "*dependency on test_extra.py::test_delete: unexpected arguments*"
         "(a warning, made an error by the warning filters)*",
         "*Interrupted: 2 errors during collection*",
     ], consecutive=False)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from helpers import base_args, runpytest, write_ini
-from test_xdist_adapter import FakeChannel, Harness, Recorder, make_config, make_payload
+from support.xdist_fakes import FakeChannel, Harness, Recorder, make_config, make_payload
 
 TIMEOUT = 120.0
 

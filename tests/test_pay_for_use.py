@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import base_args, make_modules, read_log, runpytest, write_ini
-from test_xdist_adapter import (
+from support.xdist_fakes import (
     FakeChannel,
     FakeLog,
     FakeNode,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from helpers import base_args, make_modules, runpytest, write_ini
+from helpers import make_modules
+from support.dagtester import DagTester
+
+pytestmark = pytest.mark.dag_modes("own")
 
 pytest.importorskip("pytest_repeat")
 
@@ -45,12 +48,11 @@ SUITE = """
 
 
 @pytest.mark.parametrize("extra", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_a_bare_target_names_the_same_repetition(pytester: pytest.Pytester,
+def test_a_bare_target_names_the_same_repetition(pytester: pytest.Pytester, dagtester: DagTester,
                                                  extra: list[str]) -> None:
-    write_ini(pytester)
     make_modules(pytester, test_r=SUITE)
-    result = runpytest(pytester, *base_args(), *REPEAT, "--count", "3", "-rs", "-v", *extra,
-                       timeout=TIMEOUT)
+    result = dagtester.run(*REPEAT, "--count", "3", "-rs", "-v", *extra,
+                           timeout=TIMEOUT)
     # b[2-3] fails: only a[2-3] and by_object[2-3] are skipped; test_named
     # names b[1-3] with brackets, so every repetition depends on that one.
     result.assert_outcomes(passed=15, failed=1, skipped=2)

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import shutil
 import subprocess
-import warnings
 
 import pydot
 import pytest
 from helpers import outputs_under_hash_seeds
+from support.render_readers import (
+    MERMAID_NODE,
+    assert_self_contained,
+    bars,
+    lanes,
+    parse_dot,
+    read_mermaid,
+    unquote_dot,
+)
 
 from pytest_dagorder.render import graph_export, timeline
 from pytest_dagorder.render.graph_export import Edge, Node
@@ -45,34 +52,19 @@ IDS = [n.nodeid for n in NODES]
 EDGE_SET = {(IDS[e.prerequisite], IDS[e.dependent], e.kind) for e in EDGES}
 
 
-def _unquote_dot(text: str) -> str:
-    """A DOT quoted string back to its text (only \\\\ and \\" are escapes here)."""
-    assert text.startswith('"') and text.endswith('"'), text
-    return re.sub(r'\\(["\\])', r"\1", text[1:-1])
-
-
-def parse_dot(text: str) -> pydot.Dot:
-    with warnings.catch_warnings():
-        # pydot calls pyparsing's pre-3.0 names, which pyparsing 3.3 deprecates.
-        warnings.filterwarnings("ignore", message=r"'\w+' deprecated - use")
-        graphs = pydot.graph_from_dot_data(text)
-    assert graphs is not None and len(graphs) == 1
-    return graphs[0]
-
-
 def test_dot_parses_with_every_test_edge_and_module_cluster() -> None:
     graph = parse_dot(graph_export.render(".dot", NODES, EDGES))
     clusters = graph.get_subgraphs()
-    assert [_unquote_dot(c.get_label()) for c in clusters] == [
+    assert [unquote_dot(c.get_label()) for c in clusters] == [
         "tests/test_a.py", "tests/sub/test_b.py", "tests/sub/test_c.py"]
     found: dict[str, pydot.Node] = {}
     for cluster in clusters:
         for node in cluster.get_nodes():
-            nid = _unquote_dot(node.get_name())
-            assert nid.startswith(_unquote_dot(cluster.get_label()) + "::")
+            nid = unquote_dot(node.get_name())
+            assert nid.startswith(unquote_dot(cluster.get_label()) + "::")
             found[nid] = node
     assert list(found) == IDS
-    edges = {(_unquote_dot(e.get_source()), _unquote_dot(e.get_destination()),
+    edges = {(unquote_dot(e.get_source()), unquote_dot(e.get_destination()),
               "ordering-only" if e.get_style() == "dashed" else "requires-pass")
              for e in graph.get_edges()}
     assert edges == EDGE_SET
@@ -92,48 +84,6 @@ def test_dot_is_accepted_by_graphviz() -> None:
     assert svg.count('class="node"') == len(NODES)
     assert svg.count('class="edge"') == len(EDGES)
     assert svg.count('class="cluster"') == 3
-
-
-MERMAID_NODE = re.compile(r'^    n(\d+)\["(.*)"\]$')
-MERMAID_SUBGRAPH = re.compile(r'^  subgraph m(\d+)\["(.*)"\]$')
-MERMAID_EDGE = re.compile(r"^  n(\d+) (-->|-\.->) n(\d+)$")
-
-
-def _unescape_mermaid(text: str) -> str:
-    return html.unescape(text.replace("#", "&").replace("&35;", "#"))
-
-
-def read_mermaid(text: str) -> tuple[list[str], set[tuple[str, str, str]], dict[str, str]]:
-    """Node ids (module title + '::' + label), edges, and the class of each node."""
-    lines = text.splitlines()
-    assert lines[0] == "flowchart LR"
-    by_pos: dict[int, str] = {}
-    module: str | None = None
-    classes: dict[str, str] = {}
-    edges = set()
-    for line in lines[1:]:
-        if m := MERMAID_SUBGRAPH.match(line):
-            assert module is None, "subgraphs are not nested"
-            module = _unescape_mermaid(m.group(2))
-        elif line == "  end":
-            assert module is not None
-            module = None
-        elif m := MERMAID_NODE.match(line):
-            assert module is not None, "every node sits in its module's subgraph"
-            by_pos[int(m.group(1))] = f"{module}::{_unescape_mermaid(m.group(2))}"
-        elif m := MERMAID_EDGE.match(line):
-            kind = "requires-pass" if m.group(2) == "-->" else "ordering-only"
-            edges.add((by_pos[int(m.group(1))], by_pos[int(m.group(3))], kind))
-        elif line.startswith("  classDef "):
-            continue
-        elif line.startswith("  class "):
-            _, members, cls = line.split()
-            for member in members.split(","):
-                classes[by_pos[int(member[1:])]] = cls
-        else:
-            raise AssertionError(f"unexpected Mermaid line {line!r}")
-    assert module is None
-    return [by_pos[k] for k in sorted(by_pos)], edges, classes
 
 
 def test_mermaid_structure_holds_every_test_and_edge() -> None:
@@ -231,24 +181,6 @@ def test_critical_path_ties_go_to_the_earliest_start_whatever_the_hash_seed() ->
     outputs = outputs_under_hash_seeds(script)
     assert outputs[0] == ["t::0", "t::2", "t::4", "t::6", "t::8", "t::10"]
     assert outputs.count(outputs[0]) == len(outputs)
-
-
-BAR = re.compile(r'<rect class="bar( crit)?"[^>]*><title>([^<]*)</title></rect>')
-
-
-def bars(page: str) -> list[tuple[str, bool]]:
-    """(node id, on the critical path) for every bar of a timeline page."""
-    return [(html.unescape(tip).split(" - ")[0], bool(crit)) for crit, tip in BAR.findall(page)]
-
-
-def lanes(page: str) -> list[str]:
-    return [html.unescape(x) for x in re.findall(r'<text class="lane"[^>]*>([^<]*)</text>', page)]
-
-
-def assert_self_contained(page: str) -> None:
-    lowered = page.lower()
-    for needle in ("http:", "https:", "src=", "<link", "@import", "<script", "url(http", "//"):
-        assert needle not in lowered, needle
 
 
 def test_html_page_has_one_bar_per_test_and_one_lane_per_worker() -> None:

@@ -7,6 +7,7 @@ change to one of them shows here first, next to the sentence users saw before.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -99,7 +100,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "once on every worker, while a dependency graph runs each test once, after its "
      "prerequisites; use --dist load, loadgroup, loadfile, loadscope or worksteal, or "
      "run with -p no:dagorder for plain xdist"),
-    (lambda: wording.group_cost(3.1, 14.2, 13.9, 10.8, [("t.py::test_a", 40, 9.8)]),
+    (lambda: wording.group_cost(3.1, 14.2, 13.9, 10.8,
+                                [(wording.group_name("t.py::test_a", None), 40, 9.8)]),
      "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
      "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
      "t.py::test_a (40 tests, 9.80 s).  If these tests share no process state, "
@@ -175,3 +177,39 @@ def test_every_outcome_that_can_block_has_a_phrase() -> None:
     from pytest_dagorder.core.state_machine import OUTCOMES
 
     assert set(wording.PHRASES) == (OUTCOMES - {"passed"}) | {"cancelled"}
+
+
+#: A count of one followed by a plural noun ("1 tests", "(1 groups)").
+ONE_PLURAL = re.compile(r"(?<![\d,./])1 (?:[a-z]+ )?(?:tests|groups|dependencies|modules|files|"
+                        r"scopes|documents|records|probes|prerequisites|errors)\b")
+
+SINGULARS: list[Callable[[], str]] = [
+    lambda: wording.serial_header(1, 1, 1),
+    lambda: wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
+    lambda: wording.groups_header(1, 1, 1, None),
+    lambda: wording.runtime_depends_header(1),
+    lambda: wording.kept_whole_header("loadscope", 1),
+    lambda: wording.kept_whole_header("load", 1, ["a.txt"]),
+    lambda: wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
+    lambda: wording.shard_header(1, 2, 0, 1, None, None),
+    lambda: wording.shard_header(1, 2, 0, 1, None, None, selected_elsewhere=True),
+    lambda: wording.shard_header(1, 2, 1, 1, 2.0, wording.Oversized("t.py::test_a", 1, 2.0)),
+    lambda: wording.blocked_line("t.py::test_a", "failed", 1),
+    lambda: wording.pulled_back_line(1, 1),
+    lambda: wording.collection_errors(1),
+]
+
+
+@pytest.mark.parametrize("make", SINGULARS)
+def test_a_count_of_one_reads_in_the_singular(make: Callable[[], str]) -> None:
+    text = make()
+    assert not ONE_PLURAL.search(text), text
+
+
+def test_counts_read_as_users_expect() -> None:
+    assert wording.serial_header(1, 1, 1) == (
+        "dagorder: 1 test, 1 dependency, longest chain 1 (serial)")
+    assert wording.xdist_header(1, 0, 1, "state", 1, 0, 1) == (
+        "dagorder: 1 test, 0 dependencies, longest chain 1; xdist scheduling, affinity "
+        "state (1 group); critical path by test counts")
+    assert wording.plural(1200, "test") == "1,200 tests"

@@ -271,6 +271,20 @@ def requires_closure(start: int, requires: Sequence[Sequence[int]]) -> set[int]:
     return seen
 
 
+def ordered_before(start: int, requires: Sequence[Sequence[int]],
+                   after: Sequence[Sequence[int]]) -> set[int]:
+    """Every test that ends before ``start`` begins, through edges of either kind."""
+    seen: set[int] = set()
+    stack = [*requires[start], *after[start]]
+    while stack:
+        p = stack.pop()
+        if p not in seen:
+            seen.add(p)
+            stack.extend(requires[p])
+            stack.extend(after[p])
+    return seen
+
+
 def readable(reader: int, target: int, requires: Sequence[Sequence[int]]) -> bool:
     return target in requires_closure(reader, requires)
 

@@ -35,8 +35,13 @@ DESELECTED_HINT: Final = "; add --dag-with-prerequisites to run it"
 SUMMARY_TITLE: Final = "blocked by prerequisites (pytest-dagorder)"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
+def plural(n: int, word: str, many: str = "") -> str:
+    """``1 test``, ``2 tests``, ``1,200 tests``; ``many``: an irregular plural
+    (``dependencies``).  Every count a user reads goes through here."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+_plural = plural
 
 
 def prerequisite_ended(prereq: str, outcome: str) -> str:
@@ -179,7 +184,8 @@ def depends_unmarked(test: str, names: str) -> str:
 
 
 def serial_header(tests: int, edges: int, chain: int) -> str:
-    return f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain} (serial)"
+    return (f"dagorder: {_plural(tests, 'test')}, "
+            f"{_plural(edges, 'dependency', 'dependencies')}, longest chain {chain} (serial)")
 
 
 def limits_header(limits: Mapping[str, int], used: Sequence[str]) -> str:
@@ -200,7 +206,7 @@ def exclusive_header(tests: int) -> str:
 
 
 def runtime_depends_header(modules: int) -> str:
-    return (f"dagorder: runtime depends() in {modules} module{'s' * (modules != 1)}: "
+    return (f"dagorder: runtime depends() in {_plural(modules, 'module')}: "
             "each runs on one worker, in collection order")
 
 
@@ -227,7 +233,7 @@ def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
     if dist == "loadfile":
         what = _plural(scopes, "file")
     elif dist == "loadscope":
-        what = f"{scopes} {'scope' if scopes == 1 else 'scopes'} (classes, modules)"
+        what = f"{_plural(scopes, 'scope')} (classes, modules)"
     else:
         what = f"{_plural(scopes, 'document')} (files of non-Python test items)"
     shown = f": {', '.join(names[:5])}" if names else ""
@@ -235,11 +241,18 @@ def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
     return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
 
 
+def group_name(first: str, label: str | None) -> str:
+    """A group as its users know it: by the ``label`` that formed it (an
+    ``xdist_group``, a document), else by its first test."""
+    return f"the group of {first}" if label is None else label
+
+
 def group_cost(cost: float, wall: float, grouped: float, plain: float,
                groups: Sequence[tuple[str, int, float]]) -> str:
-    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second run."""
-    named = "; ".join(f"the group of {first} ({_plural(size, 'test')}, {secs:.2f} s)"
-                      for first, size, secs in groups[:3])
+    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
+    run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path."""
+    named = "; ".join(f"{name} ({_plural(size, 'test')}, {secs:.2f} s)"
+                      for name, size, secs in groups[:3])
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
     return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
             f"(no schedule beats {grouped:.2f} s with them, {plain:.2f} s without);\n"
@@ -255,7 +268,8 @@ def groups_header(groups: int, held: int, tests: int,
                f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
                f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
     keep = "keeps" if groups == 1 else "keep"
-    return (f"dagorder: {_plural(groups, 'affinity group')} {keep} {held} of {tests} tests "
+    return (f"dagorder: {_plural(groups, 'affinity group')} {keep} {held} of "
+            f"{_plural(tests, 'test')} "
             f"on one worker each (a dependent may read what its prerequisites left in the "
             f"process){weighed}; if the tests share no process state, --dag-affinity=none "
             "lifts this (--dag-explain: why each group formed)")
@@ -284,7 +298,7 @@ def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
     else:
         why = ("no module, shared session or package fixture or written state links "
                "them, or the user stated they share none")
-    count = f"{len(edges)} {'dependency' if len(edges) == 1 else 'dependencies'}"
+    count = _plural(len(edges), "dependency", "dependencies")
     return (f"dagorder: {count} left free "
             f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
 
@@ -346,19 +360,19 @@ def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
     ``selected_elsewhere``: the part has tests, but none of the selected ones.
     """
     if tests == 0 and of > 0 and selected_elsewhere:
-        return (f"dagorder: shard {k}/{n}: 0 of {of:,} selected tests: they all lie in "
+        return (f"dagorder: shard {k}/{n}: 0 of {_plural(of, 'selected test')}: they all lie in "
                 "other parts; nothing to run, so the part passes")
     if tests == 0 and of > 0:
-        return (f"dagorder: shard {k}/{n}: 0 of {of:,} tests: fewer groups of tests that "
+        return (f"dagorder: shard {k}/{n}: 0 of {_plural(of, 'test')}: fewer groups of tests that "
                 "must stay together than parts; nothing to run, so the part passes")
-    line = f"dagorder: shard {k}/{n}: {tests:,} of {of:,} tests, " + (
+    line = f"dagorder: shard {k}/{n}: {tests:,} of {_plural(of, 'test')}, " + (
         f"{'' if seconds < 0.1 else 'about '}{about(seconds)} recorded" if seconds is not None
         else "no durations recorded (split by test count)")
     if big is not None:
         size = (f"{'' if big.seconds < 0.1 else 'about '}{about(big.seconds)}"
                 if big.seconds is not None else "more")
-        line += (f"; the largest component ({big.tests:,} tests tied to {big.first}) alone "
-                 f"takes {size}, over a fair share: no part can be shorter")
+        line += (f"; the largest component ({_plural(big.tests, 'test')} tied to "
+                 f"{big.first}) alone takes {size}, over a fair share: no part can be shorter")
     return line
 
 
@@ -440,6 +454,14 @@ def result_not_prerequisite(reader: str, target: str) -> str:
     return (f"{reader} reads the results of {target}, which is not one of its prerequisites: "
             f"it may still be running; declare @depends_on({target!r}) on {reader} "
             "(directly or through another prerequisite)")
+
+
+def result_ordering_only(reader: str, target: str) -> str:
+    """The target runs first only by ``run_after``: it has ended, but need not have passed."""
+    return (f"{reader} reads the results of {target}, which runs before it only by "
+            "run_after: it may have failed and published nothing, and run_after runs "
+            f"{reader} anyway; declare @depends_on({target!r}) on {reader} to read its "
+            "results")
 
 
 def result_no_key(reader: str, target: str, key: object, published: Sequence[str]) -> str:

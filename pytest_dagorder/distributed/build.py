@@ -115,6 +115,7 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
                  checks=dict(payload.fail_checks), modules=modules,
                  module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None)
     run.whole = payload.whole
+    run.group_names = [_group_label(payload, explicit, members) for members in run.machine.groups]
     built = BuiltRun(run, [], notes=notes)
     if known:
         built.mean_duration = sum(known.values()) / len(known)
@@ -189,6 +190,16 @@ def explain_lines(run: DagRun, payload: wire.Payload, mode: AffinityMode,
             if p < n and (labels[i] is None or labels[i] != labels[p])]
     lines.append(wording.explain_free(free, mode))
     return lines
+
+
+def _group_label(payload: wire.Payload, explicit: Sequence[str | None],
+                 members: Sequence[int]) -> str | None:
+    """The first label among a group's tests, worded as :func:`_reasons` words it."""
+    for k in members:
+        label = explicit[k]
+        if label is not None:
+            return f"xdist_group {label!r}" if label == payload.xdist_groups[k] else label
+    return None
 
 
 def _reasons(payload: wire.Payload, mode: AffinityMode, k: int,

@@ -7,6 +7,8 @@ tests/test_wording.py pins each text.
 
 from __future__ import annotations
 
+from ..core.wording import plural
+
 
 def dist_refused(dist: str, declared: str) -> str:
     """Why ``--dist each`` (or another mode not scheduled as a DAG) cannot run declarations."""
@@ -20,10 +22,11 @@ def dist_refused(dist: str, declared: str) -> str:
 def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
                  recorded: int, nodes: int) -> str:
     """``recorded`` of the graph's ``nodes`` have a recorded duration (0: ranked by counts)."""
-    ranked = (f"recorded durations of {recorded}/{nodes} tests" if recorded
+    ranked = (f"recorded durations of {recorded}/{plural(nodes, 'test')}" if recorded
               else "test counts")
-    return (f"dagorder: {tests} tests, {edges} dependencies, longest chain {chain}; "
-            f"xdist scheduling, affinity {affinity} ({groups} groups); "
+    return (f"dagorder: {plural(tests, 'test')}, "
+            f"{plural(edges, 'dependency', 'dependencies')}, longest chain {chain}; "
+            f"xdist scheduling, affinity {affinity} ({plural(groups, 'group')}); "
             f"critical path by {ranked}")
 
 

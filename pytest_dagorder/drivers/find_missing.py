@@ -61,6 +61,7 @@ from ..core.missing import (
     ordered,
     resource_name,
 )
+from ..core.wording import plural
 from ..glue import edges_file
 from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
@@ -246,8 +247,9 @@ class MissingFinder:
                           for k in range(self.slots)]
         for sandbox in self.sandboxes:
             self.pool.put(sandbox)
-        write(f"dagorder: finding missing declarations of {len(ids) if not one else 1} "
-              f"test(s) with up to {self.slots} probe process(es) at once")
+        write(f"dagorder: finding missing declarations of "
+              f"{plural(len(ids) if not one else 1, 'test')} with up to "
+              f"{plural(self.slots, 'probe process', 'probe processes')} at once")
         began = time.monotonic()
         serial = self._probe(ids, trace=True)
         self.timeout = max(PROBE_TIMEOUT_FLOOR,
@@ -264,9 +266,11 @@ class MissingFinder:
         self._drop_leftovers(serial, write)
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
-        write(f"dagorder: serial pass: {len(passed)} passed; screening {len(targets)} test(s)")
+        write(f"dagorder: serial pass: {len(passed)} passed; "
+              f"screening {plural(len(targets), 'test')}")
         suspects = self._screen(ids, targets) if not one else targets
-        write(f"dagorder: {len(suspects)} test(s) fail without the tests before them; "
+        write(f"dagorder: {plural(len(suspects), 'test')} "
+              f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before them; "
               "searching")
         hints = {t: _hints(ids, serial, t) for t in suspects}
         needs, unfinished = self._search(ids, suspects, hints, write)
@@ -278,7 +282,7 @@ class MissingFinder:
         pairs = conflict_candidates(touches, linked, MAX_PAIRS)
         if one:
             pairs = [p for p in pairs if len(ids) - 1 in p[:2]]
-        write(f"dagorder: overlapping {len(pairs)} pair(s) of tests that touch one path")
+        write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that touch one path")
         conflicts = self._conflicts(ids, pairs, needs)
         return Findings(needs, same, conflicts, unfinished)
 
@@ -293,13 +297,15 @@ class MissingFinder:
             return
         tracked = _tracked(root, present)
         if tracked is None:
-            write(f"dagorder: {len(present)} file(s) the tests write were in the project "
+            write(f"dagorder: {plural(len(present), 'file')} the tests write "
+                  f"{'was' if len(present) == 1 else 'were'} in the project "
                   f"before the run (not a git checkout: kept), e.g. {present[0]}; a test "
                   "that needs them is found only once they are removed")
             return
         left = [p for p in present if p not in tracked]
         if left:
-            write(f"dagorder: {len(left)} file(s) the tests write were left in the project "
+            write(f"dagorder: {plural(len(left), 'file')} the tests write "
+                  f"{'was' if len(left) == 1 else 'were'} left in the project "
                   f"by an earlier run (git does not track them), e.g. {left[0]}; the probes "
                   "run without them")
             for sandbox in self.sandboxes:
@@ -360,7 +366,8 @@ class MissingFinder:
                 _, pending = cf.wait(futures.values(), timeout=PROGRESS_EVERY)
                 now = (self.left, self.probes_run)
                 if now != shown and pending:
-                    write(f"dagorder: {now[0]} test(s) left to search, {now[1]} probes run")
+                    write(f"dagorder: {plural(now[0], 'test')} left to search, "
+                          f"{plural(now[1], 'probe')} run")
                     shown = now
                 if not pending:
                     break
@@ -592,8 +599,10 @@ class MissingFinder:
                   f"(both use {path})")
             write(f"    @pytest.mark.dag_resource({_quote(name)}) on each")
         if found.unfinished:
-            write(f"dagorder: the time budget ran out before {len(found.unfinished)} "
-                  "test(s) were searched:")
+            many = len(found.unfinished) != 1
+            write(f"dagorder: the time budget ran out before "
+                  f"{plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
+                  "searched:")
             for t in found.unfinished:
                 write(f"    {ids[t]}")
         target = self.settings.edges_path
@@ -610,8 +619,10 @@ class MissingFinder:
         elif found.needs or found.conflicts:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
-        write(f"dagorder: {edges} missing prerequisite(s), {len(found.conflicts)} conflict(s) "
-              f"in {seconds:.1f} s with {self.processes} pytest processes{wrote}")
+        write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
+              f"{plural(len(found.conflicts), 'conflict')} "
+              f"in {seconds:.1f} s with "
+              f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
 
 
 def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:

@@ -25,7 +25,9 @@ from ..core.published import (
     ReadError,
     ResultError,
     ResultStore,
+    UnpublishedKeyError,
     Values,
+    ordered_before,
     requires_closure,
 )
 from . import wording as glue_wording
@@ -129,14 +131,31 @@ class LocalResults:
         plan = self._plan
         graph = None if plan is None else plan.graph
         if me is None or graph is None or t not in requires_closure(me, graph.requires):
-            raise ReadError(wording.result_not_prerequisite(reader, names[t]), reader, names[t])
+            word = (wording.result_ordering_only if me is not None and graph is not None
+                    and t in ordered_before(me, graph.requires, graph.after)
+                    else wording.result_not_prerequisite)
+            raise ReadError(word(reader, names[t]), reader, names[t])
         if self.remote and not self.store.wait_ready(item.nodeid, DELIVERY_TIMEOUT):
             raise ReadError(glue_wording.result_timeout(reader, DELIVERY_TIMEOUT), reader,
                             names[t])
-        return Published(self.store.get(index.items[t].nodeid), reader, names[t])
+        return Results(self.store.get(index.items[t].nodeid), reader, names[t])
 
     def published_keys(self) -> dict[str, list[str]]:
         return self.store.keys_by_test()
+
+
+class Results(Published):
+    """:class:`Published` as a test holds it: a missing key's traceback ends at the
+    test's line, not inside this package."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> object:
+        __tracebackhide__ = True
+        try:
+            return super().__getitem__(key)
+        except UnpublishedKeyError as exc:
+            raise exc.with_traceback(None) from None
 
 
 class Dag:

@@ -108,6 +108,9 @@ class DagRun:
         #: The run collected its whole suite (see ``Plan.whole``): a durations
         #: file may forget the tests it did not see.
         self.whole = False
+        #: Per group of ``machine.groups``, how users named it (an xdist_group,
+        #: a document); None: by its first test.
+        self.group_names: list[str | None] | None = None
         # Seconds per test (all phases), recorded for the next run's priorities.
         self.elapsed: dict[int, float] = {}
         # The run's wall time, from here to the last time a test's time came
@@ -272,7 +275,9 @@ def group_cost_line(run: DagRun, workers: int) -> str | None:
     b = bounds(took, edges, {i: label[i] for i in took if i in label}, workers)
     if b.cost <= GROUP_COST_SHARE * wall:
         return None
-    named = [(run.nodeids[groups[k][0]], size, secs)
+    names = run.group_names
+    named = [(wording.group_name(run.nodeids[groups[k][0]], names[k] if names else None),
+              size, secs)
              for k, size, secs in b.groups_on_path if isinstance(k, int)]
     return wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named)
 

@@ -182,6 +182,7 @@ class Index:
         # is looked up once, not once per test (difflib is the slow part).
         self._suggested: dict[tuple[tuple[str, ...], str], list[str]] = {}
         self._names: dict[tuple[str, ...], list[str]] = {}
+        self._test_keys: set[str] | None = None  # the items' own keys, for suggest
         # By id of an item's parent: the keys of the collectors above it
         # (node ids, and their escaped spellings), and the prefixes a
         # relative name is tried under (the same for siblings).
@@ -333,24 +334,39 @@ class Index:
             return self.by_function.get(id(getattr(target, "__func__", target)))
         return None
 
-    def suggest(self, item: pytest.Item, target: str) -> list[str]:
-        """Close existing names, written the way the target was written."""
+    def suggest(self, item: pytest.Item, target: str, *, itself: bool = False) -> list[str]:
+        """Close names of other tests, written the way the target was written.
+
+        Only tests: a directory, module or class is a valid target, but one
+        that names a typo's neighbour by accident ('tests' for 'test_x') is no
+        help; nor is the test that wrote the target (``itself``: a target
+        inherited from a module or class, written for all of its tests, may).
+        """
         scopes = tuple(self.scopes(item))
         found = self._suggested.get((scopes, target))
         if found is None:
             names = self._names.get(scopes)
             if names is None:
+                if self._test_keys is None:
+                    self._test_keys = {key for i, it in enumerate(self.items)
+                                       for key in self._own_keys(it, self.ids[i])}
                 seen: dict[str, None] = {}
                 for prefix in scopes:
                     for key in self.by_key:
+                        if key not in self._test_keys:
+                            continue
                         if prefix and key.startswith(prefix):
                             seen[key[len(prefix):]] = None
                         elif not prefix:
                             seen[key] = None
                 names = self._names[scopes] = list(seen)
-            found = difflib.get_close_matches(target, names, n=3, cutoff=0.6)
+            # One more than shown: the test itself may be among them.
+            found = difflib.get_close_matches(target, names, n=4, cutoff=0.6)
             self._suggested[(scopes, target)] = found
-        return found
+        if itself:
+            return found[:3]
+        return [name for name in found
+                if [self.items[j] for j in self.resolve(item, name) or ()] != [item]][:3]
 
 
 #: The parameter pytest-repeat gives each repetition (0-based; its id is "N-M").
@@ -508,7 +524,9 @@ def _resolve_mark(
     where = f"{lead} {nodeid}"
     if mark.kwargs:
         problems.append(Problem(nodeid, (
-            f"{where}: unexpected keyword argument(s) {', '.join(sorted(mark.kwargs))}; "
+            f"{where}: unexpected keyword "
+            f"{'argument' if len(mark.kwargs) == 1 else 'arguments'} "
+            f"{', '.join(sorted(mark.kwargs))}; "
             f"{name} takes test names or test functions only")))
     if not mark.args:
         problems.append(Problem(nodeid, (
@@ -531,7 +549,7 @@ def _resolve_mark(
                 continue
             if hit is None:
                 found.unknown.append(target.strip())
-                hint = index.suggest(item, target.strip())
+                hint = index.suggest(item, target.strip(), itself=not own)
                 extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
                     "; use a test name, Class::test, or a node id relative to the rootdir")
                 tail = f"target {target!r} matches no collected test{extra}"

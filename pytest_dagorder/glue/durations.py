@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from ..core.wording import plural
 from .internals import LASTFAILED_KEY
 from .settings import settings_of
 
@@ -204,7 +205,7 @@ def wording_dropped(path: Path, read: Read) -> str:
     shown = ", ".join(repr(k) for k in read.dropped[:SHOWN])
     more = f" and {len(read.dropped) - SHOWN:,} more" if len(read.dropped) > SHOWN else ""
     return (f"dagorder: warning: durations file {str(path)!r}: {len(read.dropped):,} of "
-            f"{read.entries:,} records ignored, not a duration in seconds (a number from 0 "
+            f"{plural(read.entries, 'record')} ignored, not a duration in seconds (a number from 0 "
             f"up): {shown}{more}")
 
 
@@ -226,7 +227,7 @@ def refuse_unread(config: pytest.Config) -> None:
     if read.whole:
         return
     why = read.problem if read.problem is not None else (
-        f"{len(read.dropped):,} of {read.entries:,} records are not a duration in seconds "
+        f"{len(read.dropped):,} of {plural(read.entries, 'record')} are not a duration in seconds "
         f"(a number from 0 up): {', '.join(repr(k) for k in read.dropped[:SHOWN])}"
         + (" ..." if len(read.dropped) > SHOWN else ""))
     raise pytest.UsageError(
@@ -336,7 +337,8 @@ def store(config: pytest.Config, measured: Mapping[str, float],
     now = read_file(path)
     if not now.whole:
         why = now.problem if now.problem is not None else (
-            f"{len(now.dropped):,} records are not a duration in seconds")
+            f"{plural(len(now.dropped), 'record')} "
+            f"{'is' if len(now.dropped) == 1 else 'are'} not a duration in seconds")
         _warn(config, f"dagorder: warning: durations file {str(path)!r} not written: it "
                       f"changed during the run and cannot be read whole now ({why})")
         return

@@ -93,6 +93,10 @@ class Plan:
         return [it.nodeid for it in (*self.items, *self.deselected)]
 
 
+#: The xdist worker that shows the warnings every worker's collection finds.
+FIRST_WORKER = "gw0"
+
+
 def make_plan(
     selected: Sequence[pytest.Item],
     collected: Sequence[pytest.Item],
@@ -492,9 +496,17 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     plan = plan_without()
     if plan.problems and config.getoption("continue_on_collection_errors", False):
         plan = salvaged(plan, plan_without)
+    # Every xdist worker collects the same tests: the first one shows the
+    # warnings, the others only learn whether the filters make them errors
+    # (then each worker's plan must carry the problem alike).
+    shown = getattr(config, "workerinput", {}).get("workerid", FIRST_WORKER) == FIRST_WORKER
     for text, path, line, nodeid in migration.reader_warnings(readers):
         try:
-            warnings.warn_explicit(text, pytest.PytestWarning, path, line)
+            if shown:
+                warnings.warn_explicit(text, pytest.PytestWarning, path, line)
+            else:
+                with warnings.catch_warnings(record=True):
+                    warnings.warn_explicit(text, pytest.PytestWarning, path, line)
         except Warning as exc:
             # The warning filters made it an error (-W error, filterwarnings =
             # error): a collection error naming the test, as pytest reports

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import pytest
 
+from ..core.wording import plural
 from ..render import graph_export, timeline
 from ..render.graph_export import Edge, Node
 from ..render.timeline import Interval, Skipped
@@ -290,7 +291,8 @@ class Visuals:
             t = time.perf_counter()
             nodes, edges = self.graph(view)
             self._write(path, graph_export.render(path.suffix, nodes, edges),
-                        f"graph ({len(nodes)} tests, {len(edges)} dependencies)", t)
+                        f"graph ({plural(len(nodes), 'test')}, "
+                        f"{plural(len(edges), 'dependency', 'dependencies')})", t)
         if self.timelines:
             t = time.perf_counter()
             intervals, skipped, pairs = self.timeline(view)
@@ -305,7 +307,7 @@ class Visuals:
                 else:
                     text = render(intervals, skipped, pairs, lanes=lanes)
                 self._write(path, text,
-                            f"timeline ({len(intervals)} tests, "
+                            f"timeline ({plural(len(intervals), 'test')}, "
                             f"{len(skipped)} skipped by the graph)", t)
                 t = time.perf_counter()
 

@@ -56,9 +56,10 @@ class DependencyReader(Reader):
                  *sorted(set(marker.kwargs) - {"name", "depends", "scope"})]
         if extra:
             # pytest-dependency reads its three keywords and nothing else.
-            self.warn(item, (f"{at}: unexpected argument(s) {', '.join(extra)} ignored, "
-                             "as pytest-dependency ignores them; it reads name=, depends= "
-                             "and scope="))
+            one = len(extra) == 1
+            self.warn(item, (f"{at}: unexpected {'argument' if one else 'arguments'} "
+                             f"{', '.join(extra)} ignored, as pytest-dependency ignores "
+                             f"{'it' if one else 'them'}; it reads name=, depends= and scope="))
         name = marker.kwargs.get("name")
         if name is not None and not (isinstance(name, str) and name):
             problems.append(Problem(item.nodeid, f"{at}: name={name!r} must be a string"))

@@ -85,8 +85,10 @@ class DependsReader(Reader):
             extra = [*map(repr, mark.args), *sorted(set(mark.kwargs) - {"on", "name"})]
             if extra:
                 # pytest-depends reads on= and name= and nothing else.
-                self.warn(item, (f"{at}: unexpected argument(s) {', '.join(extra)} ignored, "
-                                 "as pytest-depends ignores them; it reads on= and name="))
+                one = len(extra) == 1
+                self.warn(item, (f"{at}: unexpected {'argument' if one else 'arguments'} "
+                                 f"{', '.join(extra)} ignored, as pytest-depends ignores "
+                                 f"{'it' if one else 'them'}; it reads on= and name="))
             name = mark.kwargs.get("name")
             if name is not None and names(name) is None:
                 problems.append(Problem(item.nodeid, f"{at}: name={name!r} must be a string"))

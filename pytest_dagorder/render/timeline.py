@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..core.bounds import Bounds, bounds
+from ..core.wording import plural
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,11 +247,11 @@ def render_html(
     staggered = b.staggered > b.simple * 1.001
     ratio = f", {fig.makespan / b.bound:.2f}x the bound" if b.bound > 0 else ""
     out.append(
-        f'<p class="figures">{n_tests} test{"s" * (n_tests != 1)} executed on '
-        f"{len(lane_names)} lane{'s' * (len(lane_names) != 1)}; {len(skipped)} skipped by "
+        f'<p class="figures">{plural(n_tests, "test")} executed on '
+        f"{plural(len(lane_names), 'lane')}; {len(skipped)} skipped by "
         f"the graph.  Makespan {_seconds(fig.makespan)}; work {_seconds(fig.work)}; "
-        f"critical path {_seconds(fig.critical)} over {len(path)} "
-        f"test{'s' * (len(path) != 1)}; no schedule beats max(C, W/N) = "
+        f"critical path {_seconds(fig.critical)} over {plural(len(path), 'test')}; "
+        "no schedule beats max(C, W/N) = "
         f"{_seconds(fig.bound)}"
         + (f", nor, as no test starts before its prerequisites can end, "
            f"{_seconds(b.staggered)}" if staggered else "")

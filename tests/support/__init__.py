@@ -1,0 +1,1 @@
+"""Scaffolding several test modules share: fakes, suites, parsers."""
