@@ -21,8 +21,11 @@ from helpers import (
     runpytest,
     write_ini,
 )
+from support.dagtester import DagTester
 
 from pytest_dagorder.core.shards import partition
+
+pytestmark = pytest.mark.dag_modes("own")
 
 TIMEOUT = 180.0
 PARTS = 4
@@ -97,26 +100,22 @@ TOGETHER = [
 ]
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), "-p", "no:randomly", *args, timeout=TIMEOUT)
-
-
 def ids_in(junit: Path) -> set[str]:
     return set(read_junit(junit)[0])
 
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_the_parts_together_give_the_serial_runs_outcomes(pytester: pytest.Pytester,
-                                                          mode: list[str]) -> None:
-    write_ini(pytester)
+def test_the_parts_together_give_the_serial_runs_outcomes(
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     make_modules(pytester, **SUITE)
-    whole = run(pytester, "--junitxml=whole.xml")
+    whole = dagtester.run("-p", "no:randomly", "--junitxml=whole.xml")
     whole.assert_outcomes(passed=15, failed=1, skipped=3)
     want, n_whole = read_junit(pytester.path / "whole.xml")
     got: dict[str, object] = {}
     counted = 0
     for k in range(1, PARTS + 1):
-        part = run(pytester, *mode, f"--dag-shard={k}/{PARTS}", f"--junitxml=part{k}.xml")
+        part = dagtester.run(
+            "-p", "no:randomly", *mode, f"--dag-shard={k}/{PARTS}", f"--junitxml=part{k}.xml")
         assert part.ret in (0, 1), part.stdout.str()
         part.stdout.fnmatch_lines([f"dagorder: shard {k}/{PARTS}: * of 19 tests, *"])
         cases, n = read_junit(pytester.path / f"part{k}.xml")
@@ -131,44 +130,45 @@ def test_the_parts_together_give_the_serial_runs_outcomes(pytester: pytest.Pytes
 
 
 def test_a_part_reports_the_rest_deselected_and_collect_only_lists_it(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, **SUITE)
     listed: list[str] = []
     for k in range(1, PARTS + 1):
-        result = run(pytester, "--collect-only", "-q", f"--dag-shard={k}/{PARTS}")
+        result = dagtester.run(
+            "-p", "no:randomly", "--collect-only", "-q", f"--dag-shard={k}/{PARTS}")
         ids = [line for line in result.stdout.lines if "::" in line and " " not in line]
         assert ids, result.stdout.str()
         result.stdout.fnmatch_lines(
             [f"{len(ids)}/19 tests collected ({19 - len(ids)} deselected)*"])
         listed += ids
     assert sorted(listed) == sorted(
-        line for line in run(pytester, "--collect-only", "-q").stdout.lines
+        line for line in dagtester.run("-p", "no:randomly", "--collect-only", "-q").stdout.lines
         if "::" in line and " " not in line)
     # The run executes what --collect-only listed, and only that.
-    result = run(pytester, "--dag-shard=1/4", "-rs")
-    first = run(pytester, "--collect-only", "-q", "--dag-shard=1/4").stdout.lines
+    result = dagtester.run("-p", "no:randomly", "--dag-shard=1/4", "-rs")
+    first = dagtester.run(
+        "-p", "no:randomly", "--collect-only", "-q", "--dag-shard=1/4").stdout.lines
     want = sorted(line for line in first if "::" in line and " " not in line)
     assert result.parseoutcomes()["deselected"] == 19 - len(want)
 
 
-def test_the_part_is_the_same_with_and_without_xdist(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_the_part_is_the_same_with_and_without_xdist(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     make_modules(pytester, **SUITE)
     durations = pytester.path / "d.json"
     durations.write_text(json.dumps({"test_misc.py::test_many[0]": 3.0,
                                      "test_accounts.py::test_open": 2.0}), encoding="utf-8")
     common = ["--dag-shard=2/3", f"--dag-durations={durations}"]
-    run(pytester, *common, "--junitxml=serial.xml")
-    result = run(pytester, *common, "-n", "2", "--junitxml=xdist.xml")
+    dagtester.run("-p", "no:randomly", *common, "--junitxml=serial.xml")
+    result = dagtester.run("-p", "no:randomly", *common, "-n", "2", "--junitxml=xdist.xml")
     result.stdout.fnmatch_lines(["dagorder: shard 2/3: * of 19 tests, about * recorded*"])
     assert ids_in(pytester.path / "serial.xml") == ids_in(pytester.path / "xdist.xml")
 
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_the_summary_counts_the_deselected_and_an_empty_part_passes(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     make_modules(pytester, test_chain="""
         def test_first():
             mark("first")
@@ -179,7 +179,7 @@ def test_the_summary_counts_the_deselected_and_an_empty_part_passes(
         """)
     # One component, two parts: the second part is empty.  A CI job for it
     # has nothing to run and must not fail ("no tests ran" is exit status 5).
-    result = run(pytester, *mode, "--dag-shard=2/2")
+    result = dagtester.run("-p", "no:randomly", *mode, "--dag-shard=2/2")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: shard 2/2: 0 of 2 tests: fewer groups of tests that must stay together "
@@ -188,39 +188,40 @@ def test_the_summary_counts_the_deselected_and_an_empty_part_passes(
     assert read_log(pytester) == {}
     # Under -n the workers deselect; the summary line counts it as serially,
     # what -k left out and what the other part holds alike.
-    result = run(pytester, *mode, "--dag-shard=1/2", "-k", "first")
+    result = dagtester.run("-p", "no:randomly", *mode, "--dag-shard=1/2", "-k", "first")
     result.assert_outcomes(passed=1, deselected=1)
-    result = run(pytester, *mode, "--dag-shard=2/2", "-k", "first")
+    result = dagtester.run("-p", "no:randomly", *mode, "--dag-shard=2/2", "-k", "first")
     result.assert_outcomes(deselected=2)
     assert result.ret == pytest.ExitCode.OK
     # A selection that is empty before the split stays pytest's "no tests ran".
-    result = run(pytester, *mode, "--dag-shard=2/2", "-k", "nothing_matches")
+    result = dagtester.run("-p", "no:randomly", *mode, "--dag-shard=2/2", "-k", "nothing_matches")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.assert_outcomes(deselected=2)
     # A suite that declares nothing (under -n: no barrier, plain dispatch) alike.
     make_modules(pytester, test_chain="def test_first():\n    mark('first')\n")
-    result = run(pytester, *mode, "--dag-shard=2/2")
+    result = dagtester.run("-p", "no:randomly", *mode, "--dag-shard=2/2")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.assert_outcomes(deselected=1)
 
 
 @pytest.mark.parametrize("value", ["0/4", "5/4", "x", "2/0"])
-def test_a_bad_shard_is_a_usage_error_naming_it(pytester: pytest.Pytester, value: str) -> None:
-    write_ini(pytester)
+def test_a_bad_shard_is_a_usage_error_naming_it(
+    pytester: pytest.Pytester, dagtester: DagTester, value: str
+) -> None:
     make_modules(pytester, **SUITE)
-    result = run(pytester, f"--dag-shard={value}")
+    result = dagtester.run("-p", "no:randomly", f"--dag-shard={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --dag-shard '{value}' is not valid; write K/N*"])
     assert not (pytester.path / "ran.log").exists()
 
 
-def test_an_oversized_component_is_named(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_an_oversized_component_is_named(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_m=A_THEN_B, test_other="def test_c():\n    mark('c')\n")
     durations = pytester.path / ".test_durations"
     durations.write_text(json.dumps({"test_m.py::test_a": 60, "test_m.py::test_b": 60,
                                      "test_other.py::test_c": 1}), encoding="utf-8")
-    result = run(pytester, "--dag-shard=1/2", "--dag-durations=.test_durations")
+    result = dagtester.run(
+        "-p", "no:randomly", "--dag-shard=1/2", "--dag-durations=.test_durations")
     result.stdout.fnmatch_lines([
         "dagorder: shard 1/2: 2 of 3 tests, about 2 min 0 s recorded; the largest component "
         "(2 tests tied to test_m.py::test_a) alone takes about 2 min 0 s, over a fair "
@@ -238,7 +239,7 @@ def recorded(path: Path) -> dict[str, float]:
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_stored_durations_merge_and_forget_only_after_a_whole_run(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     write_ini(pytester, "dag_durations = ci/durations.json\n")
     make_modules(pytester, test_m="""
         def test_slow():
@@ -256,18 +257,20 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
     path.write_text(json.dumps({"test_gone.py::test_x": 5.0, "test_m.py::test_quick": 9.0,
                                 "elsewhere/test_y.py::test_y": 1.0}), encoding="utf-8")
     # Part of the suite: nothing forgotten, what ran updated.
-    run(pytester, *mode, "--dag-store-durations", "-k", "slow").assert_outcomes(
+    dagtester.run(
+        "-p", "no:randomly", *mode, "--dag-store-durations", "-k", "slow").assert_outcomes(
         passed=1, deselected=2)
     got = recorded(path)
     assert sorted(got) == ["elsewhere/test_y.py::test_y", "test_gone.py::test_x",
                            "test_m.py::test_quick", "test_m.py::test_slow"]
     assert got["test_m.py::test_quick"] == 9.0 and 0.2 <= got["test_m.py::test_slow"] < 9
     # One part of two (test_other is the other part): nothing forgotten either.
-    run(pytester, *mode, "--dag-store-durations", "--dag-shard=1/2").assert_outcomes(
+    dagtester.run(
+        "-p", "no:randomly", *mode, "--dag-store-durations", "--dag-shard=1/2").assert_outcomes(
         passed=2, deselected=1)
     assert "test_gone.py::test_x" in recorded(path)
     # The whole suite: the tests it did not collect are gone.
-    run(pytester, *mode, "--dag-store-durations").assert_outcomes(passed=3)
+    dagtester.run("-p", "no:randomly", *mode, "--dag-store-durations").assert_outcomes(passed=3)
     got = recorded(path)
     assert sorted(got) == ["test_m.py::test_other", "test_m.py::test_quick",
                            "test_m.py::test_slow"]
@@ -277,8 +280,7 @@ def test_stored_durations_merge_and_forget_only_after_a_whole_run(
 
 
 def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_m=A_THEN_B)
     path = pytester.path / "d.json"
     path.write_text('{"test_m.py::test_a": 7.0}', encoding="utf-8")
@@ -293,25 +295,24 @@ def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 @pytest.mark.parametrize("content", ["{oops", "[1, 2]", None], ids=["not-json", "list", "dir"])
 def test_a_malformed_file_is_a_warning_and_the_run_goes_on(
-        pytester: pytest.Pytester, mode: list[str], content: str | None) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str],
+        content: str | None) -> None:
     make_modules(pytester, test_m=A_THEN_B)
     path = pytester.path / "d.json"
     if content is None:
         path.mkdir()
     else:
         path.write_text(content, encoding="utf-8")
-    result = run(pytester, *mode, "--dag-durations=d.json", "--dag-shard=1/1")
+    result = dagtester.run("-p", "no:randomly", *mode, "--dag-durations=d.json", "--dag-shard=1/1")
     result.assert_outcomes(passed=2)
     lines = [line for line in result.stdout.lines if "durations file" in line]
     assert len(lines) == 1, result.stdout.str()
     assert lines[0].startswith("dagorder: warning: durations file ") and str(path) in lines[0]
 
 
-def test_store_needs_a_file(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
+def test_store_needs_a_file(pytester: pytest.Pytester, dagtester: DagTester) -> None:
     make_modules(pytester, test_m="def test_a():\n    mark('a')\n")
-    result = run(pytester, "--dag-store-durations")
+    result = dagtester.run("-p", "no:randomly", "--dag-store-durations")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --dag-store-durations needs a file to write*"])
     assert read_log(pytester) == {}
@@ -328,8 +329,7 @@ def pytest_collection_modifyitems(items):
 
 
 def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     make_modules(pytester, **SUITE)
     pytester.makeconftest(SHUFFLER)
     durations = pytester.path / "d.json"
@@ -339,17 +339,18 @@ def test_the_part_does_not_depend_on_collection_order_or_hash_seed(
     for shuffle, hashseed in (("", "0"), ("1", "1"), ("2", "123")):
         monkeypatch.setenv("SHUFFLE_SEED", shuffle)
         monkeypatch.setenv("PYTHONHASHSEED", hashseed)
-        result = runpytest(pytester, *base_args(), "-p", "no:randomly", "--collect-only", "-q",
-                           "--dag-shard=2/3", f"--dag-durations={durations}", timeout=TIMEOUT,
-                           own_process="PYTHONHASHSEED takes effect when an interpreter starts")
+        result = dagtester.run("-p", "no:randomly", "--collect-only", "-q",
+                               "--dag-shard=2/3", f"--dag-durations={durations}", timeout=TIMEOUT,
+                               own_process="PYTHONHASHSEED takes effect when an interpreter starts")
         seen.append(sorted(line for line in result.stdout.lines
                            if "::" in line and " " not in line))
     assert seen[0] and seen[0] == seen[1] == seen[2]
 
 
-def test_a_module_using_runtime_depends_stays_in_one_part(pytester: pytest.Pytester) -> None:
+def test_a_module_using_runtime_depends_stays_in_one_part(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     pytest.importorskip("pytest_dependency")
-    write_ini(pytester)
     pytester.makepyfile(test_runtime="""
         from pytest_dependency import depends
 
@@ -373,7 +374,7 @@ def test_a_module_using_runtime_depends_stays_in_one_part(pytester: pytest.Pytes
         """)
     parts = []
     for k in (1, 2, 3):
-        result = run(pytester, "--collect-only", "-q", f"--dag-shard={k}/3")
+        result = dagtester.run("-p", "no:randomly", "--collect-only", "-q", f"--dag-shard={k}/3")
         parts.append({line for line in result.stdout.lines if "::" in line and " " not in line})
     runtime = {f"test_runtime.py::test_{n}" for n in "abcd"}
     assert sum(runtime <= part for part in parts) == 1, parts
@@ -423,8 +424,7 @@ def loop(pytester: pytest.Pytester, parts: int, *args: str, order: list[int] | N
 @pytest.mark.parametrize("parts", [2, 3, 5])
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_parts_run_one_after_another_in_one_checkout_run_every_test_once(
-        pytester: pytest.Pytester, mode: list[str], parts: int) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str], parts: int) -> None:
     make_modules(pytester, **LOOP_SUITE)
     # A recorded whole run first: every part's run then records durations of
     # its own tests, to the cache and to the file.
@@ -438,8 +438,8 @@ def test_parts_run_one_after_another_in_one_checkout_run_every_test_once(
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_last_failed_part_after_part_reruns_each_failure_once(
-        pytester: pytest.Pytester, mode: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     make_modules(pytester, **LOOP_SUITE)
     monkeypatch.setenv("FAIL_B", "test_m2 test_m5")
     runpytest(pytester, *base_args(cache=True), "-p", "no:randomly",
@@ -454,8 +454,7 @@ def test_last_failed_part_after_part_reruns_each_failure_once(
 
 
 def test_last_failed_part_after_part_says_when_a_part_has_none_left(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     make_modules(pytester, **LOOP_SUITE)
     # Equal durations from a file: the split is the pure partition's, known here.
     ids = [f"test_m{i}.py::test_{t}" for i in range(1, 7) for t in ("a", "b", "solo")]
@@ -486,18 +485,16 @@ def test_last_failed_part_after_part_says_when_a_part_has_none_left(
 
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_selection_part_after_part_runs_each_selected_test_once(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
+        pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     make_modules(pytester, **LOOP_SUITE)
     assert loop(pytester, 3, *mode, "-k", "solo or m3") == sorted(
         [f"test_m{i}::solo" for i in range(1, 7)] + ["test_m3::a", "test_m3::b"])
 
 
 def test_parts_in_separate_checkouts_run_every_test_once_from_any_directory(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # A CI matrix: a fresh checkout per part.  The file is named relative to
     # the rootdir, so a job that starts in tests/ cuts the same split.
-    write_ini(pytester)
     make_modules(pytester, **{f"tests__{name}": body for name, body in LOOP_SUITE.items()})
     recorded = {f"tests/{name.replace('::', '.py::test_')}": 10.0 if "m1" in name else 1.0
                 for name in ALL_18}
@@ -539,10 +536,11 @@ def bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def test_the_local_loop_recipe_runs_every_test_once(pytester: pytest.Pytester) -> None:
+def test_the_local_loop_recipe_runs_every_test_once(
+    pytester: pytest.Pytester, dagtester: DagTester
+) -> None:
     script = recipe("A local loop over shards")
     assert "--dag-shard=$k/4" in script and "--dag-store-durations" in script
-    write_ini(pytester)
     make_modules(pytester, **LOOP_SUITE)
     for _ in range(2):  # the first loop records the durations the second one cuts by
         done = bash(script, pytester.path, {})
@@ -551,10 +549,9 @@ def test_the_local_loop_recipe_runs_every_test_once(pytester: pytest.Pytester) -
 
 
 def test_the_matrix_recipe_runs_every_test_once_in_separate_checkouts(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
     command = recipe("A matrix job per shard")
     assert "--dag-shard=$SHARD/4" in command and "--junitxml=junit-$SHARD.xml" in command
-    write_ini(pytester)
     make_modules(pytester, **{f"tests__{name}": body for name, body in LOOP_SUITE.items()})
     recorded = {f"tests/{name.replace('::', '.py::test_')}": 4.0 if "m2" in name else 1.0
                 for name in ALL_18}
