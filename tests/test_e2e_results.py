@@ -574,7 +574,9 @@ def test_reader(dag):
 @MODES
 def test_a_missing_key_traceback_ends_at_the_reading_test(pytester: pytest.Pytester,
                                                           mode: str) -> None:
-    setup(pytester, test_missing=MISSING_KEY)
+    # Not "test_missing": an in-process inner run would find the suite's own
+    # tests/test_missing.py imported under that name.
+    setup(pytester, test_unpublished_key=MISSING_KEY)
     result = run(pytester, mode)
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
@@ -582,6 +584,6 @@ def test_a_missing_key_traceback_ends_at_the_reading_test(pytester: pytest.Pytes
         ">       assert got[[]\"user\"] == 1  # the line the traceback ends at",
         "E       *UnpublishedKeyError: test_reader reads 'user' from test_source, which "
         "published only 'user_id'",
-        "test_missing.py:*: UnpublishedKeyError",
+        "test_unpublished_key.py:*: UnpublishedKeyError",
     ])
     assert "published.py:" not in out and "dag_fixture.py:" not in out, out
