@@ -41,8 +41,6 @@ def plural(n: int, word: str, many: str = "") -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
-_plural = plural
-
 
 def prerequisite_ended(prereq: str, outcome: str) -> str:
     """A direct prerequisite that ran (or was never run) and did not pass."""
@@ -82,7 +80,7 @@ def not_run_yet(prereq: str) -> str:
 
 def blocked_line(nodeid: str, outcome: str, count: int) -> str:
     """Summary: one root cause and how many tests it blocked."""
-    return f"{nodeid} {outcome}: blocked {_plural(count, 'test')}"
+    return f"{nodeid} {outcome}: blocked {plural(count, 'test')}"
 
 
 def listed(nodeid: str) -> str:
@@ -92,7 +90,7 @@ def listed(nodeid: str) -> str:
 
 def not_started_line(reason: str, count: int) -> str:
     """Summary: tests a stop left unstarted."""
-    return f"{reason}: {_plural(count, 'test')} not started"
+    return f"{reason}: {plural(count, 'test')} not started"
 
 
 def some_of(names: Sequence[str], shown: int = 3) -> str:
@@ -104,7 +102,7 @@ def some_of(names: Sequence[str], shown: int = 3) -> str:
 
 def collection_errors(count: int) -> str:
     """The session's end when declarations are broken, as pytest words it."""
-    return f"{_plural(count, 'error')} during collection"
+    return f"{plural(count, 'error')} during collection"
 
 
 # -- pytest-dependency's runtime depends() -----------------------------------------
@@ -184,8 +182,8 @@ def depends_unmarked(test: str, names: str) -> str:
 
 
 def serial_header(tests: int, edges: int, chain: int) -> str:
-    return (f"dagorder: {_plural(tests, 'test')}, "
-            f"{_plural(edges, 'dependency', 'dependencies')}, longest chain {chain} (serial)")
+    return (f"dagorder: {plural(tests, 'test')}, "
+            f"{plural(edges, 'dependency', 'dependencies')}, longest chain {chain} (serial)")
 
 
 def limits_header(limits: Mapping[str, int], used: Sequence[str]) -> str:
@@ -201,19 +199,19 @@ def unused_limits_warning(unused: Sequence[str]) -> str:
 
 
 def exclusive_header(tests: int) -> str:
-    return (f"dagorder: {_plural(tests, 'test')} run alone (dag_exclusive): nothing else "
+    return (f"dagorder: {plural(tests, 'test')} run alone (dag_exclusive): nothing else "
             "runs meanwhile")
 
 
 def runtime_depends_header(modules: int) -> str:
-    return (f"dagorder: runtime depends() in {_plural(modules, 'module')}: "
+    return (f"dagorder: runtime depends() in {plural(modules, 'module')}: "
             "each runs on one worker, in collection order")
 
 
 def module_returns_header(modules: Sequence[str]) -> str:
     """The declarations order a test of another module inside each of ``modules``."""
     shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
-    return (f"dagorder: {_plural(len(modules), 'module')} ({shown}) cannot run in one "
+    return (f"dagorder: {plural(len(modules), 'module')} ({shown}) cannot run in one "
             "stretch: a dependency path leaves each and comes back, so a worker sets "
             "its module fixtures up again")
 
@@ -221,7 +219,7 @@ def module_returns_header(modules: Sequence[str]) -> str:
 def module_returns(modules: Sequence[str]) -> str:
     """After the run: workers came back to ``modules`` after leaving them."""
     shown = ", ".join(modules[:3]) + (", ..." if len(modules) > 3 else "")
-    return (f"dagorder: a worker came back to {_plural(len(modules), 'module')} ({shown}) "
+    return (f"dagorder: a worker came back to {plural(len(modules), 'module')} ({shown}) "
             "after leaving it, so its module fixtures were set up again there: a test "
             "of it became ready late (it waited on another module's) while the other "
             "workers were busy")
@@ -231,11 +229,11 @@ def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
     """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
     whole; ``names``: the documents' files."""
     if dist == "loadfile":
-        what = _plural(scopes, "file")
+        what = plural(scopes, "file")
     elif dist == "loadscope":
-        what = f"{_plural(scopes, 'scope')} (classes, modules)"
+        what = f"{plural(scopes, 'scope')} (classes, modules)"
     else:
-        what = f"{_plural(scopes, 'document')} (files of non-Python test items)"
+        what = f"{plural(scopes, 'document')} (files of non-Python test items)"
     shown = f": {', '.join(names[:5])}" if names else ""
     more = f" and {len(names) - 5} more" if len(names) > 5 else ""
     return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
@@ -251,7 +249,7 @@ def group_cost(cost: float, wall: float, grouped: float, plain: float,
                groups: Sequence[tuple[str, int, float]]) -> str:
     """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
     run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path."""
-    named = "; ".join(f"{name} ({_plural(size, 'test')}, {secs:.2f} s)"
+    named = "; ".join(f"{name} ({plural(size, 'test')}, {secs:.2f} s)"
                       for name, size, secs in groups[:3])
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
     return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
@@ -268,8 +266,8 @@ def groups_header(groups: int, held: int, tests: int,
                f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
                f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
     keep = "keeps" if groups == 1 else "keep"
-    return (f"dagorder: {_plural(groups, 'affinity group')} {keep} {held} of "
-            f"{_plural(tests, 'test')} "
+    return (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
+            f"{plural(tests, 'test')} "
             f"on one worker each (a dependent may read what its prerequisites left in the "
             f"process){weighed}; if the tests share no process state, --dag-affinity=none "
             "lifts this (--dag-explain: why each group formed)")
@@ -283,7 +281,7 @@ EXPLAIN_SERIAL = ("dagorder: serial run: every test runs in this process, in dep
 def explain_group(first: str, members: Sequence[str], reasons: Sequence[str]) -> str:
     """--dag-explain: one group, its tests and why it formed."""
     why = "; ".join(reasons) or "edges between its tests"
-    return (f"dagorder: group of {first} ({_plural(len(members), 'test')}): {why}\n"
+    return (f"dagorder: group of {first} ({plural(len(members), 'test')}): {why}\n"
             + "\n".join(f"    {m}" for m in members))
 
 
@@ -298,7 +296,7 @@ def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
     else:
         why = ("no module, shared session or package fixture or written state links "
                "them, or the user stated they share none")
-    count = _plural(len(edges), "dependency", "dependencies")
+    count = plural(len(edges), "dependency", "dependencies")
     return (f"dagorder: {count} left free "
             f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
 
@@ -324,8 +322,8 @@ def ran_elsewhere(prerequisite: str, worker: str, here: str, affinity: str) -> s
 
 def pulled_back_line(pulled: int, tests: int) -> str:
     """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
-    return (f"dagorder: {_plural(pulled, 'prerequisite')} pulled back into the run "
-            f"(--dag-with-prerequisites): {_plural(tests, 'test')} in all")
+    return (f"dagorder: {plural(pulled, 'prerequisite')} pulled back into the run "
+            f"(--dag-with-prerequisites): {plural(tests, 'test')} in all")
 
 
 # -- shards and durations files -------------------------------------------------
@@ -360,18 +358,18 @@ def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
     ``selected_elsewhere``: the part has tests, but none of the selected ones.
     """
     if tests == 0 and of > 0 and selected_elsewhere:
-        return (f"dagorder: shard {k}/{n}: 0 of {_plural(of, 'selected test')}: they all lie in "
+        return (f"dagorder: shard {k}/{n}: 0 of {plural(of, 'selected test')}: they all lie in "
                 "other parts; nothing to run, so the part passes")
     if tests == 0 and of > 0:
-        return (f"dagorder: shard {k}/{n}: 0 of {_plural(of, 'test')}: fewer groups of tests that "
+        return (f"dagorder: shard {k}/{n}: 0 of {plural(of, 'test')}: fewer groups of tests that "
                 "must stay together than parts; nothing to run, so the part passes")
-    line = f"dagorder: shard {k}/{n}: {tests:,} of {_plural(of, 'test')}, " + (
+    line = f"dagorder: shard {k}/{n}: {tests:,} of {plural(of, 'test')}, " + (
         f"{'' if seconds < 0.1 else 'about '}{about(seconds)} recorded" if seconds is not None
         else "no durations recorded (split by test count)")
     if big is not None:
         size = (f"{'' if big.seconds < 0.1 else 'about '}{about(big.seconds)}"
                 if big.seconds is not None else "more")
-        line += (f"; the largest component ({_plural(big.tests, 'test')} tied to "
+        line += (f"; the largest component ({plural(big.tests, 'test')} tied to "
                  f"{big.first}) alone takes {size}, over a fair share: no part can be shorter")
     return line
 
@@ -492,7 +490,7 @@ PUBLISHED_TITLE: Final = "published results, keys only (pytest-dagorder)"
 
 def lf_blocked_line(tests: int) -> str:
     """``--lf`` re-runs tests that did not fail last time: those a prerequisite blocked."""
-    return (f"--lf: also {_plural(tests, 'test')} skipped last time because a prerequisite "
+    return (f"--lf: also {plural(tests, 'test')} skipped last time because a prerequisite "
             "did not pass")
 
 
