@@ -7,6 +7,7 @@ cycle dodged that way still fails here.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,17 +125,41 @@ def test_the_decorators_still_come_from_the_package_top() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-#: What the core must not word: xdist and its options are the drivers' business.
-XDIST_WORDS = ("xdist", "--dist", "-p no:")
+#: What the core must not word: xdist, pytest and the plugins a suite migrates from
+#: (pytest-dependency's marker and run-time ``depends()``, pytest-depends, pytest-order)
+#: are the business of the layers that drive or read them.
+FOREIGN_WORDS = ("xdist", "--dist", "-p no:", "pytest", "depends()")
+#: A command-line option, pytest's, a plugin's or this plugin's own (``--lf``, ``-n``,
+#: ``--dag-affinity=none``): the glue that reads it words it.
+OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*|-[a-zA-Z](?![\w-]))")
+
+
+def said_by(path: Path) -> list[str]:
+    """The strings of a module a user may read: its constants, docstrings aside, the
+    plugin's own name taken out (a timeline file names its maker)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [node.value.replace("pytest-dagorder", "") for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings]
 
 
 @pytest.mark.parametrize("name", sorted(m for m in modules() if layer(m) == 0))
-def test_the_core_words_nothing_of_xdist(name: str) -> None:
-    """Strings a user may read (docstrings aside) from the core say nothing of xdist."""
-    tree = ast.parse(modules()[name].read_text())
-    docstrings = {id(node.value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-    said = [node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in docstrings]
-    assert [text for text in said if any(word in text for word in XDIST_WORDS)] == []
+def test_the_core_words_nothing_of_pytest_xdist_or_other_plugins(name: str) -> None:
+    """The core's sentences are about the DAG: no option, no other plugin, no pytest."""
+    said = said_by(modules()[name])
+    assert [text for text in said if any(word in text for word in FOREIGN_WORDS)] == []
+    assert [text for text in said if OPTION.search(text)] == []
+
+
+@pytest.mark.parametrize("text", ["--dag-affinity=none lifts it", "add --lf", "under -n",
+                                  "@pytest.mark.dependency", "a runtime depends() sees"])
+def test_the_check_catches_options_and_foreign_names(text: str) -> None:
+    assert any(word in text for word in FOREIGN_WORDS) or OPTION.search(text)
+
+
+@pytest.mark.parametrize("text", ["a -> b", "prerequisite test_a-1 failed", "K/N, e.g. 2/4",
+                                  "non-Python test items", "run_after"])
+def test_the_check_lets_the_dag_s_words_pass(text: str) -> None:
+    assert not any(word in text for word in FOREIGN_WORDS) and not OPTION.search(text)

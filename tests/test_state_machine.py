@@ -1447,12 +1447,34 @@ def test_a_tasks_history_says_what_released_held_and_skipped_it() -> None:
     def lines(task: str) -> list[str]:
         return [m.describe(lambda i: str(g.ids[i])) for m in sched.history(g.index[task])]
 
-    assert lines("a") == ["ready: free", "running: started on w1", "passed: ended on w1 (passed)"]
-    assert lines("b") == ["running: held on w1", "failed: ended on w1 (failed)"]
-    assert lines("c") == ["skipped: skipped because of b (prerequisite b failed)"]
-    assert lines("d") == ["ready: released by a", "running: started on w2",
-                          "failed: ended on w2 (failed)"]
-    assert lines("e") == ["skipped: skipped because of d (prerequisite d failed)"]
+    assert lines("a") == ["ready at the start (no prerequisite)", "started on w1",
+                          "passed on w1"]
+    assert lines("b") == ["held on w1 for a", "failed on w1"]
+    assert lines("c") == ["skipped because prerequisite b failed"]
+    assert lines("d") == ["released by a", "started on w2", "failed on w2"]
+    assert lines("e") == ["skipped because prerequisite d failed"]
+    assert sched.history(1)[0].by == 0  # held for a
+
+
+def test_a_grouped_task_kept_for_its_groups_worker_counts_the_starts_elsewhere() -> None:
+    """b and c (group of a, b, c) become ready on a's end, on w1; w1 runs b
+    while w2 starts two free tasks: c waited for w1 through both.  b started
+    at once, and a, the group's first, waited for nothing."""
+    g = graph_of({"a": "", "b": "a", "c": "a", "f1": "", "f2": ""})
+    sched = StateMachine(g, groups=["g", "g", "g", None, None], history=True)
+    sched.add_worker("w1")
+    sched.add_worker("w2")
+    sched.claim(0, "w1")  # a
+    sched.finished(0, "passed")
+    sched.claim(1, "w1")  # b
+    assert sched.take("w2", 2) == [3, 4]  # the free ones: c is w1's
+    sched.finished(1, "passed")
+    assert sched.take("w1") == [2]
+    sched.validate()
+    (start_c,) = [m for m in sched.history(2) if m.cause == "started"]
+    assert (start_c.worker, start_c.waited) == ("w1", 2)
+    assert start_c.describe(str) == "started on w1 after 2 tests started on other workers"
+    assert all(m.waited == 0 for i in (0, 1, 3, 4) for m in sched.history(i))
 
 
 def test_a_task_put_back_and_failed_for_a_check_says_so() -> None:
@@ -1473,7 +1495,10 @@ def test_a_task_put_back_and_failed_for_a_check_says_so() -> None:
     ]
     (failed,) = sched.history(1)
     assert (failed.cause, failed.by) == ("failed check", 0)
-    assert failed.describe(str) == "failed: failed check because of 0 (prerequisite a had an error)"
+    assert failed.describe(str) == "failed without running because prerequisite a had an error"
+    assert [m.describe(str) for m in sched.history(0)][2] == "put back (w1 left)"
+    assert [m.describe(str, None) for m in sched.history(0)][2:] == [
+        "put back", "started", "had an error"]
 
 
 def test_without_history_nothing_is_kept() -> None:

@@ -15,6 +15,7 @@ import pytest
 from pytest_dagorder.core import wording
 from pytest_dagorder.distributed import wording as xdist_wording
 from pytest_dagorder.glue import wording as glue_wording
+from pytest_dagorder.migration import wording as migration_wording
 
 CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("test_a", "failed"), "prerequisite test_a failed"),
@@ -34,11 +35,11 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.stopped_after("test_a", "failed"), "run stopped after test_a failed"),
     (lambda: wording.STOPPED, "run stopped"),
     (lambda: wording.CANCELLED, "cancelled"),
-    (lambda: "prerequisite test_z was deselected" + wording.DESELECTED_HINT,
+    (lambda: "prerequisite test_z was deselected" + glue_wording.DESELECTED_HINT,
      "prerequisite test_z was deselected; add --dag-with-prerequisites to run it"),
     (lambda: wording.not_run_yet("t.py::test_a"),
      "prerequisite t.py::test_a has not run yet (tests were reordered)"),
-    (lambda: wording.SUMMARY_TITLE, "blocked by prerequisites (pytest-dagorder)"),
+    (lambda: glue_wording.SUMMARY_TITLE, "blocked by prerequisites (pytest-dagorder)"),
     (lambda: wording.blocked_line("t.py::test_a", "failed", 1),
      "t.py::test_a failed: blocked 1 test"),
     (lambda: wording.blocked_line("t.py::test_a", "error", 3),
@@ -46,7 +47,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.listed("t.py::test_b"), "  t.py::test_b"),
     (lambda: wording.not_started_line("run stopped after test_a failed", 2),
      "run stopped after test_a failed: 2 tests not started"),
-    (lambda: wording.collection_errors(1), "1 error during collection"),
+    (lambda: glue_wording.collection_errors(1), "1 error during collection"),
     (lambda: wording.prerequisite_module_skipped("t.py", "could not import 'x'"),
      "prerequisite module t.py was skipped: could not import 'x'"),
     (lambda: wording.target_uncollectable("h.py::test_x", "h.py", "SystemExit: boom"),
@@ -54,38 +55,38 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "fix that file or the target"),
     (lambda: wording.some_of(["a", "b", "c", "d"]), "a, b, c, d"),
     (lambda: wording.some_of(["a", "b", "c", "d", "e"]), "a, b, c and 2 more"),
-    (lambda: wording.pulled_back_line(2, 4),
+    (lambda: glue_wording.pulled_back_line(2, 4),
      "dagorder: 2 prerequisites pulled back into the run (--dag-with-prerequisites): "
      "4 tests in all"),
-    (lambda: wording.pulled_back_line(1, 1),
+    (lambda: glue_wording.pulled_back_line(1, 1),
      "dagorder: 1 prerequisite pulled back into the run (--dag-with-prerequisites): "
      "1 test in all"),
-    (lambda: wording.collection_errors(2), "2 errors during collection"),
-    (lambda: wording.depends_not_passed("test_b", "test_a", " (call failed)"),
+    (lambda: glue_wording.collection_errors(2), "2 errors during collection"),
+    (lambda: migration_wording.depends_not_passed("test_b", "test_a", " (call failed)"),
      "test_b depends on test_a, which did not pass (call failed)"),
-    (lambda: wording.depends_no_test("test_b", "test_x", "module"),
+    (lambda: migration_wording.depends_no_test("test_b", "test_x", "module"),
      "test_b depends on test_x, which names no test of this run marked with "
      "@pytest.mark.dependency in its module scope"),
-    (lambda: wording.depends_other_process("test_b", "test_a", "module"),
+    (lambda: migration_wording.depends_other_process("test_b", "test_a", "module"),
      "test_b depends on test_a, which did not run in this worker process before it: a "
      "runtime depends() sees only tests of test_b's own affinity group "
      "(--dag-affinity=module) that an edge runs first; declare the dependency with "
      "@pytest.mark.dependency(depends=[...]) to have it scheduled"),
-    (lambda: wording.depends_not_run_yet("test_b", "test_a"),
+    (lambda: migration_wording.depends_not_run_yet("test_b", "test_a"),
      "test_b depends on test_a, which has not run yet: a runtime depends() does not order "
      "tests; declare the dependency with @pytest.mark.dependency(depends=[...]) to have it "
      "run first"),
-    (lambda: wording.depends_unmarked("test_b", "'test_a'"),
+    (lambda: migration_wording.depends_unmarked("test_b", "'test_a'"),
      "test_b depends on 'test_a', which is not marked with @pytest.mark.dependency (mark "
      "it, or set automark_dependency = true)"),
     (lambda: wording.limits_header({"db": 2}, ["db", "broker"]),
      "dagorder: resource limits db=2, broker=1"),
-    (lambda: wording.unused_limits_warning(["dbb"]),
+    (lambda: glue_wording.unused_limits_warning(["dbb"]),
      "dagorder: warning: no test uses 'dbb' (check the name "
      "in --dag-limit / dag_limits)"),
     (lambda: wording.exclusive_header(1),
      "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"),
-    (lambda: wording.runtime_depends_header(2),
+    (lambda: migration_wording.runtime_depends_header(2),
      "dagorder: runtime depends() in 2 modules: each runs on one worker, in collection order"),
     (lambda: wording.kept_whole_header("load", 2),
      "dagorder: 2 documents (files of non-Python test items): each runs on one worker, "
@@ -100,7 +101,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "once on every worker, while a dependency graph runs each test once, after its "
      "prerequisites; use --dist load, loadgroup, loadfile, loadscope or worksteal, or "
      "run with -p no:dagorder for plain xdist"),
-    (lambda: wording.group_cost(3.1, 14.2, 13.9, 10.8,
+    (lambda: glue_wording.group_cost(3.1, 14.2, 13.9, 10.8,
                                 [(wording.group_name("t.py::test_a", None), 40, 9.8)]),
      "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
      "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
@@ -139,13 +140,13 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.publish_test_too_big("test_a", "k", 5_000_000, 4 * 1024 * 1024),
      "test_a publishes 'k': its values would total 5,000,000 bytes, over the limit of 4 MiB "
      "per test; publish ids or file paths instead"),
-    (lambda: wording.result_unknown("test_b", "test_x"),
+    (lambda: glue_wording.result_unknown("test_b", "test_x"),
      "test_b reads dag.result('test_x'): it names no test of this run; name a test it "
      "depends on (a test name, Class::test, a node id or the function)"),
-    (lambda: wording.result_ambiguous("test_b", "test_p", ["test_p[1]", "test_p[2]"]),
+    (lambda: glue_wording.result_ambiguous("test_b", "test_p", ["test_p[1]", "test_p[2]"]),
      "test_b reads dag.result('test_p'), which matches 2 tests (test_p[1], test_p[2]); pick "
      "one instance, e.g. dag.result('test_p[1]')"),
-    (lambda: wording.result_not_prerequisite("test_b", "test_a"),
+    (lambda: glue_wording.result_not_prerequisite("test_b", "test_a"),
      "test_b reads the results of test_a, which is not one of its prerequisites: it may "
      "still be running; declare @depends_on('test_a') on test_b (directly or through "
      "another prerequisite)"),
@@ -153,18 +154,18 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "test_b reads 'k' from test_a, which published only 'x', 'y'"),
     (lambda: wording.result_no_key("test_b", "test_a", "k", []),
      "test_b reads 'k' from test_a, which published nothing (or did not pass)"),
-    (lambda: wording.result_not_requested("test_b"),
+    (lambda: glue_wording.result_not_requested("test_b"),
      "test_b got the dag fixture from request.getfixturevalue(); request it as an argument "
      "of the test (or of a fixture the test uses) so that its prerequisites' results are "
      "sent ahead of it"),
     (lambda: glue_wording.result_timeout("test_b", 60.0),
      "test_b: the results of its prerequisites did not arrive from the xdist controller "
      "within 60 s"),
-    (lambda: wording.result_no_driver("test_b"),
+    (lambda: glue_wording.result_no_driver("test_b"),
      "test_b uses the dag fixture, but pytest-dagorder does not run this session (plugin "
      "disabled, or the worker was not started by its controller)"),
-    (lambda: wording.published_line("t.py::test_a", ["x", "y"]), "t.py::test_a: x, y"),
-    (lambda: wording.PUBLISHED_TITLE, "published results, keys only (pytest-dagorder)"),
+    (lambda: glue_wording.published_line("t.py::test_a", ["x", "y"]), "t.py::test_a: x, y"),
+    (lambda: glue_wording.PUBLISHED_TITLE, "published results, keys only (pytest-dagorder)"),
 ]
 
 
@@ -186,17 +187,17 @@ ONE_PLURAL = re.compile(r"(?<![\d,./])1 (?:[a-z]+ )?(?:tests|groups|dependencies
 SINGULARS: list[Callable[[], str]] = [
     lambda: wording.serial_header(1, 1, 1),
     lambda: xdist_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
-    lambda: wording.groups_header(1, 1, 1, None),
-    lambda: wording.runtime_depends_header(1),
+    lambda: glue_wording.groups_header(1, 1, 1, None),
+    lambda: migration_wording.runtime_depends_header(1),
     lambda: wording.kept_whole_header("loadscope", 1),
     lambda: wording.kept_whole_header("load", 1, ["a.txt"]),
-    lambda: wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
+    lambda: glue_wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
     lambda: wording.shard_header(1, 2, 0, 1, None, None),
     lambda: wording.shard_header(1, 2, 0, 1, None, None, selected_elsewhere=True),
     lambda: wording.shard_header(1, 2, 1, 1, 2.0, wording.Oversized("t.py::test_a", 1, 2.0)),
     lambda: wording.blocked_line("t.py::test_a", "failed", 1),
-    lambda: wording.pulled_back_line(1, 1),
-    lambda: wording.collection_errors(1),
+    lambda: glue_wording.pulled_back_line(1, 1),
+    lambda: glue_wording.collection_errors(1),
 ]
 
 

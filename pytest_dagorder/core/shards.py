@@ -46,11 +46,12 @@ CLOSE_ENOUGH = 0.002
 
 
 class ShardSpecError(ValueError):
-    """``--dag-shard`` was not ``K/N`` with ``1 <= K <= N``; ``spec`` is the value."""
+    """A part was not named ``K/N`` with ``1 <= K <= N``; ``spec`` is the value
+    (the glue words it for the option that gave it)."""
 
     def __init__(self, spec: str) -> None:
-        super().__init__(f"--dag-shard {spec!r} is not valid; write K/N with N a whole "
-                         "number of at least 1 and K from 1 to N, e.g. --dag-shard 2/4")
+        super().__init__(f"shard {spec!r} is not valid; write K/N with N a whole "
+                         "number of at least 1 and K from 1 to N, e.g. 2/4")
         self.spec = spec
 
 

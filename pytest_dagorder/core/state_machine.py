@@ -56,6 +56,7 @@ prerequisites form a cycle between groups is dissolved), and
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, final, get_args
@@ -182,8 +183,11 @@ class Transition:
     """One move of a task and its cause (a key of :data:`TRANSITIONS`).
 
     ``by``: the task whose end caused it (released by, skipped or failed
-    because of); ``worker``: where it started, was held, was put back from
-    or ended; ``detail``: the outcome it ended with, or the skip's reason.
+    because of), or, held, the prerequisite it was held for; ``worker``:
+    where it started, was held, was put back from or ended; ``detail``: the
+    outcome it ended with, or the skip's reason; ``waited``: started, how
+    many tasks started on other workers while it was ready and its affinity
+    group was running on this worker (placement kept it for that worker).
     """
 
     before: State
@@ -192,15 +196,17 @@ class Transition:
     by: int | None = None
     worker: Worker | None = None
     detail: str | None = None
+    waited: int = 0
 
-    def describe(self, name: Callable[[int], str]) -> str:
-        """One line for people: ``ready: released by test_a``."""
-        text = f"{self.after.value}: {self.cause}"
-        if self.by is not None:
-            text += f" {'by' if self.cause == 'released' else 'because of'} {name(self.by)}"
-        if self.worker is not None:
-            text += f" on {self.worker}"
-        return text + (f" ({self.detail})" if self.detail else "")
+    def describe(self, name: Callable[[int], str],
+                 worker_name: Callable[[Worker], str] | None = str) -> str:
+        """The move for people: ``released by test_a``, ``held on gw0 for test_a``,
+        ``skipped because prerequisite test_a failed``; ``worker_name``: how
+        to name a worker (None: not at all, one process ran everything)."""
+        worker = (None if self.worker is None or worker_name is None
+                  else worker_name(self.worker))
+        return wording.move(self.cause, None if self.by is None else name(self.by), worker,
+                            self.detail, self.waited)
 
 
 def _or_checked(checked: Mapping[int, Sequence[int]],
@@ -337,6 +343,13 @@ class StateMachine:
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
         self._history: dict[int, list[Transition]] | None = {} if history else None
+        # With a history: the position in the run's starts at which each ready
+        # task became ready, and each worker's starts by position, so a start
+        # can say how many tasks started elsewhere while it was ready.
+        self._starts = 0
+        self._ready_at: dict[int, int] = {}
+        self._own_starts: dict[Worker, list[int]] = {}
+        self._group_began: dict[int, int] = {}  # by id() of the group: its first start
         chain = placement_chain(
             graph, self._rank, self.state, self._running_on, locality=locality,
             resources=resources, limits=limits, groups=groups, exclusive=exclusive,
@@ -605,6 +618,11 @@ class StateMachine:
         skip = self.skips.get(task)
         return None if skip is None else skip.reason
 
+    @property
+    def keeps_history(self) -> bool:
+        """Whether the machine was made with ``history=True``."""
+        return self._history is not None
+
     def history(self, task: int) -> list[Transition]:
         """``task``'s moves so far, oldest first, each with its cause.
 
@@ -625,8 +643,29 @@ class StateMachine:
         before = self.state[i]
         check(cause in TRANSITIONS.get((before, after), ()),
               f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
+        waited = 0
+        if after is State.READY:
+            self._ready_at[i] = self._starts
+        elif after is State.RUNNING and worker is not None:
+            own = self._own_starts.setdefault(worker, [])
+            group = None if self._groups is None else self._groups.of[i]
+            began = (self._starts if group is None
+                     else self._group_began.setdefault(id(group), self._starts))
+            since = self._ready_at.pop(i, self._starts)
+            if before is State.READY and began < since:
+                # Its group ran on this worker already when it became ready:
+                # every start elsewhere since is one it could not take.
+                waited = self._starts - since - (len(own) - bisect_left(own, since))
+            own.append(self._starts)
+            self._starts += 1
         self._history.setdefault(i, []).append(
-            Transition(before, after, cause, by, worker, detail))
+            Transition(before, after, cause, by, worker, detail, waited))
+
+    def _held_for(self, task: int) -> int | None:
+        """The first prerequisite ``task`` still waits on (it is held for its end)."""
+        g, state = self.graph, self.state
+        return next((p for p in (*g.requires[task], *g.after[task]) if not state[p].terminal),
+                    None)
 
     def _make_ready(self, i: int, cause: str, worker: Worker | None = None) -> None:
         """WAITING (or put back) -> READY, with no origin to be near."""
@@ -652,7 +691,7 @@ class StateMachine:
         """WAITING -> RUNNING on ``worker``, ahead of its prerequisites' end."""
         self._placement.started(d, worker)
         if self._history is not None:
-            self._moved(d, State.RUNNING, "held", worker=worker)
+            self._moved(d, State.RUNNING, "held", by=self._held_for(d), worker=worker)
         self.state[d] = State.RUNNING
         self.where[d] = worker
         self._running_on[worker].add(d)

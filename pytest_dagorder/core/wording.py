@@ -1,14 +1,18 @@
-"""Every sentence a user reads about a skip, a stop or the run's summary.
+"""Every sentence a user reads about the graph's decisions: skips, stops, the
+summary, the groups, the shards, published values.
 
-Pure (no pytest), so the core, the drivers and the migration layer word a
-decision alike: a test skipped by the controller, by a worker that held it,
-or by the serial runner reads the same.  tests/test_wording.py pins each
-text; change one there and here together.
+Pure, and about the DAG only: it names no pytest option, no other plugin.
+The sentences that do live with the layer that owns them
+(``glue/wording.py``: pytest's options and fixtures; ``migration/wording.py``:
+pytest-dependency's and pytest-depends' behaviour; ``distributed/wording.py``:
+xdist), so the core, the drivers and the migration layer word a decision
+alike: a test skipped by the controller, by a worker that held it, or by the
+serial runner reads the same.  tests/test_wording.py pins each text; change
+one there and here together.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
@@ -29,17 +33,12 @@ PHRASES: Final[Mapping[str, str]] = {
 STOPPED: Final = "run stopped"
 #: Why a task of the standalone runner did not start after cancel().
 CANCELLED: Final = "cancelled"
-#: Added to a skip whose root cause is a prerequisite left out of the run.
-DESELECTED_HINT: Final = "; add --dag-with-prerequisites to run it"
-#: Title of the end-of-run summary section.
-SUMMARY_TITLE: Final = "blocked by prerequisites (pytest-dagorder)"
 
 
 def plural(n: int, word: str, many: str = "") -> str:
     """``1 test``, ``2 tests``, ``1,200 tests``; ``many``: an irregular plural
     (``dependencies``).  Every count a user reads goes through here."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"
-
 
 
 def prerequisite_ended(prereq: str, outcome: str) -> str:
@@ -100,83 +99,45 @@ def some_of(names: Sequence[str], shown: int = 3) -> str:
     return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
-def collection_errors(count: int) -> str:
-    """The session's end when declarations are broken, as pytest words it."""
-    return f"{plural(count, 'error')} during collection"
+
+# -- a test's history (the state machine's transitions) ---------------------------
 
 
-# -- pytest-dependency's runtime depends() -----------------------------------------
+def move(cause: str, by: str | None, worker: str | None, detail: str | None,
+         waited: int = 0) -> str:
+    """One move of a test, by its cause (a key of the state machine's
+    ``TRANSITIONS``): ``released by test_a``, ``held on gw0 for test_a``,
+    ``started on gw1 after 3 tests started on other workers``, ``skipped
+    because prerequisite test_a failed``; ``worker`` None: not named."""
+    on = "" if worker is None else f" on {worker}"
+    if cause == "free":
+        return "ready at the start (no prerequisite)"
+    if cause == "released":
+        return f"released by {by}"
+    if cause == "put back":
+        return f"put back ({worker} left)" if worker is not None else "put back"
+    if cause == "held":
+        return f"held{on} for {by}" if by is not None else f"held{on}"
+    if cause == "started":
+        late = (f" after {plural(waited, 'test')} started on other workers" if waited
+                else "")
+        return f"started{on}{late}"
+    if cause == "skipped":
+        return f"skipped because {detail}"
+    if cause == "failed check":
+        return f"failed without running because {detail}"
+    outcome = detail or "not run"
+    return (outcome if outcome == "passed" else PHRASES.get(outcome, outcome)) + on
 
 
-def depends_not_passed(test: str, name: str, how: str) -> str:
-    return f"{test} depends on {name}, which did not pass{how}"
+def history_line(test: str, moves: Sequence[str]) -> str:
+    """--dag-explain: a test and its moves, oldest first."""
+    return f"{test}: {'; '.join(moves)}"
 
 
-def depends_no_test(test: str, name: str, scope: str) -> str:
-    return (f"{test} depends on {name}, which names no test of this run marked "
-            f"with @pytest.mark.dependency in its {scope} scope")
-
-
-def depends_other_process(test: str, name: str, affinity: str) -> str:
-    return (f"{test} depends on {name}, which did not run in this worker process "
-            f"before it: a runtime depends() sees only tests of {test}'s own "
-            f"affinity group (--dag-affinity={affinity}) that an edge runs first; declare the "
-            "dependency with @pytest.mark.dependency(depends=[...]) to have it scheduled")
-
-
-def depends_not_run_yet(test: str, name: str) -> str:
-    return (f"{test} depends on {name}, which has not run yet: a runtime depends() "
-            "does not order tests; declare the dependency with "
-            "@pytest.mark.dependency(depends=[...]) to have it run first")
-
-
-#: How a skip for a name that names no test ends; the summary finds the names by it.
-UNKNOWN_TAIL = ", which names no test of this run"
-
-
-def foreign_unknown(test: str, names: list[str], scope: str = "", hint: str = "") -> str:
-    """pytest-dependency / pytest-depends: a name that matches nothing skips the dependent."""
-    where = f" (scope {scope!r})" if scope and scope != "module" else ""
-    return f"{test} depends on {', '.join(map(repr, names))}{UNKNOWN_TAIL}{where}{hint}"
-
-
-def foreign_itself(test: str, names: list[str]) -> str:
-    """pytest-dependency: a test that names itself is skipped (it has no outcome yet)."""
-    return (f"{test} depends on {', '.join(map(repr, names))}, itself: pytest-dependency "
-            "skips such a test, as it has no outcome before it runs (remove the name)")
-
-
-def foreign_letters(test: str, depends: str, *, ignore_unknown: bool = False) -> str:
-    """pytest-dependency: ``depends='test_a'``, a string it reads letter by letter."""
-    then = ("with --ignore-unknown-dependency no letter counts, so the test runs "
-            "without prerequisites" if ignore_unknown else
-            f"no test is named {depends[0]!r}, so it skips the test")
-    return (f"{test} has depends={depends!r}, a string: pytest-dependency reads it letter "
-            f"by letter and {then} (write depends=[{depends!r}])")
-
-
-def foreign_cycle(test: str, target: str, cycle: list[str]) -> str:
-    """pytest-dependency: a test whose prerequisite comes later on a cycle is skipped."""
-    return (f"{test} depends on {target}, which comes after it on a dependency cycle "
-            f"({' -> '.join(cycle)}): pytest-dependency skips such a test (remove one of "
-            "these dependencies)")
-
-
-def foreign_failed(test: str, failed: list[str]) -> str:
-    """pytest-depends' ``--failed-dependency-action=fail``: its own message."""
-    return f"{test} depends on {', '.join(failed)}"
-
-
-def unknown_names_line(names: list[str]) -> str:
-    """Summary: the names that matched nothing, so a typo is not lost among the skips."""
-    return (f"dagorder: tests were skipped for names that match no test: "
-            f"{', '.join(map(repr, names))}")
-
-
-def depends_unmarked(test: str, names: str) -> str:
-    return (f"{test} depends on {names}, which is not marked with "
-            "@pytest.mark.dependency (mark it, or set automark_dependency = true)")
-
+#: --dag-explain, when no test was skipped, held, put back or kept waiting.
+NOTHING_TO_EXPLAIN: Final = ("dagorder: every test started once its prerequisites "
+                             "allowed it: none was skipped, held or kept waiting")
 
 # -- header lines ------------------------------------------------------------------
 
@@ -192,20 +153,9 @@ def limits_header(limits: Mapping[str, int], used: Sequence[str]) -> str:
     return f"dagorder: resource limits {', '.join(parts)}"
 
 
-def unused_limits_warning(unused: Sequence[str]) -> str:
-    """Names given a limit that no test uses: a typo, most likely (serially and under -n)."""
-    return (f"dagorder: warning: no test uses {', '.join(map(repr, unused))} "
-            "(check the name in --dag-limit / dag_limits)")
-
-
 def exclusive_header(tests: int) -> str:
     return (f"dagorder: {plural(tests, 'test')} run alone (dag_exclusive): nothing else "
             "runs meanwhile")
-
-
-def runtime_depends_header(modules: int) -> str:
-    return (f"dagorder: runtime depends() in {plural(modules, 'module')}: "
-            "each runs on one worker, in collection order")
 
 
 def module_returns_header(modules: Sequence[str]) -> str:
@@ -245,85 +195,11 @@ def group_name(first: str, label: str | None) -> str:
     return f"the group of {first}" if label is None else label
 
 
-def group_cost(cost: float, wall: float, grouped: float, plain: float,
-               groups: Sequence[tuple[str, int, float]]) -> str:
-    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
-    run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path."""
-    named = "; ".join(f"{name} ({plural(size, 'test')}, {secs:.2f} s)"
-                      for name, size, secs in groups[:3])
-    more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
-    return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
-            f"(no schedule beats {grouped:.2f} s with them, {plain:.2f} s without);\n"
-            f"  on the critical path: {named}{more}.  If these tests share no process "
-            "state, --dag-affinity=none (or dag.publish for what they pass on) lifts it")
-
-
-def groups_header(groups: int, held: int, tests: int,
-                  cost: tuple[float, float, float] | None) -> str:
-    """What affinity groups keep together; ``cost``: (cost, bound with them, without)
-    by the recorded durations, if there are any."""
-    weighed = ("" if cost is None else
-               f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
-               f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
-    keep = "keeps" if groups == 1 else "keep"
-    return (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
-            f"{plural(tests, 'test')} "
-            f"on one worker each (a dependent may read what its prerequisites left in the "
-            f"process){weighed}; if the tests share no process state, --dag-affinity=none "
-            "lifts this (--dag-explain: why each group formed)")
-
-
-#: --dag-explain in a serial run: one process, nothing to keep together.
-EXPLAIN_SERIAL = ("dagorder: serial run: every test runs in this process, in dependency "
-                  "order; affinity groups form only under -n")
-
-
 def explain_group(first: str, members: Sequence[str], reasons: Sequence[str]) -> str:
     """--dag-explain: one group, its tests and why it formed."""
     why = "; ".join(reasons) or "edges between its tests"
     return (f"dagorder: group of {first} ({plural(len(members), 'test')}): {why}\n"
             + "\n".join(f"    {m}" for m in members))
-
-
-def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
-    """--dag-explain: the edges whose tests may run on different workers."""
-    if not edges:
-        return "dagorder: no dependency left free: every edge keeps its tests together"
-    if affinity == "none":
-        why = "--dag-affinity=none: the tests share nothing"
-    elif affinity != "state":
-        why = f"--dag-affinity={affinity} keeps only edges inside a {affinity}"
-    else:
-        why = ("no module, shared session or package fixture or written state links "
-               "them, or the user stated they share none")
-    count = plural(len(edges), "dependency", "dependencies")
-    return (f"dagorder: {count} left free "
-            f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
-
-
-#: The title of the report section naming a prerequisite that ran on another worker.
-ELSEWHERE_TITLE = "dagorder"
-
-
-def ran_elsewhere(prerequisite: str, worker: str, here: str, affinity: str) -> str:
-    """A failed test whose prerequisite ran in another worker process, and the remedy."""
-    if affinity == "none":
-        remedy = ("if it reads what that test left in the process, drop --dag-affinity=none "
-                  "(the default keeps such tests on one worker)")
-    elif affinity != "state":
-        remedy = (f"if it reads what that test left in the process, --dag-affinity=state "
-                  f"(the default) keeps more together than {affinity}")
-    else:
-        remedy = ("if it reads what that test left in the process, have both request one "
-                  "session fixture holding it, or pass it with dag.publish")
-    return (f"prerequisite {prerequisite} ran on worker {worker}, this test on {here}: "
-            f"{remedy}")
-
-
-def pulled_back_line(pulled: int, tests: int) -> str:
-    """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
-    return (f"dagorder: {plural(pulled, 'prerequisite')} pulled back into the run "
-            f"(--dag-with-prerequisites): {plural(tests, 'test')} in all")
 
 
 # -- shards and durations files -------------------------------------------------
@@ -372,13 +248,6 @@ def shard_header(k: int, n: int, tests: int, of: int, seconds: float | None,
         line += (f"; the largest component ({plural(big.tests, 'test')} tied to "
                  f"{big.first}) alone takes {size}, over a fair share: no part can be shorter")
     return line
-
-
-def shard_failures_rerun(k: int, n: int) -> str:
-    """``--lf``, part after part: the failures the loop began with were in parts that ran."""
-    return (f"dagorder: shard {k}/{n}: no failure of this part to re-run (--lf): the "
-            "failures recorded when this loop over the parts began were in the parts that "
-            "ran since; nothing to run, so the part passes")
 
 
 # -- dag.publish / dag.result ------------------------------------------------------
@@ -438,60 +307,10 @@ def publish_test_too_big(test: str, key: str, total: int, limit: int) -> str:
             f"limit of {_bytes(limit)} per test; publish ids or file paths instead")
 
 
-def result_unknown(reader: str, target: str) -> str:
-    return (f"{reader} reads dag.result({target!r}): it names no test of this run; name a "
-            "test it depends on (a test name, Class::test, a node id or the function)")
-
-
-def result_ambiguous(reader: str, target: str, names: Sequence[str]) -> str:
-    return (f"{reader} reads dag.result({target!r}), which matches {len(names)} tests "
-            f"({some_of(list(names))}); pick one instance, e.g. dag.result({names[0]!r})")
-
-
-def result_not_prerequisite(reader: str, target: str) -> str:
-    return (f"{reader} reads the results of {target}, which is not one of its prerequisites: "
-            f"it may still be running; declare @depends_on({target!r}) on {reader} "
-            "(directly or through another prerequisite)")
-
-
-def result_ordering_only(reader: str, target: str) -> str:
-    """The target runs first only by ``run_after``: it has ended, but need not have passed."""
-    return (f"{reader} reads the results of {target}, which runs before it only by "
-            "run_after: it may have failed and published nothing, and run_after runs "
-            f"{reader} anyway; declare @depends_on({target!r}) on {reader} to read its "
-            "results")
-
-
 def result_no_key(reader: str, target: str, key: object, published: Sequence[str]) -> str:
     have = (f"published only {', '.join(map(repr, published))}" if published
             else "published nothing (or did not pass)")
     return f"{reader} reads {key!r} from {target}, which {have}"
-
-
-def result_not_requested(reader: str) -> str:
-    return (f"{reader} got the dag fixture from request.getfixturevalue(); request it as an "
-            "argument of the test (or of a fixture the test uses) so that its prerequisites' "
-            "results are sent ahead of it")
-
-
-def result_no_driver(reader: str) -> str:
-    return (f"{reader} uses the dag fixture, but pytest-dagorder does not run this session "
-            "(plugin disabled, or the worker was not started by its controller)")
-
-
-def published_line(test: str, keys: Sequence[str]) -> str:
-    """-v summary: which keys a test published (never the values)."""
-    return f"{test}: {', '.join(keys)}"
-
-
-#: Title of the -v section listing published keys.
-PUBLISHED_TITLE: Final = "published results, keys only (pytest-dagorder)"
-
-
-def lf_blocked_line(tests: int) -> str:
-    """``--lf`` re-runs tests that did not fail last time: those a prerequisite blocked."""
-    return (f"--lf: also {plural(tests, 'test')} skipped last time because a prerequisite "
-            "did not pass")
 
 
 def prerequisite_broken(prereq: str) -> str:
@@ -505,42 +324,3 @@ def relative_to_rootdir(rootdir: str) -> str:
     return f" (node ids are relative to the rootdir {rootdir})"
 
 
-def _span(seconds: float) -> str:
-    whole = int(seconds)
-    if whole < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(whole, 60)
-    return f"{minutes} min {rest} s"
-
-
-def stall_head(seconds: float) -> str:
-    """First line of the stall report (--dag-stall-report)."""
-    return (f"pytest-dagorder: no test has reported for {_span(seconds)}; still waiting "
-            "(this is said once; --dag-stall-report=0 turns it off)")
-
-
-def stall_worker(worker: str, test: str | None, running: float | None,
-                 since: float | None) -> str:
-    """What one worker is doing at the stall report; ``since``: wall clock seconds."""
-    if test is None:
-        return f"{worker}: no test running (between tests or waiting for work)"
-    if running is None or since is None:
-        return f"{worker}: running {test}"
-    clock = time.strftime("%H:%M:%S", time.localtime(since))
-    return f"{worker}: running {test} since {clock} ({_span(running)})"
-
-
-def stall_stack_head(worker: str) -> str:
-    return f"stack of {worker} (faulthandler, every thread, most recent call first):"
-
-
-def stall_no_stack(worker: str, why: str) -> str:
-    return f"{worker}: no stack: {why}"
-
-
-#: Why a stall report shows no worker stack.
-STALL_FAULTHANDLER_TIMEOUT: Final = (
-    "pytest's faulthandler_timeout owns faulthandler's timer; its dumps go to stderr")
-STALL_NOT_LOCAL: Final = "the worker is not on this machine"
-STALL_NO_DUMP: Final = ("the worker made no stack dump since its test started (a test or "
-                        "plugin may have cancelled faulthandler's timer)")

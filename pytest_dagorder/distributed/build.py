@@ -21,9 +21,11 @@ from ..core.errors import DependencyError
 from ..core.graph import Graph
 from ..core.module_runs import forced_returns
 from ..core.published import Relay
+from ..glue import wording as glue_wording
 from ..glue.dag_run import DagRun
 from ..glue.resources import resources_in_use, unused_limits
 from ..glue.settings import AffinityMode, Settings
+from ..migration import wording as migration_wording
 from . import wire
 from . import wording as xdist_wording
 
@@ -113,7 +115,8 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
                  groups=groups, locality=mode != "none",
                  resources=resources, limits=settings.limits, exclusive=alone,
                  checks=dict(payload.fail_checks), modules=modules,
-                 module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None)
+                 module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None,
+                 history=settings.explain)
     run.whole = payload.whole
     run.group_names = [_group_label(payload, explicit, members) for members in run.machine.groups]
     built = BuiltRun(run, [], notes=notes)
@@ -136,7 +139,7 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
                                                               strict=False)}
             header.append(wording.module_returns_header([str(names[m]) for m in split]))
     if chains:
-        header.append(wording.runtime_depends_header(len(chains)))
+        header.append(migration_wording.runtime_depends_header(len(chains)))
     if whole:
         header.append(wording.kept_whole_header(dist, len(whole), [
             label.removeprefix(f"{DOCUMENT} ") for label in whole if label.startswith(DOCUMENT)]))
@@ -145,7 +148,7 @@ def build_run(payload: wire.Payload, settings: Settings, recorded: Mapping[str, 
         header.append(wording.limits_header(settings.limits, used))
     unused = unused_limits(settings.limits, payload.resources)
     if unused:
-        header.append(wording.unused_limits_warning(unused))
+        header.append(glue_wording.unused_limits_warning(unused))
     if alone is not None:
         header.append(wording.exclusive_header(sum(alone)))
     if run.machine.groups and mode != "none":
@@ -169,7 +172,7 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
         label = {i: k for k, members in enumerate(groups) for i in members}
         b = bounds(took, edges, label, workers)
         cost = (b.cost, b.grouped_bound, b.bound)
-    return wording.groups_header(len(groups), held, run.n_run, cost)
+    return glue_wording.groups_header(len(groups), held, run.n_run, cost)
 
 
 def explain_lines(run: DagRun, payload: wire.Payload, mode: AffinityMode,
@@ -188,7 +191,7 @@ def explain_lines(run: DagRun, payload: wire.Payload, mode: AffinityMode,
         lines.append(wording.explain_group(ids[members[0]], [ids[k] for k in members], why))
     free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
             if p < n and (labels[i] is None or labels[i] != labels[p])]
-    lines.append(wording.explain_free(free, mode))
+    lines.append(glue_wording.explain_free(free, mode))
     return lines
 
 

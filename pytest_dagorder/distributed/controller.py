@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from ..core import wording
+from ..glue import wording as glue_wording
 from ..glue.declarations import Problem
 from ..glue.internals import assertion_rewriting_paused
 from ..glue.settings import DAG_MODES, settings_of
@@ -237,12 +237,12 @@ class DagController:
             stack = no_stack = None
             directory = node.workerinput.get(STALL_KEY)
             if own_timer:
-                no_stack = wording.STALL_FAULTHANDLER_TIMEOUT
+                no_stack = glue_wording.STALL_FAULTHANDLER_TIMEOUT
             elif directory is None:
-                no_stack = wording.STALL_NOT_LOCAL
+                no_stack = glue_wording.STALL_NOT_LOCAL
             else:
                 stack = last_dump(dump_file(directory, name), since if test else None)
-                no_stack = None if stack else wording.STALL_NO_DUMP
+                no_stack = None if stack else glue_wording.STALL_NO_DUMP
             workers.append(WorkerState(name, test, since, stack, no_stack))
         return report_lines(self.stall_seconds, workers)
 

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from ..core import wording
 from ..core.published import Relay
 from ..glue import durations, sharding
+from ..glue import wording as glue_wording
 from ..glue.dag_run import DagRun, report_problems
 from ..glue.declarations import Problem
 from ..glue.memory import collector_paused
@@ -351,7 +351,7 @@ class DependencyScheduling:
             if found is not None:
                 # A section of the report: printed with the failure, kept by
                 # whatever stores the report.
-                report.sections.append((wording.ELSEWHERE_TITLE, wording.ran_elsewhere(
+                report.sections.append((glue_wording.ELSEWHERE_TITLE, glue_wording.ran_elsewhere(
                     *found, settings_of(self.config).affinity)))
         if self.feed.feed(report) is not None:
             self._dispatch(emit=emit)

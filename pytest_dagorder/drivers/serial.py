@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..core import wording
+from ..glue import wording as glue_wording
 from ..glue.dag_fixture import LocalResults, write_published
 from ..glue.internals import assertion_rewriting_paused, skip_here
 from ..glue.planning import Plan, Planner
@@ -57,7 +58,7 @@ class SerialRunner(Planner):
         unused = unused_limits(settings.limits,
                                [needs.resources for needs in plan.needs.values()])
         if unused:
-            self.warnings.append(wording.unused_limits_warning(unused))
+            self.warnings.append(glue_wording.unused_limits_warning(unused))
         if plan.problems or plan.errors or plan.graph is not None:
             with assertion_rewriting_paused():
                 from ..glue.dag_run import DagRun, report_problems
@@ -69,7 +70,7 @@ class SerialRunner(Planner):
             items[:] = []  # even --continue-on-collection-errors must run nothing
         elif plan.graph is not None:
             self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
-                              on_failure=settings.on_failure)
+                              on_failure=settings.on_failure, history=settings.explain)
             self.run.machine.add_worker(WORKER)
             self.run.whole = plan.whole
             self.pulled_back = len(plan.pulled_back)
@@ -83,9 +84,9 @@ class SerialRunner(Planner):
             lines += self.plan.notes
         if self.pulled_back:
             # pytest's "collected N items" counted before they were pulled back.
-            lines.append(wording.pulled_back_line(self.pulled_back, self.run.n_run))
+            lines.append(glue_wording.pulled_back_line(self.pulled_back, self.run.n_run))
         if settings_of(config).explain:
-            lines.append(wording.EXPLAIN_SERIAL)
+            lines.append(glue_wording.EXPLAIN_SERIAL)
         return lines + self.warnings
 
     @pytest.hookimpl(tryfirst=True)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core import wording
 from ..core.published import (
     Publication,
     Published,
@@ -30,7 +29,7 @@ from ..core.published import (
     ordered_before,
     requires_closure,
 )
-from . import wording as glue_wording
+from . import wording
 from .declarations import Index
 from .internals import assertion_rewriting_paused
 from .outcome_tracker import OutcomeTracker
@@ -136,7 +135,7 @@ class LocalResults:
                     else wording.result_not_prerequisite)
             raise ReadError(word(reader, names[t]), reader, names[t])
         if self.remote and not self.store.wait_ready(item.nodeid, DELIVERY_TIMEOUT):
-            raise ReadError(glue_wording.result_timeout(reader, DELIVERY_TIMEOUT), reader,
+            raise ReadError(wording.result_timeout(reader, DELIVERY_TIMEOUT), reader,
                             names[t])
         return Results(self.store.get(index.items[t].nodeid), reader, names[t])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import NamedTuple
 
 import pytest
@@ -17,8 +17,10 @@ import pytest
 from ..core import wording
 from ..core.bounds import bounds
 from ..core.graph import Graph
-from ..core.state_machine import FailurePolicy, Skip, StateMachine, as_outcome
+from ..core.state_machine import FailurePolicy, Skip, StateMachine, Transition, as_outcome
+from ..core.states import State
 from . import durations
+from . import wording as glue_wording
 from .declarations import Problem
 from .internals import keep_in_lastfailed
 from .outcome_tracker import OutcomeTracker
@@ -78,11 +80,13 @@ class DagRun:
         checks: Mapping[str, Sequence[str]] | None = None,
         modules: Sequence[str | None] | None = None,
         module_fixtures: Sequence[bool] | None = None,
+        history: bool = False,
     ) -> None:
         """``checks``: by node id, prerequisites that must have passed, else the
         test fails without running; ``modules``, ``module_fixtures``: per test,
         its module and whether it uses a fixture a module switch tears down
-        (see :class:`~..core.state_machine.StateMachine`)."""
+        (see :class:`~..core.state_machine.StateMachine`); ``history``: keep
+        each test's moves, for the summary to explain them (``--dag-explain``)."""
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
         if checks:
@@ -103,6 +107,7 @@ class DagRun:
             exclusive=exclusive,
             modules=modules,
             module_fixtures=module_fixtures,
+            history=history,
         )
         self.tracker = OutcomeTracker()
         #: The run collected its whole suite (see ``Plan.whole``): a durations
@@ -136,10 +141,11 @@ class DagRun:
 
     def reason(self, skip: Skip) -> str:
         if skip.failed:
-            return wording.foreign_failed(self.nodeids[skip.task],
-                                          [self.nodeids[p] for p in skip.failed])
+            # Only pytest-depends' fail action checks edges: its reader is loaded.
+            from ..migration.wording import foreign_failed
+            return foreign_failed(self.nodeids[skip.task], [self.nodeids[p] for p in skip.failed])
         if skip.root_outcome == "deselected":
-            return skip.reason + wording.DESELECTED_HINT
+            return skip.reason + glue_wording.DESELECTED_HINT
         return skip.reason
 
     def pop_skips(self) -> list[SkipToReport]:
@@ -236,6 +242,58 @@ class DagRun:
                 lines += [wording.listed(self.nodeids[i]) for i in sorted(tasks)]
         return lines
 
+    def explained(self, verbose: bool = False, *, workers: bool = True) -> list[str]:
+        """``--dag-explain``: the moves of each test the core had to decide about,
+        one line per test, in collection order.
+
+        By default the tests that did not run (skipped, or failed for a
+        checked prerequisite) and why, those held on a worker for a
+        prerequisite, put back when their worker left, or kept ready for
+        their affinity group's worker while other workers started other
+        tests; ``verbose`` (pytest's ``-v``): every test of the run.
+        ``workers``: name the workers (False: one process ran everything).
+        """
+        machine = self.machine
+        grouped = {i for members in machine.groups for i in members}
+        lines: list[str] = []
+        for i in range(self.n_run):
+            moves = machine.history(i)
+            if machine.state[i] is State.SKIPPED and i not in self.reported:
+                continue  # decided, never reported: the run was cut short (-x)
+            if not verbose and not any(_worth_saying(m, i in grouped) for m in moves):
+                continue
+            lines.append(wording.history_line(self.nodeids[i], [
+                _in_group(m.describe(self.name, _worker_name if workers else None), m,
+                          i in grouped)
+                for m in moves]))
+        return lines
+
+
+def _worker_name(worker: Hashable) -> str:
+    """A worker as users know it: xdist's ``gw0`` (its node's gateway id)."""
+    gateway = getattr(worker, "gateway", None)
+    return str(worker) if gateway is None else str(gateway.id)
+
+
+def _worth_saying(move: Transition, grouped: bool) -> bool:
+    """Whether ``move`` makes its test one the short explanation lists."""
+    return (move.cause in ("skipped", "failed check", "held", "put back")
+            or (grouped and move.waited > 0))
+
+
+def _in_group(text: str, move: Transition, grouped: bool) -> str:
+    """A grouped test kept waiting: say for what."""
+    return text + glue_wording.FOR_ITS_GROUP if grouped and move.waited else text
+
+
+def write_explained(terminalreporter: pytest.TerminalReporter, run: DagRun,
+                    workers: int) -> None:
+    """The section ``--dag-explain`` adds to the summary (see :meth:`DagRun.explained`)."""
+    terminalreporter.write_sep("=", glue_wording.EXPLAINED_TITLE)
+    lines = run.explained(terminalreporter.verbosity > 0, workers=workers > 1)
+    for line in lines or [wording.NOTHING_TO_EXPLAIN]:
+        terminalreporter.write_line(line)
+
 
 def report_problems(config: pytest.Config, problems: Sequence[Problem]) -> None:
     """Show declaration problems the way pytest shows a broken collection."""
@@ -250,7 +308,7 @@ def report_problems(config: pytest.Config, problems: Sequence[Problem]) -> None:
 
 
 def interrupted_message(problems: Sequence[Problem]) -> str:
-    return wording.collection_errors(len(problems))
+    return glue_wording.collection_errors(len(problems))
 
 
 #: The share of the run that affinity groups must cost before the summary says so.
@@ -279,14 +337,14 @@ def group_cost_line(run: DagRun, workers: int) -> str | None:
     named = [(wording.group_name(run.nodeids[groups[k][0]], names[k] if names else None),
               size, secs)
              for k, size, secs in b.groups_on_path if isinstance(k, int)]
-    return wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named)
+    return glue_wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named)
 
 
 def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
                   workers: int = 1) -> None:
     lines = run.summary_lines(verbose=terminalreporter.verbosity > 0)
     if lines:
-        terminalreporter.write_sep("=", wording.SUMMARY_TITLE)
+        terminalreporter.write_sep("=", glue_wording.SUMMARY_TITLE)
         for line in lines:
             terminalreporter.write_line(line)
     cost = group_cost_line(run, workers)
@@ -296,3 +354,5 @@ def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
     if runs is not None and runs.returns:
         names = dict.fromkeys(str(runs.names[m]) for m in runs.returns)
         terminalreporter.write_line(wording.module_returns(list(names)))
+    if run.machine.keeps_history:
+        write_explained(terminalreporter, run, workers)

@@ -483,14 +483,15 @@ def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index
     has not run yet; a cycle that needs another reader's edges stays an error."""
     with assertion_rewriting_paused():  # the graph only where a cycle may be (see plugin.py)
         from ..core.graph import cycle_breaks
+    # Only pytest-dependency's reader gives lenient edges: the migration layer is loaded.
+    from ..migration.wording import foreign_cycle
     ids = index.ids
     edges: list[list[int]] = [lenient.get(i, []) for i in range(len(ids))]
     for i, p, cycle in cycle_breaks(edges):
         for _ in range(edges[i].count(p)):  # a name may be given twice
             res.requires[i].remove(p)
         if i not in res.skips:
-            res.skips[i] = wording.foreign_cycle(index.items[i].name, ids[p],
-                                                 [ids[k] for k in cycle])
+            res.skips[i] = foreign_cycle(index.items[i].name, ids[p], [ids[k] for k in cycle])
 
 
 def _resolve_mark(

@@ -19,6 +19,7 @@ import pytest
 from .. import migration
 from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
+from . import wording as glue_wording
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -522,7 +523,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         blocked = blocked_last_time(config)
         again = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
         if again:
-            plan.notes.append(wording.lf_blocked_line(again))
+            plan.notes.append(glue_wording.lf_blocked_line(again))
     for item, reason in plan.skips:
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:

@@ -222,7 +222,8 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
         try:
             shard = parse_spec(str(spec))
         except ShardSpecError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            from .wording import shard_spec_invalid
+            raise pytest.UsageError(shard_spec_invalid(exc.spec)) from None
     return {"durations_path": path, "store_durations": store, "shard": shard}
 
 

@@ -20,6 +20,7 @@ from ..core import wording
 from ..core.graph import Graph
 from ..migration.runtime import RuntimeUsers
 from . import durations
+from . import wording as glue_wording
 from .internals import assertion_rewriting_paused, count_deselected
 from .planning import Plan
 from .settings import settings_of
@@ -105,7 +106,7 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     keep = [i for i in range(run) if mine[i]]
     out = [items[i] for i in range(run) if not mine[i]]
     timed = any(nid in recorded for nid in ids)
-    plan.notes.append(wording.shard_failures_rerun(k, n) if done else header(
+    plan.notes.append(glue_wording.shard_failures_rerun(k, n) if done else header(
         k, n, split, len(keep), run, fsum(w[id(items[i])] for i in keep) if timed else None,
         cut=len(split.members(k - 1)) > 0))
     if not out:

@@ -1,12 +1,227 @@
-"""The sentences a user reads about the ``dag`` fixture's side of a pytest run.
+"""The sentences a user reads that name pytest's side of a run: its options
+(``--dag-*``, ``--lf``), its summary sections, the ``dag`` fixture, the stall
+report.
 
-Beside the glue that says them, so the core words nothing of xdist;
+Beside the glue that says them, so the core words nothing of pytest;
 tests/test_wording.py pins each text.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from ..core.wording import plural, some_of
+
 
 def result_timeout(reader: str, seconds: float) -> str:
     return (f"{reader}: the results of its prerequisites did not arrive from the xdist "
             f"controller within {seconds:g} s")
+
+
+#: Added to a skip whose root cause is a prerequisite left out of the run.
+DESELECTED_HINT: Final = "; add --dag-with-prerequisites to run it"
+
+
+#: Title of the end-of-run summary section.
+SUMMARY_TITLE: Final = "blocked by prerequisites (pytest-dagorder)"
+
+
+def collection_errors(count: int) -> str:
+    """The session's end when declarations are broken, as pytest words it."""
+    return f"{plural(count, 'error')} during collection"
+
+
+def unused_limits_warning(unused: Sequence[str]) -> str:
+    """Names given a limit that no test uses: a typo, most likely (serially and under -n)."""
+    return (f"dagorder: warning: no test uses {', '.join(map(repr, unused))} "
+            "(check the name in --dag-limit / dag_limits)")
+
+
+def group_cost(cost: float, wall: float, grouped: float, plain: float,
+               groups: Sequence[tuple[str, int, float]]) -> str:
+    """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
+    run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path."""
+    named = "; ".join(f"{name} ({plural(size, 'test')}, {secs:.2f} s)"
+                      for name, size, secs in groups[:3])
+    more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
+    return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
+            f"(no schedule beats {grouped:.2f} s with them, {plain:.2f} s without);\n"
+            f"  on the critical path: {named}{more}.  If these tests share no process "
+            "state, --dag-affinity=none (or dag.publish for what they pass on) lifts it")
+
+
+def groups_header(groups: int, held: int, tests: int,
+                  cost: tuple[float, float, float] | None) -> str:
+    """What affinity groups keep together; ``cost``: (cost, bound with them, without)
+    by the recorded durations, if there are any."""
+    weighed = ("" if cost is None else
+               f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
+               f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
+    keep = "keeps" if groups == 1 else "keep"
+    return (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
+            f"{plural(tests, 'test')} "
+            f"on one worker each (a dependent may read what its prerequisites left in the "
+            f"process){weighed}; if the tests share no process state, --dag-affinity=none "
+            "lifts this (--dag-explain: why each group formed)")
+
+
+#: --dag-explain in a serial run: one process, nothing to keep together.
+EXPLAIN_SERIAL = ("dagorder: serial run: every test runs in this process, in dependency "
+                  "order; affinity groups form only under -n")
+
+
+def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
+    """--dag-explain: the edges whose tests may run on different workers."""
+    if not edges:
+        return "dagorder: no dependency left free: every edge keeps its tests together"
+    if affinity == "none":
+        why = "--dag-affinity=none: the tests share nothing"
+    elif affinity != "state":
+        why = f"--dag-affinity={affinity} keeps only edges inside a {affinity}"
+    else:
+        why = ("no module, shared session or package fixture or written state links "
+               "them, or the user stated they share none")
+    count = plural(len(edges), "dependency", "dependencies")
+    return (f"dagorder: {count} left free "
+            f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
+
+
+#: The title of the report section naming a prerequisite that ran on another worker.
+ELSEWHERE_TITLE = "dagorder"
+
+
+def ran_elsewhere(prerequisite: str, worker: str, here: str, affinity: str) -> str:
+    """A failed test whose prerequisite ran in another worker process, and the remedy."""
+    if affinity == "none":
+        remedy = ("if it reads what that test left in the process, drop --dag-affinity=none "
+                  "(the default keeps such tests on one worker)")
+    elif affinity != "state":
+        remedy = (f"if it reads what that test left in the process, --dag-affinity=state "
+                  f"(the default) keeps more together than {affinity}")
+    else:
+        remedy = ("if it reads what that test left in the process, have both request one "
+                  "session fixture holding it, or pass it with dag.publish")
+    return (f"prerequisite {prerequisite} ran on worker {worker}, this test on {here}: "
+            f"{remedy}")
+
+
+def pulled_back_line(pulled: int, tests: int) -> str:
+    """--dag-with-prerequisites brought back tests that "collected N items" does not count."""
+    return (f"dagorder: {plural(pulled, 'prerequisite')} pulled back into the run "
+            f"(--dag-with-prerequisites): {plural(tests, 'test')} in all")
+
+
+def shard_failures_rerun(k: int, n: int) -> str:
+    """``--lf``, part after part: the failures the loop began with were in parts that ran."""
+    return (f"dagorder: shard {k}/{n}: no failure of this part to re-run (--lf): the "
+            "failures recorded when this loop over the parts began were in the parts that "
+            "ran since; nothing to run, so the part passes")
+
+
+def result_unknown(reader: str, target: str) -> str:
+    return (f"{reader} reads dag.result({target!r}): it names no test of this run; name a "
+            "test it depends on (a test name, Class::test, a node id or the function)")
+
+
+def result_ambiguous(reader: str, target: str, names: Sequence[str]) -> str:
+    return (f"{reader} reads dag.result({target!r}), which matches {len(names)} tests "
+            f"({some_of(list(names))}); pick one instance, e.g. dag.result({names[0]!r})")
+
+
+def result_not_prerequisite(reader: str, target: str) -> str:
+    return (f"{reader} reads the results of {target}, which is not one of its prerequisites: "
+            f"it may still be running; declare @depends_on({target!r}) on {reader} "
+            "(directly or through another prerequisite)")
+
+
+def result_ordering_only(reader: str, target: str) -> str:
+    """The target runs first only by ``run_after``: it has ended, but need not have passed."""
+    return (f"{reader} reads the results of {target}, which runs before it only by "
+            "run_after: it may have failed and published nothing, and run_after runs "
+            f"{reader} anyway; declare @depends_on({target!r}) on {reader} to read its "
+            "results")
+
+
+def result_not_requested(reader: str) -> str:
+    return (f"{reader} got the dag fixture from request.getfixturevalue(); request it as an "
+            "argument of the test (or of a fixture the test uses) so that its prerequisites' "
+            "results are sent ahead of it")
+
+
+def result_no_driver(reader: str) -> str:
+    return (f"{reader} uses the dag fixture, but pytest-dagorder does not run this session "
+            "(plugin disabled, or the worker was not started by its controller)")
+
+
+def published_line(test: str, keys: Sequence[str]) -> str:
+    """-v summary: which keys a test published (never the values)."""
+    return f"{test}: {', '.join(keys)}"
+
+
+#: Title of the -v section listing published keys.
+PUBLISHED_TITLE: Final = "published results, keys only (pytest-dagorder)"
+
+
+def lf_blocked_line(tests: int) -> str:
+    """``--lf`` re-runs tests that did not fail last time: those a prerequisite blocked."""
+    return (f"--lf: also {plural(tests, 'test')} skipped last time because a prerequisite "
+            "did not pass")
+
+
+def _span(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes} min {rest} s"
+
+
+def stall_head(seconds: float) -> str:
+    """First line of the stall report (--dag-stall-report)."""
+    return (f"pytest-dagorder: no test has reported for {_span(seconds)}; still waiting "
+            "(this is said once; --dag-stall-report=0 turns it off)")
+
+
+def stall_worker(worker: str, test: str | None, running: float | None,
+                 since: float | None) -> str:
+    """What one worker is doing at the stall report; ``since``: wall clock seconds."""
+    if test is None:
+        return f"{worker}: no test running (between tests or waiting for work)"
+    if running is None or since is None:
+        return f"{worker}: running {test}"
+    clock = time.strftime("%H:%M:%S", time.localtime(since))
+    return f"{worker}: running {test} since {clock} ({_span(running)})"
+
+
+def stall_stack_head(worker: str) -> str:
+    return f"stack of {worker} (faulthandler, every thread, most recent call first):"
+
+
+def stall_no_stack(worker: str, why: str) -> str:
+    return f"{worker}: no stack: {why}"
+
+
+#: Why a stall report shows no worker stack.
+STALL_FAULTHANDLER_TIMEOUT: Final = (
+    "pytest's faulthandler_timeout owns faulthandler's timer; its dumps go to stderr")
+
+
+STALL_NOT_LOCAL: Final = "the worker is not on this machine"
+
+
+STALL_NO_DUMP: Final = ("the worker made no stack dump since its test started (a test or "
+                        "plugin may have cancelled faulthandler's timer)")
+
+
+def shard_spec_invalid(spec: str) -> str:
+    """``--dag-shard`` was not ``K/N`` with ``1 <= K <= N``."""
+    return (f"--dag-shard {spec!r} is not valid; write K/N with N a whole number of at "
+            "least 1 and K from 1 to N, e.g. --dag-shard 2/4")
+
+
+#: Title of the summary section ``--dag-explain`` adds: each test's moves.
+EXPLAINED_TITLE: Final = "why tests waited or did not run (pytest-dagorder --dag-explain)"
+#: After a grouped test's start that other workers' starts went before.
+FOR_ITS_GROUP: Final = " (kept for its affinity group's worker)"

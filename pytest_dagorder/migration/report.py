@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from ..core import wording
+from . import wording
 
 _REASON = re.compile(r" depends on (.*)" + re.escape(wording.UNKNOWN_TAIL))
 _NAME = re.compile(r"'([^']*)'|\"([^\"]*)\"")

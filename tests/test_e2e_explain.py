@@ -1,0 +1,98 @@
+"""End to end: ``--dag-explain`` prints, after the run, why tests waited or did not run.
+
+Each line is one test and its moves as the core recorded them (released by,
+held for, skipped because), in collection order; by default only the tests
+that did not run or waited, with ``-v`` every test.  Serially and under
+``-n 2`` (there from the controller's core).
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.dagtester import DagTester
+
+TITLE = "*why tests waited or did not run (pytest-dagorder --dag-explain)*"
+
+CHAIN = {
+    "test_m": """
+        def test_a():
+            mark("test_a")
+            assert False
+
+
+        @depends_on("test_a")
+        def test_b():
+            mark("test_b")
+
+
+        @depends_on("test_b")
+        def test_c():
+            mark("test_c")
+
+
+        def test_d():
+            mark("test_d")
+        """,
+}
+
+
+def section(result: pytest.RunResult) -> list[str]:
+    """The lines of the explanation, up to the next section."""
+    lines = result.stdout.lines
+    start = next(k for k, line in enumerate(lines) if "--dag-explain)" in line and "=" in line)
+    end = next((k for k in range(start + 1, len(lines)) if lines[k].startswith("=")),
+               len(lines))
+    return lines[start + 1:end]
+
+
+def test_the_tests_that_did_not_run_are_explained_in_collection_order(
+        dagtester: DagTester) -> None:
+    dagtester.modules(**CHAIN)
+    result = dagtester.run("--dag-explain")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        TITLE,
+        # Under -n the worker running test_a may hold test_b and test_c behind it.
+        "test_m.py::test_b: *skipped because prerequisite test_a failed",
+        "test_m.py::test_c: *skipped because prerequisite test_b was skipped: test_a failed",
+    ])
+    said = section(result)
+    assert [line.split(":")[2] for line in said] == ["test_b", "test_c"], said
+    assert all(" on gw" not in line or "held on gw" in line for line in said), said
+    assert set(dagtester.ran()) == {"test_a", "test_d"}
+
+
+def test_with_v_every_test_is_explained(dagtester: DagTester) -> None:
+    dagtester.modules(**CHAIN)
+    result = dagtester.run("--dag-explain", "-v")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    said = section(result)
+    assert [line.split(":")[2] for line in said] == ["test_a", "test_b", "test_c", "test_d"], said
+    where = "" if dagtester.mode == "serial" else " on gw?"
+    result.stdout.fnmatch_lines([
+        TITLE,
+        f"test_m.py::test_a: ready at the start (no prerequisite); started{where}; "
+        f"failed{where}",
+        "test_m.py::test_b: *skipped because prerequisite test_a failed",
+        "test_m.py::test_c: *skipped because prerequisite test_b was skipped: test_a failed",
+        f"test_m.py::test_d: ready at the start (no prerequisite); started{where}; "
+        f"passed{where}",
+    ])
+
+
+@pytest.mark.dag_modes("serial")
+def test_a_run_with_nothing_to_explain_says_so(dagtester: DagTester) -> None:
+    dagtester.modules(test_m="""
+        def test_a():
+            mark("test_a")
+
+
+        @depends_on("test_a")
+        def test_b():
+            mark("test_b")
+        """)
+    result = dagtester.run("--dag-explain")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([TITLE, "dagorder: every test started once its prerequisites "
+                                 "allowed it: none was skipped, held or kept waiting"])
+
