@@ -166,6 +166,32 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "disabled, or the worker was not started by its controller)"),
     (lambda: glue_wording.published_line("t.py::test_a", ["x", "y"]), "t.py::test_a: x, y"),
     (lambda: glue_wording.PUBLISHED_TITLE, "published results, keys only (pytest-dagorder)"),
+    (lambda: glue_wording.shard_spec_invalid("0/4"),
+     "--dag-shard '0/4' is not valid; write K/N with N a whole number of at least 1 and K "
+     "from 1 to N, e.g. --dag-shard 2/4"),
+    # --dag-explain: a test's moves
+    (lambda: wording.move("free", None, "gw0", None), "ready at the start (no prerequisite)"),
+    (lambda: wording.move("released", "test_a", None, None), "released by test_a"),
+    (lambda: wording.move("held", "test_a", "gw0", None), "held on gw0 for test_a"),
+    (lambda: wording.move("put back", None, "gw1", None), "put back (gw1 left)"),
+    (lambda: wording.move("started", None, "gw1", None, 3),
+     "started on gw1 after 3 tests started on other workers"),
+    (lambda: wording.move("started", None, None, None), "started"),
+    (lambda: wording.move("ended", None, "gw0", "passed"), "passed on gw0"),
+    (lambda: wording.move("ended", None, None, "error"), "had an error"),
+    (lambda: wording.move("skipped", "test_a", None, "prerequisite test_a failed"),
+     "skipped because prerequisite test_a failed"),
+    (lambda: wording.move("failed check", "test_a", None, "prerequisite test_a failed"),
+     "failed without running because prerequisite test_a failed"),
+    (lambda: wording.history_line("t.py::test_b", ["released by test_a", "started"]),
+     "t.py::test_b: released by test_a; started"),
+    (lambda: wording.NOTHING_TO_EXPLAIN,
+     "dagorder: no test was skipped, put back or kept waiting for its group's worker"),
+    (lambda: glue_wording.EXPLAINED_TITLE,
+     "why tests waited or did not run (pytest-dagorder --dag-explain)"),
+    (lambda: "started on gw1 after 2 tests started on other workers" + glue_wording.FOR_ITS_GROUP,
+     "started on gw1 after 2 tests started on other workers (kept for its affinity group's "
+     "worker)"),
 ]
 
 
@@ -198,6 +224,7 @@ SINGULARS: list[Callable[[], str]] = [
     lambda: wording.blocked_line("t.py::test_a", "failed", 1),
     lambda: glue_wording.pulled_back_line(1, 1),
     lambda: glue_wording.collection_errors(1),
+    lambda: wording.move("started", None, "gw1", None, 1),
 ]
 
 

@@ -135,9 +135,9 @@ def history_line(test: str, moves: Sequence[str]) -> str:
     return f"{test}: {'; '.join(moves)}"
 
 
-#: --dag-explain, when no test was skipped, held, put back or kept waiting.
-NOTHING_TO_EXPLAIN: Final = ("dagorder: every test started once its prerequisites "
-                             "allowed it: none was skipped, held or kept waiting")
+#: --dag-explain, when no test was skipped, put back or kept waiting.
+NOTHING_TO_EXPLAIN: Final = ("dagorder: no test was skipped, put back or kept waiting "
+                             "for its group's worker")
 
 # -- header lines ------------------------------------------------------------------
 

@@ -247,10 +247,12 @@ class DagRun:
         one line per test, in collection order.
 
         By default the tests that did not run (skipped, or failed for a
-        checked prerequisite) and why, those held on a worker for a
-        prerequisite, put back when their worker left, or kept ready for
-        their affinity group's worker while other workers started other
-        tests; ``verbose`` (pytest's ``-v``): every test of the run.
+        checked prerequisite) and why, those put back when their worker
+        left, and those kept ready for their affinity group's worker while
+        other workers started other tests; ``verbose`` (pytest's ``-v``):
+        every test of the run.  A test held on a worker for its
+        prerequisite and then run is left out by default: it started the
+        moment that prerequisite passed, the soonest it could.
         ``workers``: name the workers (False: one process ran everything).
         """
         machine = self.machine
@@ -277,7 +279,7 @@ def _worker_name(worker: Hashable) -> str:
 
 def _worth_saying(move: Transition, grouped: bool) -> bool:
     """Whether ``move`` makes its test one the short explanation lists."""
-    return (move.cause in ("skipped", "failed check", "held", "put back")
+    return (move.cause in ("skipped", "failed check", "put back")
             or (grouped and move.waited > 0))
 
 

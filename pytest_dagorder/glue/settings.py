@@ -67,7 +67,8 @@ class Settings:
     #: --dag-find-budget in seconds, and how many probe processes run at once (-n).
     find_budget: float | None = None
     find_workers: int = 1
-    #: --dag-explain: the header lists every group with its reasons, and the free edges.
+    #: --dag-explain: the header lists every group with its reasons, and the free edges;
+    #: the summary, each test's moves (the core keeps them only then).
     explain: bool = False
     #: ini dag_stateless_fixtures: session and package fixtures that carry
     #: nothing from one test to another (a read-only client, a setting).
@@ -152,7 +153,7 @@ def addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="List every affinity group with the reason it was formed, and every "
-        "dependency left free (under -n)",
+        "dependency left free (under -n); after the run, why tests waited or did not run",
     )
     parser.addini("dag_stateless_fixtures", "Session and package fixtures that carry no "
                   "state from one test to another: tests using them are not kept together",
