@@ -1,7 +1,7 @@
 """End to end: ``--dag-explain`` prints, after the run, why tests waited or did not run.
 
 Each line is one test and its moves as the core recorded them (released by,
-held for, skipped because), in collection order; by default only the tests
+held for, skipped because), in the run's order; by default only the tests
 that did not run or waited, with ``-v`` every test.  Serially and under
 ``-n 2`` (there from the controller's core).
 """
@@ -45,7 +45,7 @@ def section(result: pytest.RunResult) -> list[str]:
     return lines[start + 1:end]
 
 
-def test_the_tests_that_did_not_run_are_explained_in_collection_order(
+def test_the_tests_that_did_not_run_are_explained_in_the_runs_order(
         dagtester: DagTester) -> None:
     dagtester.modules(**CHAIN)
     result = dagtester.run("--dag-explain")

@@ -244,7 +244,8 @@ class DagRun:
 
     def explained(self, verbose: bool = False, *, workers: bool = True) -> list[str]:
         """``--dag-explain``: the moves of each test the core had to decide about,
-        one line per test, in collection order.
+        one line per test, in the run's order (collection order, but where
+        an edge moves a test later: a cause comes before its effects).
 
         By default the tests that did not run (skipped, or failed for a
         checked prerequisite) and why, those put back when their worker
