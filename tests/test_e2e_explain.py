@@ -97,3 +97,34 @@ def test_a_run_with_nothing_to_explain_says_so(dagtester: DagTester) -> None:
     result.stdout.fnmatch_lines([TITLE, "dagorder: no test was skipped, put back or kept "
                                  "waiting for its group's worker"])
 
+
+
+@pytest.mark.dag_modes("xdist")
+def test_a_test_kept_for_its_groups_worker_says_how_long(dagtester: DagTester) -> None:
+    """test_b and test_c (a group with test_a) become ready together on
+    test_a's worker, which runs the slow test_b; meanwhile the other worker
+    starts free tests, and test_c waits for its group's worker.  Under
+    ``--dag-on-failure=run`` no test is held ahead: test_c waits ready."""
+    dagtester.modules(test_g="""
+        def test_a():
+            mark("test_a", sleep=0.3)
+
+
+        @depends_on("test_a")
+        def test_b():
+            mark("test_b", sleep=2.0)
+
+
+        @depends_on("test_a")
+        def test_c():
+            mark("test_c")
+        """, test_free="\n".join(
+            f"def test_f{k}():\n    mark('test_f{k}', sleep=0.3)\n\n" for k in range(6)))
+    result = dagtester.run("--dag-explain", "--dag-on-failure=run")
+    result.assert_outcomes(passed=9)
+    result.stdout.fnmatch_lines([
+        TITLE,
+        "test_g.py::test_c: released by test_a; started on gw? after * started on other "
+        "workers (kept for its affinity group's worker); passed on gw?",
+    ])
+    assert [line.split(":")[2] for line in section(result)] == ["test_c"]
