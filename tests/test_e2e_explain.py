@@ -58,6 +58,7 @@ def test_the_tests_that_did_not_run_are_explained_in_the_runs_order(
     ])
     said = section(result)
     assert [line.split(":")[2] for line in said] == ["test_b", "test_c"], said
+    assert sum("--dag-explain)" in line for line in result.stdout.lines) == 1  # said once
     assert all(" on gw" not in line or "held on gw" in line for line in said), said
     assert set(dagtester.ran()) == {"test_a", "test_d"}
 

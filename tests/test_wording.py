@@ -1,7 +1,8 @@
 """Every sentence users read about skips, stops and the summary, pinned in one table.
 
-The texts come from ``pytest_dagorder.core.wording``, and those about xdist from
-the layers that say them (``distributed/wording.py``, ``glue/wording.py``); a
+The texts about the graph come from ``pytest_dagorder.core.wording``, and those
+that name pytest's options, xdist or another plugin from the layers that say them
+(``glue/wording.py``, ``distributed/wording.py``, ``migration/wording.py``); a
 change to one of them shows here first, next to the sentence users saw before.
 """
 
