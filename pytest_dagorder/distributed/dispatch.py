@@ -2,7 +2,7 @@
 
 The core decides which tests may run and where (:meth:`take`, :meth:`ahead`
 of the scheduler core); this decides when a worker is topped up and by how
-many, and sends them (a barrier last, see worker.py).
+many, and sends them (a barrier last, see barrier.py).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Dispatcher:
         self.barrier = -1  # index of the workers' barrier item; real tests are below it
         # The suite declares nothing (see wire.Payload.plain): the workers have
         # no barrier, so every worker always holds its next test or is told
-        # to shut down (the lookahead rule in worker.py's docstring).
+        # to shut down (the lookahead rule in barrier.py's docstring).
         self.plain = False
         # Published values: what the readers among the tests sent must receive first.
         self.relay: Relay | None = None

@@ -142,7 +142,7 @@ class DependencyScheduling:
                 0 <= item_index < self.barrier
                 and not self.run.machine.state[item_index].terminal)):
             # A test ends without its last report only if pytest.exit() cut it
-            # short (the worker then said so first, see DagWorker.pass_on_exit);
+            # short (the worker then said so first, see exit_forwarding.py);
             # a barrier's teardown may call it too.  Other tests never look.
             self._exit_if_asked(node)
         if 0 <= item_index < self.barrier:
