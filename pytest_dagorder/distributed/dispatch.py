@@ -52,26 +52,27 @@ class Dispatcher:
     """Tops workers up from the core and sends them their tests."""
 
     def __init__(self, ledger: Ledger, channels: Mapping[Any, Any],
-                 log: Callable[[str], None], *, speculate: bool) -> None:
+                 log: Callable[[str], None], pace: Pacing, *, speculate: bool,
+                 barrier: int, plain: bool = False, relay: Relay | None = None,
+                 dag_users: Sequence[bool] = (), scopes: OpenScopes | None = None) -> None:
         self.ledger = ledger
         self.channels = channels
         self.log = log
         # Speculative hand-out needs workers to gate, which they do under "skip".
         self.speculate = speculate
-        # Unknown yet: start with the careful depth (one test in flight).
-        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
-                           initial=FAST_TEST)
+        # How many tests go out at once (the scheduler records the durations).
+        self.pace = pace
         self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
-        self.barrier = -1  # index of the workers' barrier item; real tests are below it
+        self.barrier = barrier  # index of the workers' barrier item; real tests are below it
         # The suite declares nothing (see wire.Payload.plain): the workers have
         # no barrier, so every worker always holds its next test or is told
         # to shut down (the lookahead rule in barrier.py's docstring).
-        self.plain = False
+        self.plain = plain
         # Published values: what the readers among the tests sent must receive first.
-        self.relay: Relay | None = None
-        self.dag_users: Sequence[bool] = ()
+        self.relay = relay
+        self.dag_users = dag_users
         # Which class and module scopes a dispatch's last test ends (see closing.py).
-        self.scopes: OpenScopes | None = None
+        self.scopes = scopes
 
     def dispatch(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
         """Top up every worker that needs it; ``eligible`` says which may get work."""

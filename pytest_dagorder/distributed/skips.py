@@ -26,11 +26,12 @@ from .xdist_internals import count_xdist_failure
 class SkipEmitter:
     """Reports the skips the core decided, in an order the terminal can follow."""
 
-    def __init__(self, config: pytest.Config, ledger: Ledger) -> None:
+    def __init__(self, config: pytest.Config, ledger: Ledger,
+                 locations: Sequence[wire.Location | None]) -> None:
         self.config = config
         self.hook = config.hook
         self.ledger = ledger
-        self.locations: Sequence[wire.Location | None] = []
+        self.locations = locations
         # Tests skipped while a worker held them: (that worker, reason) until
         # the worker's own SKIPPED report for them arrives.
         self.awaiting: dict[int, tuple[Any, str]] = {}
