@@ -23,11 +23,10 @@ SIDE_CHANNEL_BATCH = 10_000
 class ReportFeed:
     """Feeds the test reports of a run to its core (see :meth:`feed`)."""
 
-    def __init__(self, run: DagRun, barrier: int, ledger: Ledger, skips: SkipEmitter,
+    def __init__(self, run: DagRun, ledger: Ledger, skips: SkipEmitter,
                  channels: Mapping[Any, Any], relay: Relay | None,
                  log: Callable[[str], None]) -> None:
         self.run = run
-        self.barrier = barrier
         self.ledger = ledger
         self.skips = skips
         self.channels = channels
@@ -111,7 +110,7 @@ class ReportFeed:
         if run.unique:
             return run.index.get(nodeid)  # nothing to tell apart
         for i in self.ledger.sent.get(node, ()):
-            if i < self.barrier and run.nodeids[i] == nodeid:
+            if i < run.n_run and run.nodeids[i] == nodeid:  # not the barrier
                 return i
         return run.index.get(nodeid)
 

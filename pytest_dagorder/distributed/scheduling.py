@@ -80,8 +80,6 @@ class Launch:
     followed: WorkerController
     collection: list[str]
     run: DagRun
-    #: Index of the workers' barrier item; real tests are below it.
-    barrier: int
     #: What announcing the run writes, and the tests the worker left out
     #: (``--continue-on-collection-errors``), reported then.
     header: list[str]
@@ -95,6 +93,12 @@ class Launch:
     core_workers: set[WorkerController] = field(default_factory=set)
     #: Workers that collected other tests: never given work.
     unusable: set[WorkerController] = field(default_factory=set)
+
+    @property
+    def barrier(self) -> int:
+        """Index of the workers' barrier item; real tests are below it (the
+        dispatcher, which sends it, holds it)."""
+        return self.dispatcher.barrier
 
     def eligible(self, node: WorkerController) -> bool:
         return node in self.core_workers and node not in self.unusable
@@ -539,12 +543,12 @@ class DependencyScheduling:
             plain=payload.plain, relay=built.relay, dag_users=built.dag_users,
             scopes=None if payload.plain else OpenScopes(
                 payload.module_scopes, payload.class_scopes, len(payload.ids)))
-        feed = ReportFeed(run, payload.barrier, self.ledger, skips,
+        feed = ReportFeed(run, self.ledger, skips,
                           self.controller.channels, built.relay, self.log)
         # --continue-on-collection-errors: tests the worker left out, reported
         # when the run is announced (the terminal shows the collection until then).
         errors = [Problem(n, m) for n, m in payload.errors]
-        return Launch(first, collection, run, payload.barrier, built.header, errors,
+        return Launch(first, collection, run, built.header, errors,
                       built.relay, skips, dispatcher, feed)
 
     # -- reports, from the controller plugin's hooks ---------------------------
