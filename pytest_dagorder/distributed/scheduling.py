@@ -212,6 +212,11 @@ class DependencyScheduling:
         return phase.launch if isinstance(phase, (Announced, Running)) else None
 
     @property
+    def aborted(self) -> bool:
+        """Whether the session ends before the run could (see :class:`Aborted`)."""
+        return isinstance(self.phase, Aborted)
+
+    @property
     def run(self) -> DagRun | None:
         """The run, once announced (see :meth:`_announce`)."""
         launch = self._announced()
