@@ -51,7 +51,7 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_dagorder.core import graph
-    from pytest_dagorder.distributed import build, scheduling, wire, worker
+    from pytest_dagorder.distributed import build, payload, scheduling, wire
     from pytest_dagorder.glue import declarations, planning
 
     for name in ("collect_plan", "make_plan", "resolve_items", "read_needs",
@@ -61,10 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
     _wrap(graph.Graph, "build", "Graph.build")
     _wrap(graph.Graph, "of_positions", "Graph.of_positions")
     _wrap(graph.Graph, "permuted", "Graph.permuted")
-    _wrap(worker.DagWorker, "_payload", "worker payload")
+    _wrap(payload, "make_payload", "worker payload")
     _wrap(wire, "encode", "wire.encode")
     _wrap(wire, "decode", "wire.decode")
-    _wrap(scheduling.DependencyScheduling, "_start", "controller start")
+    _wrap(scheduling.DependencyScheduling, "_announce", "controller start")
     _wrap(build, "affinity_groups", "affinity_groups")
 
 

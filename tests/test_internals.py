@@ -26,7 +26,7 @@ import pytest
 from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, runpytest, write_ini
 
 from pytest_dagorder.distributed import xdist_internals
-from pytest_dagorder.distributed.worker import DagWorker
+from pytest_dagorder.distributed.exit_forwarding import ExitForwarder
 from pytest_dagorder.glue import internals
 from pytest_dagorder.migration import runtime, takeover
 
@@ -665,12 +665,11 @@ class _Channel:
 def test_pytest_exit_is_passed_on_only_where_the_session_can_stop(flag: bool) -> None:
     """Without the flag the exception ends the worker, as without this plugin,
     and the controller is told nothing it would act on."""
-    worker = DagWorker.__new__(DagWorker)
-    worker.channel, worker.dag_mode = _Channel(), True
+    channel = _Channel()
     session = SimpleNamespace(shouldstop=False) if flag else SimpleNamespace()
-    worker.session = cast(pytest.Session, session)
+    forward = ExitForwarder(channel, cast(pytest.Session, session))
     with pytest.raises(pytest.exit.Exception) as exc:
         pytest.exit("enough")
-    assert worker.pass_on_exit(exc.value) is flag
-    assert len(worker.channel.sent) == int(flag)
+    assert forward(exc.value) is flag
+    assert len(channel.sent) == int(flag)
     assert getattr(session, "shouldstop", None) == ("enough" if flag else None)

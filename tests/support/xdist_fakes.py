@@ -164,7 +164,7 @@ def make_payload(
     problems: Sequence[tuple[str, str]] = (),
     graph: bool = True,
 ) -> Payload:
-    """The plan a worker ships (see distributed/worker.py ``_payload``).
+    """The plan a worker ships (see distributed/payload.py ``make_payload``).
 
     ``{"b": "a"}``: test b requires a; tests are in key order, which is also
     the collection order; ``modules`` puts a test into another module file.
@@ -210,7 +210,7 @@ def phases(outcome: Outcome) -> list[Phase]:
 class Harness:
     """One ``DependencyScheduling`` with its controller, fake nodes and report feed.
 
-    Its fake workers gate like distributed/worker.py does: under policy ``skip`` a test
+    Its fake workers gate like distributed/sent_ahead.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
     ahead, see ``StateMachine.take(speculate=True)``) is reported SKIPPED by the
     worker itself.
@@ -287,7 +287,7 @@ class Harness:
         self.check()
 
     def gate(self, node: FakeNode, i: int) -> str | None:
-        """distributed/worker.py gate: the skip reason if a prerequisite failed on ``node``."""
+        """distributed/sent_ahead.py gate: the skip reason if a prerequisite failed on ``node``."""
         graph = self.payload.graph
         if self.policy != "skip" or graph is None:
             return None
