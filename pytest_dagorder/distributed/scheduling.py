@@ -3,7 +3,8 @@
 xdist's DSession calls the methods of :class:`DependencyScheduling` (see xdist's
 ``scheduler/`` package); outcomes never reach a scheduler there, so the
 controller plugin feeds the test reports in through :meth:`on_report`.
-This class only translates: building the run is :func:`~.build.build_run`,
+This class only translates: every decision about the run is
+:func:`~pytest_dagorder.glue.decide.decide`'s,
 reports become core events in :class:`~.reports.ReportFeed`, skips are
 reported by :class:`~.skips.SkipEmitter`, and tests are handed out by
 :class:`~.dispatch.Dispatcher`; the decisions come from the scheduler core.
@@ -25,17 +26,17 @@ from ..core import wording
 from ..core.published import Relay
 from ..glue import durations, sharding
 from ..glue.dag_run import DagRun, report_problems
+from ..glue.decide import decide
 from ..glue.declarations import Problem
+from ..glue.facts import Facts
 from ..glue.memory import collector_paused
 from ..glue.settings import settings_of
-from .build import build_run
 from .closing import OpenScopes
 from .dispatch import Dispatcher
 from .ledger import Ledger
 from .reports import ReportFeed
 from .session import WorkerGone, abort
 from .skips import SkipEmitter
-from .wire import Payload
 from .xdist_internals import xdist_collection_diff, xdist_node_count
 
 
@@ -49,7 +50,7 @@ class Channels(Protocol):
     def policy(self) -> str: ...
 
     def receive_payload(self, node: Any, nodes: Sequence[Any], *,
-                        passable: bool = False) -> Payload: ...
+                        passable: bool = False) -> Facts: ...
 
     def admit(self, node: Any, nodes: Sequence[Any]) -> None: ...
 
@@ -290,56 +291,60 @@ class DependencyScheduling:
         """
         nodes = list(self.ledger.sent)
         try:
-            payload = self.controller.receive_payload(first, nodes, passable=early)
+            facts = self.controller.receive_payload(first, nodes, passable=early)
         except WorkerGone:
             self.gone.add(first)
             return
         self.followed = first
         self.read_plans.add(first)
         self.collection = self.node2collection[first]
-        if payload.usage_error:
+        decided = decide(facts, settings_of(self.config), durations.load(self.config),
+                         dist=self.config.getvalue("dist"), workers=self.numnodes)
+        if decided.usage_error:
             # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
             self.aborted = True
             for node in nodes:
                 node.shutdown()
-            raise pytest.UsageError(payload.usage_error)
-        if payload.problems:
+            raise pytest.UsageError(decided.usage_error)
+        if decided.problems:
             self.aborted = True
-            abort(self.config, nodes, [Problem(n, m) for n, m in payload.problems])
+            abort(self.config, nodes, decided.problems)
         # --continue-on-collection-errors: tests the worker left out, reported
         # when the run is announced (the terminal shows the collection until then).
-        self.errors = [Problem(n, m) for n, m in payload.errors]
-        if payload.ids != self.collection and sorted(payload.ids) != sorted(self.collection):
+        self.errors = decided.errors
+        if facts.ids != self.collection and sorted(facts.ids) != sorted(self.collection):
             self.aborted = True
             abort(self.config, nodes, [Problem(first.gateway.id, (
                 "the worker's plan names other tests than it collected; "
                 "select tests in pytest_collection_modifyitems, not later"))])
-        built = build_run(payload, settings_of(self.config), durations.load(self.config),
-                          dist=self.config.getvalue("dist"), workers=self.numnodes)
-        for note in built.notes:
+        for note in decided.notes:
             self.log(note)
-        run = self.built = built.run
-        self.barrier = payload.barrier
-        self.relay = built.relay
+        run = decided.run
+        assert run is not None  # no problem, no usage error: decide made the run
+        self.built = run
+        # The workers' barrier item follows their real tests.
+        barrier = len(facts.ids)
+        self.barrier = barrier
+        self.relay = decided.relay
         # Written when the run is announced (see _start): the terminal still
         # shows the workers' collection until then.
-        self.header = built.header
-        sharding.from_workers(self.config, deselected=payload.deselected,
-                              empty_part=payload.empty_part)
-        self.skips.locations = payload.locations
+        self.header = decided.header
+        sharding.from_workers(self.config, deselected=facts.deselected,
+                              empty_part=decided.empty_part)
+        self.skips.locations = facts.locations
         dispatcher = self.dispatcher
-        dispatcher.barrier = payload.barrier
-        dispatcher.plain = payload.plain
-        if not payload.plain:
-            dispatcher.scopes = OpenScopes(payload.module_scopes, payload.class_scopes,
-                                           len(payload.ids))
-        dispatcher.relay = built.relay
-        dispatcher.dag_users = built.dag_users
-        if built.mean_duration is not None:
+        dispatcher.barrier = barrier
+        dispatcher.plain = decided.plain
+        if not decided.plain:
+            dispatcher.scopes = OpenScopes(facts.module_scopes, facts.class_scopes,
+                                           len(facts.ids))
+        dispatcher.relay = decided.relay
+        dispatcher.dag_users = decided.dag_users
+        if decided.mean_duration is not None:
             # Pipeline depth from the first dispatch, not only once tests ran.
-            dispatcher.pace.average = built.mean_duration
-        self.feed = ReportFeed(run, payload.barrier, self.ledger, self.skips,
-                               self.controller.channels, built.relay, self.log)
+            dispatcher.pace.average = decided.mean_duration
+        self.feed = ReportFeed(run, barrier, self.ledger, self.skips,
+                               self.controller.channels, decided.relay, self.log)
 
     # -- reports, from the controller plugin's hooks ---------------------------
 

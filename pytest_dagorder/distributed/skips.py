@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ..glue.dag_run import DagRun, SkipToReport
-from . import wire
+from ..glue.facts import Location, location_of
 from .ledger import Ledger
 from .xdist_internals import count_xdist_failure
 
@@ -30,7 +30,7 @@ class SkipEmitter:
         self.config = config
         self.hook = config.hook
         self.ledger = ledger
-        self.locations: Sequence[wire.Location | None] = []
+        self.locations: Sequence[Location | None] = []
         # Tests skipped while a worker held them: (that worker, reason) until
         # the worker's own SKIPPED report for them arrives.
         self.awaiting: dict[int, tuple[Any, str]] = {}
@@ -92,7 +92,7 @@ class SkipEmitter:
         run.reported.add(i)
         hook = self.hook
         nodeid = run.nodeids[i]
-        loc = self.locations[i] or wire.location_of(nodeid)
+        loc = self.locations[i] or location_of(nodeid)
         now = time.time()
         line = (loc[1] or 0) + 1
         self.emitting = i

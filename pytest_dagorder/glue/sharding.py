@@ -111,8 +111,8 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     if not out:
         return
     if not keep:
-        plan.empty_part = config.stash[EMPTY_PART] = True
-    plan.whole = False  # the other parts' tests exist: a durations file keeps them
+        config.stash[EMPTY_PART] = True
+    plan.shard_left = len(out)
     plan.graph = _restricted(g, keep, run)
     kept = {id(items[i]) for i in keep}
     plan.items = [items[i] for i in keep]

@@ -1,4 +1,5 @@
-"""The sentences a user reads about the ``dag`` fixture's side of a pytest run.
+"""The sentences a user reads about the ``dag`` fixture's side of a pytest run,
+and the xdist run's header (made where every decision is, ``decide.py``).
 
 Beside the glue that says them, so the core words nothing of xdist;
 tests/test_wording.py pins each text.
@@ -6,7 +7,20 @@ tests/test_wording.py pins each text.
 
 from __future__ import annotations
 
+from ..core.wording import plural
+
 
 def result_timeout(reader: str, seconds: float) -> str:
     return (f"{reader}: the results of its prerequisites did not arrive from the xdist "
             f"controller within {seconds:g} s")
+
+
+def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
+                 recorded: int, nodes: int) -> str:
+    """``recorded`` of the graph's ``nodes`` have a recorded duration (0: ranked by counts)."""
+    ranked = (f"recorded durations of {recorded}/{plural(nodes, 'test')}" if recorded
+              else "test counts")
+    return (f"dagorder: {plural(tests, 'test')}, "
+            f"{plural(edges, 'dependency', 'dependencies')}, longest chain {chain}; "
+            f"xdist scheduling, affinity {affinity} ({plural(groups, 'group')}); "
+            f"critical path by {ranked}")
