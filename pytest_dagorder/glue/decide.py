@@ -29,6 +29,7 @@ from ..core.affinity import (
 )
 from .declarations import Problem
 from .facts import Census, Facts
+from .internals import assertion_rewriting_paused
 from .resources import resources_in_use, unused_limits
 from .settings import AffinityMode, Settings
 from .wording import xdist_header
@@ -130,7 +131,8 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
     # declares nothing gets a run with no edges when --dag-on-failure=stop.
     if decided.problems or not (facts.graph or settings.on_failure == "stop"):
         return
-    from .dag_run import DagRun
+    with assertion_rewriting_paused():  # see plugin.py: only for a run that schedules
+        from .dag_run import DagRun
 
     n = len(facts.ids)
     graph = _graph(facts, {k: a for k, a in enumerate(facts.after) if a}, {})
@@ -150,7 +152,8 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
 def _graph(facts: Facts, chained: Mapping[int, Sequence[int]],
            known: Mapping[int, float]) -> Graph:
     """The graph the core runs: the declared edges and ``chained`` ones (after-edges)."""
-    from ..core.graph import Graph
+    with assertion_rewriting_paused():
+        from ..core.graph import Graph
 
     n = len(facts.ids) + len(facts.outside)
     requires: Sequence[Sequence[int]] = facts.requires if facts.graph else [()] * n
@@ -159,10 +162,11 @@ def _graph(facts: Facts, chained: Mapping[int, Sequence[int]],
 
 def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mapping[str, float],
            dist: str, workers: int, unused: list[str]) -> None:
-    from ..core.errors import DependencyError
-    from ..core.module_runs import forced_returns
-    from ..core.published import Relay
-    from .dag_run import DagRun
+    with assertion_rewriting_paused():  # see plugin.py
+        from ..core.errors import DependencyError
+        from ..core.module_runs import forced_returns
+        from ..core.published import Relay
+        from .dag_run import DagRun
 
     n = len(facts.ids)
     nodeids = [*facts.ids, *facts.outside]
@@ -295,7 +299,8 @@ def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[
 
 def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
     """What the affinity groups hold and, from recorded durations, cost; how to lift it."""
-    from ..core.bounds import bounds
+    with assertion_rewriting_paused():
+        from ..core.bounds import bounds
 
     groups = run.machine.groups
     held = sum(len(members) for members in groups)

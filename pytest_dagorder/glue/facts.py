@@ -25,8 +25,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..core.affinity import DocumentKind, document_files
-from .internals import requested_fixtures, wide_fixtures
+from ..migration import fail_checks, ordering_failed
+from ..migration.runtime import RuntimeUsers
+from .dag_fixture import uses_dag
+from .internals import assertion_rewriting_paused, requested_fixtures, wide_fixtures
 from .markers import SHARES_NOTHING
+from .resources import NONE
 
 if TYPE_CHECKING:
     from .planning import Plan
@@ -291,8 +295,6 @@ def state_facts(items: Sequence[pytest.Item], modules: Sequence[str | None],
 
 def _writes_state(module: pytest.Module) -> bool:
     """Whether ``module``'s source writes state that outlives a test (yes if unreadable)."""
-    from .internals import assertion_rewriting_paused
-
     with assertion_rewriting_paused():  # see plugin.py
         from ..core.state_writes import module_writes
     try:
@@ -337,11 +339,6 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
     and class scopes, fixture use); a serial run needs none of it.
     ValueError if a hook added or removed tests after the plan was made.
     """
-    from ..migration import fail_checks, ordering_failed
-    from ..migration.runtime import RuntimeUsers
-    from .dag_fixture import uses_dag
-    from .resources import NONE
-
     n = len(planned)
     ids = list(ids)
     modules: list[str | None] = scopes(planned, pytest.Module) if full else [None] * n
@@ -368,7 +365,8 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             fields.update(shares_nothing=[
                 it.get_closest_marker(SHARES_NOTHING) is not None for it in planned])
     if plan is None or "xdist_group" in plan.marker_names:
-        from .sharding import xdist_group  # only where a test carries the mark
+        with assertion_rewriting_paused():  # only where a test carries the mark
+            from .sharding import xdist_group
 
         groups = [xdist_group(it) for it in planned]
         if any(g is not None for g in groups):
@@ -399,12 +397,10 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
 def census(plan: Plan | None, planned: Sequence[pytest.Item], ids: Sequence[str]) -> Census:
     """The :class:`Census` of a collection, without the rest of its facts (every
     xdist worker says it; only one is asked for the facts)."""
-    from ..migration.runtime import RuntimeUsers
-    from .dag_fixture import uses_dag
-
     grouped = 0
     if plan is None or "xdist_group" in plan.marker_names:
-        from .sharding import xdist_group  # only where a test carries the mark
+        with assertion_rewriting_paused():  # only where a test carries the mark
+            from .sharding import xdist_group
 
         grouped = sum(xdist_group(it) is not None for it in planned)
     uses = RuntimeUsers()
