@@ -163,11 +163,26 @@ def test_resources_and_exclusive_tests_are_announced() -> None:
         "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"]
 
 
-def test_the_plans_own_header_lines_and_whole_flag_carry_over() -> None:
-    p = payload({"a": ""}, notes=["dagorder: shard 1/2"], complete=True)
+def test_the_collection_steps_are_worded_in_the_order_they_ran() -> None:
+    p = payload({"a": ""}, lf_blocked=2, edges_file=("ci/edges.json", True, 3, 1, 1),
+                shard=(2, 3, 1, 4, None, ("t.py::test_x", 3, None), True, False),
+                complete=True)
     decided = decide(p, settings(), {})
-    assert decided.header[1] == "dagorder: shard 1/2"
-    assert decided.run.whole is True
+    assert decided.header[1:4] == [
+        "--lf: also 2 tests skipped last time because a prerequisite did not pass",
+        "dagorder: 3 edges and 1 resource from edges.json "
+        "(1 entry naming tests not collected here)",
+        decided.header[3]]
+    assert decided.header[3].startswith("dagorder: shard 2/3: 1 of 4 tests")
+    assert "t.py::test_x" in decided.header[3]
+    assert decided.run is not None and decided.run.whole is True
+    missing = decide(payload({"a": ""}, edges_file=("e.json", False, 0, 0, 0),
+                             shard=(1, 2, 0, 3, None, None, False, True)), settings(), {})
+    assert missing.header[1:] == [
+        "dagorder: no edges file at e.json yet (--dag-find-missing writes one)",
+        "dagorder: shard 1/2: no failure of this part to re-run (--lf): the failures "
+        "recorded when this loop over the parts began were in the parts that ran since; "
+        "nothing to run, so the part passes"]
 
 
 def test_explain_under_module_says_why_cross_module_edges_are_free() -> None:
@@ -222,13 +237,13 @@ def test_problems_and_the_usage_error_are_decided_without_a_run() -> None:
 
 
 def test_the_serial_driver_gets_its_run_and_header_from_the_same_function() -> None:
-    p = payload({"a": "", "b": "a", "c": "b"}, notes=["dagorder: shard 1/2"], pulled_back=1,
-                resources=[["db"], [], []])
+    p = payload({"a": "", "b": "a", "c": "b"}, shard=(1, 2, 1, 2, 1.0, None, True, False),
+                pulled_back=1, resources=[["db"], [], []])
     decided = decide(p, settings(explain=True, limits={"typo": 1}), {}, driver="serial")
     assert decided.run is not None and decided.run.machine.groups == []
     assert decided.header == [
         "dagorder: 3 tests, 2 dependencies, longest chain 3 (serial)",
-        "dagorder: shard 1/2",
+        "dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded",
         "dagorder: 1 prerequisite pulled back into the run (--dag-with-prerequisites): "
         "3 tests in all",
         decided.header[3],

@@ -271,7 +271,7 @@ SETTINGS = Settings(affinity="module", on_failure="skip", with_prerequisites=Fal
 
 def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() -> None:
     facts = Facts(["t.py::a"], [("t.py", 0, "a")], ["t.py"], [None],
-                  notes=["dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded"],
+                  shard=(1, 2, 1, 2, 1.0, None, True, False),
                   complete=True, deselected=3, shard_left=1)
     back = wire.decode(wire.encode(facts))
     assert back == facts
@@ -281,11 +281,12 @@ def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() 
                               module_scopes=["t.py"] * 2, class_scopes=[None] * 2)
     moved = two.in_order(["t.py::b", "t.py::a"])
     assert moved.ids == ["t.py::b", "t.py::a"]
-    assert (moved.notes, moved.complete, moved.deselected, moved.shard_left) == (
-        facts.notes, True, 3, 1)
+    assert (moved.shard, moved.complete, moved.deselected, moved.shard_left) == (
+        facts.shard, True, 3, 1)
     # The part left tests to others: not the whole suite, for a durations file.
     decided = decide(facts, SETTINGS, {})
     assert (decided.whole, decided.empty_part) == (False, False)
+    assert decided.header[1] == "dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded"
     assert decide(dataclasses.replace(facts, shard_left=0), SETTINGS, {}).whole
     empty = Facts([], [], [], [], complete=True, shard_left=2)
     assert decide(empty, SETTINGS, {}).empty_part

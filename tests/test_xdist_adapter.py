@@ -697,7 +697,7 @@ def native(value: object) -> bool:
         return all(map(native, value))
     if isinstance(value, dict):
         return all(type(k) is str and native(v) for k, v in value.items())
-    return value is None or type(value) in (str, int, bool)
+    return value is None or type(value) in (str, int, float, bool)
 
 
 def over_execnet(message: object) -> object:
@@ -715,7 +715,8 @@ def test_the_facts_cross_as_execnet_values_and_come_back_equal() -> None:
         shares_nothing=[False, False, True], documents=["file", None, "module"],
         fixtures=[[("shop", "session", "")], None, []], writes_state=["test_m.py"],
         fail_checks=[(nodeid("c"), [nodeid("a")])], problems=[(nodeid("b"), "why")],
-        notes=["dagorder: shard 1/2"], complete=True, deselected=2)
+        shard=(1, 2, 1, 2, 1.0, None, True, False), edges_file=("e.json", True, 1, 0, 2),
+        lf_blocked=1, complete=True, deselected=2)
     message = wire.encode(facts)
     assert native(message)
     assert wire.decode(over_execnet(message)) == facts
@@ -731,8 +732,9 @@ def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest()
         dag_users=[True, False, False], shares_nothing=[True, False, False],
         documents=["file", None, "module"], module_fixtures=[True, False, False],
         fixtures=[None, [], [("s", "session", "")]],
-        fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u", notes=["h"],
-        complete=True, deselected=2, shard_left=1, writes_state=["test_m.py"])
+        fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u",
+        shard=(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
+        shard_left=1, writes_state=["test_m.py"])
     moved = facts.in_order(list(reversed(facts.ids)))
     for f in dataclasses.fields(Facts):
         before, after = getattr(facts, f.name), getattr(moved, f.name)

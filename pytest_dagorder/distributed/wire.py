@@ -136,10 +136,13 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "xdist_groups": (str, type(None)), "resources": (list,), "exclusive": (bool,),
     "shares_nothing": (bool,), "runtime_depends": (bool,), "dag_users": (bool,),
     "documents": (str, type(None)), "module_fixtures": (bool,),
-    "fixtures": (list, type(None)), "writes_state": (str,), "notes": (str,),
+    "fixtures": (list, type(None)), "writes_state": (str,),
 }
 _SCALARS: dict[str, type] = {"graph": bool, "ordering_failure": str, "deselected": int,
-                             "shard_left": int, "complete": bool, "pulled_back": int}
+                             "shard_left": int, "complete": bool, "pulled_back": int,
+                             "lf_blocked": int}
+#: The fields that are a tuple of this many values, or None.
+_RECORDS = {"edges_file": 5, "shard": 8}
 
 
 def decode(raw: object) -> Facts:
@@ -164,6 +167,10 @@ def _facts(fields: Any) -> Facts:
     for name, kind in _SCALARS.items():
         if type(fields[name]) is not kind:
             raise TypeError(f"{name}: expected {kind.__name__}")
+    for name, size in _RECORDS.items():
+        value = fields[name]
+        if value is not None and (type(value) is not tuple or len(value) != size):
+            raise TypeError(f"{name}: expected a tuple of {size} or None")
     n = len(fields["ids"])
     for name in PER_TEST:
         if fields[name] and len(fields[name]) != n:

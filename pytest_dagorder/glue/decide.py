@@ -32,7 +32,7 @@ from .facts import Census, Facts
 from .internals import assertion_rewriting_paused
 from .resources import resources_in_use, unused_limits
 from .settings import AffinityMode, Settings
-from .wording import xdist_header
+from .wording import edges_file_line, xdist_header
 
 if TYPE_CHECKING:
     from ..core.graph import Graph
@@ -141,7 +141,7 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
     run.whole = decided.whole
     header = decided.header
     header.append(wording.serial_header(n, graph.edge_count, graph.longest_chain()))
-    header += facts.notes
+    header += note_lines(facts)
     if facts.pulled_back:
         # pytest's "collected N items" counted before they were pulled back.
         header.append(wording.pulled_back_line(facts.pulled_back, n))
@@ -235,7 +235,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     header.append(xdist_header(
         n, graph.edge_count, graph.longest_chain(), mode,
         len(run.machine.groups), len(known), len(nodeids)))
-    header += facts.notes
+    header += note_lines(facts)
     runs = run.machine.runs
     if runs is not None and graph.edge_count:
         split = forced_returns(graph, runs.module, runs.keeps)
@@ -259,6 +259,22 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
         header.append(_groups_line(run, known, workers))
     if settings.explain:
         header += explain_lines(run, facts, mode, groups, explicit, state)
+
+
+def note_lines(facts: Facts) -> list[str]:
+    """The header's lines about the collection steps (``--lf``, the edges file,
+    ``--dag-shard``), in the order they ran."""
+    lines: list[str] = []
+    if facts.lf_blocked:
+        lines.append(wording.lf_blocked_line(facts.lf_blocked))
+    if facts.edges_file is not None:
+        lines.append(edges_file_line(*facts.edges_file))
+    if facts.shard is not None:
+        k, n, tests, of, seconds, big, cut, rerun = facts.shard
+        lines.append(wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
+            k, n, tests, of, seconds, None if big is None else wording.Oversized(*big),
+            selected_elsewhere=cut))
+    return lines
 
 
 def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[str | None]:

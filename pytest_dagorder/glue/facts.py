@@ -33,7 +33,7 @@ from .markers import SHARES_NOTHING
 from .resources import NONE
 
 if TYPE_CHECKING:
-    from .planning import Plan
+    from .planning import EdgesFileNote, Plan, ShardNote
 
 Location = tuple[str, int | None, str]
 
@@ -129,9 +129,12 @@ class Facts:
     complete: bool = False
     #: How many prerequisites ``--dag-with-prerequisites`` pulled back.
     pulled_back: int = 0
-    #: Lines the collection steps wrote about themselves (``--dag-shard``'s
-    #: part, ``--lf``'s blocked tests, the edges file).
-    notes: list[str] = field(default_factory=list)
+    #: What the collection steps found to announce: tests ``--lf`` runs again
+    #: because a prerequisite blocked them, the edges file, the ``--dag-shard``
+    #: part (see ``planning.EdgesFileNote`` and ``planning.ShardNote``).
+    lf_blocked: int = 0
+    edges_file: EdgesFileNote | None = None
+    shard: ShardNote | None = None
 
     def census(self) -> Census:
         """The facts the plain-or-not decision reads (what a hello carries)."""
@@ -348,7 +351,8 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             problems=[(p.nodeid, p.message) for p in plan.problems],
             errors=[(p.nodeid, p.message) for p in plan.errors],
             deselected=plan.dropped, shard_left=plan.shard_left, complete=plan.whole,
-            pulled_back=len(plan.pulled_back), notes=list(plan.notes))
+            pulled_back=len(plan.pulled_back), lf_blocked=plan.lf_blocked,
+            edges_file=plan.edges_file, shard=plan.shard)
         if plan.graph is not None and not plan.problems:
             requires, after, outside = graph_of(plan, planned, ids)
             fields.update(graph=True, requires=requires, after=after, outside=outside)
@@ -406,7 +410,7 @@ def census(plan: Plan | None, planned: Sequence[pytest.Item], ids: Sequence[str]
     uses = RuntimeUsers()
     return census_of(
         ids, scopes(planned, pytest.Module), scopes(planned, pytest.Class), documents(planned),
-        graph=plan is None or plan.graph is not None,  # no plan: unknown, counts as one
+        graph=plan is not None and plan.graph is not None,
         problems=0 if plan is None else len(plan.problems),
         needs=0 if plan is None else len(plan.needs),
         grouped=grouped, dag_users=sum(map(uses_dag, planned)),

@@ -46,6 +46,16 @@ from .settings import settings_of
 if TYPE_CHECKING:
     from ..core.graph import Graph
 
+#: The edges file: (its path, whether it exists, edges and resources it
+#: added, entries naming tests not collected here).
+EdgesFileNote = tuple[str, bool, int, int, int]
+#: The ``--dag-shard`` part: (k, n, tests kept, tests of the selection, their
+#: recorded seconds or None, the oversized component as (first node id,
+#: tests, seconds or None) or None, whether some collected test lies in this
+#: part, whether ``--lf`` part after part has no failure left to re-run).
+ShardNote = tuple[int, int, int, int, float | None, tuple[str, int, float | None] | None,
+                  bool, bool]
+
 
 @dataclass
 class Plan:
@@ -63,8 +73,13 @@ class Plan:
     needs: dict[int, Needs] = field(default_factory=dict)
     #: The names of every marker some collected test carries (own or inherited).
     marker_names: frozenset[str] = frozenset()
-    #: Lines for the run's header from steps after planning (--dag-shard).
-    notes: list[str] = field(default_factory=list)
+    #: What the collection steps found to announce (worded in ``decide.py``):
+    #: how many tests ``--lf`` runs again because a prerequisite blocked them,
+    #: the edges file read (see :data:`EdgesFileNote`), the ``--dag-shard``
+    #: part (see :data:`ShardNote`).
+    lf_blocked: int = 0
+    edges_file: EdgesFileNote | None = None
+    shard: ShardNote | None = None
     #: The session collected every test under its arguments (no node id in
     #: them, no ``--lf``) and no plugin deselected any (a fact: what it means
     #: for a durations file is decided in ``decide.py``).
@@ -405,7 +420,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
                  collected: list[pytest.Item]) -> Plan:
     """The plan for this session; pulled-back prerequisites are put into ``items``."""
     settings = settings_of(config)
-    edges_note = None
+    edges_note: EdgesFileNote | None = None
     if settings.edges_path is not None:  # the file's entries become markers, read below
         with assertion_rewriting_paused():
             from .edges_file import apply
@@ -459,15 +474,13 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     if plan.graph is not None and config.getoption("lf", False):
         blocked = blocked_last_time(config)
         again = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
-        if again:
-            plan.notes.append(wording.lf_blocked_line(again))
+        plan.lf_blocked = again
     for item, reason in plan.skips:
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:
         items[:] = plan.items
     plan.marker_names = frozenset(census.names)
-    if edges_note is not None:
-        plan.notes.append(edges_note)
+    plan.edges_file = edges_note
     if RESOURCE in census.names or EXCLUSIVE in census.names:
         needs, problems = read_needs(items)
         plan.problems += problems

@@ -7,12 +7,25 @@ tests/test_wording.py pins each text.
 
 from __future__ import annotations
 
+import os
+
 from ..core.wording import plural
 
 
 def result_timeout(reader: str, seconds: float) -> str:
     return (f"{reader}: the results of its prerequisites did not arrive from the xdist "
             f"controller within {seconds:g} s")
+
+
+def edges_file_line(path: str, found: bool, edges: int, resources: int, stale: int) -> str:
+    """What the edges file (``--dag-edges``) added to the run, for its header."""
+    if not found:
+        return f"dagorder: no edges file at {path} yet (--dag-find-missing writes one)"
+    note = (f"dagorder: {edges} edge{'s' * (edges != 1)} and {resources} "
+            f"resource{'s' * (resources != 1)} from {os.path.basename(path)}")
+    if stale:
+        note += f" ({stale} entr{'ies' if stale != 1 else 'y'} naming tests not collected here)"
+    return note
 
 
 def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
