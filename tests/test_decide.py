@@ -31,12 +31,12 @@ def payload(spec: Mapping[str, str], *, modules: Mapping[str, str] | None = None
     ids = [f"{m}::test_{n}" for n, m in zip(names, mods, strict=True)]
     every = [*names, *deselected]
     pos = {n: k for k, n in enumerate(every)}
-    requires = [[pos[p] for p in spec.get(n, "").split()] for n in every]
+    requires = [tuple(pos[p] for p in spec.get(n, "").split()) for n in every]
     return Facts(
         ids=ids,
         locations=[(m, k, f"test_{n}") for k, (n, m) in enumerate(zip(names, mods, strict=True))],
         module_scopes=list(mods), class_scopes=[None] * len(ids),
-        graph=True, requires=requires, after=[[] for _ in every],
+        graph=True, requires=requires,
         outside=[f"{MODULE}::test_{n}" for n in deselected], **fields)
 
 

@@ -743,7 +743,7 @@ def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest()
         elif f.name not in ("requires", "after"):
             assert after == before, f.name
     # c requires b requires a: reversed, a is last.
-    assert moved.requires == [[1], [2], []]
+    assert moved.requires == [(1,), (2,), ()]
     # Every field with one entry per test is reordered (a new one must be listed).
     per_test = {f.name for f in dataclasses.fields(Facts)
                 if isinstance(getattr(facts, f.name), list)
@@ -766,15 +766,16 @@ def test_locations_the_node_ids_do_not_give_and_outside_prerequisites_cross() ->
         class_scopes=["pkg/test_m.py::TestA", None, None, None],
         xdist_groups=[None, None, "g", None],
         documents=[None, None, None, "file"],
-        requires=[[], [0], [1, 4], [], []], after=[[], [], [], [2], []],
+        requires=[(), (0,), (1, 4), (), ()], after=[(), (), (), (2,), ()],
         outside=["gone.py::test_x"])
     assert wire.decode(over_execnet(wire.encode(facts))) == facts
 
 
 @pytest.mark.parametrize(("field", "value"), [
     ("ids", ["a", 1]), ("locations", [["t", 1, "a"]] * 3), ("locations", [None]),
-    ("documents", ["page", None, None]), ("requires", [[5], [], []]),
-    ("requires", [[0]]), ("graph", 1), ("exclusive", [1, 0, 0]),
+    ("documents", ["page", None, None]), ("requires", [(5,), (), ()]),
+    ("requires", [(0,)]), ("requires", [[], [0], [1]]), ("after", [(), ()]), ("graph", 1),
+    ("exclusive", [1, 0, 0]),
 ])
 def test_facts_of_the_wrong_shape_are_malformed(field: str, value: object) -> None:
     message = wire.encode(make_facts(CHAIN))
@@ -960,8 +961,7 @@ def test_a_deselected_prerequisite_skips_its_dependent_with_a_hint(harness: Any)
     payload = make_facts({"a": "", "b": "a"})
     # The worker's graph lists deselected prerequisites after the tests of the run.
     z = nodeid("z")
-    payload = dataclasses.replace(payload, outside=[z], requires=[[], [2], []],
-                                  after=[[], [], []])
+    payload = dataclasses.replace(payload, outside=[z], requires=[(), (2,), ()])
     h: Harness = harness(payload, "--dag-affinity=none")
     n1, _ = h.start("gw0", "gw1")
     assert h.recorder.skipped() == {
@@ -1189,7 +1189,7 @@ def test_any_dag_runs_to_the_end_without_deadlock(
             # It ran after every prerequisite ended (one skipped never ran).
             pos = ran.index(short(k))
             assert all(p not in ran or ran.index(p) < pos
-                       for p in map(short, (*reqs, *payload.after[k])))
+                       for p in map(short, (*reqs, *payload.afters()[k])))
             if policy == "skip":
                 assert not not_passed & set(map(short, reqs)), f"{short(k)} ran ungated"
 

@@ -310,8 +310,9 @@ class GuardedScheduling:
 
 def _first_declaring(facts: Facts) -> str:
     """The first test (in collection order) that declares a prerequisite: the one to name."""
+    afters = facts.afters()
     for i, nid in enumerate(facts.ids):
-        if facts.requires[i] or facts.after[i]:
+        if facts.requires[i] or afters[i]:
             return nid
     return facts.ids[0]
 

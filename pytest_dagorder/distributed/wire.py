@@ -131,7 +131,7 @@ _FIELDS = dataclasses.fields(Facts)
 #: message of another shape ends in a WireError, not deep in the controller.
 _KINDS: dict[str, tuple[type, ...]] = {
     "ids": (str,), "locations": (tuple, type(None)), "module_scopes": (str, type(None)),
-    "class_scopes": (str, type(None)), "requires": (list,), "after": (list,),
+    "class_scopes": (str, type(None)), "requires": (tuple,), "after": (tuple,),
     "outside": (str,), "problems": (tuple,), "errors": (tuple,), "fail_checks": (tuple,),
     "xdist_groups": (str, type(None)), "resources": (list,), "exclusive": (bool,),
     "shares_nothing": (bool,), "runtime_depends": (bool,), "dag_users": (bool,),
@@ -178,7 +178,7 @@ def _facts(fields: Any) -> Facts:
     positions = n + len(fields["outside"])
     for name in ("requires", "after"):
         edges = fields[name]
-        if fields["graph"] and len(edges) != positions:
+        if fields["graph"] and len(edges) != positions and (edges or name == "requires"):
             raise ValueError(f"{name}: one entry per position")
         if any(type(p) is not int or not 0 <= p < positions for ps in edges for p in ps):
             raise ValueError(f"{name}: positions out of range")

@@ -288,9 +288,10 @@ def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[
     """
     n = len(facts.ids)
     modules = facts.module_scopes
+    afters = facts.afters()
     crossing: set[int] = set()
     for i in range(n):
-        for p in (*facts.requires[i], *facts.after[i]):
+        for p in (*facts.requires[i], *afters[i]):
             if p < n and (modules[p] is None or modules[p] != modules[i]):
                 crossing.update((i, p))
     quiet = list(facts.shares_nothing) or [False] * n
@@ -309,7 +310,7 @@ def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[
         scope = modules[i]
         if opaque[i] is None and scope is not None and scope in writes:
             opaque[i] = f"{scope} writes state its tests leave behind"
-    return state_groups(modules, facts.requires, facts.after, keys, opaque,
+    return state_groups(modules, facts.requires, afters, keys, opaque,
                         quiet if any(quiet) else ())
 
 

@@ -79,10 +79,11 @@ class Facts:
     class_scopes: list[str | None]
     #: The collection made a graph; then ``requires`` and ``after`` hold the
     #: declared edges of every position (``depends_on`` and ``run_after``, the
-    #: foreign markers that become edges), as the collection resolved them.
+    #: foreign markers that become edges), as the collection resolved them
+    #: (``after`` empty: no test has a ``run_after`` edge; see :meth:`afters`).
     graph: bool = False
-    requires: list[list[int]] = field(default_factory=list)
-    after: list[list[int]] = field(default_factory=list)
+    requires: list[tuple[int, ...]] = field(default_factory=list)
+    after: list[tuple[int, ...]] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     #: Declaration problems as found, (node id, message): they end the session.
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -136,6 +137,10 @@ class Facts:
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None
 
+    def afters(self) -> Sequence[tuple[int, ...]]:
+        """The ``run_after`` edges of every position (none where ``after`` is empty)."""
+        return self.after or [()] * len(self.requires)
+
     def census(self) -> Census:
         """The facts the plain-or-not decision reads (what a hello carries)."""
         return census_of(self.ids, self.module_scopes, self.class_scopes, self.documents,
@@ -178,8 +183,9 @@ class Facts:
             m = len(self.requires)
             to = [*new, *range(len(new), m)]
             back = [*old, *range(len(old), m)]
-            moved["requires"] = [[to[p] for p in self.requires[k]] for k in back]
-            moved["after"] = [[to[p] for p in self.after[k]] for k in back]
+            moved["requires"] = [tuple(to[p] for p in self.requires[k]) for k in back]
+            if self.after:
+                moved["after"] = [tuple(to[p] for p in self.after[k]) for k in back]
         return replace(self, **moved)
 
 
@@ -307,15 +313,16 @@ def _writes_state(module: pytest.Module) -> bool:
     return found is None or found.module_state
 
 
-def graph_of(plan: Plan, planned: Sequence[pytest.Item],
-             ids: Sequence[str]) -> tuple[list[list[int]], list[list[int]], list[str]]:
+def graph_of(plan: Plan, planned: Sequence[pytest.Item], ids: Sequence[str]) -> tuple[
+        list[tuple[int, ...]], list[tuple[int, ...]], list[str]]:
     """The plan's edges by position of ``planned`` (``ids``: their node ids),
     and the node ids of the prerequisites outside the run."""
     g = plan.graph
     assert g is not None
     outside = [it.nodeid for it in plan.deselected]
-    requires = [list(r) for r in g.requires]
-    after = [list(a) for a in g.after]
+    requires = [tuple(r) for r in g.requires]
+    # execnet writes each value of a message one by one: no list of empty ones.
+    after = [tuple(a) for a in g.after] if any(g.after) else []
     if plan.items != planned:
         # A hook reordered the items after the plan: positions follow ``planned``.
         n = len(planned)
@@ -328,8 +335,9 @@ def graph_of(plan: Plan, planned: Sequence[pytest.Item],
             new[o] = k
         to = [*new, *range(n, len(g))]
         back = [*old, *range(n, len(g))]
-        requires = [[to[p] for p in requires[k]] for k in back]
-        after = [[to[p] for p in after[k]] for k in back]
+        requires = [tuple(to[p] for p in requires[k]) for k in back]
+        if after:
+            after = [tuple(to[p] for p in after[k]) for k in back]
     return requires, after, outside
 
 
@@ -357,7 +365,8 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             requires, after, outside = graph_of(plan, planned, ids)
             fields.update(graph=True, requires=requires, after=after, outside=outside)
             if full and affinity == "state":
-                fixtures, writes = state_facts(planned, modules, requires, after)
+                fixtures, writes = state_facts(planned, modules, requires,
+                                               after or [()] * len(requires))
                 if any(f != [] for f in fixtures):
                     fields.update(fixtures=fixtures)
                 fields.update(writes_state=writes)

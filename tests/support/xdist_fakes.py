@@ -190,9 +190,10 @@ def make_facts(
         class_scopes=[None] * len(ids),
         xdist_groups=labels if any(labels) else [],
         graph=with_graph,
-        requires=[[pos[p] for p in spec[n].split()] for n in names] if with_graph else [],
-        after=([[pos[p] for p in (after or {}).get(n, "").split()] for n in names]
-               if with_graph else []),
+        requires=([tuple(pos[p] for p in spec[n].split()) for n in names]
+                  if with_graph else []),
+        after=([tuple(pos[p] for p in (after or {}).get(n, "").split()) for n in names]
+               if with_graph and after else []),
         problems=list(problems),
     )
 
