@@ -142,7 +142,7 @@ def test_the_reported_suite_never_leaves_a_worker_waiting_with_a_test(
     holder.append(h)
     if pace == "fast":
         # As with durations recorded by an earlier run: several tests a send.
-        h.sched.dispatcher.pace.average = 0.001
+        h.sched.pace.average = 0.001
     channels = [CountingChannel(holder, payload) for _ in range(3)]
     nodes = [h.add(f"gw{k}", channel=channels[k]) for k in range(3)]
     h.schedule()

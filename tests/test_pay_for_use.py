@@ -297,6 +297,9 @@ UNUSED_SERIALLY = ("pytest_dagorder.core.state_machine", "pytest_dagorder.core.s
 #: xdist's controller and worker sides (the probe whether a DSession runs excepted).
 DISTRIBUTED = "pytest_dagorder.distributed."
 PROBE_OF_XDIST = "pytest_dagorder.distributed.xdist_internals"
+#: What only an xdist worker runs, besides its plugin (distributed/worker.py).
+WORKER_PARTS = tuple(f"pytest_dagorder.distributed.{name}" for name in (
+    "barrier", "shipping", "sent_ahead", "exit_forwarding"))
 
 
 def loaded_modules(pytester: pytest.Pytester, *args: str) -> dict[str, list[str]]:
@@ -331,7 +334,7 @@ def test_under_xdist_the_controller_and_the_workers_load_only_their_side(
     controller = found.pop("main")
     assert "pytest_dagorder.distributed.controller" in controller
     assert unneeded(controller, *UNUSED, "pytest_dagorder.drivers.",
-                    "pytest_dagorder.distributed.worker") == []
+                    "pytest_dagorder.distributed.worker", *WORKER_PARTS) == []
     for modules in found.values():
         assert "pytest_dagorder.distributed.worker" in modules
         assert unneeded(modules, *UNUSED, "pytest_dagorder.drivers.",

@@ -37,6 +37,11 @@ from .session import WorkerGone, abort
 from .xdist_internals import hand_over_scheduler
 
 if TYPE_CHECKING:
+    from execnet import Channel
+    from xdist.remote import Producer
+    from xdist.scheduler.protocol import Scheduling
+    from xdist.workermanage import WorkerController
+
     from .scheduling import DependencyScheduling
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
@@ -64,15 +69,15 @@ class DagController:
         self.config = config
         self.policy = settings_of(config).on_failure
         self.sched: DependencyScheduling | None = None
-        self.channels: dict[Any, Any] = {}
+        self.channels: dict[WorkerController, Channel] = {}
         #: Per worker whose hello was read: whether its run is plain (see
         #: ``glue/decide.plain_run``), decided from the census it said.
-        self.hellos: dict[Any, bool] = {}
+        self.hellos: dict[WorkerController, bool] = {}
         self.stall_seconds = settings_of(config).stall_report
         self.dumps = ControllerDumps()
         self.watch: StallWatch | None = None
 
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerController) -> None:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
@@ -81,8 +86,8 @@ class DagController:
             node.workerinput[STALL_KEY] = directory
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[
-            None, Any, Any]:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> Generator[
+            None, Scheduling | None, Scheduling | None]:
         # A wrapper receives the scheduler xdist (or another plugin) made for
         # the chosen --dist mode: the DAG modes get ours instead; any other
         # mode runs xdist's behind a guard that refuses a suite declaring
@@ -97,7 +102,7 @@ class DagController:
             return self.dag_scheduler(config, log)
         return None if inner is None else GuardedScheduling(inner, self, dist)
 
-    def dag_scheduler(self, config: pytest.Config, log: Any) -> DependencyScheduling:
+    def dag_scheduler(self, config: pytest.Config, log: Producer) -> DependencyScheduling:
         """The DAG scheduler, fed the reports from now on."""
         with assertion_rewriting_paused():  # see plugin.py: loaded only where it runs
             from .scheduling import DependencyScheduling
@@ -106,7 +111,8 @@ class DagController:
             self.watch = StallWatch(self.stall_seconds, self._stall_report, self._write_stall)
         return self.sched
 
-    def declares_nothing(self, node: Any, nodes: Sequence[Any]) -> bool:
+    def declares_nothing(self, node: WorkerController,
+                         nodes: Sequence[WorkerController]) -> bool:
         """Whether ``node``'s suite declares nothing, as its hello says (read once).
 
         :class:`WorkerGone` if it is gone since its collection.
@@ -115,7 +121,7 @@ class DagController:
             self._receive(node, nodes, read=False, passable=True)
         return self.hellos[node]
 
-    def receive_payload(self, node: Any, nodes: Sequence[Any], *,
+    def receive_payload(self, node: WorkerController, nodes: Sequence[WorkerController], *,
                         passable: bool = False) -> Facts:
         """The facts ``node`` ships on the side channel when asked, after its version check.
 
@@ -129,7 +135,7 @@ class DagController:
         except wire.WireError as exc:
             self._refuse_version(node, nodes, exc)
 
-    def admit(self, node: Any, nodes: Sequence[Any]) -> None:
+    def admit(self, node: WorkerController, nodes: Sequence[WorkerController]) -> None:
         """Check the version of a worker whose plan the run does not follow.
 
         The others, and any that joins after the start (a restart), are
@@ -139,8 +145,8 @@ class DagController:
         """
         self._receive(node, nodes, read=False, passable=True)
 
-    def _receive(self, node: Any, nodes: Sequence[Any], *, read: bool,
-                 passable: bool = False) -> object:
+    def _receive(self, node: WorkerController, nodes: Sequence[WorkerController], *,
+                 read: bool, passable: bool = False) -> object:
         channel = self.channels.get(node)
         if channel is None:
             abort(self.config, nodes, [Problem("", (
@@ -174,7 +180,8 @@ class DagController:
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
 
-    def _refuse_version(self, node: Any, nodes: Sequence[Any], exc: Exception) -> NoReturn:
+    def _refuse_version(self, node: WorkerController, nodes: Sequence[WorkerController],
+                        exc: Exception) -> NoReturn:
         # Not the suite's fault: a usage error (exit status 4), as for a bad option.
         for other in nodes:
             other.shutdown()
@@ -198,7 +205,7 @@ class DagController:
         if watch is not None:
             watch.beat()
             if not watch.started:
-                if self.sched is None or self.sched.dispatcher.plain:
+                if self.sched is None or self.sched.plain:
                     self.watch = None  # a run left to plain xdist is not watched
                 else:
                     watch.start()
@@ -285,11 +292,47 @@ class GuardedScheduling:
     dependencies is stopped with a usage message instead of running unordered.
     """
 
-    def __init__(self, inner: Any, controller: DagController, dist: str) -> None:
+    def __init__(self, inner: Scheduling, controller: DagController, dist: str) -> None:
         self._inner = inner
         self._controller = controller
         self._dist = dist
         self._checked = False
+
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return self._inner.nodes
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self._inner.collection_is_completed
+
+    @property
+    def tests_finished(self) -> bool:
+        return self._inner.tests_finished
+
+    @property
+    def has_pending(self) -> bool:
+        return self._inner.has_pending
+
+    def add_node(self, node: WorkerController) -> None:
+        self._inner.add_node(node)
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        self._inner.add_node_collection(node, collection)
+
+    def mark_test_complete(self, node: WorkerController, item_index: int,
+                           duration: float = 0) -> None:
+        self._inner.mark_test_complete(node, item_index, duration)
+
+    def mark_test_pending(self, item: str) -> None:
+        self._inner.mark_test_pending(item)
+
+    def remove_pending_tests_from_node(self, node: WorkerController,
+                                       indices: Sequence[int]) -> None:
+        self._inner.remove_pending_tests_from_node(node, indices)
+
+    def remove_node(self, node: WorkerController) -> str | None:
+        return self._inner.remove_node(node)
 
     def schedule(self) -> None:
         if not self._checked:
@@ -305,6 +348,7 @@ class GuardedScheduling:
         self._inner.schedule()
 
     def __getattr__(self, name: str) -> Any:
+        # Anything else xdist's scheduler has (a pytest_handlecrashitem may look).
         return getattr(self._inner, name)
 
 
@@ -332,34 +376,60 @@ class XdistUnlessDeclared:
     this one where that is not possible.
     """
 
-    def __init__(self, inner: Any, controller: DagController, config: pytest.Config,
-                 log: Any) -> None:
+    def __init__(self, inner: Scheduling, controller: DagController, config: pytest.Config,
+                 log: Producer) -> None:
         self._inner = inner
         self._controller = controller
         self._config = config
         self._log = log
-        self._chosen: Any = None
-        self._added: list[Any] = []
-        self._collections: dict[Any, list[str]] = {}
+        self._chosen: Scheduling | None = None
+        self._added: list[WorkerController] = []
+        self._collections: dict[WorkerController, list[str]] = {}
 
     @property
-    def _current(self) -> Any:
+    def _current(self) -> Scheduling:
         return self._inner if self._chosen is None else self._chosen
 
-    def add_node(self, node: Any) -> None:
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return self._current.nodes
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self._current.collection_is_completed
+
+    @property
+    def tests_finished(self) -> bool:
+        return self._current.tests_finished
+
+    @property
+    def has_pending(self) -> bool:
+        return self._current.has_pending
+
+    def mark_test_complete(self, node: WorkerController, item_index: int,
+                           duration: float = 0) -> None:
+        self._current.mark_test_complete(node, item_index, duration)
+
+    def mark_test_pending(self, item: str) -> None:
+        self._current.mark_test_pending(item)
+
+    def remove_pending_tests_from_node(self, node: WorkerController,
+                                       indices: Sequence[int]) -> None:
+        self._current.remove_pending_tests_from_node(node, indices)
+
+    def add_node(self, node: WorkerController) -> None:
         if self._chosen is None:
             self._added.append(node)
         self._current.add_node(node)
 
-    def remove_node(self, node: Any) -> str | None:
+    def remove_node(self, node: WorkerController) -> str | None:
         if self._chosen is None:
             if node in self._added:
                 self._added.remove(node)
             self._collections.pop(node, None)
-        result: str | None = self._current.remove_node(node)
-        return result
+        return self._current.remove_node(node)
 
-    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
         if self._chosen is not None:
             self._chosen.add_node_collection(node, collection)
             return
@@ -378,7 +448,7 @@ class XdistUnlessDeclared:
         if self._chosen is None:
             # No hello could be read: the DAG scheduler knows how to end such a run.
             self._choose_dag()
-        self._chosen.schedule()
+        self._current.schedule()
 
     def _choose_dag(self) -> None:
         dag = self._controller.dag_scheduler(self._config, self._log)
@@ -388,7 +458,7 @@ class XdistUnlessDeclared:
         for node, collection in self._collections.items():
             dag.add_node_collection(node, collection)
 
-    def _choose(self, chosen: Any) -> None:
+    def _choose(self, chosen: Scheduling) -> None:
         self._chosen = chosen
         hand_over_scheduler(self._config, self, chosen)
 

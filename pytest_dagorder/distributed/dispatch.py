@@ -8,7 +8,7 @@ many, and sends them (a barrier last, see barrier.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.pacing import Pacing
 from ..core.published import Relay
@@ -17,6 +17,9 @@ from ..glue.dag_run import DagRun
 from . import wire
 from .closing import OpenScopes
 from .ledger import Ledger
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
 
 #: Real tests in flight per worker when tests take a while: one, so that no
 #: test ever waits behind another on a busy worker while a worker is idle
@@ -51,29 +54,30 @@ LOW_WATER = 2
 class Dispatcher:
     """Tops workers up from the core and sends them their tests."""
 
-    def __init__(self, ledger: Ledger, channels: Mapping[Any, Any],
-                 log: Callable[[str], None], *, speculate: bool) -> None:
+    def __init__(self, ledger: Ledger, channels: Mapping[WorkerController, Any],
+                 log: Callable[[str], None], pace: Pacing, *, speculate: bool,
+                 barrier: int, plain: bool = False, relay: Relay | None = None,
+                 dag_users: Sequence[bool] = (), scopes: OpenScopes | None = None) -> None:
         self.ledger = ledger
         self.channels = channels
         self.log = log
         # Speculative hand-out needs workers to gate, which they do under "skip".
         self.speculate = speculate
-        # Unknown yet: start with the careful depth (one test in flight).
-        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
-                           initial=FAST_TEST)
-        self.dead: set[Any] = set()  # sending to them failed; xdist removes them soon
-        self.barrier = -1  # index of the workers' barrier item; real tests are below it
-        # The suite declares nothing (see wire.Payload.plain): the workers have
+        # How many tests go out at once (the scheduler records the durations).
+        self.pace = pace
+        self.dead: set[WorkerController] = set()  # sending to them failed; xdist removes them soon
+        self.barrier = barrier  # index of the workers' barrier item; real tests are below it
+        # The suite declares nothing (see glue/decide.plain_run): the workers have
         # no barrier, so every worker always holds its next test or is told
         # to shut down (the lookahead rule in barrier.py's docstring).
-        self.plain = False
+        self.plain = plain
         # Published values: what the readers among the tests sent must receive first.
-        self.relay: Relay | None = None
-        self.dag_users: Sequence[bool] = ()
+        self.relay = relay
+        self.dag_users = dag_users
         # Which class and module scopes a dispatch's last test ends (see closing.py).
-        self.scopes: OpenScopes | None = None
+        self.scopes = scopes
 
-    def dispatch(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
+    def dispatch(self, run: DagRun, eligible: Callable[[WorkerController], bool]) -> None:
         """Top up every worker that needs it; ``eligible`` says which may get work."""
         machine = run.machine
         inflight = self.ledger.inflight
@@ -109,11 +113,11 @@ class Dispatcher:
                 # no other worker could have started it sooner.
                 self._send(run, node, machine.ahead(node, 1))
 
-    def _usable(self, eligible: Callable[[Any], bool]) -> list[Any]:
+    def _usable(self, eligible: Callable[[WorkerController], bool]) -> list[WorkerController]:
         return [n for n in self.ledger.sent
                 if eligible(n) and not n.shutting_down and n not in self.dead]
 
-    def _dispatch_plain(self, run: DagRun, eligible: Callable[[Any], bool]) -> None:
+    def _dispatch_plain(self, run: DagRun, eligible: Callable[[WorkerController], bool]) -> None:
         """Dispatch without barriers: a worker runs a test only once it holds the next.
 
         Every test is ready from the start (nothing is declared), so nothing
@@ -170,7 +174,7 @@ class Dispatcher:
             return LOW_WATER
         return max(LOW_WATER, want // 2)
 
-    def _want(self, machine: StateMachine, node: Any, n_nodes: int) -> int:
+    def _want(self, machine: StateMachine, node: WorkerController, n_nodes: int) -> int:
         """How many real tests ``node`` should have in flight."""
         if not self.pace.is_fast:
             return MAX_PIPELINE
@@ -182,7 +186,7 @@ class Dispatcher:
         # while another holds a long queue.
         return max(1, min(batch, machine.ready_count // n_nodes))
 
-    def _send(self, run: DagRun, node: Any, tasks: list[int]) -> None:
+    def _send(self, run: DagRun, node: WorkerController, tasks: list[int]) -> None:
         if not tasks:
             return
         indices = tasks if self.plain else [*tasks, self.barrier]
@@ -200,7 +204,7 @@ class Dispatcher:
             return
         self.ledger.sent_to(node, tasks, indices)
 
-    def _end_scopes(self, run: DagRun, node: Any, last: int) -> bool:
+    def _end_scopes(self, run: DagRun, node: WorkerController, last: int) -> bool:
         """Tell ``node`` which scopes of ``last`` (followed by the barrier) no test
         is left for (see closing.py).  False if the worker is gone."""
         if self.plain or self.scopes is None:
@@ -216,7 +220,7 @@ class Dispatcher:
             return False
         return True
 
-    def _deliver(self, run: DagRun, node: Any, tasks: list[int]) -> bool:
+    def _deliver(self, run: DagRun, node: WorkerController, tasks: list[int]) -> bool:
         """Send ``node`` what the readers among ``tasks`` may read, ahead of them.
 
         False if the worker is gone (as for a failed dispatch).

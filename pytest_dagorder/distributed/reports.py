@@ -4,7 +4,7 @@ what a worker queued on its side channel (published values, ``pytest.exit()``)."
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,6 +13,9 @@ from ..glue.dag_run import DagRun
 from . import wire
 from .ledger import Ledger
 from .skips import SkipEmitter
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
 
 #: Most prerequisites looked at for a failed test's note (one report's worth of work).
 MOST_LOOKED_AT = 10_000
@@ -23,18 +26,17 @@ SIDE_CHANNEL_BATCH = 10_000
 class ReportFeed:
     """Feeds the test reports of a run to its core (see :meth:`feed`)."""
 
-    def __init__(self, run: DagRun, barrier: int, ledger: Ledger, skips: SkipEmitter,
-                 channels: Mapping[Any, Any], relay: Relay | None,
+    def __init__(self, run: DagRun, ledger: Ledger, skips: SkipEmitter,
+                 channels: Mapping[WorkerController, Any], relay: Relay | None,
                  log: Callable[[str], None]) -> None:
         self.run = run
-        self.barrier = barrier
         self.ledger = ledger
         self.skips = skips
         self.channels = channels
         self.relay = relay
         self.log = log
         # pytest.exit() requests read from a worker's side channel, not yet acted on.
-        self.exit_requests: dict[Any, wire.ExitRequest] = {}
+        self.exit_requests: dict[WorkerController, wire.ExitRequest] = {}
         #: Per settled test, the worker that ran it (its gateway id).
         self.ran_on: dict[int, str] = {}
 
@@ -105,17 +107,17 @@ class ReportFeed:
             return self.skips.emitting
         return self.index_of_sent(getattr(report, "node", None), report.nodeid)
 
-    def index_of_sent(self, node: Any, nodeid: str) -> int | None:
+    def index_of_sent(self, node: WorkerController | None, nodeid: str) -> int | None:
         """The first test ``node`` holds with ``nodeid`` (node ids may repeat), else any."""
         run = self.run
         if run.unique:
             return run.index.get(nodeid)  # nothing to tell apart
-        for i in self.ledger.sent.get(node, ()):
-            if i < self.barrier and run.nodeids[i] == nodeid:
+        for i in self.ledger.sent.get(node, ()) if node is not None else ():
+            if i < run.n_run and run.nodeids[i] == nodeid:  # not the barrier
                 return i
         return run.index.get(nodeid)
 
-    def read_side_channel(self, node: Any) -> None:
+    def read_side_channel(self, node: WorkerController | None) -> None:
         """Take what ``node`` queued on the side channel after its plan (never waits).
 
         Two kinds come: a passed test's published values, sent before that
@@ -125,8 +127,8 @@ class ReportFeed:
         reader of one kind would drop a message of the other that happened to
         be queued first.
         """
-        channel = self.channels.get(node)
-        if channel is None:
+        channel = None if node is None else self.channels.get(node)
+        if node is None or channel is None:
             return
         # Bounded even if a channel never ran empty: the rest waits for the next call.
         for _ in range(SIDE_CHANNEL_BATCH):

@@ -1,97 +1,274 @@
 """xdist's scheduler protocol, translated into calls on the parts that do the work.
 
-xdist's DSession calls the methods of :class:`DependencyScheduling` (see xdist's
-``scheduler/`` package); outcomes never reach a scheduler there, so the
-controller plugin feeds the test reports in through :meth:`on_report`.
-This class only translates: every decision about the run is
-:func:`~pytest_dagorder.glue.decide.decide`'s,
-reports become core events in :class:`~.reports.ReportFeed`, skips are
-reported by :class:`~.skips.SkipEmitter`, and tests are handed out by
+xdist's DSession calls the methods of :class:`DependencyScheduling` (xdist's
+``Scheduling`` protocol, ``xdist/scheduler/protocol.py``); outcomes never
+reach a scheduler there, so the controller plugin feeds the test reports in
+through :meth:`~DependencyScheduling.on_report`.  This class only
+translates: every decision about the run is
+:func:`~pytest_dagorder.glue.decide.decide`'s, reports become core events in
+:class:`~.reports.ReportFeed`, skips are reported by
+:class:`~.skips.SkipEmitter`, and tests are handed out by
 :class:`~.dispatch.Dispatcher`; the decisions come from the scheduler core.
 
-Relies on xdist's Scheduling protocol and ``WorkerController``'s
-``send_runtest_some`` / ``shutting_down`` / ``workerinput`` / ``gateway``
-(pinned in pyproject.toml); xdist's private helpers are reached through
+Its start-up is a phase machine: :class:`Collecting` (the workers collect;
+the first whose collection comes in is asked for its plan),
+:class:`PlansRead` (the run is built from that plan, not yet announced),
+:class:`Announced` (xdist's first ``schedule()`` wrote the header; the
+workers are admitted), :class:`Running` (tests are handed out) and
+:class:`Aborted` (the session ends before the run could).  The phase is
+one attribute; every move goes through :meth:`DependencyScheduling._enter`
+(the allowed ones are :data:`NEXT`); what a phase knows is in its object.
+
+Relies on xdist's ``WorkerController``'s ``send_runtest_some`` /
+``shutting_down`` / ``shutdown`` / ``workerinput`` / ``gateway`` (pinned in
+pyproject.toml); xdist's private helpers are reached through
 :mod:`.xdist_internals` only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from ..core import wording
+from ..core.pacing import Pacing
 from ..core.published import Relay
 from ..glue import durations, sharding
 from ..glue.dag_run import DagRun, report_problems
-from ..glue.decide import decide
+from ..glue.decide import Decisions, decide
 from ..glue.declarations import Problem
 from ..glue.facts import Facts
 from ..glue.memory import collector_paused
 from ..glue.settings import settings_of
 from .closing import OpenScopes
-from .dispatch import Dispatcher
+from .dispatch import BATCH_SECONDS, FAST_PIPELINE, FAST_TEST, Dispatcher
 from .ledger import Ledger
 from .reports import ReportFeed
 from .session import WorkerGone, abort
 from .skips import SkipEmitter
 from .xdist_internals import xdist_collection_diff, xdist_node_count
 
+if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.workermanage import WorkerController
+
 
 class Channels(Protocol):
     """What the scheduler needs of the controller plugin: the workers' side channels."""
 
     @property
-    def channels(self) -> dict[Any, Any]: ...
+    def channels(self) -> dict[WorkerController, Any]: ...
 
     @property
     def policy(self) -> str: ...
 
-    def receive_payload(self, node: Any, nodes: Sequence[Any], *,
+    def receive_payload(self, node: WorkerController, nodes: Sequence[WorkerController], *,
                         passable: bool = False) -> Facts: ...
 
-    def admit(self, node: Any, nodes: Sequence[Any]) -> None: ...
+    def admit(self, node: WorkerController, nodes: Sequence[WorkerController]) -> None: ...
+
+
+@dataclass
+class Launch:
+    """The run built from the plan of the worker it follows, and what drives it
+    beside the core (made once, when the plan is read)."""
+
+    #: The worker whose plan was read; its collection, which every worker's must equal.
+    followed: WorkerController
+    collection: list[str]
+    run: DagRun
+    #: What announcing the run writes, and the tests the worker left out
+    #: (``--continue-on-collection-errors``), reported then.
+    header: list[str]
+    errors: list[Problem]
+    #: Published values (``dag`` fixture), when some test requests it.
+    relay: Relay | None
+    skips: SkipEmitter
+    dispatcher: Dispatcher
+    feed: ReportFeed
+    #: Workers the core knows, by identity.
+    core_workers: set[WorkerController] = field(default_factory=set)
+    #: Workers that collected other tests: never given work.
+    unusable: set[WorkerController] = field(default_factory=set)
+
+    @property
+    def barrier(self) -> int:
+        """Index of the workers' barrier item; real tests are below it (the
+        dispatcher, which sends it, holds it)."""
+        return self.dispatcher.barrier
+
+    def eligible(self, node: WorkerController) -> bool:
+        return node in self.core_workers and node not in self.unusable
+
+
+@dataclass(frozen=True)
+class Collecting:
+    """No plan read yet: the workers' collections come in."""
+
+
+@dataclass(frozen=True)
+class PlansRead:
+    """A worker's plan was read and the run built from it; not announced yet
+    (other workers may still be collecting)."""
+
+    launch: Launch
+
+
+@dataclass(frozen=True)
+class Announced:
+    """xdist's first ``schedule()`` announced the run (its header, the
+    collection errors it reports, the first skips); workers are being admitted."""
+
+    launch: Launch
+
+
+@dataclass(frozen=True)
+class Running:
+    """The workers are admitted; tests are handed out until every one is terminal."""
+
+    launch: Launch
+
+
+@dataclass(frozen=True)
+class Aborted:
+    """The session ends before the run could: nothing more is scheduled.
+
+    ``collection``: the followed worker's, if its plan was read; ``launch``:
+    the run, if it had been announced (its summary is still written).
+    """
+
+    collection: list[str] | None = None
+    launch: Launch | None = None
+
+
+Phase = Collecting | PlansRead | Announced | Running | Aborted
+
+#: The moves between phases; any other is a bug.
+NEXT: dict[type[Phase], tuple[type[Phase], ...]] = {
+    Collecting: (PlansRead, Aborted),
+    PlansRead: (Announced, Aborted),
+    Announced: (Running, Aborted),
+    Running: (Aborted,),
+    Aborted: (),
+}
 
 
 class DependencyScheduling:
     """xdist's scheduler protocol, driven by the pure core (see module docstring)."""
 
-    def __init__(self, config: pytest.Config, log: Any, controller: Channels) -> None:
+    def __init__(self, config: pytest.Config, log: Producer, controller: Channels) -> None:
         self.numnodes = xdist_node_count(config)
         self.config = config
-        self.log = log.dagsched
+        self.log: Callable[..., None] = log.dagsched
         self.controller = controller
-        self.node2collection: dict[Any, list[str]] = {}
+        self.node2collection: dict[WorkerController, list[str]] = {}
         self.ledger = Ledger()
-        self.unusable: set[Any] = set()
-        self.collection: list[str] | None = None  # the followed worker's, once its plan is read
-        self.followed: Any = None  # the worker whose collection and plan the run follows
-        self.run: DagRun | None = None  # the run, once announced (see _start)
-        self.built: DagRun | None = None  # the run, once built (see _plan_early)
-        self.header: list[str] = []  # what announcing the run writes
-        self.errors: list[Problem] = []  # reported when the run is announced
         # Workers whose side channel closed before the run could use them
         # (see WorkerGone): never asked again, never given work.
-        self.gone: set[Any] = set()
-        self.barrier = -1  # index of the workers' barrier item; real tests are below it
-        # Workers whose plan was taken off the side channel (the one the run
-        # follows, and the others' dropped unread once their version was checked).
-        self.read_plans: set[Any] = set()
-        self.aborted = False
-        self.core_workers: set[Any] = set()  # nodes the core knows, by identity
-        self.skips = SkipEmitter(config, self.ledger)
-        self.dispatcher = Dispatcher(self.ledger, controller.channels, self.log,
-                                     speculate=controller.policy == "skip")
-        self.feed: ReportFeed | None = None  # once the run is built
-        # Published values (dag fixture), when some test requests it.
-        self.relay: Relay | None = None
+        self.gone: set[WorkerController] = set()
+        # How many tests go out at once, from the durations seen (and, once
+        # the run is built, those recorded by earlier runs).  Unknown yet:
+        # start with the careful depth (one test in flight).
+        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
+                           initial=FAST_TEST)
+        self.phase: Phase = Collecting()
+
+    def _enter(self, phase: Phase) -> None:
+        """Move to ``phase``: the one place the phase changes."""
+        if type(phase) not in NEXT[type(self.phase)]:
+            raise RuntimeError(f"pytest-dagorder: no move from {type(self.phase).__name__} "
+                               f"to {type(phase).__name__}")
+        self.phase = phase
+
+    @contextmanager
+    def _ending_on_refusal(self) -> Iterator[None]:
+        """A call of the controller's that may end the session (a usage error, an
+        abort): the phase is then :class:`Aborted`."""
+        try:
+            yield
+        except (pytest.UsageError, pytest.Session.Interrupted):
+            if not isinstance(self.phase, Aborted):
+                self._enter(Aborted(self.collection, self._announced()))
+            raise
+
+    # -- what the phases know ---------------------------------------------------
+
+    def _launch(self) -> Launch | None:
+        """The run once built (from :class:`PlansRead` on)."""
+        phase = self.phase
+        return None if isinstance(phase, Collecting) else phase.launch
+
+    def _announced(self) -> Launch | None:
+        """The run once announced (still there after an abort)."""
+        phase = self.phase
+        return None if isinstance(phase, (Collecting, PlansRead)) else phase.launch
+
+    def _live(self) -> Launch | None:
+        """The run while it may hand out tests (announced, not aborted)."""
+        phase = self.phase
+        return phase.launch if isinstance(phase, (Announced, Running)) else None
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the session ends before the run could (see :class:`Aborted`)."""
+        return isinstance(self.phase, Aborted)
+
+    @property
+    def run(self) -> DagRun | None:
+        """The run, once announced (see :meth:`_announce`)."""
+        launch = self._announced()
+        return None if launch is None else launch.run
+
+    @property
+    def built(self) -> DagRun | None:
+        """The run, once built (see :meth:`_plan_early`)."""
+        launch = self._launch()
+        return None if launch is None else launch.run
+
+    @property
+    def followed(self) -> WorkerController | None:
+        """The worker whose collection and plan the run follows."""
+        launch = self._launch()
+        return None if launch is None else launch.followed
+
+    @property
+    def collection(self) -> list[str] | None:
+        """The followed worker's collection, once its plan is read."""
+        phase = self.phase
+        if isinstance(phase, Aborted):
+            return phase.collection
+        launch = self._launch()
+        return None if launch is None else launch.collection
+
+    @property
+    def relay(self) -> Relay | None:
+        launch = self._launch()
+        return None if launch is None else launch.relay
+
+    @property
+    def skips(self) -> SkipEmitter | None:
+        launch = self._launch()
+        return None if launch is None else launch.skips
+
+    @property
+    def dispatcher(self) -> Dispatcher | None:
+        launch = self._launch()
+        return None if launch is None else launch.dispatcher
+
+    @property
+    def plain(self) -> bool:
+        """Whether the workers run as under plain xdist (see ``glue/decide.plain_run``)."""
+        launch = self._launch()
+        return launch is not None and launch.dispatcher.plain
 
     # -- xdist's protocol ---------------------------------------------------
 
     @property
-    def nodes(self) -> list[Any]:
+    def nodes(self) -> list[WorkerController]:
         return list(self.ledger.sent)
 
     @property
@@ -102,61 +279,69 @@ class DependencyScheduling:
     def tests_finished(self) -> bool:
         # Asked on every turn of xdist's event loop: the run exists only once
         # every collection was in (see schedule), so it decides alone.
-        run = self.run
-        if run is None:
-            return self.aborted and self.collection is not None and self.collection_is_completed
-        return self.aborted or run.machine.done
+        phase = self.phase
+        if isinstance(phase, (Announced, Running)):
+            return phase.launch.run.machine.done
+        if isinstance(phase, Aborted):
+            return phase.launch is not None or (
+                phase.collection is not None and self.collection_is_completed)
+        return False
 
     @property
     def has_pending(self) -> bool:
-        if self.run is None:
+        run = self.run
+        if run is None:
             return False
-        return not self.run.machine.done or any(self.ledger.sent.values())
+        return not run.machine.done or any(self.ledger.sent.values())
 
-    def add_node(self, node: Any) -> None:
+    def add_node(self, node: WorkerController) -> None:
         self.ledger.add(node)
 
-    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
-        if self.run is not None and list(collection) != self.collection:
-            self._refuse(node, list(collection))  # a worker joining a started run
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        launch = self._announced()
+        if launch is not None and list(collection) != launch.collection:
+            self._refuse(launch, node, list(collection))  # a worker joining a started run
             return
         self.node2collection[node] = list(collection)
-        if self.run is None:
+        if launch is None:
             self._plan_early(node)
 
-    def _refuse(self, node: Any, collection: list[str]) -> None:
+    def _refuse(self, launch: Launch, node: WorkerController, collection: list[str]) -> None:
         """A worker that collected other tests than the first: indices would not match.
 
         Shown as a collection error (as xdist does); the worker gets no work.
         """
-        assert self.collection is not None
-        msg = xdist_collection_diff(self.collection, collection,
-                                    self.followed.gateway.id, node.gateway.id)
+        msg = xdist_collection_diff(launch.collection, collection,
+                                    launch.followed.gateway.id, node.gateway.id)
         self.log(msg)
-        self.unusable.add(node)
+        launch.unusable.add(node)
         self.config.hook.pytest_collectreport(report=pytest.CollectReport(
             node.gateway.id, "failed", msg, []))
 
-    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+    def mark_test_complete(self, node: WorkerController, item_index: int,
+                           duration: float = 0) -> None:
         self.ledger.completed(node, item_index)
-        if self.run is not None and (item_index == self.barrier or (
-                0 <= item_index < self.barrier
-                and not self.run.machine.state[item_index].terminal)):
+        launch = self._announced()
+        if launch is None:
+            return  # nothing was sent yet
+        barrier = launch.barrier
+        if item_index == barrier or (
+                0 <= item_index < barrier
+                and not launch.run.machine.state[item_index].terminal):
             # A test ends without its last report only if pytest.exit() cut it
             # short (the worker then said so first, see exit_forwarding.py);
             # a barrier's teardown may call it too.  Other tests never look.
-            self._exit_if_asked(node)
-        if 0 <= item_index < self.barrier:
-            if self.run is not None:
-                # The worker's time for the whole protocol (setup, call and
-                # teardown with their hooks): what the next run ranks by.
-                self.run.took(item_index, duration)
-            if self.dispatcher.pace.record(duration):
+            self._exit_if_asked(launch, node)
+        if 0 <= item_index < barrier:
+            # The worker's time for the whole protocol (setup, call and
+            # teardown with their hooks): what the next run ranks by.
+            launch.run.took(item_index, duration)
+            if self.pace.record(duration):
                 # The pipeline depth changed.  Otherwise there is nothing to do:
                 # the test's last report, which came first, dispatched.
                 self._dispatch()
 
-    def _exit_if_asked(self, node: Any) -> None:
+    def _exit_if_asked(self, launch: Launch, node: WorkerController) -> None:
         """End the session as pytest ends it if a test on ``node`` called ``pytest.exit()``.
 
         Raised from inside xdist's loop, the exception reaches pytest's
@@ -165,9 +350,8 @@ class DependencyScheduling:
         workers are told to shut down first, so that tearing them down does
         not wait.
         """
-        assert self.feed is not None
-        self.feed.read_side_channel(node)
-        request = self.feed.exit_requests.pop(node, None)
+        launch.feed.read_side_channel(node)
+        request = launch.feed.exit_requests.pop(node, None)
         if request is None:
             return
         for other in self.ledger.sent:
@@ -180,28 +364,35 @@ class DependencyScheduling:
         # already skipped), so it is not run again.
         self.log(f"not re-running crashed test {item}: its outcome is final")
 
-    def remove_node(self, node: Any) -> str | None:
-        self.dispatcher.dead.discard(node)
+    def remove_pending_tests_from_node(self, node: WorkerController,
+                                       indices: Sequence[int]) -> None:
+        # Only a scheduler that sends xdist's "steal" command is told of tests
+        # taken back; this one never does (as xdist's own load scheduling).
+        raise NotImplementedError
+
+    def remove_node(self, node: WorkerController) -> str | None:
         pending = self.ledger.remove(node)
-        run = self.run
-        if run is None:
+        launch = self._announced()
+        if launch is None:
             return None
+        launch.dispatcher.dead.discard(node)
+        run = launch.run
         machine = run.machine
-        awaiting = self.skips.awaiting
+        awaiting = launch.skips.awaiting
         crashed: int | None = None
-        if pending and pending[0] < self.barrier:
+        if pending and pending[0] < launch.barrier:
             # The worker died in the first test it had not finished reporting:
             # one still open, or one it held to skip itself (sent ahead).
-            crashed = next((i for i in pending if i < self.barrier
+            crashed = next((i for i in pending if i < launch.barrier
                             and (not machine.state[i].terminal or i in awaiting)), None)
         if crashed is not None:
             # xdist reports it as crashed; a skip it was to report is dropped.
             awaiting.pop(crashed, None)
             machine.finished(crashed, "crashed")
-        if self.relay is not None:
-            self.relay.forget(node)
-        if node in self.core_workers:
-            self.core_workers.discard(node)
+        if launch.relay is not None:
+            launch.relay.forget(node)
+        if node in launch.core_workers:
+            launch.core_workers.discard(node)
             running_at = self.ledger.running_at
             for i in machine.remove_worker(node):
                 running_at.pop(i, None)
@@ -213,35 +404,44 @@ class DependencyScheduling:
         return None if crashed is None else run.nodeids[crashed]
 
     def schedule(self) -> None:
-        if self.aborted and self.run is None:
+        phase = self.phase
+        if isinstance(phase, Aborted):
             return  # the session is ending (see abort)
-        run = self.run if self.run is not None else self._start()
+        launch = phase.launch if isinstance(phase, (Announced, Running)) else self._announce()
+        self._admit(launch)
+        if isinstance(self.phase, Announced):
+            self._enter(Running(launch))
+        self._dispatch()
+
+    def _admit(self, launch: Launch) -> None:
+        """Give the core every worker that collected the run's tests and is not gone."""
         sent = self.ledger.sent
+        machine = launch.run.machine
         for node in sent:
             # A gone worker gets no work: xdist removes it soon.
-            if (node not in self.core_workers and node in self.node2collection
-                    and node not in self.unusable and node not in self.gone):
-                if node not in self.read_plans:
+            if (node not in launch.core_workers and node in self.node2collection
+                    and node not in launch.unusable and node not in self.gone):
+                if node is not launch.followed:
                     try:
-                        self.controller.admit(node, list(sent))
+                        with self._ending_on_refusal():
+                            self.controller.admit(node, list(sent))
                     except WorkerGone:
                         self.gone.add(node)
                         continue
-                run.machine.add_worker(node)
-                self.core_workers.add(node)
-        if not run.machine.done and sent and all(n in self.unusable for n in sent):
+                machine.add_worker(node)
+                launch.core_workers.add(node)
+        if not machine.done and sent and all(n in launch.unusable for n in sent):
             # No worker can run what is left, and none is on its way (xdist
             # calls schedule() once a worker's collection is in): end the
             # session rather than wait for ever.
-            self.aborted = True
+            self._enter(Aborted(launch.collection, launch))
             abort(self.config, list(sent), [Problem(next(iter(sent)).gateway.id, (
                 "no worker left that collected the same tests; "
                 "the tests not yet run cannot be scheduled"))])
-        self._dispatch()
 
     # -- the run ---------------------------------------------------------------
 
-    def _plan_early(self, node: Any) -> None:
+    def _plan_early(self, node: WorkerController) -> None:
         """Build the run from ``node``'s plan as soon as its collection is in.
 
         Every worker makes the same plan, so the first whose collection
@@ -253,37 +453,39 @@ class DependencyScheduling:
         that cannot ship (it died since) is passed over: the next one to
         collect is asked, or at the latest the start asks a live one.
         """
-        if self.built is not None or self.aborted or node not in self.ledger.sent:
+        if not isinstance(self.phase, Collecting) or node not in self.ledger.sent:
             return
         with collector_paused():  # the graph and the core: see memory.py
             self._build(node, early=True)
 
-    def _start(self) -> DagRun:
+    def _announce(self) -> Launch:
         """Announce the run (built from the first plan read, or now): xdist's first schedule()."""
-        if self.built is None:
+        if isinstance(self.phase, Collecting):
             # A worker that died since its collection came in ships nothing more.
             alive = [n for n in self.node2collection
                      if n in self.ledger.sent and n not in self.gone]
             with collector_paused():
                 # The first to collect, as the plan asked for early would be.
                 self._build((alive or list(self.node2collection))[0], early=False)
-        run = self.built
-        assert run is not None and self.collection is not None
-        for node in self.node2collection:
-            if node is not self.followed and self.node2collection[node] != self.collection:
-                self._refuse(node, self.node2collection[node])
-        self.run = run
-        if self.errors:
-            report_problems(self.config, self.errors)
+        phase = self.phase
+        # Not early, a worker that cannot ship ends the session: the plan was read.
+        assert isinstance(phase, PlansRead)
+        launch = phase.launch
+        for node, collection in self.node2collection.items():
+            if node is not launch.followed and collection != launch.collection:
+                self._refuse(launch, node, collection)
+        self._enter(Announced(launch))
+        if launch.errors:
+            report_problems(self.config, launch.errors)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
-            for line in self.header:
+            for line in launch.header:
                 terminal.write_line(line)
         self.emit_skips()
-        return run
+        return launch
 
-    def _build(self, first: Any, *, early: bool) -> None:
-        """Read ``first``'s plan and build the run from it (into :attr:`built`).
+    def _build(self, first: WorkerController, *, early: bool) -> None:
+        """Read ``first``'s plan and build the run from it (then :class:`PlansRead`).
 
         Early (see :meth:`_plan_early`), a worker that cannot ship is only
         passed over; at the start it ends the session, as does a plan with
@@ -291,88 +493,99 @@ class DependencyScheduling:
         """
         nodes = list(self.ledger.sent)
         try:
-            facts = self.controller.receive_payload(first, nodes, passable=early)
+            facts = self._read_plan(first, nodes, early=early)
         except WorkerGone:
             self.gone.add(first)
             return
-        self.followed = first
-        self.read_plans.add(first)
-        self.collection = self.node2collection[first]
-        decided = decide(facts, settings_of(self.config), durations.load(self.config),
-                         dist=self.config.getvalue("dist"), workers=self.numnodes)
+        collection = self.node2collection[first]
+        decided = self._decide(facts)
+        self._check_plan(first, collection, facts, decided, nodes)
+        for note in decided.notes:
+            self.log(note)
+        sharding.from_workers(self.config, deselected=facts.deselected,
+                              empty_part=decided.empty_part)
+        self._enter(PlansRead(self._launch_from(first, collection, facts, decided)))
+
+    def _read_plan(self, first: WorkerController, nodes: list[WorkerController], *,
+                   early: bool) -> Facts:
+        """``first``'s facts, off its side channel (:class:`WorkerGone` if early and gone)."""
+        with self._ending_on_refusal():
+            return self.controller.receive_payload(first, nodes, passable=early)
+
+    def _decide(self, facts: Facts) -> Decisions:
+        """Every decision about the run, from the facts read, this session's settings
+        and recorded durations (see ``glue/decide.py``)."""
+        return decide(facts, settings_of(self.config), durations.load(self.config),
+                      dist=self.config.getvalue("dist"), workers=self.numnodes)
+
+    def _check_plan(self, first: WorkerController, collection: list[str], facts: Facts,
+                    decided: Decisions, nodes: list[WorkerController]) -> None:
+        """End the session if the run cannot be run (then :class:`Aborted`)."""
         if decided.usage_error:
             # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
-            self.aborted = True
+            self._enter(Aborted(collection))
             for node in nodes:
                 node.shutdown()
             raise pytest.UsageError(decided.usage_error)
         if decided.problems:
-            self.aborted = True
+            self._enter(Aborted(collection))
             abort(self.config, nodes, decided.problems)
-        # --continue-on-collection-errors: tests the worker left out, reported
-        # when the run is announced (the terminal shows the collection until then).
-        self.errors = decided.errors
-        if facts.ids != self.collection and sorted(facts.ids) != sorted(self.collection):
-            self.aborted = True
+        if facts.ids != collection and sorted(facts.ids) != sorted(collection):
+            self._enter(Aborted(collection))
             abort(self.config, nodes, [Problem(first.gateway.id, (
                 "the worker's plan names other tests than it collected; "
                 "select tests in pytest_collection_modifyitems, not later"))])
-        for note in decided.notes:
-            self.log(note)
+
+    def _launch_from(self, first: WorkerController, collection: list[str], facts: Facts,
+                     decided: Decisions) -> Launch:
+        """Everything that drives the run beside the core, made from the decisions."""
         run = decided.run
         assert run is not None  # no problem, no usage error: decide made the run
-        self.built = run
-        # The workers' barrier item follows their real tests.
-        barrier = len(facts.ids)
-        self.barrier = barrier
-        self.relay = decided.relay
-        # Written when the run is announced (see _start): the terminal still
-        # shows the workers' collection until then.
-        self.header = decided.header
-        sharding.from_workers(self.config, deselected=facts.deselected,
-                              empty_part=decided.empty_part)
-        self.skips.locations = facts.locations
-        dispatcher = self.dispatcher
-        dispatcher.barrier = barrier
-        dispatcher.plain = decided.plain
-        if not decided.plain:
-            dispatcher.scopes = OpenScopes(facts.module_scopes, facts.class_scopes,
-                                           len(facts.ids))
-        dispatcher.relay = decided.relay
-        dispatcher.dag_users = decided.dag_users
         if decided.mean_duration is not None:
             # Pipeline depth from the first dispatch, not only once tests ran.
-            dispatcher.pace.average = decided.mean_duration
-        self.feed = ReportFeed(run, barrier, self.ledger, self.skips,
-                               self.controller.channels, decided.relay, self.log)
+            self.pace.average = decided.mean_duration
+        skips = SkipEmitter(self.config, self.ledger, facts.locations)
+        # The workers' barrier item follows their real tests.
+        dispatcher = Dispatcher(
+            self.ledger, self.controller.channels, self.log, self.pace,
+            speculate=self.controller.policy == "skip", barrier=len(facts.ids),
+            plain=decided.plain, relay=decided.relay, dag_users=decided.dag_users,
+            scopes=None if decided.plain else OpenScopes(
+                facts.module_scopes, facts.class_scopes, len(facts.ids)))
+        feed = ReportFeed(run, self.ledger, skips,
+                          self.controller.channels, decided.relay, self.log)
+        # --continue-on-collection-errors: tests the worker left out, reported
+        # when the run is announced (the terminal shows the collection until then).
+        return Launch(first, collection, run, decided.header, decided.errors,
+                      decided.relay, skips, dispatcher, feed)
 
     # -- reports, from the controller plugin's hooks ---------------------------
 
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
-        if self.run is None or self.feed is None:
+        launch = self._announced()
+        if launch is None:
             return
+        feed = launch.feed
         if report.failed:
-            found = self.feed.elsewhere(report)
+            found = feed.elsewhere(report)
             if found is not None:
                 # A section of the report: printed with the failure, kept by
                 # whatever stores the report.
                 report.sections.append((wording.ELSEWHERE_TITLE, wording.ran_elsewhere(
                     *found, settings_of(self.config).affinity)))
-        if self.feed.feed(report) is not None:
+        if feed.feed(report) is not None:
             self._dispatch(emit=emit)
 
     def emit_skips(self) -> None:
         """Report the skips decided so far, each after the line of what caused it."""
-        if self.run is not None:
-            self.skips.emit(self.run)
+        launch = self._announced()
+        if launch is not None:
+            launch.skips.emit(launch.run)
 
     def _dispatch(self, *, emit: bool = True) -> None:
-        run = self.run
-        if run is None or self.aborted:
+        launch = self._live()
+        if launch is None:
             return
-        self.dispatcher.dispatch(run, self._eligible)
+        launch.dispatcher.dispatch(launch.run, launch.eligible)
         if emit:
-            self.skips.emit(run)
-
-    def _eligible(self, node: Any) -> bool:
-        return node in self.core_workers and node not in self.unusable
+            launch.skips.emit(launch.run)

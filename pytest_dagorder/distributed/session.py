@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
 from ..glue.dag_run import interrupted_message, report_problems
 from ..glue.declarations import Problem
 
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
 
 class WorkerGone(Exception):
     """A worker's side channel closed before the run could use it (the worker died)."""
 
 
-def abort(config: pytest.Config, nodes: Sequence[Any], problems: Sequence[Problem]) -> NoReturn:
+def abort(config: pytest.Config, nodes: Sequence[WorkerController],
+          problems: Sequence[Problem]) -> NoReturn:
     """Report ``problems`` as collection errors and end the session before any test ran.
 
     Raised from inside xdist's loop, ``Interrupted`` ends the session the way

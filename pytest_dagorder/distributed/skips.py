@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,18 +22,22 @@ from ..glue.facts import Location, location_of
 from .ledger import Ledger
 from .xdist_internals import count_xdist_failure
 
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
 
 class SkipEmitter:
     """Reports the skips the core decided, in an order the terminal can follow."""
 
-    def __init__(self, config: pytest.Config, ledger: Ledger) -> None:
+    def __init__(self, config: pytest.Config, ledger: Ledger,
+                 locations: Sequence[Location | None]) -> None:
         self.config = config
         self.hook = config.hook
         self.ledger = ledger
-        self.locations: Sequence[Location | None] = []
+        self.locations = locations
         # Tests skipped while a worker held them: (that worker, reason) until
         # the worker's own SKIPPED report for them arrives.
-        self.awaiting: dict[int, tuple[Any, str]] = {}
+        self.awaiting: dict[int, tuple[WorkerController, str]] = {}
         self.emitting: int | None = None  # the test report() reports right now
         # Skips decided here whose direct prerequisite's report has not been
         # shown yet (a worker still owes it, see awaiting): deferred until after it.
@@ -61,8 +65,8 @@ class SkipEmitter:
         sent = self.ledger.sent
         # Skips a worker was to report itself, but it is gone: nobody else will now.
         if self.awaiting:
-            for i, (holder, _) in list(self.awaiting.items()):
-                if holder not in sent and (gone := self.awaiting.pop(i, None)):
+            for i, (had, _) in list(self.awaiting.items()):
+                if had not in sent and (gone := self.awaiting.pop(i, None)):
                     self.report(run, i, gone[1])
         todo = deque([*self.deferred, *run.pop_skips()])
         self.deferred = []
