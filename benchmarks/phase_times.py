@@ -51,8 +51,8 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_dagorder.core import graph
-    from pytest_dagorder.distributed import build, payload, scheduling, wire
-    from pytest_dagorder.glue import declarations, planning
+    from pytest_dagorder.distributed import payload, scheduling, wire
+    from pytest_dagorder.glue import decide, declarations, planning
 
     for name in ("collect_plan", "make_plan", "resolve_items", "read_needs",
                  "fill_locations", "_collection_order"):
@@ -61,11 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
     _wrap(graph.Graph, "build", "Graph.build")
     _wrap(graph.Graph, "of_positions", "Graph.of_positions")
     _wrap(graph.Graph, "permuted", "Graph.permuted")
-    _wrap(payload, "make_payload", "worker payload")
+    _wrap(payload, "make_facts", "worker facts")
     _wrap(wire, "encode", "wire.encode")
     _wrap(wire, "decode", "wire.decode")
     _wrap(scheduling.DependencyScheduling, "_announce", "controller start")
-    _wrap(build, "affinity_groups", "affinity_groups")
+    _wrap(decide, "affinity_groups", "affinity_groups")
+    _wrap(scheduling, "decide", "decide")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

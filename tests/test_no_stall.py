@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from helpers import base_args, runpytest, write_ini
-from support.xdist_fakes import FakeChannel, Harness, Recorder, make_config, make_payload
+from support.xdist_fakes import FakeChannel, Harness, Recorder, make_config, make_facts
 
 TIMEOUT = 120.0
 
@@ -133,7 +133,7 @@ def test_the_reported_suite_never_leaves_a_worker_waiting_with_a_test(
         pytester: pytest.Pytester, pace: str) -> None:
     recorder = Recorder()
     payload = dataclasses.replace(
-        make_payload(CHAIN_AND_ALONE), resources=[[] for _ in CHAIN_AND_ALONE],
+        make_facts(CHAIN_AND_ALONE), resources=[[] for _ in CHAIN_AND_ALONE],
         exclusive=[name == "alone" for name in CHAIN_AND_ALONE])
     # The chain as one group (the affinity the stall was reported under).
     config = make_config(pytester, recorder, "--dag-affinity=module", nodes=3)

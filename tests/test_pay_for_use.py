@@ -10,6 +10,7 @@ durations the last run recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -22,12 +23,14 @@ from support.xdist_fakes import (
     Harness,
     Recorder,
     make_config,
-    make_payload,
+    make_facts,
 )
 
 from pytest_dagorder.distributed import wire
 from pytest_dagorder.distributed.controller import DagController, XdistUnlessDeclared
 from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
+from pytest_dagorder.glue.decide import decide, plain_run
+from pytest_dagorder.glue.settings import Settings
 
 TIMEOUT = 120
 
@@ -235,8 +238,7 @@ def test_the_controller_never_leaves_a_worker_without_its_next_test(
         pytester: pytest.Pytester, recorder: Recorder, tests: int, nodes: int,
         duration: float) -> None:
     names = [f"t{k}" for k in range(tests)]
-    payload = make_payload(dict.fromkeys(names, ""), graph=False)
-    payload = wire.Payload(**{**payload.__dict__, "plain": True})
+    payload = make_facts(dict.fromkeys(names, ""), graph=False)
     config = make_config(pytester, recorder, nodes=nodes)
     h = PlainHarness(config, recorder, payload)
     workers = h.start(*[f"gw{k}" for k in range(nodes)])
@@ -249,11 +251,23 @@ def test_the_controller_never_leaves_a_worker_without_its_next_test(
     assert all(n.shutting_down for n in workers)
 
 
-def test_a_plan_that_declares_nothing_survives_the_wire() -> None:
-    payload = wire.Payload(**{**make_payload({"a": "", "b": ""}, graph=False).__dict__,
-                              "plain": True})
-    assert wire.decode(wire.encode(payload)).plain
-    assert not wire.decode(wire.encode(make_payload({"a": "", "b": "a"}))).plain
+def test_the_controller_decides_plain_from_the_census_every_hello_carries() -> None:
+    plain = make_facts({"a": "", "b": ""}, graph=False)
+    chain = make_facts({"a": "", "b": "a"})
+    for facts in (plain, chain):
+        assert wire.check_hello(wire.hello(facts.census())) == facts.census()
+    settings = Settings(affinity="state", on_failure="skip", with_prerequisites=False,
+                        ignore_durations=False, automark_dependency=False,
+                        ignore_unknown_dependency=False)
+    assert plain_run(plain.census(), settings, "load")
+    assert not plain_run(chain.census(), settings, "load")
+    # Two tests of one file: --dist loadfile keeps them together, one after the other.
+    assert not plain_run(plain.census(), settings, "loadfile")
+    # --dag-on-failure=stop must be able to withhold tests.
+    stop = dataclasses.replace(settings, on_failure="stop")
+    assert not plain_run(plain.census(), stop, "load")
+    # The full facts decide alike.
+    assert decide(plain, settings, {}).plain and not decide(chain, settings, {}).plain
 
 
 # -- each process loads only the parts of the plugin its run uses -------------------
@@ -428,7 +442,7 @@ def test_a_controller_left_to_xdist_loads_no_scheduler_of_its_own(
     controller = found.pop("main")
     assert "pytest_dagorder.distributed.controller" in controller
     assert unneeded(controller, "pytest_dagorder.distributed.scheduling",
-                    "pytest_dagorder.distributed.build", "pytest_dagorder.distributed.dispatch",
+                    "pytest_dagorder.distributed.dispatch",
                     "pytest_dagorder.glue.planning") == []
 
 
@@ -449,10 +463,10 @@ def test_the_stand_in_chooses_at_the_first_collection(
     (where DSession's attribute is not there)."""
     from xdist.scheduler import LoadScheduling
 
-    config = make_config(pytester, recorder)
-    payload = make_payload({"a": "", "b": "" if plain else "a", "c": "", "d": ""},
-                           graph=not plain)
-    payload = wire.Payload(**{**payload.__dict__, "plain": plain})
+    # No affinity: a group's chain would go out whole, ahead of its first test.
+    config = make_config(pytester, recorder, "--dag-affinity=none")
+    payload = make_facts({"a": "", "b": "" if plain else "a", "c": "", "d": ""},
+                         graph=not plain)
     controller = DagController(config)
     inner = LoadScheduling(config)
     stand_in = XdistUnlessDeclared(inner, controller, config, FakeLog())
@@ -474,14 +488,17 @@ def test_the_stand_in_chooses_at_the_first_collection(
         assert (fake.sched is inner) == dsession
         assert controller.sched is None
         assert wire.PLAN_REQUEST not in channels[0].sent
+        assert wire.BARRIERS not in channels[0].sent + channels[1].sent
         # xdist's own first hand-out: two consecutive tests each, then shutdown.
         assert [n.sends for n in nodes] == [[[0, 1]], [[2, 3]]]
         assert all(n.shutting_down for n in nodes)
     else:
         assert controller.sched is not None
         assert (fake.sched is controller.sched) == dsession
-        assert channels[0].sent == [wire.PLAN_REQUEST]
+        # The workers are told to host the barrier before any test.
+        assert channels[0].sent == [wire.BARRIERS, wire.PLAN_REQUEST]
+        assert channels[1].sent == [wire.BARRIERS]
         assert sorted(sched.nodes, key=lambda n: n.gateway.id) == nodes
         # Every dispatch ends with the barrier: b waits for a.
-        assert all(send[-1] == payload.barrier for n in nodes for send in n.sends)
+        assert all(send[-1] == len(payload.ids) for n in nodes for send in n.sends)
         assert 1 not in [i for n in nodes for i in n.sent]

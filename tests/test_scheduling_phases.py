@@ -13,12 +13,12 @@ from typing import Any, Literal
 
 import pytest
 from support.xdist_fakes import (
+    Facts,
     FakeChannel,
     Harness,
-    Payload,
     Recorder,
     make_config,
-    make_payload,
+    make_facts,
     nodeid,
 )
 
@@ -44,7 +44,7 @@ def recorder() -> Recorder:
 def harness(pytester: pytest.Pytester, recorder: Recorder) -> Any:
     """A factory: ``harness(payload, *args, nodes=2)``."""
 
-    def make(payload: Payload, *args: str, nodes: int = 2,
+    def make(payload: Facts, *args: str, nodes: int = 2,
              policy: Literal["skip", "stop", "run"] = "skip") -> Harness:
         config = make_config(pytester, recorder, f"--dag-on-failure={policy}", *args,
                              nodes=nodes)
@@ -74,7 +74,7 @@ def late_schedule(h: Harness) -> None:
 
 def test_a_run_moves_from_collecting_through_plans_read_and_announced_to_running(
         harness: Any) -> None:
-    payload = dataclasses.replace(make_payload(CHAIN),
+    payload = dataclasses.replace(make_facts(CHAIN),
                                   errors=[(nodeid("x"), "left out: broken")])
     h: Harness = harness(payload)
     watch = PhaseAtReport(h)
@@ -101,12 +101,12 @@ def test_a_run_moves_from_collecting_through_plans_read_and_announced_to_running
 
 def test_a_worker_gone_while_collecting_keeps_the_phase_and_the_next_one_is_asked(
         harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     gone = h.add("gw0", channel=FakeChannel(EOFError("gone")))
     assert isinstance(h.sched.phase, Collecting)
     assert h.sched.gone == {gone}
     n2 = h.add("gw1")
-    assert h.controller.channels[n2].sent == [wire.PLAN_REQUEST]
+    assert h.controller.channels[n2].requests == [wire.PLAN_REQUEST]
     phase = h.sched.phase
     assert isinstance(phase, PlansRead) and phase.launch.followed is n2
     h.schedule()
@@ -117,7 +117,7 @@ def test_a_worker_gone_while_collecting_keeps_the_phase_and_the_next_one_is_aske
 
 
 def test_every_worker_gone_while_collecting_aborts_once_at_the_start(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     channels = [FakeChannel(EOFError("gone")) for _ in range(2)]
     nodes = [h.add(f"gw{k}", channel=channels[k]) for k in range(2)]
     assert isinstance(h.sched.phase, Collecting) and h.sched.gone == set(nodes)
@@ -132,7 +132,7 @@ def test_every_worker_gone_while_collecting_aborts_once_at_the_start(harness: An
 
 
 def test_a_plan_with_problems_aborts_with_its_collection(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN, problems=[(nodeid("b"), "target 'x' unknown")]))
+    h: Harness = harness(make_facts(CHAIN, problems=[(nodeid("b"), "target 'x' unknown")]))
     n1, n2 = h.up("gw0"), h.up("gw1")
     with pytest.raises(pytest.Session.Interrupted):
         h.collected(n1)
@@ -147,7 +147,7 @@ def test_a_plan_with_problems_aborts_with_its_collection(harness: Any) -> None:
 
 
 def test_a_usage_error_in_the_plan_aborts(harness: Any) -> None:
-    h: Harness = harness(dataclasses.replace(make_payload(CHAIN), usage_error="bad ordering"))
+    h: Harness = harness(dataclasses.replace(make_facts(CHAIN), ordering_failure="bad ordering"))
     n1, n2 = h.up("gw0"), h.up("gw1")
     with pytest.raises(pytest.UsageError, match="bad ordering"):
         h.collected(n1)
@@ -156,7 +156,7 @@ def test_a_usage_error_in_the_plan_aborts(harness: Any) -> None:
 
 
 def test_a_worker_of_another_version_aborts_once(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     channel = FakeChannel("not json")
     n1 = h.up("gw0", channel=channel)
     n2 = h.up("gw1")
@@ -172,7 +172,7 @@ def test_a_worker_of_another_version_aborts_once(harness: Any) -> None:
 
 def test_no_worker_left_aborts_keeping_the_run_and_a_late_worker_is_not_read(
         harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": ""}), "--dag-affinity=none", nodes=1)
+    h: Harness = harness(make_facts({"a": "", "b": ""}), "--dag-affinity=none", nodes=1)
     (n1,) = h.start("gw0")
     assert isinstance(h.sched.phase, Running)
     assert h.remove(n1) is not None  # crashed in its first test
@@ -191,7 +191,7 @@ def test_no_worker_left_aborts_keeping_the_run_and_a_late_worker_is_not_read(
 
 
 def test_a_worker_with_other_tests_joining_a_running_run_is_refused(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN), nodes=1)
+    h: Harness = harness(make_facts(CHAIN), nodes=1)
     (n1,) = h.start("gw0")
     late = h.add("gw1", collection=list(reversed(h.ids)))
     h.sched.schedule()

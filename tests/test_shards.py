@@ -19,7 +19,10 @@ from pytest_dagorder.core.shards import (
     partition,
 )
 from pytest_dagorder.distributed import wire
+from pytest_dagorder.glue.decide import decide
 from pytest_dagorder.glue.durations import Suite, merged, read_file, write_file
+from pytest_dagorder.glue.facts import Facts
+from pytest_dagorder.glue.settings import Settings
 
 # -- the K/N value -----------------------------------------------------------------
 
@@ -261,24 +264,32 @@ def test_the_file_is_sorted_one_entry_a_line_and_rewrites_stably(tmp_path: Path)
     assert not list(path.parent.glob(".*.tmp"))
 
 
-def test_the_header_flags_and_deselected_count_travel_from_worker_to_controller() -> None:
-    payload = wire.Payload(["t.py::a"], 1, [("t.py", 0, "a")], ["t.py"], [None], [None],
-                           problems=[],
-                           header=["dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded"],
-                           whole=True, deselected=3, empty_part=True)
-    back = wire.decode(wire.encode(payload))
-    assert back == payload
-    # A reordered plan (a hook reordered session.items after planning) keeps them.
-    two = dataclasses.replace(payload, ids=["t.py::a", "t.py::b"], barrier=2,
+SETTINGS = Settings(affinity="module", on_failure="skip", with_prerequisites=False,
+                    ignore_durations=False, automark_dependency=False,
+                    ignore_unknown_dependency=False)
+
+
+def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() -> None:
+    facts = Facts(["t.py::a"], [("t.py", 0, "a")], ["t.py"], [None],
+                  shard=(1, 2, 1, 2, 1.0, None, True, False),
+                  complete=True, deselected=3, shard_left=1)
+    back = wire.decode(wire.encode(facts))
+    assert back == facts
+    # A reordered collection (a hook reordered session.items after planning) keeps them.
+    two = dataclasses.replace(facts, ids=["t.py::a", "t.py::b"],
                               locations=[("t.py", 0, "a"), ("t.py", 1, "b")],
-                              module_scopes=["t.py"] * 2, class_scopes=[None] * 2,
-                              xdist_groups=[None] * 2)
+                              module_scopes=["t.py"] * 2, class_scopes=[None] * 2)
     moved = two.in_order(["t.py::b", "t.py::a"])
     assert moved.ids == ["t.py::b", "t.py::a"]
-    assert (moved.header, moved.whole, moved.deselected, moved.empty_part) == (
-        payload.header, True, 3, True)
-    assert wire.decode(wire.encode(dataclasses.replace(payload, header=(), whole=False))) == (
-        dataclasses.replace(payload, header=(), whole=False))
+    assert (moved.shard, moved.complete, moved.deselected, moved.shard_left) == (
+        facts.shard, True, 3, 1)
+    # The part left tests to others: not the whole suite, for a durations file.
+    decided = decide(facts, SETTINGS, {})
+    assert (decided.whole, decided.empty_part) == (False, False)
+    assert decided.header[1] == "dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded"
+    assert decide(dataclasses.replace(facts, shard_left=0), SETTINGS, {}).whole
+    empty = Facts([], [], [], [], complete=True, shard_left=2)
+    assert decide(empty, SETTINGS, {}).empty_part
 
 
 def test_the_header_line_reads_as_the_issue_wrote_it() -> None:

@@ -110,10 +110,10 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "--dag-affinity=none (or dag.publish for what they pass on) lifts it"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
-    (lambda: xdist_wording.xdist_header(5, 4, 3, "module", 2, 0, 5),
+    (lambda: glue_wording.xdist_header(5, 4, 3, "module", 2, 0, 5),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "module (2 groups); critical path by test counts"),
-    (lambda: xdist_wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
+    (lambda: glue_wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "none (0 groups); critical path by recorded durations of 5/6 tests"),
     # dag.publish / dag.result
@@ -216,6 +216,9 @@ SINGULARS: list[Callable[[], str]] = [
     lambda: xdist_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
     lambda: glue_wording.groups_header(1, 1, 1, None),
     lambda: migration_wording.runtime_depends_header(1),
+    lambda: glue_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
+    lambda: wording.groups_header(1, 1, 1, None),
+    lambda: wording.runtime_depends_header(1),
     lambda: wording.kept_whole_header("loadscope", 1),
     lambda: wording.kept_whole_header("load", 1, ["a.txt"]),
     lambda: glue_wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
@@ -238,7 +241,7 @@ def test_a_count_of_one_reads_in_the_singular(make: Callable[[], str]) -> None:
 def test_counts_read_as_users_expect() -> None:
     assert wording.serial_header(1, 1, 1) == (
         "dagorder: 1 test, 1 dependency, longest chain 1 (serial)")
-    assert xdist_wording.xdist_header(1, 0, 1, "state", 1, 0, 1) == (
+    assert glue_wording.xdist_header(1, 0, 1, "state", 1, 0, 1) == (
         "dagorder: 1 test, 0 dependencies, longest chain 1; xdist scheduling, affinity "
         "state (1 group); critical path by test counts")
     assert wording.plural(1200, "test") == "1,200 tests"

@@ -16,7 +16,6 @@ and ``tests_finished`` is true exactly when every test has a final report.
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
@@ -30,10 +29,9 @@ from support.xdist_fakes import (
     FakeNode,
     Harness,
     Outcome,
-    Payload,
     Recorder,
     make_config,
-    make_payload,
+    make_facts,
     nodeid,
     phases,
 )
@@ -45,6 +43,7 @@ from pytest_dagorder.distributed.controller import (
     DagController,
     GuardedScheduling,
 )
+from pytest_dagorder.glue.facts import PER_TEST_FIELDS, Census, Facts, location_of
 
 
 @pytest.fixture
@@ -56,7 +55,7 @@ def recorder() -> Recorder:
 def harness(pytester: pytest.Pytester, recorder: Recorder) -> Any:
     """A factory: ``harness(payload, *args, nodes=2, policy="skip")``."""
 
-    def make(payload: Payload, *args: str, nodes: int = 2,
+    def make(payload: Facts, *args: str, nodes: int = 2,
              policy: Literal["skip", "stop", "run"] = "skip") -> Harness:
         config = make_config(pytester, recorder, f"--dag-on-failure={policy}", *args,
                              nodes=nodes)
@@ -76,7 +75,7 @@ AFFINITIES = ["--dag-affinity=module", "--dag-affinity=none"]
 def test_chain_sends_one_test_ahead_each_followed_by_the_barrier(
     harness: Any, affinity: str
 ) -> None:
-    h: Harness = harness(make_payload(CHAIN), affinity)
+    h: Harness = harness(make_facts(CHAIN), affinity)
     n1, _ = h.start("gw0", "gw1")
     # A naive dispatcher would send [a] and wait for a's outcome: a deadlock.
     # b can start only once a ended, on any worker: it waits on a's, behind a
@@ -105,7 +104,7 @@ def test_chain_sends_one_test_ahead_each_followed_by_the_barrier(
 
 def test_chains_of_two_modules_run_side_by_side(harness: Any) -> None:
     """Each module's chain is bound to one worker; different modules run in parallel."""
-    payload = make_payload({"a": "", "b": "a", "p": "", "q": "p"},
+    payload = make_facts({"a": "", "b": "a", "p": "", "q": "p"},
                            modules={"a": "test_x.py", "b": "test_x.py"})
     h: Harness = harness(payload)
     n1, n2 = h.start("gw0", "gw1")
@@ -121,7 +120,7 @@ DIAMOND = {"a": "", "b": "a", "c": "a", "d": "b c"}
 
 
 def test_diamond_runs_the_middle_in_parallel(harness: Any) -> None:
-    h: Harness = harness(make_payload(DIAMOND), "--dag-affinity=none")
+    h: Harness = harness(make_facts(DIAMOND), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     # Nothing else is ready: b (as urgent as c, collected first) waits behind a.
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": []}
@@ -138,7 +137,7 @@ def test_diamond_runs_the_middle_in_parallel(harness: Any) -> None:
 
 
 def test_diamond_in_one_module_stays_on_one_node(harness: Any) -> None:
-    h: Harness = harness(make_payload(DIAMOND), "--dag-affinity=module")
+    h: Harness = harness(make_facts(DIAMOND), "--dag-affinity=module")
     n1, n2 = h.start("gw0", "gw1")
     for name in "abcd":
         if name != "a":
@@ -160,7 +159,7 @@ SKIP_SPEC = {"a": "", "b": "a", "c": "b", "d": "", "e": ""}
     [("failed", "failed"), ("error", "had an error"), ("skipped", "was skipped")],
 )
 def test_a_failure_skips_its_dependents(harness: Any, outcome: Outcome, phrase: str) -> None:
-    h: Harness = harness(make_payload(SKIP_SPEC, after={"e": "a"}), "--dag-affinity=none")
+    h: Harness = harness(make_facts(SKIP_SPEC, after={"e": "a"}), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     assert h.sends()["gw0"] == [["a", None], ["b", None]]  # b handed out ahead
     h.run(n1, "a", outcome)
@@ -187,7 +186,7 @@ def test_a_failure_skips_its_dependents(harness: Any, outcome: Outcome, phrase: 
 
 
 def test_policy_stop_skips_everything_not_started(harness: Any) -> None:
-    h: Harness = harness(make_payload(SKIP_SPEC), "--dag-affinity=none", policy="stop")
+    h: Harness = harness(make_facts(SKIP_SPEC), "--dag-affinity=none", policy="stop")
     n1, n2 = h.start("gw0", "gw1")
     assert h.name(n2.sends[0][0]) == "d"
     h.run(n1, "a", "failed")
@@ -209,7 +208,7 @@ def test_controller_skips_take_their_locations_from_the_plan_it_follows(
 
     A location the plan lacks falls back to the node id: no line.
     """
-    full = make_payload(SKIP_SPEC)
+    full = make_facts(SKIP_SPEC)
     locations = full.locations
     first = dataclasses.replace(full, locations=[
         None if ids == nodeid("e") else loc
@@ -232,12 +231,12 @@ def test_controller_skips_take_their_locations_from_the_plan_it_follows(
 
 
 def test_a_location_from_the_node_id_alone() -> None:
-    assert wire.location_of("pkg/test_m.py::TestA::test_x[1]") == (
+    assert location_of("pkg/test_m.py::TestA::test_x[1]") == (
         "pkg/test_m.py", None, "TestA.test_x[1]")
 
 
 def test_policy_run_sends_dependents_anyway(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN), policy="run")
+    h: Harness = harness(make_facts(CHAIN), policy="run")
     n1, _ = h.start("gw0", "gw1")
     h.run(n1, "a", "failed")
     assert h.sends()["gw0"][-1] == ["b", None]
@@ -249,7 +248,7 @@ def test_policy_run_sends_dependents_anyway(harness: Any) -> None:
 
 def test_crash_returns_the_running_test_and_skips_its_dependents(harness: Any) -> None:
     spec = {"a": "", "b": "a", "c": "b", "x": ""}
-    h: Harness = harness(make_payload(spec), "--dag-affinity=none")
+    h: Harness = harness(make_facts(spec), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["x", None]]}
     h.report(n1, "a", "setup")
@@ -271,7 +270,7 @@ def test_crash_returns_the_running_test_and_skips_its_dependents(harness: Any) -
 def test_crash_gives_the_other_tests_it_held_to_the_other_node(harness: Any) -> None:
     """Short tests are pipelined; a crash gives back every held test but the running one."""
     spec = {name: "" for name in "abcdefghijkl"}
-    h: Harness = harness(make_payload(spec), "--dag-affinity=none")
+    h: Harness = harness(make_facts(spec), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     # Fast tests (under FAST_TEST seconds) deepen the pipeline.
     h.run(n1, h.name(n1.queue[0]) or "", duration=0.0)
@@ -302,7 +301,7 @@ def test_fast_tests_are_topped_up_while_half_a_batch_is_left(harness: Any) -> No
     """The controller learns of an end only after the reports queued before it:
     a worker topped up at its last test would run dry before the batch came."""
     spec = {f"t{k:03d}": "" for k in range(300)}
-    h: Harness = harness(make_payload(spec), "--dag-affinity=none")
+    h: Harness = harness(make_facts(spec), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     held_at_top_up: list[int] = []
     while not h.sched.tests_finished:
@@ -327,7 +326,7 @@ def test_free_fast_tests_are_topped_up_below_half_their_share_not_per_report(
     message and a barrier on the worker)."""
     names = [f"c{c:02d}_{k}" for c in range(40) for k in range(5)]
     spec = {n: (f"{n[:4]}{int(n[4:]) - 1}" if n[4:] != "0" else "") for n in names}
-    h: Harness = harness(make_payload(spec), "--dag-affinity=none")
+    h: Harness = harness(make_facts(spec), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     top_ups: list[tuple[int, int]] = []  # (real tests held, real tests added)
     while not h.sched.tests_finished:
@@ -355,7 +354,7 @@ def test_fast_tests_take_the_next_module_before_the_last_one_ends(harness: Any) 
     names = [f"{m}{k}" for m in "abc" for k in range(10)]
     spec = {n: (f"{n[0]}{int(n[1:]) - 1}" if n[1:] != "0" else "") for n in names}
     modules = {n: f"test_{n[0]}.py" for n in names}
-    h: Harness = harness(make_payload(spec, modules=modules), "--dag-affinity=module")
+    h: Harness = harness(make_facts(spec, modules=modules), "--dag-affinity=module")
     n1, n2 = h.start("gw0", "gw1")
     early = False
     ran: dict[str, list[str]] = {"gw0": [], "gw1": []}
@@ -382,7 +381,7 @@ def test_fast_tests_take_the_next_module_before_the_last_one_ends(harness: Any) 
 
 def test_crash_in_a_barrier_blames_no_test(harness: Any) -> None:
     """Teardown past the barrier crashed: no real test was running there."""
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1, n2 = h.start("gw0", "gw1")
     h.run(n1, "a")
     assert n1.queue == [h.barrier, h.index("b"), h.barrier, h.index("c"), h.barrier]
@@ -399,7 +398,7 @@ def test_crash_in_a_barrier_blames_no_test(harness: Any) -> None:
 
 
 def test_normal_finish_remove_node_returns_none(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": ""}), "--dag-affinity=none")
+    h: Harness = harness(make_facts({"a": "", "b": ""}), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     h.run_reports(n1, "a")
     h.run_reports(n2, "b")
@@ -415,7 +414,7 @@ def test_normal_finish_remove_node_returns_none(harness: Any) -> None:
 
 
 def test_remove_node_before_the_run_started(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1 = h.add("gw0")
     assert h.remove(n1) is None
     assert h.sched.nodes == []
@@ -425,7 +424,7 @@ def test_remove_node_before_the_run_started(harness: Any) -> None:
 
 
 def test_schedule_is_idempotent(harness: Any) -> None:
-    h: Harness = harness(make_payload(DIAMOND), "--dag-affinity=none")
+    h: Harness = harness(make_facts(DIAMOND), "--dag-affinity=none")
     h.start("gw0", "gw1")
     before = h.sends()
     for _ in range(3):
@@ -435,7 +434,7 @@ def test_schedule_is_idempotent(harness: Any) -> None:
 
 def test_a_replacement_node_gets_the_work_left(harness: Any) -> None:
     spec = {"a": "", "b": "", "c": "b"}
-    h: Harness = harness(make_payload(spec), "--dag-affinity=none", nodes=1)
+    h: Harness = harness(make_facts(spec), "--dag-affinity=none", nodes=1)
     (n1,) = h.start("gw0")
     assert h.sends() == {"gw0": [["b", None]]}  # the longest path first
     assert h.remove(n1) == nodeid("b")
@@ -454,7 +453,7 @@ def test_a_replacement_node_gets_the_work_left(harness: Any) -> None:
 
 
 def test_events_after_the_end_change_nothing(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": "a"}), "--dag-affinity=none")
+    h: Harness = harness(make_facts({"a": "", "b": "a"}), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     h.run(n1, "a")
     h.pass_barrier(n1)
@@ -482,7 +481,7 @@ def test_events_after_the_end_change_nothing(harness: Any) -> None:
 
 
 def test_a_duplicate_teardown_report_does_not_dispatch_twice(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1, _ = h.start("gw0", "gw1")
     h.run_reports(n1, "a")
     before = h.sends()
@@ -493,7 +492,7 @@ def test_a_duplicate_teardown_report_does_not_dispatch_twice(harness: Any) -> No
 
 
 def test_tests_finished_only_once_collection_is_complete(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": ""}))
+    h: Harness = harness(make_facts({"a": ""}))
     assert not h.sched.tests_finished
     assert not h.sched.has_pending
     h.add("gw0")
@@ -508,14 +507,16 @@ def test_tests_finished_only_once_collection_is_complete(harness: Any) -> None:
 
 
 def test_an_empty_collection_is_finished_at_once(harness: Any) -> None:
-    h: Harness = harness(make_payload({}, graph=False))
+    h: Harness = harness(make_facts({}, graph=False))
     n1, n2 = h.start("gw0", "gw1")
     assert h.sched.tests_finished
     assert n1.sends == n2.sends == []
 
 
 def test_a_suite_without_declarations_runs_every_test(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": "", "c": ""}, graph=False))
+    # --dag-on-failure=stop: the barrier, to withhold what follows a failure.
+    h: Harness = harness(make_facts({"a": "", "b": "", "c": ""}, graph=False),
+                         "--dag-on-failure=stop", policy="stop")
     n1, n2 = h.start("gw0", "gw1")
     h.drain(n1, n2)
     assert sorted(i for n in (n1, n2) for i in n.sent if i != h.barrier) == [0, 1, 2]
@@ -527,7 +528,7 @@ def test_a_suite_without_declarations_runs_every_test(harness: Any) -> None:
 def test_declaration_problems_interrupt_the_session(harness: Any) -> None:
     problems = [(nodeid("b"), "depends_on target 'nope' matches no test"),
                 (nodeid("c"), "run_after target 'gone' matches no test")]
-    h: Harness = harness(make_payload(CHAIN, problems=problems))
+    h: Harness = harness(make_facts(CHAIN, problems=problems))
     n1 = h.up("gw0")
     n2 = h.up("gw1")
     # Read from the first collection in, while the other worker still collects.
@@ -547,7 +548,7 @@ def test_declaration_problems_interrupt_the_session(harness: Any) -> None:
 
 
 def test_no_graph_from_the_worker_interrupts_with_a_bounded_wait(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     channel = FakeChannel(TimeoutError("no answer"))
     n1 = h.up("gw0", channel=channel)
     n2 = h.up("gw1")
@@ -561,7 +562,7 @@ def test_no_graph_from_the_worker_interrupts_with_a_bounded_wait(harness: Any) -
 
 
 def test_no_graph_from_the_worker_shuts_down_every_node(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1 = h.up("gw0")
     n2 = h.up("gw1", channel=FakeChannel(TimeoutError("no answer")))
     h.collected(n1)
@@ -577,10 +578,11 @@ def test_the_first_collected_worker_is_asked_and_the_core_built_while_others_col
     # is asked for it at once, and the core is built from it before the
     # others are done.  Nothing is announced, reported or sent until xdist's
     # first schedule(); the others are only checked for their version then.
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     first = h.add("gw1")
     first_channel = h.controller.channels[first]
-    assert first_channel.sent == [wire.PLAN_REQUEST]
+    # Told to host the barrier as soon as its hello was read, then asked.
+    assert first_channel.sent == [wire.BARRIERS, wire.PLAN_REQUEST]
     assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
     assert h.sched.built is not None and h.sched.run is None
     assert not h.sched.tests_finished and not h.sched.has_pending
@@ -590,7 +592,7 @@ def test_the_first_collected_worker_is_asked_and_the_core_built_while_others_col
     assert h.journal == [] and h.recorder.reports == []
     h.schedule()
     assert h.sched.followed is first
-    assert other_channel.sent == []
+    assert other_channel.sent == [wire.BARRIERS]
     assert other_channel.timeouts == [RECEIVE_TIMEOUT]  # the hello only
     assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
     h.drain(first, other)
@@ -600,11 +602,11 @@ def test_the_first_collected_worker_is_asked_and_the_core_built_while_others_col
 def test_a_worker_gone_since_its_collection_is_passed_over(harness: Any) -> None:
     # The first to collect died before it could ship its plan: the next
     # worker to collect is asked instead, and the run starts without the first.
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     gone = h.add("gw0", channel=FakeChannel(EOFError("gone")))
     assert h.sched.built is None
     n2 = h.add("gw1")
-    assert h.controller.channels[n2].sent == [wire.PLAN_REQUEST]
+    assert h.controller.channels[n2].requests == [wire.PLAN_REQUEST]
     assert h.sched.built is not None
     assert h.sched.remove_node(gone) is None
     h.schedule()
@@ -618,7 +620,7 @@ def test_a_gone_worker_xdist_has_not_removed_yet_gets_nothing_and_ends_nothing(
     # xdist handles its death.  Whether it was asked for the plan (its
     # collection came first) or is only checked at the start (it came
     # second), it is passed over: read once, given no work.
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     gone = h.up("gw0", channel=FakeChannel(EOFError("gone")))
     n2 = h.up("gw1")
     for node in ((gone, n2) if gone_first else (n2, gone)):
@@ -644,7 +646,7 @@ class DeadNode(FakeNode):
 
 def test_a_worker_dead_before_xdist_noticed_gets_nothing_and_loses_nothing(
         harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": "", "c": "a"}), "--dag-affinity=none")
+    h: Harness = harness(make_facts({"a": "", "b": "", "c": "a"}), "--dag-affinity=none")
     dead = DeadNode("gw0", h.journal)
     h.nodes.append(dead)
     h.controller.channels[dead] = FakeChannel(h.payload)
@@ -666,7 +668,7 @@ def test_a_worker_dead_before_xdist_noticed_gets_nothing_and_loses_nothing(
 ])
 def test_a_message_of_another_version_is_a_usage_error_naming_both(
         harness: Any, raw: str) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1 = h.up("gw0", channel=FakeChannel(raw))
     n2 = h.up("gw1")
     with pytest.raises(pytest.UsageError) as info:
@@ -681,61 +683,80 @@ def test_a_message_of_another_version_is_a_usage_error_naming_both(
 
 
 def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1 = h.up("gw0", channel=FakeChannel(
         f'{{"format": {wire.FORMAT}, "version": "{wire.__version__}"}}'))
     h.up("gw1")
-    with pytest.raises(pytest.UsageError, match="malformed collection message"):
+    with pytest.raises(pytest.UsageError, match="malformed hello"):
         h.collected(n1)
 
 
-def test_the_payload_survives_its_wire_format() -> None:
-    payload = make_payload(CHAIN, after={"c": "a"}, groups={"a": "g"})
-    assert wire.decode(wire.encode(payload)) == payload
-    payload = dataclasses.replace(payload, resources=[["db"], [], ["db", "mq"]],
-                                  exclusive=[False, True, False],
-                                  dag_users=[True, False, False],
-                                  module_fixtures=[False, True, False])
-    assert wire.decode(wire.encode(payload)) == payload
-    # Reordered as a worker runs them, every per-test field moves along.
-    moved = payload.in_order(list(reversed(payload.ids)))
-    assert moved.resources == [["db", "mq"], [], ["db"]]
-    assert moved.exclusive == [False, True, False]
-    assert moved.dag_users == [False, False, True]
-    assert moved.graph is not None
-    assert moved.graph.requires == [[1], [2], []]
+def native(value: object) -> bool:
+    """Whether ``value`` is made only of what execnet carries as it is."""
+    if isinstance(value, (list, tuple)):
+        return all(map(native, value))
+    if isinstance(value, dict):
+        return all(type(k) is str and native(v) for k, v in value.items())
+    return value is None or type(value) in (str, int, float, bool)
 
 
-def test_reordering_moves_each_per_test_field_and_keeps_the_rest() -> None:
-    payload = dataclasses.replace(
-        make_payload(CHAIN), resources=[["db"], [], ["mq"]], exclusive=[True, False, False],
-        runtime_depends=[False, True, False], dag_users=[True, False, False],
-        state_scopes=["s", None, None], documents=["file", None, "module"],
-        module_fixtures=[True, False, False],
-        fail_checks=[("t.py::c", ["t.py::a"])],
-        usage_error="u", header=["h"], whole=True, deselected=2, empty_part=True)
-    moved = payload.in_order(list(reversed(payload.ids)))
-    for f in dataclasses.fields(wire.Payload):
-        before, after = getattr(payload, f.name), getattr(moved, f.name)
-        if f.name in wire.PER_TEST_FIELDS:
+def over_execnet(message: object) -> object:
+    """``message`` as the other side of an execnet channel receives it."""
+    from execnet import gateway_base
+
+    return gateway_base.loads_internal(gateway_base.dumps_internal(message))
+
+
+def test_the_facts_cross_as_execnet_values_and_come_back_equal() -> None:
+    facts = dataclasses.replace(
+        make_facts(CHAIN, after={"c": "a"}, groups={"a": "g"}),
+        resources=[["db"], [], ["db", "mq"]], exclusive=[False, True, False],
+        dag_users=[True, False, False], module_fixtures=[False, True, False],
+        shares_nothing=[False, False, True], documents=["file", None, "module"],
+        fixtures=[[("shop", "session", "")], None, []], writes_state=["test_m.py"],
+        fail_checks=[(nodeid("c"), [nodeid("a")])], problems=[(nodeid("b"), "why")],
+        shard=(1, 2, 1, 2, 1.0, None, True, False), edges_file=("e.json", True, 1, 0, 2),
+        lf_blocked=1, complete=True, deselected=2)
+    message = wire.encode(facts)
+    assert native(message)
+    assert wire.decode(over_execnet(message)) == facts
+    hello = wire.hello(facts.census())
+    assert native(hello)
+    assert wire.check_hello(over_execnet(hello)) == facts.census()
+
+
+def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest() -> None:
+    facts = dataclasses.replace(
+        make_facts(CHAIN, groups={"a": "g"}), resources=[["db"], [], ["mq"]],
+        exclusive=[True, False, False], runtime_depends=[False, True, False],
+        dag_users=[True, False, False], shares_nothing=[True, False, False],
+        documents=["file", None, "module"], module_fixtures=[True, False, False],
+        fixtures=[None, [], [("s", "session", "")]],
+        fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u",
+        shard=(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
+        shard_left=1, writes_state=["test_m.py"])
+    moved = facts.in_order(list(reversed(facts.ids)))
+    for f in dataclasses.fields(Facts):
+        before, after = getattr(facts, f.name), getattr(moved, f.name)
+        if f.name in PER_TEST_FIELDS:
             assert list(after) == list(reversed(before)), f.name
-        elif f.name != "graph":
+        elif f.name not in ("requires", "after"):
             assert after == before, f.name
+    # c requires b requires a: reversed, a is last.
+    assert moved.requires == [(1,), (2,), ()]
     # Every field with one entry per test is reordered (a new one must be listed).
-    per_test = {f.name for f in dataclasses.fields(wire.Payload)
-                if isinstance(getattr(payload, f.name), list)
-                and len(getattr(payload, f.name)) == len(payload.ids)
-                and f.name not in ("problems", "fail_checks", "header")}
-    assert per_test == set(wire.PER_TEST_FIELDS)
+    per_test = {f.name for f in dataclasses.fields(Facts)
+                if isinstance(getattr(facts, f.name), list)
+                and len(getattr(facts, f.name)) == len(facts.ids)
+                and f.name not in ("requires", "after")}
+    assert per_test == set(PER_TEST_FIELDS)
 
 
-def test_what_the_node_ids_do_not_say_survives_the_compact_wire_format() -> None:
-    """Locations and module scopes are written only where the node id does not
-    give them; the graph's ids only past the run's."""
-    base = make_payload({"a": "", "b": "a", "c": "b", "d": ""})
+def test_locations_the_node_ids_do_not_give_and_outside_prerequisites_cross() -> None:
+    base = make_facts({"a": "", "b": "a", "c": "b", "d": ""})
     ids = ["pkg/test_m.py::TestA::test_a", "pkg/test_m.py::test_b[1-x]",
            "test_n.py::test_c", "data.yaml::case"]
-    payload = dataclasses.replace(
+    facts = dataclasses.replace(
         base, ids=ids,
         locations=[("pkg/test_m.py", 3, "TestA.test_a"),  # as the node id says
                    ("pkg/test_m.py", None, "test_b[1-x]"),  # no line
@@ -745,42 +766,51 @@ def test_what_the_node_ids_do_not_say_survives_the_compact_wire_format() -> None
         class_scopes=["pkg/test_m.py::TestA", None, None, None],
         xdist_groups=[None, None, "g", None],
         documents=[None, None, None, "file"],
-        graph=wire.GraphData([*ids, "gone.py::test_x"], [[], [0], [1, 4], []],
-                             [[], [], [], [2]]))
-    decoded = wire.decode(wire.encode(payload))
-    assert decoded == payload
-    assert list(decoded.locations) == list(payload.locations)
-    assert decoded.locations[-1] is None and decoded.locations[1:3] == payload.locations[1:3]
-    with pytest.raises(IndexError):
-        decoded.locations[4]
-    assert decoded.graph is not None and decoded.graph.ids == [*ids, "gone.py::test_x"]
-    # A graph whose ids are not the run's followed by the rest is written whole.
-    moved = dataclasses.replace(payload, graph=wire.GraphData(
-        [*reversed(ids), "gone.py::test_x"], [[], [], [], []], [[], [], [], []]))
-    assert wire.decode(wire.encode(moved)) == moved
+        requires=[(), (0,), (1, 4), (), ()], after=[(), (), (), (2,), ()],
+        outside=["gone.py::test_x"])
+    assert wire.decode(over_execnet(wire.encode(facts))) == facts
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("ids", ["a", 1]), ("lines", [1]), ("lines", ["1", None, None]), ("odd_locations", [[0]]),
-    ("documents", [[0, "page"]]),
+    ("ids", ["a", 1]), ("locations", [["t", 1, "a"]] * 3), ("locations", [None]),
+    ("documents", ["page", None, None]), ("requires", [(5,), (), ()]),
+    ("requires", [(0,)]), ("requires", [[], [0], [1]]), ("after", [(), ()]), ("graph", 1),
+    ("exclusive", [1, 0, 0]),
 ])
-def test_a_payload_of_the_wrong_types_is_malformed(field: str, value: object) -> None:
-    data = json.loads(wire.encode(make_payload(CHAIN)))
-    data[field] = value
+def test_facts_of_the_wrong_shape_are_malformed(field: str, value: object) -> None:
+    message = wire.encode(make_facts(CHAIN))
+    message["facts"] = {**message["facts"], field: value}
     with pytest.raises(wire.WireError, match="malformed collection message"):
-        wire.decode(json.dumps(data))
+        wire.decode(message)
+
+
+def test_a_run_that_needs_the_barrier_tells_every_worker_before_its_first_test(
+        harness: Any) -> None:
+    h: Harness = harness(make_facts(CHAIN))
+    nodes = h.start("gw0", "gw1")
+    for node in nodes:
+        channel = h.controller.channels[node]
+        assert channel.sent[0] == wire.BARRIERS
+        assert channel.sent.count(wire.BARRIERS) == 1
+    assert any(node.sends for node in nodes)
+    # A suite that declares nothing: no barrier, no word of one.
+    h = harness(make_facts({"a": "", "b": ""}, graph=False))
+    nodes = [h.add("gw0"), h.add("gw1")]
+    h.sched.schedule()
+    assert any(node.sends for node in nodes)
+    assert all(wire.BARRIERS not in h.controller.channels[n].sent for n in nodes)
 
 
 def test_an_exit_request_survives_its_wire_format_and_nothing_else_is_one() -> None:
     for request in (wire.ExitRequest("enough", None), wire.ExitRequest("stop: now", 3)):
         assert wire.decode_exit(wire.encode_exit(request)) == request
-    assert wire.decode_exit(wire.encode(make_payload(CHAIN))) is None
-    assert wire.decode_exit(wire.hello()) is None
+    assert wire.decode_exit(wire.encode(make_facts(CHAIN))) is None
+    assert wire.decode_exit(wire.hello(Census())) is None
     assert wire.decode_exit("not json") is None
 
 
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     n1 = h.up("gw0")
     h.up("gw1")
     del h.controller.channels[n1]
@@ -794,7 +824,7 @@ def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
 
 
 def test_a_replacement_node_with_another_collection_gets_no_work(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": "", "c": ""}), "--dag-affinity=none")
+    h: Harness = harness(make_facts({"a": "", "b": "", "c": ""}), "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     h.report(n2, h.name(n2.queue[0]) or "", "setup")
     h.remove(n2)
@@ -807,7 +837,7 @@ def test_a_replacement_node_with_another_collection_gets_no_work(harness: Any) -
 
 
 def test_no_usable_node_left_ends_the_run(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": ""}), "--dag-affinity=none", nodes=1)
+    h: Harness = harness(make_facts({"a": "", "b": ""}), "--dag-affinity=none", nodes=1)
     (n1,) = h.start("gw0")
     h.report(n1, h.name(n1.queue[0]) or "", "setup")
     assert h.remove(n1) is not None
@@ -820,7 +850,7 @@ def test_no_usable_node_left_ends_the_run(harness: Any) -> None:
 
 
 def test_an_initial_node_with_another_collection_gets_no_work(harness: Any) -> None:
-    h: Harness = harness(make_payload({"a": "", "b": "", "c": ""}), "--dag-affinity=none")
+    h: Harness = harness(make_facts({"a": "", "b": "", "c": ""}), "--dag-affinity=none")
     n1 = h.add("gw0")
     n2 = h.add("gw1", collection=[nodeid("a"), nodeid("c"), nodeid("b")])
     h.sched.schedule()
@@ -836,7 +866,7 @@ AHEAD = {"w": "", "a": "", "b": "a", "c": "b", "d": "c"}
 
 def ahead(harness: Any) -> tuple[Harness, FakeNode, FakeNode]:
     """A chain in one module on gw0; w in another module makes tests look fast."""
-    h: Harness = harness(make_payload(AHEAD, modules={"w": "test_w.py"}), "--dag-affinity=module")
+    h: Harness = harness(make_facts(AHEAD, modules={"w": "test_w.py"}), "--dag-affinity=module")
     n1, n2 = h.start("gw0", "gw1")
     # Nothing ran yet, so tests count as slow: one in flight and the next one ahead.
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["w", None]]}
@@ -917,7 +947,7 @@ def test_a_chain_handed_out_ahead_goes_back_if_its_worker_dies(harness: Any) -> 
 
 def test_an_xdist_group_binds_tests_of_different_modules_to_one_node(harness: Any) -> None:
     spec = {"a": "", "b": "", "c": "", "d": ""}
-    payload = make_payload(spec, modules={"a": "test_x.py", "c": "test_y.py"},
+    payload = make_facts(spec, modules={"a": "test_x.py", "c": "test_y.py"},
                            groups={"a": "db", "c": "db"})
     h: Harness = harness(payload, "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
@@ -928,12 +958,10 @@ def test_an_xdist_group_binds_tests_of_different_modules_to_one_node(harness: An
 
 
 def test_a_deselected_prerequisite_skips_its_dependent_with_a_hint(harness: Any) -> None:
-    payload = make_payload({"a": "", "b": "a"})
+    payload = make_facts({"a": "", "b": "a"})
     # The worker's graph lists deselected prerequisites after the tests of the run.
     z = nodeid("z")
-    assert payload.graph is not None
-    payload = dataclasses.replace(payload, graph=wire.GraphData(
-        [*payload.graph.ids, z], [[], [2], []], [[], [], []]))
+    payload = dataclasses.replace(payload, outside=[z], requires=[(), (2,), ()])
     h: Harness = harness(payload, "--dag-affinity=none")
     n1, _ = h.start("gw0", "gw1")
     assert h.recorder.skipped() == {
@@ -950,7 +978,7 @@ def test_a_deselected_prerequisite_skips_its_dependent_with_a_hint(harness: Any)
 
 def test_reports_through_the_hook_loop_back_harmlessly(harness: Any) -> None:
     """With the controller registered, its own SKIPPED reports come back to it."""
-    h: Harness = harness(make_payload(SKIP_SPEC), "--dag-affinity=none")
+    h: Harness = harness(make_facts(SKIP_SPEC), "--dag-affinity=none")
     h.config.pluginmanager.register(h.controller, "dagorder-test-controller")
     n1, _ = h.start("gw0", "gw1")
     for when, out, longrepr in phases("failed"):
@@ -984,7 +1012,7 @@ class FakeInner:
 
 
 def guarded(pytester: pytest.Pytester, recorder: Recorder,
-            payload: Payload) -> tuple[GuardedScheduling, LoadScheduling, list[FakeNode]]:
+            payload: Facts) -> tuple[GuardedScheduling, LoadScheduling, list[FakeNode]]:
     config = make_config(pytester, recorder)
     controller = DagController(config)
     inner = LoadScheduling(config)
@@ -999,7 +1027,7 @@ def guarded(pytester: pytest.Pytester, recorder: Recorder,
 def test_guarded_scheduling_forwards_a_suite_without_graph(
     pytester: pytest.Pytester, recorder: Recorder
 ) -> None:
-    payload = make_payload({"a": "", "b": "", "c": "", "d": ""}, graph=False)
+    payload = make_facts({"a": "", "b": "", "c": "", "d": ""}, graph=False)
     sched, inner, (n1, n2) = guarded(pytester, recorder, payload)
     assert sched.collection_is_completed
     sched.schedule()
@@ -1019,7 +1047,7 @@ def test_guarded_scheduling_forwards_every_call(
     config = make_config(pytester, recorder)
     controller = DagController(config)
     node = FakeNode("gw0")
-    controller.channels[node] = FakeChannel(make_payload({"a": ""}, graph=False))
+    controller.channels[node] = FakeChannel(make_facts({"a": ""}, graph=False))
     inner = FakeInner([node])
     sched = GuardedScheduling(inner, controller, "each")
     sched.schedule()
@@ -1034,9 +1062,9 @@ def test_guarded_scheduling_refuses_declared_dependencies(
     pytester: pytest.Pytester, recorder: Recorder, kind: str
 ) -> None:
     if kind == "graph":
-        payload = make_payload(CHAIN)
+        payload = make_facts(CHAIN)
     else:
-        payload = make_payload(CHAIN, problems=[(nodeid("b"), "target 'x' matches no test")])
+        payload = make_facts(CHAIN, problems=[(nodeid("b"), "target 'x' matches no test")])
     sched, _, nodes = guarded(pytester, recorder, payload)
     with pytest.raises(pytest.Session.Interrupted):
         sched.schedule()
@@ -1053,7 +1081,7 @@ def test_guarded_scheduling_refuses_declared_dependencies(
 
 
 @st.composite
-def dags(draw: st.DrawFn) -> tuple[Payload, dict[str, Outcome]]:
+def dags(draw: st.DrawFn) -> tuple[Facts, dict[str, Outcome]]:
     n = draw(st.integers(1, 9))
     names = [f"t{k}" for k in range(n)]
     spec: dict[str, str] = {}
@@ -1068,14 +1096,14 @@ def dags(draw: st.DrawFn) -> tuple[Payload, dict[str, Outcome]]:
         after[name] = " ".join(a for a in afts if a not in reqs)
         modules[name] = draw(st.sampled_from(["test_m.py", "test_n.py"]))
         outcomes[name] = draw(st.sampled_from(["passed", "passed", "passed", "failed", "error"]))
-    return make_payload(spec, after=after, modules=modules), outcomes
+    return make_facts(spec, after=after, modules=modules), outcomes
 
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(  # found on pytest 8.4: a crash while the head was a test sent ahead to skip
     case=(
-        make_payload({f"t{k}": ("t0" if k == 1 else "") for k in range(9)},
+        make_facts({f"t{k}": ("t0" if k == 1 else "") for k in range(9)},
                      after={"t3": "t2", "t6": "t3"}),
         {"t0": "failed", **{f"t{k}": "passed" for k in range(1, 9)}},
     ),
@@ -1091,7 +1119,7 @@ def dags(draw: st.DrawFn) -> tuple[Payload, dict[str, Outcome]]:
 )
 def test_any_dag_runs_to_the_end_without_deadlock(
     pytester: pytest.Pytester,
-    case: tuple[Payload, dict[str, Outcome]],
+    case: tuple[Facts, dict[str, Outcome]],
     affinity: str,
     policy: Literal["skip", "run"],
     seed: int,
@@ -1156,14 +1184,12 @@ def test_any_dag_runs_to_the_end_without_deadlock(
 
     not_passed = {short(k) for k in range(len(h.ids))
                   if short(k) not in ran or outcomes[short(k)] != "passed"}
-    g = payload.graph
-    assert g is not None
-    for k, reqs in enumerate(g.requires):
+    for k, reqs in enumerate(payload.requires):
         if short(k) in ran:
             # It ran after every prerequisite ended (one skipped never ran).
             pos = ran.index(short(k))
             assert all(p not in ran or ran.index(p) < pos
-                       for p in map(short, (*reqs, *g.after[k])))
+                       for p in map(short, (*reqs, *payload.afters()[k])))
             if policy == "skip":
                 assert not not_passed & set(map(short, reqs)), f"{short(k)} ran ungated"
 
@@ -1176,7 +1202,7 @@ class ResultsChannel(FakeChannel):
     queues (``inbox``), deliveries the controller sends (``outbox``, with how
     many dispatches the node had received before each)."""
 
-    def __init__(self, payload: Payload) -> None:
+    def __init__(self, payload: Facts) -> None:
         super().__init__(payload)
         self.inbox: list[object] = []
         self.outbox: list[tuple[int, object]] = []
@@ -1192,7 +1218,7 @@ class ResultsChannel(FakeChannel):
         return self.inbox.pop(0)  # type: ignore[return-value]
 
     def send(self, item: object) -> None:
-        if item == wire.PLAN_REQUEST:
+        if item in (wire.PLAN_REQUEST, wire.BARRIERS):
             super().send(item)
             return
         assert self.node is not None
@@ -1201,7 +1227,7 @@ class ResultsChannel(FakeChannel):
 
 def results_harness(harness: Any, spec: Mapping[str, str]) -> tuple[
         Harness, dict[str, ResultsChannel]]:
-    payload = dataclasses.replace(make_payload(spec), dag_users=[True] * len(spec))
+    payload = dataclasses.replace(make_facts(spec), dag_users=[True] * len(spec))
     # Without affinity: the module's chain would be one group on one worker.
     h: Harness = harness(payload, "--dag-affinity=none")
     channels: dict[str, ResultsChannel] = {}
@@ -1292,7 +1318,7 @@ def test_a_failed_test_s_values_are_dropped(harness: Any) -> None:
 
 
 def test_no_relay_without_a_dag_user(harness: Any) -> None:
-    h: Harness = harness(make_payload(CHAIN))
+    h: Harness = harness(make_facts(CHAIN))
     h.start("gw0", "gw1")
     assert h.sched.relay is None
 
@@ -1304,7 +1330,7 @@ def test_no_relay_without_a_dag_user(harness: Any) -> None:
 def test_a_dispatch_says_which_module_its_last_test_ends(harness: Any) -> None:
     """Ahead of the dispatch of the last unsent test of a module, its worker is told
     the module ends with it (see distributed/closing.py); not before."""
-    payload = make_payload({"a": "", "b": "a", "c": ""},
+    payload = make_facts({"a": "", "b": "a", "c": ""},
                            modules={"c": "test_other.py"})
     h: Harness = harness(payload, "--dag-affinity=none")
     channels: dict[str, ResultsChannel] = {}
@@ -1332,7 +1358,7 @@ def test_a_failure_names_the_prerequisite_that_ran_on_another_worker(
     # Many free tests beside: the worker that ran a prerequisite is still busy
     # with them when its dependent is handed out.
     spec = {"a": "", "b": "", **{f"f{k}": "" for k in range(8)}, "c": "a", "d": "b"}
-    payload = make_payload(spec, modules={"c": "test_n.py", "d": "test_n.py"})
+    payload = make_facts(spec, modules={"c": "test_n.py", "d": "test_n.py"})
     h: Harness = harness(payload, f"--dag-affinity={affinity}", policy="run")
     seen: list[pytest.TestReport] = []
     on_report = h.sched.on_report

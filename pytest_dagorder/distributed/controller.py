@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from ..glue import wording as glue_wording
+from ..glue.decide import plain_run
 from ..glue.declarations import Problem
+from ..glue.facts import Facts
 from ..glue.internals import assertion_rewriting_paused
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.stall import (
@@ -68,7 +70,8 @@ class DagController:
         self.policy = settings_of(config).on_failure
         self.sched: DependencyScheduling | None = None
         self.channels: dict[WorkerController, Channel] = {}
-        #: Per worker whose hello was read: whether its suite declares nothing.
+        #: Per worker whose hello was read: whether its run is plain (see
+        #: ``glue/decide.plain_run``), decided from the census it said.
         self.hellos: dict[WorkerController, bool] = {}
         self.stall_seconds = settings_of(config).stall_report
         self.dumps = ControllerDumps()
@@ -119,8 +122,8 @@ class DagController:
         return self.hellos[node]
 
     def receive_payload(self, node: WorkerController, nodes: Sequence[WorkerController], *,
-                        passable: bool = False) -> wire.Payload:
-        """The plan ``node`` ships on the side channel when asked, after its version check.
+                        passable: bool = False) -> Facts:
+        """The facts ``node`` ships on the side channel when asked, after its version check.
 
         If it cannot be had, the session ends (every one of ``nodes`` is
         shut down); with ``passable``, a worker gone since (its channel
@@ -153,9 +156,14 @@ class DagController:
             if node not in self.hellos:
                 first = channel.receive(timeout=RECEIVE_TIMEOUT)
                 try:
-                    self.hellos[node] = wire.check_hello(first)
+                    census = wire.check_hello(first)
                 except wire.WireError as exc:
                     self._refuse_version(node, nodes, exc)
+                dist = self.config.getvalue("dist")
+                plain = self.hellos[node] = plain_run(census, settings_of(self.config), dist)
+                if not plain and dist in DAG_MODES:
+                    # Before any test of the worker: see DagWorker._install.
+                    channel.send(wire.BARRIERS)
             if not read:
                 return None
             channel.send(wire.PLAN_REQUEST)
@@ -332,7 +340,7 @@ class GuardedScheduling:
             nodes = list(self._inner.nodes)
             payload = self._controller.receive_payload(nodes[0], nodes)
             problems = [Problem(n, m) for n, m in payload.problems]
-            if payload.graph is not None or problems:
+            if payload.graph or problems:
                 declared = problems[0].nodeid if problems else _first_declaring(payload)
                 refused = xdist_wording.dist_refused(self._dist, declared)
                 problems.insert(0, Problem(declared, refused))
@@ -344,14 +352,13 @@ class GuardedScheduling:
         return getattr(self._inner, name)
 
 
-def _first_declaring(payload: wire.Payload) -> str:
+def _first_declaring(facts: Facts) -> str:
     """The first test (in collection order) that declares a prerequisite: the one to name."""
-    graph = payload.graph
-    if graph is not None:
-        for i, nid in enumerate(graph.ids):
-            if graph.requires[i] or graph.after[i]:
-                return nid
-    return payload.ids[0]
+    afters = facts.afters()
+    for i, nid in enumerate(facts.ids):
+        if facts.requires[i] or afters[i]:
+            return nid
+    return facts.ids[0]
 
 
 class XdistUnlessDeclared:

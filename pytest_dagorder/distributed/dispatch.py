@@ -67,7 +67,7 @@ class Dispatcher:
         self.pace = pace
         self.dead: set[WorkerController] = set()  # sending to them failed; xdist removes them soon
         self.barrier = barrier  # index of the workers' barrier item; real tests are below it
-        # The suite declares nothing (see wire.Payload.plain): the workers have
+        # The suite declares nothing (see glue/decide.plain_run): the workers have
         # no barrier, so every worker always holds its next test or is told
         # to shut down (the lookahead rule in barrier.py's docstring).
         self.plain = plain

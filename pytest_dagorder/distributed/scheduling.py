@@ -4,8 +4,9 @@ xdist's DSession calls the methods of :class:`DependencyScheduling` (xdist's
 ``Scheduling`` protocol, ``xdist/scheduler/protocol.py``); outcomes never
 reach a scheduler there, so the controller plugin feeds the test reports in
 through :meth:`~DependencyScheduling.on_report`.  This class only
-translates: building the run is :func:`~.build.build_run`, reports become
-core events in :class:`~.reports.ReportFeed`, skips are reported by
+translates: every decision about the run is
+:func:`~pytest_dagorder.glue.decide.decide`'s, reports become core events in
+:class:`~.reports.ReportFeed`, skips are reported by
 :class:`~.skips.SkipEmitter`, and tests are handed out by
 :class:`~.dispatch.Dispatcher`; the decisions come from the scheduler core.
 
@@ -38,17 +39,17 @@ from ..core.published import Relay
 from ..glue import durations, sharding
 from ..glue import wording as glue_wording
 from ..glue.dag_run import DagRun, report_problems
+from ..glue.decide import Decisions, decide
 from ..glue.declarations import Problem
+from ..glue.facts import Facts
 from ..glue.memory import collector_paused
 from ..glue.settings import settings_of
-from .build import BuiltRun, build_run
 from .closing import OpenScopes
 from .dispatch import BATCH_SECONDS, FAST_PIPELINE, FAST_TEST, Dispatcher
 from .ledger import Ledger
 from .reports import ReportFeed
 from .session import WorkerGone, abort
 from .skips import SkipEmitter
-from .wire import Payload
 from .xdist_internals import xdist_collection_diff, xdist_node_count
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class Channels(Protocol):
     def policy(self) -> str: ...
 
     def receive_payload(self, node: WorkerController, nodes: Sequence[WorkerController], *,
-                        passable: bool = False) -> Payload: ...
+                        passable: bool = False) -> Facts: ...
 
     def admit(self, node: WorkerController, nodes: Sequence[WorkerController]) -> None: ...
 
@@ -260,7 +261,7 @@ class DependencyScheduling:
 
     @property
     def plain(self) -> bool:
-        """Whether the workers run as under plain xdist (see :attr:`.wire.Payload.plain`)."""
+        """Whether the workers run as under plain xdist (see ``glue/decide.plain_run``)."""
         launch = self._launch()
         return launch is not None and launch.dispatcher.plain
 
@@ -492,69 +493,71 @@ class DependencyScheduling:
         """
         nodes = list(self.ledger.sent)
         try:
-            payload = self._read_plan(first, nodes, early=early)
+            facts = self._read_plan(first, nodes, early=early)
         except WorkerGone:
             self.gone.add(first)
             return
         collection = self.node2collection[first]
-        self._check_plan(first, collection, payload, nodes)
-        built = self._build_run(payload)
-        for note in built.notes:
+        decided = self._decide(facts)
+        self._check_plan(first, collection, facts, decided, nodes)
+        for note in decided.notes:
             self.log(note)
-        sharding.from_workers(self.config, deselected=payload.deselected,
-                              empty_part=payload.empty_part)
-        self._enter(PlansRead(self._launch_from(first, collection, payload, built)))
+        sharding.from_workers(self.config, deselected=facts.deselected,
+                              empty_part=decided.empty_part)
+        self._enter(PlansRead(self._launch_from(first, collection, facts, decided)))
 
     def _read_plan(self, first: WorkerController, nodes: list[WorkerController], *,
-                   early: bool) -> Payload:
-        """``first``'s plan, off its side channel (:class:`WorkerGone` if early and gone)."""
+                   early: bool) -> Facts:
+        """``first``'s facts, off its side channel (:class:`WorkerGone` if early and gone)."""
         with self._ending_on_refusal():
             return self.controller.receive_payload(first, nodes, passable=early)
 
-    def _build_run(self, payload: Payload) -> BuiltRun:
-        """The run for the plan read, under this session's settings and recorded durations."""
-        return build_run(payload, settings_of(self.config), durations.load(self.config),
-                         dist=self.config.getvalue("dist"), workers=self.numnodes)
+    def _decide(self, facts: Facts) -> Decisions:
+        """Every decision about the run, from the facts read, this session's settings
+        and recorded durations (see ``glue/decide.py``)."""
+        return decide(facts, settings_of(self.config), durations.load(self.config),
+                      dist=self.config.getvalue("dist"), workers=self.numnodes)
 
-    def _check_plan(self, first: WorkerController, collection: list[str], payload: Payload,
-                    nodes: list[WorkerController]) -> None:
-        """End the session if the plan read cannot be run (then :class:`Aborted`)."""
-        if payload.usage_error:
+    def _check_plan(self, first: WorkerController, collection: list[str], facts: Facts,
+                    decided: Decisions, nodes: list[WorkerController]) -> None:
+        """End the session if the run cannot be run (then :class:`Aborted`)."""
+        if decided.usage_error:
             # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
             self._enter(Aborted(collection))
             for node in nodes:
                 node.shutdown()
-            raise pytest.UsageError(payload.usage_error)
-        if payload.problems:
+            raise pytest.UsageError(decided.usage_error)
+        if decided.problems:
             self._enter(Aborted(collection))
-            abort(self.config, nodes, [Problem(n, m) for n, m in payload.problems])
-        if payload.ids != collection and sorted(payload.ids) != sorted(collection):
+            abort(self.config, nodes, decided.problems)
+        if facts.ids != collection and sorted(facts.ids) != sorted(collection):
             self._enter(Aborted(collection))
             abort(self.config, nodes, [Problem(first.gateway.id, (
                 "the worker's plan names other tests than it collected; "
                 "select tests in pytest_collection_modifyitems, not later"))])
 
-    def _launch_from(self, first: WorkerController, collection: list[str], payload: Payload,
-                     built: BuiltRun) -> Launch:
-        """Everything that drives the run beside the core, made from the plan read."""
-        run = built.run
-        if built.mean_duration is not None:
+    def _launch_from(self, first: WorkerController, collection: list[str], facts: Facts,
+                     decided: Decisions) -> Launch:
+        """Everything that drives the run beside the core, made from the decisions."""
+        run = decided.run
+        assert run is not None  # no problem, no usage error: decide made the run
+        if decided.mean_duration is not None:
             # Pipeline depth from the first dispatch, not only once tests ran.
-            self.pace.average = built.mean_duration
-        skips = SkipEmitter(self.config, self.ledger, payload.locations)
+            self.pace.average = decided.mean_duration
+        skips = SkipEmitter(self.config, self.ledger, facts.locations)
+        # The workers' barrier item follows their real tests.
         dispatcher = Dispatcher(
             self.ledger, self.controller.channels, self.log, self.pace,
-            speculate=self.controller.policy == "skip", barrier=payload.barrier,
-            plain=payload.plain, relay=built.relay, dag_users=built.dag_users,
-            scopes=None if payload.plain else OpenScopes(
-                payload.module_scopes, payload.class_scopes, len(payload.ids)))
+            speculate=self.controller.policy == "skip", barrier=len(facts.ids),
+            plain=decided.plain, relay=decided.relay, dag_users=decided.dag_users,
+            scopes=None if decided.plain else OpenScopes(
+                facts.module_scopes, facts.class_scopes, len(facts.ids)))
         feed = ReportFeed(run, self.ledger, skips,
-                          self.controller.channels, built.relay, self.log)
+                          self.controller.channels, decided.relay, self.log)
         # --continue-on-collection-errors: tests the worker left out, reported
         # when the run is announced (the terminal shows the collection until then).
-        errors = [Problem(n, m) for n, m in payload.errors]
-        return Launch(first, collection, run, built.header, errors,
-                      built.relay, skips, dispatcher, feed)
+        return Launch(first, collection, run, decided.header, decided.errors,
+                      decided.relay, skips, dispatcher, feed)
 
     # -- reports, from the controller plugin's hooks ---------------------------
 

@@ -1,8 +1,8 @@
 """The worker's plan, shipped to the controller when it asks.
 
-A worker says hello after its collection (:func:`~.wire.hello`: whether its
-suite declares nothing); the controller asks the first worker whose
-collection came in for its plan (:data:`~.wire.PLAN_REQUEST`).  The request
+A worker says hello after its collection (:func:`~.wire.hello`: its
+collection's census); the controller asks the first worker whose
+collection came in for its facts (:data:`~.wire.PLAN_REQUEST`).  The request
 arrives in execnet's receiver thread, the collection in the main thread,
 in either order: whichever comes second sends the plan.
 """
@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..glue.facts import Census, Facts
 from ..glue.memory import UntilTestsBegin
 from . import wire
 
@@ -28,15 +29,15 @@ class PlanShipper:
         self.channel = channel
         self._before_tests = before_tests
         self._lock = threading.Lock()
-        self._unshipped: Callable[[], wire.Payload] | None = None
+        self._unshipped: Callable[[], Facts] | None = None
         self._asked = False
 
-    def collected(self, plain: bool, make: Callable[[], wire.Payload]) -> None:
-        """The collection is in (main thread): say hello, ship the plan if asked.
+    def collected(self, census: Census, make: Callable[[], Facts]) -> None:
+        """The collection is in (main thread): say hello, ship the facts if asked.
 
-        ``plain``: the suite declares nothing; ``make``: makes the plan.
+        ``census``: what the hello says; ``make``: gathers the facts.
         """
-        self.channel.send(wire.hello(plain))
+        self.channel.send(wire.hello(census))
         with self._lock:
             self._unshipped = make
         self._ship_if_asked()  # a request may have come first

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..glue.dag_run import DagRun, SkipToReport
-from . import wire
+from ..glue.facts import Location, location_of
 from .ledger import Ledger
 from .xdist_internals import count_xdist_failure
 
@@ -30,7 +30,7 @@ class SkipEmitter:
     """Reports the skips the core decided, in an order the terminal can follow."""
 
     def __init__(self, config: pytest.Config, ledger: Ledger,
-                 locations: Sequence[wire.Location | None]) -> None:
+                 locations: Sequence[Location | None]) -> None:
         self.config = config
         self.hook = config.hook
         self.ledger = ledger
@@ -96,7 +96,7 @@ class SkipEmitter:
         run.reported.add(i)
         hook = self.hook
         nodeid = run.nodeids[i]
-        loc = self.locations[i] or wire.location_of(nodeid)
+        loc = self.locations[i] or location_of(nodeid)
         now = time.time()
         line = (loc[1] or 0) + 1
         self.emitting = i

@@ -7,8 +7,6 @@ tests/test_wording.py pins each text.
 
 from __future__ import annotations
 
-from ..core.wording import plural
-
 
 def dist_refused(dist: str, declared: str) -> str:
     """Why ``--dist each`` (or another mode not scheduled as a DAG) cannot run declarations."""
@@ -17,17 +15,6 @@ def dist_refused(dist: str, declared: str) -> str:
             "every test once on every worker, while a dependency graph runs each test "
             "once, after its prerequisites; use --dist load, loadgroup, loadfile, "
             "loadscope or worksteal, or run with -p no:dagorder for plain xdist")
-
-
-def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
-                 recorded: int, nodes: int) -> str:
-    """``recorded`` of the graph's ``nodes`` have a recorded duration (0: ranked by counts)."""
-    ranked = (f"recorded durations of {recorded}/{plural(nodes, 'test')}" if recorded
-              else "test counts")
-    return (f"dagorder: {plural(tests, 'test')}, "
-            f"{plural(edges, 'dependency', 'dependencies')}, longest chain {chain}; "
-            f"xdist scheduling, affinity {affinity} ({plural(groups, 'group')}); "
-            f"critical path by {ranked}")
 
 
 def plain_xdist(missing: str) -> str:

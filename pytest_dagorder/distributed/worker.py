@@ -13,12 +13,12 @@ test's published values (the ``dag`` fixture) on it.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-from ..core.affinity import DocumentKind, kept_whole
 from ..glue import sharding
 from ..glue.dag_fixture import LocalResults
 from ..glue.memory import UntilTestsBegin, collector_paused
@@ -28,7 +28,6 @@ from ..glue.stall import WorkerDumps
 from . import payload, wire
 from .barrier import BarrierHost
 from .exit_forwarding import ExitForwarder
-from .payload import _scopes, declares_nothing, documents
 from .sent_ahead import SentAhead
 from .shipping import PlanShipper
 
@@ -43,12 +42,13 @@ class DagWorker(Planner):
         self.sent_ahead: SentAhead | None = None  # once collected, when gating
         self.index: dict[str, int] = {}
         self.dag_mode = False  # the controller runs the DAG scheduler (known at collection)
-        # The suite declares nothing the controller must order or limit (known
-        # at collection): then this worker runs as under plain xdist.
-        self.plain = False
-        #: Per planned test, what document it is an item of (see documents()).
-        self.documents: list[DocumentKind | None] = []
+        # This worker runs as under plain xdist until the controller, which
+        # decides from the facts, says the run needs the barrier (wire.BARRIERS).
+        self.plain = True
         self.session: pytest.Session | None = None
+        #: The items this worker runs from, once collected (the barrier goes past them).
+        self.final: list[pytest.Item] = []
+        self._install_lock = threading.Lock()
         self.results = LocalResults(self._send_published, remote=self.channel is not None)
         self.dumps: WorkerDumps | None = None  # the stall report's stack dumps (stall.py)
         # Before the collection is in: the controller's closing messages come
@@ -64,13 +64,6 @@ class DagWorker(Planner):
             # they were sent: one sent ahead of a dispatch is stored before
             # xdist's own callback queues that dispatch's tests.
             self.channel.setcallback(self._on_delivery)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self) -> None:
-        # Once, before the first test: nothing per test (see stall.py); not
-        # in a run left to plain xdist.
-        if self.dag_mode and not self.plain:
-            self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self) -> None:
@@ -101,6 +94,9 @@ class DagWorker(Planner):
             if self.shipper is not None:
                 self.shipper.asked()
             return
+        if raw == wire.BARRIERS:
+            self._install()
+            return
         try:
             ready, values = wire.read_deliveries(raw)
         except wire.WireError:
@@ -130,37 +126,42 @@ class DagWorker(Planner):
         final = list(session.items)
         if self.gating:
             self.sent_ahead = SentAhead(self.plan, self.index)
-        # Every worker collects the same tests, so every one decides alike, and
-        # the controller follows the flag in the plan it reads.
-        # --dag-on-failure=stop starts nothing new after a failure: the
-        # controller must be able to withhold tests, so it needs barriers.
-        # Files kept whole (--dist loadfile/loadscope, documents) are chains
-        # the controller hands out one test after another: barriers again.
-        dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
-        self.documents = documents(planned)
-        self.plain = (not self.stop_policy and declares_nothing(self.plan, planned)
-                      and not kept_whole(dist, settings_of(self.config).affinity, ids,
-                                         _scopes(planned, pytest.Module),
-                                         _scopes(planned, pytest.Class), self.documents))
-        if self.shipper is not None:
-            # The controller's indices are positions in the list this worker
-            # runs from: ship the plan in that order.  The controller asks
-            # for it as soon as it has this collection, if it is the first.
-            self.shipper.collected(self.plain, functools.partial(
-                payload.make_payload, self.config, self.plan, planned, final, ids,
-                plain=self.plain, kinds=self.documents))
         # Workers do not see the controller's --dist; it comes in workerinput.
         # Only the DAG scheduler ("load") sends barriers; other modes (each
         # runs every index it has) must not find one.
+        dist = self.config.workerinput.get(wire.DIST_KEY, "load")  # type: ignore[attr-defined]
         self.dag_mode = dist in DAG_MODES
         self.session = session
-        if self.dag_mode and not self.plain:
-            # The controller withholds tests that are not ready, so the worker
-            # needs its barrier and the gate that hides it (barrier.py).
-            # A suite that declares nothing gets neither: the controller then
-            # always sends the next test ahead, as xdist's load scheduling does.
-            self.host.install(self.config, session, final,
-                              ExitForwarder(self.channel, session))
+        self.final = final
+        if self.shipper is not None:
+            # Last: the controller answers the hello with wire.BARRIERS (in
+            # execnet's receiver thread, see _install), which needs the above.
+            # The controller's indices are positions in the list this worker
+            # runs from: the facts follow that order.  The controller asks
+            # for them as soon as it has this collection, if it is the first.
+            self.shipper.collected(
+                payload.make_census(self.plan, planned, ids),
+                functools.partial(payload.make_facts, self.config, self.plan, planned,
+                                  final, ids))
+
+    def _install(self) -> None:
+        """The controller decided the run needs the barrier: install it and its gate.
+
+        Runs in execnet's receiver thread, which handles the side channel's
+        messages in the order they arrived: the controller sends this before
+        the worker's first tests, so it is done before xdist's own callback
+        queues them, and the barrier's index lies past the ids xdist sent.
+        """
+        with self._install_lock:
+            session = self.session
+            if not self.plain or session is None or not self.dag_mode:
+                return
+            self.plain = False
+        self.host.install(self.config, session, self.final,
+                          ExitForwarder(self.channel, session))
+        # Once, before the first test: nothing per test (see stall.py); not
+        # in a run left to plain xdist.
+        self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -2,7 +2,9 @@
 
 pytest runs ``session.items`` in order, so the plan's stable topological
 order is the schedule; this driver only settles outcomes in the core and
-skips a test before its fixtures are set up when the core decided so.
+skips a test before its fixtures are set up when the core decided so.  What
+the run is (the core's graph, the header, the problems to report) is
+decided from the collection's facts by ``glue/decide.py``, as under xdist.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..core import wording
-from ..glue import wording as glue_wording
 from ..glue.dag_fixture import LocalResults, write_published
+from ..glue.decide import decide
+from ..glue.facts import collect_facts
 from ..glue.internals import assertion_rewriting_paused, skip_here
 from ..glue.planning import Plan, Planner
-from ..glue.resources import unused_limits
 from ..glue.settings import settings_of
 
 if TYPE_CHECKING:
@@ -33,9 +35,8 @@ class SerialRunner(Planner):
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.run: DagRun | None = None
-        self.pulled_back = 0
         self.results = LocalResults()
-        self.warnings: list[str] = []  # header lines, with or without a run
+        self.header: list[str] = []  # with or without a run
         self.stall: SerialStall | None = None  # --dag-stall-report, for a run it schedules
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
@@ -46,48 +47,27 @@ class SerialRunner(Planner):
             with assertion_rewriting_paused():
                 from ..glue import sharding
             sharding.apply(config, plan, items)
-        if plan.graph is None and settings.on_failure == "stop" and not plan.problems:
-            # Only the core can withhold what follows a failure: a suite that
-            # declares nothing gets a run with no edges (as under -n).
-            with assertion_rewriting_paused():
-                from ..core.graph import Graph
-            plan.graph = Graph.of_positions([()] * len(items))
         self.results.planned(plan, items)
-        # Limits do nothing serially (one test at a time), but a name no test uses is
-        # the same typo here as under -n: the same warning.
-        unused = unused_limits(settings.limits,
-                               [needs.resources for needs in plan.needs.values()])
-        if unused:
-            self.warnings.append(glue_wording.unused_limits_warning(unused))
-        if plan.problems or plan.errors or plan.graph is not None:
+        facts = collect_facts(config, plan, items, [it.nodeid for it in items],
+                              affinity=settings.affinity, full=False)
+        decided = decide(facts, settings, {}, driver="serial")
+        self.header = decided.header
+        if decided.problems or decided.errors:
             with assertion_rewriting_paused():
-                from ..glue.dag_run import DagRun, report_problems
-        if plan.errors:
+                from ..glue.dag_run import report_problems
+        if decided.errors:
             # --continue-on-collection-errors: reported, and the rest runs.
-            report_problems(config, plan.errors)
-        if plan.problems:
-            report_problems(config, plan.problems)
+            report_problems(config, decided.errors)
+        if decided.problems:
+            report_problems(config, decided.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
-        elif plan.graph is not None:
-            self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
-                              on_failure=settings.on_failure, history=settings.explain)
+            return
+        self.run = decided.run
+        if self.run is not None:
             self.run.machine.add_worker(WORKER)
-            self.run.whole = plan.whole
-            self.pulled_back = len(plan.pulled_back)
 
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
-        if self.run is None:
-            return self.warnings
-        g = self.run.graph
-        lines = [wording.serial_header(self.run.n_run, g.edge_count, g.longest_chain())]
-        if self.plan is not None:
-            lines += self.plan.notes
-        if self.pulled_back:
-            # pytest's "collected N items" counted before they were pulled back.
-            lines.append(glue_wording.pulled_back_line(self.pulled_back, self.run.n_run))
-        if settings_of(config).explain:
-            lines.append(glue_wording.EXPLAIN_SERIAL)
-        return lines + self.warnings
+        return self.header
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:

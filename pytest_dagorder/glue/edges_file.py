@@ -120,10 +120,11 @@ def write(path: Path, found: EdgesFile) -> None:
     spare.replace(path)
 
 
-def apply(path: Path, items: Sequence[pytest.Item]) -> str:
-    """Add the file's declarations to ``items`` as markers; the run header's line."""
+def apply(path: Path, items: Sequence[pytest.Item]) -> tuple[str, bool, int, int, int]:
+    """Add the file's declarations to ``items`` as markers; what it added (see
+    ``planning.EdgesFileNote``)."""
     if not path.exists():
-        return f"dagorder: no edges file at {path} yet (--dag-find-missing writes one)"
+        return str(path), False, 0, 0, 0
     try:
         found = read(path)
     except EdgesFileError as exc:
@@ -149,11 +150,7 @@ def apply(path: Path, items: Sequence[pytest.Item]) -> str:
         for item in users:
             item.add_marker(getattr(pytest.mark, RESOURCE)(name))
         resources += bool(users)
-    note = (f"dagorder: {edges} edge{'s' * (edges != 1)} and {resources} "
-            f"resource{'s' * (resources != 1)} from {path.name}")
-    if stale:
-        note += f" ({stale} entr{'ies' if stale != 1 else 'y'} naming tests not collected here)"
-    return note
+    return str(path), True, edges, resources, stale
 
 
 def _groups(edges: Iterable[FileEdge], order: Sequence[str]) -> dict[str, str]:

@@ -19,7 +19,6 @@ import pytest
 from .. import migration
 from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
-from . import wording as glue_wording
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -35,11 +34,10 @@ from .internals import (
     directory_nodes,
     file_in_tree,
     fill_locations,
-    requested_fixtures,
     resuming,
     undo_deselected,
 )
-from .markers import EXCLUSIVE, RESOURCE, SHARES_NOTHING
+from .markers import EXCLUSIVE, RESOURCE
 from .memory import collector_paused
 from .resources import Needs, read_needs
 from .resume import blocked_last_time
@@ -47,6 +45,16 @@ from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core.graph import Graph
+
+#: The edges file: (its path, whether it exists, edges and resources it
+#: added, entries naming tests not collected here).
+EdgesFileNote = tuple[str, bool, int, int, int]
+#: The ``--dag-shard`` part: (k, n, tests kept, tests of the selection, their
+#: recorded seconds or None, the oversized component as (first node id,
+#: tests, seconds or None) or None, whether some collected test lies in this
+#: part, whether ``--lf`` part after part has no failure left to re-run).
+ShardNote = tuple[int, int, int, int, float | None, tuple[str, int, float | None] | None,
+                  bool, bool]
 
 
 @dataclass
@@ -65,17 +73,23 @@ class Plan:
     needs: dict[int, Needs] = field(default_factory=dict)
     #: The names of every marker some collected test carries (own or inherited).
     marker_names: frozenset[str] = frozenset()
-    #: Lines for the run's header from steps after planning (--dag-shard).
-    notes: list[str] = field(default_factory=list)
-    #: The session collected every test under its arguments and deselected none
-    #: (a durations file may then forget tests it did not see).
+    #: What the collection steps found to announce (worded in ``decide.py``):
+    #: how many tests ``--lf`` runs again because a prerequisite blocked them,
+    #: the edges file read (see :data:`EdgesFileNote`), the ``--dag-shard``
+    #: part (see :data:`ShardNote`).
+    lf_blocked: int = 0
+    edges_file: EdgesFileNote | None = None
+    shard: ShardNote | None = None
+    #: The session collected every test under its arguments (no node id in
+    #: them, no ``--lf``) and no plugin deselected any (a fact: what it means
+    #: for a durations file is decided in ``decide.py``).
     whole: bool = False
     #: How many collected tests this process deselected in the end (``-k``,
     #: ``-m``, ``--dag-shard``, ... less the prerequisites pulled back): the
     #: "deselected" count of the terminal's summary line.
     dropped: int = 0
-    #: ``--dag-shard`` left this part empty although the selection has tests.
-    empty_part: bool = False
+    #: How many tests of the selection ``--dag-shard`` left to other parts.
+    shard_left: int = 0
     #: Every test collected before any was deselected (``-k``, ``-m``, ``--lf``)
     #: and the prerequisites collected for them; ``links``: each one's
     #: prerequisites there, by position (empty where nothing declares).
@@ -402,73 +416,11 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def state_scopes(items: Sequence[pytest.Item], graph: Graph, *, stated: bool = False,
-                 stateless: frozenset[str] = frozenset()) -> list[str | None]:
-    """Per test of ``items`` (graph positions ``0 .. len(items) - 1``): its group
-    under ``--dag-affinity=state``, as the reasons it was formed, or None.
-
-    Only tests with an edge are looked at, and only the sources of modules
-    with an edge to another module are read (see ``core/affinity.py`` for
-    the rule).  ``stated``: some test carries ``dag_shares_nothing``;
-    ``stateless``: the fixtures the user said carry nothing (ini
-    ``dag_stateless_fixtures``).
-    """
-    n = len(items)
-    modules = [it.getparent(pytest.Module) for it in items]
-    scopes = [m.nodeid if m is not None else None for m in modules]
-    touched: set[int] = set()
-    crossing: set[int] = set()
-    for i in range(n):
-        for p in (*graph.requires[i], *graph.after[i]):
-            if p < n:
-                touched.update((i, p))
-                if scopes[p] is None or scopes[p] != scopes[i]:
-                    crossing.update((i, p))
-    if not touched:
-        return [None] * n
-    with assertion_rewriting_paused():  # see plugin.py
-        from ..core.affinity import shared_keys, state_groups
-    keys = [frozenset[str]()] * n
-    opaque: list[str | None] = [None] * n
-    quiet = [False] * n
-    writes: dict[str, bool] = {}
-    for i in sorted(touched):
-        if stated:
-            quiet[i] = items[i].get_closest_marker(SHARES_NOTHING) is not None
-        fixtures = requested_fixtures(items[i])
-        if fixtures is None:
-            opaque[i] = f"fixtures of {items[i].nodeid} unknown"
-            continue
-        cls = items[i].getparent(pytest.Class) if quiet[i] else None
-        keys[i] = shared_keys([f for f in fixtures if f[0] not in stateless],
-                              class_id=cls.nodeid if cls is not None else None,
-                              narrow=quiet[i])
-        module, scope = modules[i], scopes[i]
-        if i in crossing and module is not None and scope is not None:
-            found = writes.get(scope)
-            if found is None:
-                found = writes[scope] = _writes_state(module)
-            if found:
-                opaque[i] = f"{scope} writes state its tests leave behind"
-    return state_groups(scopes, graph.requires, graph.after, keys, opaque, quiet)
-
-
-def _writes_state(module: pytest.Module) -> bool:
-    """Whether ``module``'s source writes state that outlives a test (yes if unreadable)."""
-    with assertion_rewriting_paused():  # see plugin.py
-        from ..core.state_writes import module_writes
-    try:
-        found = module_writes(module.path.read_bytes())
-    except OSError:
-        return True
-    return found is None or found.module_state
-
-
 def collect_plan(config: pytest.Config, items: list[pytest.Item],
                  collected: list[pytest.Item]) -> Plan:
     """The plan for this session; pulled-back prerequisites are put into ``items``."""
     settings = settings_of(config)
-    edges_note = None
+    edges_note: EdgesFileNote | None = None
     if settings.edges_path is not None:  # the file's entries become markers, read below
         with assertion_rewriting_paused():
             from .edges_file import apply
@@ -522,15 +474,13 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     if plan.graph is not None and config.getoption("lf", False):
         blocked = blocked_last_time(config)
         again = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
-        if again:
-            plan.notes.append(glue_wording.lf_blocked_line(again))
+        plan.lf_blocked = again
     for item, reason in plan.skips:
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not plan.problems:
         items[:] = plan.items
     plan.marker_names = frozenset(census.names)
-    if edges_note is not None:
-        plan.notes.append(edges_note)
+    plan.edges_file = edges_note
     if RESOURCE in census.names or EXCLUSIVE in census.names:
         needs, problems = read_needs(items)
         plan.problems += problems
@@ -595,8 +545,7 @@ class Planner:
             whole = len(items) == len(collected) and session.testsfailed == 0
             self.plan = collect_plan(config, items, collected)
             self.plan.whole = whole and not (
-                any("::" in str(a) for a in config.args) or resuming(config)
-                or self.plan.errors)
+                any("::" in str(a) for a in config.args) or resuming(config))
             self.planned(config, self.plan, items)
             self.plan.dropped = dropped(collected, items, self.plan)
             fill_locations(items)

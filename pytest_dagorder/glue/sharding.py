@@ -16,11 +16,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..core import wording
 from ..core.graph import Graph
 from ..migration.runtime import RuntimeUsers
 from . import durations
-from . import wording as glue_wording
 from .internals import assertion_rewriting_paused, count_deselected
 from .planning import Plan
 from .settings import settings_of
@@ -106,14 +104,14 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     keep = [i for i in range(run) if mine[i]]
     out = [items[i] for i in range(run) if not mine[i]]
     timed = any(nid in recorded for nid in ids)
-    plan.notes.append(glue_wording.shard_failures_rerun(k, n) if done else header(
-        k, n, split, len(keep), run, fsum(w[id(items[i])] for i in keep) if timed else None,
-        cut=len(split.members(k - 1)) > 0))
+    seconds = fsum(w[id(items[i])] for i in keep) if timed else None
+    plan.shard = (k, n, len(keep), run, seconds, oversized(n, split, timed=seconds is not None),
+                  len(split.members(k - 1)) > 0, done)
     if not out:
         return
     if not keep:
-        plan.empty_part = config.stash[EMPTY_PART] = True
-    plan.whole = False  # the other parts' tests exist: a durations file keeps them
+        config.stash[EMPTY_PART] = True
+    plan.shard_left = len(out)
     plan.graph = _restricted(g, keep, run)
     kept = {id(items[i]) for i in keep}
     plan.items = [items[i] for i in keep]
@@ -174,17 +172,10 @@ def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
     return Graph.of_positions(requires, after=after)
 
 
-def header(k: int, n: int, split: Partition, tests: int, of: int, seconds: float | None,
-           *, cut: bool) -> str:
-    """The header line: this part's size and recorded time, and an oversized component.
-
-    ``seconds``: the part's recorded time (None: nothing recorded, weights are
-    counts); ``cut``: the split put some collected test into this part (else
-    it is empty for want of groups, not because of the selection).
-    """
+def oversized(n: int, split: Partition, *, timed: bool) -> tuple[str, int, float | None] | None:
+    """The component heavier than a fair share of ``n`` parts, as (first node id,
+    tests, recorded seconds; None where nothing is recorded); None if none is."""
     largest = split.largest
-    big = None
-    if largest is not None and n > 1 and largest.weight > split.total / n:
-        big = wording.Oversized(largest.key, len(largest.members),
-                                largest.weight if seconds is not None else None)
-    return wording.shard_header(k, n, tests, of, seconds, big, selected_elsewhere=cut)
+    if largest is None or n < 2 or largest.weight <= split.total / n:
+        return None
+    return largest.key, len(largest.members), largest.weight if timed else None

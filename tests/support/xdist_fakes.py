@@ -19,13 +19,13 @@ from pytest_dagorder.core.state_machine import Skip, blocked_skip
 from pytest_dagorder.distributed import wire
 from pytest_dagorder.distributed.controller import DagController
 from pytest_dagorder.distributed.scheduling import DependencyScheduling
+from pytest_dagorder.glue.facts import Facts
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # xdist's crash report has when "???", which TestReport's annotation does not allow.
 When = Any
 Longrepr = tuple[str, int, str] | str | None
 Phase = tuple[When, str, Longrepr]
-Payload = wire.Payload
 
 MODULE = "test_m.py"
 
@@ -73,15 +73,15 @@ class FakeNode:
 
 
 class FakeChannel:
-    """The side channel a worker ships its plan on: returns it, or raises.
+    """The side channel a worker ships its facts on: returns them, or raises.
 
-    Like execnet's, it holds the hello, then the plan once the worker was
-    sent the request, and is empty after them: a receive then raises
-    TimeoutError (the controller drains it without waiting).  The payload
-    stands in for the hello too (same format and version).
+    Like execnet's, it holds the hello (the facts' census), then the facts
+    once the worker was sent the request, and is empty after them: a
+    receive then raises TimeoutError (the controller drains it without
+    waiting).  A string stands in for both messages.
     """
 
-    def __init__(self, payload: Payload | str | BaseException) -> None:
+    def __init__(self, payload: Facts | str | BaseException) -> None:
         self.payload = payload
         self.timeouts: list[float | None] = []
         self.sent: list[object] = []
@@ -93,7 +93,7 @@ class FakeChannel:
     def send(self, item: object) -> None:
         self.sent.append(item)
 
-    def receive(self, timeout: float | None = None) -> str:
+    def receive(self, timeout: float | None = None) -> object:
         self.timeouts.append(timeout)
         if isinstance(self.payload, BaseException):
             raise self.payload
@@ -101,7 +101,14 @@ class FakeChannel:
             raise TimeoutError("nothing queued")
         if isinstance(self.payload, str):
             return self.payload
+        if len(self.timeouts) == 1:
+            return wire.hello(self.payload.census())
         return wire.encode(self.payload)
+
+    @property
+    def requests(self) -> list[object]:
+        """What the controller sent but the barrier's order (see wire.BARRIERS)."""
+        return [item for item in self.sent if item != wire.BARRIERS]
 
 
 class FakeLog:
@@ -155,7 +162,7 @@ def nodeid(name: str, module: str = MODULE) -> str:
     return f"{module}::test_{name}"
 
 
-def make_payload(
+def make_facts(
     spec: Mapping[str, str],
     *,
     after: Mapping[str, str] | None = None,
@@ -163,8 +170,8 @@ def make_payload(
     groups: Mapping[str, str] | None = None,
     problems: Sequence[tuple[str, str]] = (),
     graph: bool = True,
-) -> Payload:
-    """The plan a worker ships (see distributed/payload.py ``make_payload``).
+) -> Facts:
+    """The facts a worker ships (see glue/facts.py ``collect_facts``).
 
     ``{"b": "a"}``: test b requires a; tests are in key order, which is also
     the collection order; ``modules`` puts a test into another module file.
@@ -173,19 +180,20 @@ def make_payload(
     mods = [(modules or {}).get(n, MODULE) for n in names]
     ids = [nodeid(n, m) for n, m in zip(names, mods, strict=True)]
     pos = {n: k for k, n in enumerate(names)}
-    return wire.Payload(
+    with_graph = graph and not problems
+    labels = [(groups or {}).get(n) for n in names]
+    return Facts(
         ids=ids,
-        barrier=len(ids),
         locations=[(m, 10 * k, f"test_{n}")
                    for k, (n, m) in enumerate(zip(names, mods, strict=True))],
         module_scopes=list(mods),
         class_scopes=[None] * len(ids),
-        xdist_groups=[(groups or {}).get(n) for n in names],
-        graph=wire.GraphData(
-            list(ids),
-            [[pos[p] for p in spec[n].split()] for n in names],
-            [[pos[p] for p in (after or {}).get(n, "").split()] for n in names],
-        ) if graph and not problems else None,
+        xdist_groups=labels if any(labels) else [],
+        graph=with_graph,
+        requires=([tuple(pos[p] for p in spec[n].split()) for n in names]
+                  if with_graph else []),
+        after=([tuple(pos[p] for p in (after or {}).get(n, "").split()) for n in names]
+               if with_graph and after else []),
         problems=list(problems),
     )
 
@@ -216,14 +224,14 @@ class Harness:
     worker itself.
     """
 
-    def __init__(self, config: pytest.Config, recorder: Recorder, payload: Payload,
+    def __init__(self, config: pytest.Config, recorder: Recorder, payload: Facts,
                  *, policy: Literal["skip", "stop", "run"] = "skip") -> None:
         self.config = config
         self.recorder = recorder
         self.payload = payload
         self.policy = policy
         self.ids: list[str] = list(payload.ids)
-        self.barrier: int = payload.barrier
+        self.barrier: int = len(payload.ids)
         self.log = FakeLog()
         self.controller = DagController(config)
         self.sched = DependencyScheduling(config, self.log, self.controller)
@@ -288,18 +296,18 @@ class Harness:
 
     def gate(self, node: FakeNode, i: int) -> str | None:
         """distributed/sent_ahead.py gate: the skip reason if a prerequisite failed on ``node``."""
-        graph = self.payload.graph
-        if self.policy != "skip" or graph is None:
+        facts = self.payload
+        if self.policy != "skip" or not facts.graph:
             return None
         outcomes = self.local.setdefault(node, {})
-        failed = [p for p in graph.requires[i] if outcomes.get(p, "passed") != "passed"]
+        failed = [p for p in facts.requires[i] if outcomes.get(p, "passed") != "passed"]
         if not failed:
             return None
         order = list(outcomes)
         p = min(failed, key=order.index)
         skips = self.local_skips.setdefault(node, {})
         skip = blocked_skip(i, p, outcomes[p], skips.get(p),
-                            lambda k: str(graph.ids[k]).split("::", 1)[1])
+                            lambda k: [*facts.ids, *facts.outside][k].split("::", 1)[1])
         skips[i] = skip
         return skip.reason
 
