@@ -213,12 +213,9 @@ ONE_PLURAL = re.compile(r"(?<![\d,./])1 (?:[a-z]+ )?(?:tests|groups|dependencies
 
 SINGULARS: list[Callable[[], str]] = [
     lambda: wording.serial_header(1, 1, 1),
-    lambda: xdist_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
     lambda: glue_wording.groups_header(1, 1, 1, None),
     lambda: migration_wording.runtime_depends_header(1),
     lambda: glue_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
-    lambda: wording.groups_header(1, 1, 1, None),
-    lambda: wording.runtime_depends_header(1),
     lambda: wording.kept_whole_header("loadscope", 1),
     lambda: wording.kept_whole_header("load", 1, ["a.txt"]),
     lambda: glue_wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
