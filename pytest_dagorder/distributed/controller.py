@@ -17,7 +17,7 @@ import pytest
 
 from ..core import wording
 from ..glue.declarations import Problem
-from ..glue.internals import assertion_rewriting_paused
+from ..glue.loading import Later
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.stall import (
     STALL_KEY,
@@ -35,7 +35,13 @@ from .session import WorkerGone, abort
 from .xdist_internals import hand_over_scheduler
 
 if TYPE_CHECKING:
+    from ..glue import dag_fixture, dag_run
+    from . import scheduling
     from .scheduling import DependencyScheduling
+else:
+    dag_fixture = Later("pytest_dagorder.glue.dag_fixture")
+    dag_run = Later("pytest_dagorder.glue.dag_run")
+    scheduling = Later("pytest_dagorder.distributed.scheduling")
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
 #: the same connection, so normally there already) and for its plan, which
@@ -96,9 +102,7 @@ class DagController:
 
     def dag_scheduler(self, config: pytest.Config, log: Any) -> DependencyScheduling:
         """The DAG scheduler, fed the reports from now on."""
-        with assertion_rewriting_paused():  # see plugin.py: loaded only where it runs
-            from .scheduling import DependencyScheduling
-        self.sched = DependencyScheduling(config, log, self)
+        self.sched = scheduling.DependencyScheduling(config, log, self)
         if self.stall_seconds > 0:
             self.watch = StallWatch(self.stall_seconds, self._stall_report, self._write_stall)
         return self.sched
@@ -259,13 +263,10 @@ class DagController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
-            with assertion_rewriting_paused():  # loaded with the DAG scheduler already
-                from ..glue.dag_fixture import write_published
-                from ..glue.dag_run import write_summary
-            write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
+            dag_run.write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
             if self.sched.relay is not None:
                 nodeids = self.sched.run.nodeids
-                write_published(terminalreporter, {
+                dag_fixture.write_published(terminalreporter, {
                     nodeids[i]: keys for i, keys in self.sched.relay.keys_by_test().items()})
 
 

@@ -14,14 +14,22 @@ import pytest
 
 from ..core import wording
 from ..glue.dag_fixture import LocalResults, write_published
-from ..glue.internals import assertion_rewriting_paused, skip_here
+from ..glue.internals import skip_here
+from ..glue.loading import Later
 from ..glue.planning import Plan, Planner
 from ..glue.resources import unused_limits
 from ..glue.settings import settings_of
 
 if TYPE_CHECKING:
+    from ..core import graph
+    from ..glue import dag_run, sharding, stall
     from ..glue.dag_run import DagRun
     from ..glue.stall import SerialStall
+else:
+    graph = Later("pytest_dagorder.core.graph")
+    dag_run = Later("pytest_dagorder.glue.dag_run")
+    sharding = Later("pytest_dagorder.glue.sharding")
+    stall = Later("pytest_dagorder.glue.stall")
 
 WORKER = "serial"
 
@@ -42,15 +50,11 @@ class SerialRunner(Planner):
         # nor the shards: those modules load only for a run that does (see plugin.py).
         settings = settings_of(config)
         if settings.cuts_or_records:  # else apply changes nothing
-            with assertion_rewriting_paused():
-                from ..glue import sharding
             sharding.apply(config, plan, items)
         if plan.graph is None and settings.on_failure == "stop" and not plan.problems:
             # Only the core can withhold what follows a failure: a suite that
             # declares nothing gets a run with no edges (as under -n).
-            with assertion_rewriting_paused():
-                from ..core.graph import Graph
-            plan.graph = Graph.of_positions([()] * len(items))
+            plan.graph = graph.Graph.of_positions([()] * len(items))
         self.results.planned(plan, items)
         # Limits do nothing serially (one test at a time), but a name no test uses is
         # the same typo here as under -n: the same warning.
@@ -58,18 +62,15 @@ class SerialRunner(Planner):
                                [needs.resources for needs in plan.needs.values()])
         if unused:
             self.warnings.append(wording.unused_limits_warning(unused))
-        if plan.problems or plan.errors or plan.graph is not None:
-            with assertion_rewriting_paused():
-                from ..glue.dag_run import DagRun, report_problems
         if plan.errors:
             # --continue-on-collection-errors: reported, and the rest runs.
-            report_problems(config, plan.errors)
+            dag_run.report_problems(config, plan.errors)
         if plan.problems:
-            report_problems(config, plan.problems)
+            dag_run.report_problems(config, plan.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
         elif plan.graph is not None:
-            self.run = DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
-                              on_failure=settings.on_failure)
+            self.run = dag_run.DagRun(plan.graph, plan.nodeids, n_run=len(plan.items),
+                                      on_failure=settings.on_failure)
             self.run.machine.add_worker(WORKER)
             self.run.whole = plan.whole
             self.pulled_back = len(plan.pulled_back)
@@ -93,9 +94,7 @@ class SerialRunner(Planner):
         seconds = settings_of(session.config).stall_report
         if self.run is None or seconds <= 0 or session.config.option.collectonly:
             return  # a suite that declares nothing runs as without the plugin
-        with assertion_rewriting_paused():
-            from ..glue.stall import SerialStall
-        self.stall = SerialStall(seconds, WORKER)
+        self.stall = stall.SerialStall(seconds, WORKER)
         session.config.pluginmanager.register(self.stall, "dagorder-stall")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -142,7 +141,5 @@ class SerialRunner(Planner):
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.run is not None:
-            with assertion_rewriting_paused():
-                from ..glue.dag_run import write_summary
-            write_summary(terminalreporter, self.run)
+            dag_run.write_summary(terminalreporter, self.run)
         write_published(terminalreporter, self.results.published_keys())

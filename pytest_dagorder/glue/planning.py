@@ -29,7 +29,6 @@ from .declarations import (
     resolve_items,
 )
 from .internals import (
-    assertion_rewriting_paused,
     collect_quietly,
     directory_nodes,
     file_in_tree,
@@ -38,6 +37,7 @@ from .internals import (
     resuming,
     undo_deselected,
 )
+from .loading import Later
 from .markers import EXCLUSIVE, RESOURCE, SHARES_NOTHING
 from .memory import collector_paused
 from .resources import Needs, read_needs
@@ -45,7 +45,15 @@ from .resume import blocked_last_time
 from .settings import settings_of
 
 if TYPE_CHECKING:
+    from ..core import affinity, state_writes
+    from ..core import graph as core_graph
     from ..core.graph import Graph
+    from . import edges_file
+else:
+    affinity = Later("pytest_dagorder.core.affinity")
+    state_writes = Later("pytest_dagorder.core.state_writes")
+    core_graph = Later("pytest_dagorder.core.graph")
+    edges_file = Later("pytest_dagorder.glue.edges_file")
 
 
 @dataclass
@@ -143,14 +151,12 @@ def make_plan(
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips, universe=universe)
-    with assertion_rewriting_paused():  # the graph only where a test declares (see plugin.py)
-        from ..core.graph import Graph, prerequisites_of
     n_sel = len(selected)
     run = list(range(n_sel))
     if broken:
         run = _leave_out(universe, res, frozenset(broken), run)
     if with_prerequisites:
-        run = sorted(set(run) | prerequisites_of(run, res.requires, res.after))
+        run = sorted(set(run) | core_graph.prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
     # Deselected direct prerequisites of the run: settled before anything runs.
     outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
@@ -183,7 +189,7 @@ def make_plan(
         # that did resolve are reported in the same run.  Graph ids are
         # positions (node ids may repeat, with --keep-duplicates); names
         # come from plan.nodeids.
-        graph = Graph.of_positions(
+        graph = core_graph.Graph.of_positions(
             [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
             after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
             stable=True,  # its topo is read below
@@ -425,8 +431,6 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph, *, stated: bool = F
                     crossing.update((i, p))
     if not touched:
         return [None] * n
-    with assertion_rewriting_paused():  # see plugin.py
-        from ..core.affinity import shared_keys, state_groups
     keys = [frozenset[str]()] * n
     opaque: list[str | None] = [None] * n
     quiet = [False] * n
@@ -439,9 +443,9 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph, *, stated: bool = F
             opaque[i] = f"fixtures of {items[i].nodeid} unknown"
             continue
         cls = items[i].getparent(pytest.Class) if quiet[i] else None
-        keys[i] = shared_keys([f for f in fixtures if f[0] not in stateless],
-                              class_id=cls.nodeid if cls is not None else None,
-                              narrow=quiet[i])
+        keys[i] = affinity.shared_keys([f for f in fixtures if f[0] not in stateless],
+                                       class_id=cls.nodeid if cls is not None else None,
+                                       narrow=quiet[i])
         module, scope = modules[i], scopes[i]
         if i in crossing and module is not None and scope is not None:
             found = writes.get(scope)
@@ -449,15 +453,13 @@ def state_scopes(items: Sequence[pytest.Item], graph: Graph, *, stated: bool = F
                 found = writes[scope] = _writes_state(module)
             if found:
                 opaque[i] = f"{scope} writes state its tests leave behind"
-    return state_groups(scopes, graph.requires, graph.after, keys, opaque, quiet)
+    return affinity.state_groups(scopes, graph.requires, graph.after, keys, opaque, quiet)
 
 
 def _writes_state(module: pytest.Module) -> bool:
     """Whether ``module``'s source writes state that outlives a test (yes if unreadable)."""
-    with assertion_rewriting_paused():  # see plugin.py
-        from ..core.state_writes import module_writes
     try:
-        found = module_writes(module.path.read_bytes())
+        found = state_writes.module_writes(module.path.read_bytes())
     except OSError:
         return True
     return found is None or found.module_state
@@ -469,9 +471,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     settings = settings_of(config)
     edges_note = None
     if settings.edges_path is not None:  # the file's entries become markers, read below
-        with assertion_rewriting_paused():
-            from .edges_file import apply
-        edges_note = apply(settings.edges_path, collected)
+        edges_note = edges_file.apply(settings.edges_path, collected)
     # One walk over every test's markers; what no test carries is not read.
     census = MarkerCensus([*collected, *items])
     order_sorted = migration.sorted_by_pytest_order(config, items)

@@ -12,12 +12,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import pytest
 
 from ..core.states import FAILURE_POLICIES, FailurePolicy
-from .internals import assertion_rewriting_paused, ini_keys
+from .internals import ini_keys
+from .loading import Later
+
+if TYPE_CHECKING:
+    from ..core import shards
+else:
+    shards = Later("pytest_dagorder.core.shards")
 
 #: Which tests must share a worker (see affinity.py): every chain along which
 #: a dependent may read process state (inside a module, or across modules
@@ -217,11 +223,9 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
     spec = config.getoption("dag_shard", None)
     shard = None
     if spec is not None:
-        with assertion_rewriting_paused():  # see plugin.py: loaded only for --dag-shard
-            from ..core.shards import ShardSpecError, parse_spec
         try:
-            shard = parse_spec(str(spec))
-        except ShardSpecError as exc:
+            shard = shards.parse_spec(str(spec))
+        except shards.ShardSpecError as exc:
             raise pytest.UsageError(str(exc)) from None
     return {"durations_path": path, "store_durations": store, "shard": shard}
 
