@@ -176,16 +176,20 @@ class DagController:
             other.shutdown()
         raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
 
-    # Two hook implementations rather than one wrapper: this runs for every
-    # report, and a plain call costs pluggy less than a wrapper's generator.
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         # Dispatch before any other plugin handles the report: a dependent
         # starts sooner.
         if self.sched is not None:
             self.sched.on_report(report, emit=False)
         if self.watch is not None:
             self.watch.beat()
+        result = yield
+        # Report skips only after every other plugin handled the report: the
+        # prerequisite's own line comes first in every output.
+        if self.sched is not None:
+            self.sched.emit_skips()
+        return result
 
     def pytest_runtest_logstart(self) -> None:
         # Counted from the first test on: collecting and starting the workers
@@ -198,14 +202,6 @@ class DagController:
                     self.watch = None  # a run left to plain xdist is not watched
                 else:
                     watch.start()
-
-    # (pytest registers only methods named pytest_*: hence the name.)
-    @pytest.hookimpl(trylast=True, specname="pytest_runtest_logreport")
-    def pytest_runtest_logreport_then_skips(self, report: pytest.TestReport) -> None:
-        # Report skips only after every other plugin handled the report: the
-        # prerequisite's own line comes first in every output.
-        if self.sched is not None:
-            self.sched.emit_skips()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
