@@ -10,11 +10,18 @@ interleaved; the minimum counts (noise only ever adds time), and beside it
 the median of the per-round ratios.
 
 Run: ``python benchmarks/bench_cpu.py [--chains 40] [--length 50] [--rounds 3]``.
+
+For an A/B of the plugin itself (a speed trick taken out, say), ``--ab DIR``
+adds the plugin found in DIR (another checkout, put first on
+``PYTHONPATH``) to every round; ``-n 0`` runs serially; ``--no-bytecode``
+runs as CI containers do (``PYTHONDONTWRITEBYTECODE=1``, no bytecode of
+pytest's assertion rewriter left from an earlier run).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import resource
 import statistics
@@ -39,13 +46,13 @@ def write_suite(root: Path, chains: int, length: int, declare: bool) -> None:
         (root / f"test_chain{c:02d}.py").write_text("\n".join(lines))
 
 
-def cpu_of(root: Path, args: list[str]) -> tuple[float, float]:
+def cpu_of(root: Path, args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one pytest run and all the processes it waited for."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONHASHSEED="0"))
+                          env=env if env is not None else dict(os.environ, PYTHONHASHSEED="0"))
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -54,7 +61,22 @@ def cpu_of(root: Path, args: list[str]) -> tuple[float, float]:
     return cpu, wall
 
 
-def compile_plugin() -> None:
+def run_env(checkout: str | None, no_bytecode: bool) -> dict[str, str]:
+    """A measured run's environment: the plugin from ``checkout`` (None: the installed one)."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if checkout is not None:
+        env["PYTHONPATH"] = checkout
+    if no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for tree in (checkout, str(Path(__file__).resolve().parent.parent)):
+            if tree is not None:  # the rewriter's own bytecode, from a run that wrote it
+                for pyc in glob.glob(f"{tree}/pytest_dagorder/**/*-pytest-*.pyc",
+                                     recursive=True):
+                    os.remove(pyc)
+    return env
+
+
+def compile_plugin(checkout: str | None = None) -> None:
     """Byte-compile the plugin, as installing it from a wheel or sdist does.
 
     An editable install under PYTHONDONTWRITEBYTECODE (this project's CI
@@ -67,6 +89,8 @@ def compile_plugin() -> None:
     import pytest_dagorder
 
     compileall.compile_dir(str(Path(pytest_dagorder.__file__).parent), quiet=1)
+    if checkout is not None:
+        compileall.compile_dir(str(Path(checkout, "pytest_dagorder")), quiet=1)
 
 
 def bytecode_env(**extra: str) -> dict[str, str]:
@@ -85,33 +109,42 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=40)
     ap.add_argument("--length", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("-n", type=int, default=2)
+    ap.add_argument("-n", type=int, default=2, help="workers (0: a serial run)")
+    ap.add_argument("--ab", metavar="DIR", help="also the plugin of another checkout")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="PYTHONDONTWRITEBYTECODE=1, no assertion-rewriter bytecode")
     opts = ap.parse_args()
-    compile_plugin()
-    n = ["-n", str(opts.n)]
+    compile_plugin(opts.ab)
+    n = ["-n", str(opts.n)] if opts.n else ["-p", "no:xdist"]
+    label = "plain xdist --dist load" if opts.n else "plain pytest"
+    plain_run, same_run = f"{label} (no declarations)", f"{label} (same files)"
     with tempfile.TemporaryDirectory() as tmp:
         dag, plain = Path(tmp, "dag"), Path(tmp, "plain")
         write_suite(dag, opts.chains, opts.length, declare=True)
         write_suite(plain, opts.chains, opts.length, declare=False)
         runs = {
-            "plain xdist --dist load (no declarations)": (plain, [*n, "-p", "no:dagorder"]),
-            "plain xdist --dist load (same files)": (dag, [*n, "-p", "no:dagorder"]),
-            "dagorder, default affinity": (dag, n),
-            "dagorder, affinity none": (dag, [*n, "--dag-affinity=none"]),
+            plain_run: (plain, [*n, "-p", "no:dagorder"], None),
+            same_run: (dag, [*n, "-p", "no:dagorder"], None),
+            "dagorder, default affinity": (dag, n, None),
+            "dagorder, affinity none": (dag, [*n, "--dag-affinity=none"], None),
         }
+        if opts.ab:
+            runs["dagorder from --ab, default affinity"] = (dag, n, opts.ab)
+            runs["dagorder from --ab, affinity none"] = (dag, [*n, "--dag-affinity=none"],
+                                                         opts.ab)
         best: dict[str, tuple[float, float]] = {}
         rounds: list[dict[str, float]] = []
-        for _ in range(opts.rounds):
+        for k in range(opts.rounds):
             this: dict[str, float] = {}
-            for name, (root, args) in runs.items():
-                cpu, wall = cpu_of(root, args)
+            order = list(runs.items())
+            for name, (root, args, checkout) in order if k % 2 == 0 else order[::-1]:
+                cpu, wall = cpu_of(root, args, run_env(checkout, opts.no_bytecode))
                 this[name] = cpu
                 old = best.get(name)
                 best[name] = (min(cpu, old[0]), min(wall, old[1])) if old else (cpu, wall)
             rounds.append(this)
-    plain_run = "plain xdist --dist load (no declarations)"
-    same_run = "plain xdist --dist load (same files)"
-    print(f"{opts.chains} chains x {opts.length} tests, -n {opts.n}, best of {opts.rounds}")
+    print(f"{opts.chains} chains x {opts.length} tests, -n {opts.n}, best of {opts.rounds}"
+          + (", no bytecode written" if opts.no_bytecode else ""))
     print("| run | CPU s | / plain | / plain, same files | median of per-round ratios "
           "(plain; same files) | wall s |")
     print("|---|---|---|---|---|---|")

@@ -21,6 +21,7 @@ from .core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
+from .glue.loading import load as _load
 
 if TYPE_CHECKING:
     from .glue.dag_fixture import Dag
@@ -60,9 +61,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(_load(f"{__name__}.{_LAZY[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

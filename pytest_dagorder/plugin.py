@@ -30,17 +30,29 @@ from .glue.internals import assertion_rewriting_paused, barriers_blocker, collec
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
 # Only what every process needs loads here; each driver, the migration
-# readers and the renderers load where they are chosen, under the same pause
-# (the rewriter's hook is back in place by then), so a process pays only for
-# the parts its run uses.
+# readers and the renderers load when first used (glue/loading.py, under the
+# same pause), so a process pays only for the parts its run uses.
 with assertion_rewriting_paused():
     from . import migration
     from .glue import settings, visual_options
+    from .glue.loading import Later
     from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER, SHARES_NOTHING
     from .glue.settings import DRIVER_NAME
 
 if TYPE_CHECKING:
+    from .distributed import controller, worker, xdist_internals
+    from .drivers import find_missing, serial
+    from .glue import dag_fixture, durations, sharding
     from .glue.dag_fixture import Dag
+else:
+    controller = Later("pytest_dagorder.distributed.controller")
+    worker = Later("pytest_dagorder.distributed.worker")
+    xdist_internals = Later("pytest_dagorder.distributed.xdist_internals")
+    find_missing = Later("pytest_dagorder.drivers.find_missing")
+    serial = Later("pytest_dagorder.drivers.serial")
+    dag_fixture = Later("pytest_dagorder.glue.dag_fixture")
+    durations = Later("pytest_dagorder.glue.durations")
+    sharding = Later("pytest_dagorder.glue.sharding")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -133,15 +145,11 @@ def pytest_collection(session: pytest.Session) -> None:
     found = settings.settings_of(config)
     if (found.durations_path is not None or found.shard is not None) and not hasattr(
             config, "workerinput"):
-        with assertion_rewriting_paused():
-            from .glue import durations
         durations.announce(config, durations.problems(config))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if settings.settings_of(session.config).shard is not None:  # only a part can be empty
-        with assertion_rewriting_paused():
-            from .glue import sharding
         sharding.settle_exit_status(session)
 
 
@@ -149,25 +157,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def dag(request: pytest.FixtureRequest) -> Dag:
     """Publish values for dependents (``dag.publish``), read a prerequisite's (``dag.result``)."""
     __tracebackhide__ = True
-    with assertion_rewriting_paused():
-        from .glue.dag_fixture import dag_of
-    return dag_of(request)
+    return dag_fixture.dag_of(request)
 
 
 # -- one function per driver: each loads its modules only in a process that uses it --
 
 
 def _xdist_controller_active(config: pytest.Config) -> bool:
-    with assertion_rewriting_paused():
-        from .distributed.xdist_internals import xdist_controller_active
-    return xdist_controller_active(config)
+    return xdist_internals.xdist_controller_active(config)
 
 
 def _durations_configure(config: pytest.Config) -> None:
     """A durations file or a shard: refuse to overwrite a file not read whole, take
     the split's durations (see glue/durations.py), let ``--lf`` collect everything."""
-    with assertion_rewriting_paused():
-        from .glue import durations
     if settings.settings_of(config).shard is not None and config.getoption("lf", False):
         collect_all_under_lf(config)
     if hasattr(config, "workerinput"):
@@ -178,30 +180,20 @@ def _durations_configure(config: pytest.Config) -> None:
 
 
 def _register_worker(config: pytest.Config) -> None:
-    with assertion_rewriting_paused():
-        from .distributed.worker import DagWorker
-    config.pluginmanager.register(DagWorker(config), DRIVER_NAME)
+    config.pluginmanager.register(worker.DagWorker(config), DRIVER_NAME)
 
 
 def _register_controller(config: pytest.Config) -> None:
-    with assertion_rewriting_paused():
-        from .distributed.controller import DagController
-    config.pluginmanager.register(DagController(config), DRIVER_NAME)
+    config.pluginmanager.register(controller.DagController(config), DRIVER_NAME)
 
 
 def _register_plain_xdist(config: pytest.Config, missing: str) -> None:
-    with assertion_rewriting_paused():
-        from .distributed.controller import PlainXdist
-    config.pluginmanager.register(PlainXdist(missing), "dagorder-plain-xdist")
+    config.pluginmanager.register(controller.PlainXdist(missing), "dagorder-plain-xdist")
 
 
 def _register_serial(config: pytest.Config) -> None:
-    with assertion_rewriting_paused():
-        from .drivers.serial import SerialRunner
-    config.pluginmanager.register(SerialRunner(config), DRIVER_NAME)
+    config.pluginmanager.register(serial.SerialRunner(config), DRIVER_NAME)
 
 
 def _register_finder(config: pytest.Config) -> None:
-    with assertion_rewriting_paused():
-        from .drivers.find_missing import MissingFinder
-    config.pluginmanager.register(MissingFinder(config), "dagorder-find-missing")
+    config.pluginmanager.register(find_missing.MissingFinder(config), "dagorder-find-missing")

@@ -7,6 +7,7 @@ cycle dodged that way still fails here.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import subprocess
 import sys
@@ -163,3 +164,42 @@ def test_the_check_catches_options_and_foreign_names(text: str) -> None:
                                   "non-Python test items", "run_after"])
 def test_the_check_lets_the_dag_s_words_pass(text: str) -> None:
     assert not any(word in text for word in FOREIGN_WORDS) and not OPTION.search(text)
+
+
+def test_the_package_loads_its_own_modules_late_only_through_the_loader() -> None:
+    """No module of the package is imported inside a function (the loader's own pause aside).
+
+    What a run may not need loads through ``glue/loading.py``: named there
+    with the run that needs it, and loaded as plain Python.
+    """
+    inner = []
+    for name, path in [*modules().items(), ("", PACKAGE / "__init__.py")]:
+        tree = ast.parse(path.read_text(), str(path))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if (isinstance(node, ast.ImportFrom) and node.level > 0) or (
+                        isinstance(node, ast.Import) and any(
+                            a.name.startswith("pytest_dagorder") for a in node.names)):
+                    inner.append(f"{name}:{node.lineno} in {func.name}")
+    assert [site for site in inner if not site.startswith("glue.loading:")] == []
+
+
+def test_every_module_loaded_late_exists_and_is_named_with_its_reason() -> None:
+    from pytest_dagorder.glue.loading import LATE, Later
+
+    for name, why in LATE.items():
+        assert why and importlib.util.find_spec(name) is not None, name
+    with pytest.raises(ModuleNotFoundError, match="not among the modules loaded late"):
+        Later("pytest_dagorder.glue.nothing")
+
+
+def test_a_module_loaded_late_loads_on_its_first_public_name_only() -> None:
+    """pytest reads a plugin module's every global, private names too: that loads nothing."""
+    code = ("import sys; from pytest_dagorder.glue.loading import Later; "
+            "m = Later('pytest_dagorder.glue.edges_file'); "
+            "assert getattr(m, '_pytestfixturefunction', None) is None; "
+            "assert 'pytest_dagorder.glue.edges_file' not in sys.modules; "
+            "m.apply; assert 'pytest_dagorder.glue.edges_file' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -28,10 +28,6 @@ class State(Enum):
     FAILED = "failed"
     SKIPPED = "skipped"
 
-    # Members are singletons compared by identity: hash them the same way, in C
-    # (Enum's own __hash__ is Python code, and the hot paths test membership).
-    __hash__ = object.__hash__
-
     @property
     def terminal(self) -> bool:
         return self in TERMINAL

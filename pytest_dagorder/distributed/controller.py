@@ -19,7 +19,7 @@ from ..glue import wording as glue_wording
 from ..glue.decide import plain_run
 from ..glue.declarations import Problem
 from ..glue.facts import Facts
-from ..glue.internals import assertion_rewriting_paused
+from ..glue.loading import Later
 from ..glue.settings import DAG_MODES, settings_of
 from ..glue.stall import (
     STALL_KEY,
@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
     from xdist.workermanage import WorkerController
 
+    from ..glue import dag_fixture, dag_run
+    from . import scheduling
     from .scheduling import DependencyScheduling
+else:
+    dag_fixture = Later("pytest_dagorder.glue.dag_fixture")
+    dag_run = Later("pytest_dagorder.glue.dag_run")
+    scheduling = Later("pytest_dagorder.distributed.scheduling")
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
 #: the same connection, so normally there already) and for its plan, which
@@ -104,9 +110,7 @@ class DagController:
 
     def dag_scheduler(self, config: pytest.Config, log: Producer) -> DependencyScheduling:
         """The DAG scheduler, fed the reports from now on."""
-        with assertion_rewriting_paused():  # see plugin.py: loaded only where it runs
-            from .scheduling import DependencyScheduling
-        self.sched = DependencyScheduling(config, log, self)
+        self.sched = scheduling.DependencyScheduling(config, log, self)
         if self.stall_seconds > 0:
             self.watch = StallWatch(self.stall_seconds, self._stall_report, self._write_stall)
         return self.sched
@@ -187,16 +191,20 @@ class DagController:
             other.shutdown()
         raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
 
-    # Two hook implementations rather than one wrapper: this runs for every
-    # report, and a plain call costs pluggy less than a wrapper's generator.
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         # Dispatch before any other plugin handles the report: a dependent
         # starts sooner.
         if self.sched is not None:
             self.sched.on_report(report, emit=False)
         if self.watch is not None:
             self.watch.beat()
+        result = yield
+        # Report skips only after every other plugin handled the report: the
+        # prerequisite's own line comes first in every output.
+        if self.sched is not None:
+            self.sched.emit_skips()
+        return result
 
     def pytest_runtest_logstart(self) -> None:
         # Counted from the first test on: collecting and starting the workers
@@ -209,14 +217,6 @@ class DagController:
                     self.watch = None  # a run left to plain xdist is not watched
                 else:
                     watch.start()
-
-    # (pytest registers only methods named pytest_*: hence the name.)
-    @pytest.hookimpl(trylast=True, specname="pytest_runtest_logreport")
-    def pytest_runtest_logreport_then_skips(self, report: pytest.TestReport) -> None:
-        # Report skips only after every other plugin handled the report: the
-        # prerequisite's own line comes first in every output.
-        if self.sched is not None:
-            self.sched.emit_skips()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -274,13 +274,10 @@ class DagController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.sched is not None and self.sched.run is not None:
-            with assertion_rewriting_paused():  # loaded with the DAG scheduler already
-                from ..glue.dag_fixture import write_published
-                from ..glue.dag_run import write_summary
-            write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
+            dag_run.write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
             if self.sched.relay is not None:
                 nodeids = self.sched.run.nodeids
-                write_published(terminalreporter, {
+                dag_fixture.write_published(terminalreporter, {
                     nodeids[i]: keys for i, keys in self.sched.relay.keys_by_test().items()})
 
 

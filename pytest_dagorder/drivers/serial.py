@@ -18,13 +18,19 @@ from ..core import wording
 from ..glue.dag_fixture import LocalResults, write_published
 from ..glue.decide import decide
 from ..glue.facts import collect_facts
-from ..glue.internals import assertion_rewriting_paused, skip_here
+from ..glue.internals import skip_here
+from ..glue.loading import Later
 from ..glue.planning import Plan, Planner
 from ..glue.settings import settings_of
 
 if TYPE_CHECKING:
+    from ..glue import dag_run, sharding, stall
     from ..glue.dag_run import DagRun
     from ..glue.stall import SerialStall
+else:
+    dag_run = Later("pytest_dagorder.glue.dag_run")
+    sharding = Later("pytest_dagorder.glue.sharding")
+    stall = Later("pytest_dagorder.glue.stall")
 
 WORKER = "serial"
 
@@ -44,22 +50,17 @@ class SerialRunner(Planner):
         # nor the shards: those modules load only for a run that does (see plugin.py).
         settings = settings_of(config)
         if settings.cuts_or_records:  # else apply changes nothing
-            with assertion_rewriting_paused():
-                from ..glue import sharding
             sharding.apply(config, plan, items)
         self.results.planned(plan, items)
         facts = collect_facts(config, plan, items, [it.nodeid for it in items],
                               affinity=settings.affinity, full=False)
         decided = decide(facts, settings, {}, driver="serial")
         self.header = decided.header
-        if decided.problems or decided.errors:
-            with assertion_rewriting_paused():
-                from ..glue.dag_run import report_problems
         if decided.errors:
             # --continue-on-collection-errors: reported, and the rest runs.
-            report_problems(config, decided.errors)
+            dag_run.report_problems(config, decided.errors)
         if decided.problems:
-            report_problems(config, decided.problems)
+            dag_run.report_problems(config, decided.problems)
             items[:] = []  # even --continue-on-collection-errors must run nothing
             return
         self.run = decided.run
@@ -74,9 +75,7 @@ class SerialRunner(Planner):
         seconds = settings_of(session.config).stall_report
         if self.run is None or seconds <= 0 or session.config.option.collectonly:
             return  # a suite that declares nothing runs as without the plugin
-        with assertion_rewriting_paused():
-            from ..glue.stall import SerialStall
-        self.stall = SerialStall(seconds, WORKER)
+        self.stall = stall.SerialStall(seconds, WORKER)
         session.config.pluginmanager.register(self.stall, "dagorder-stall")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -123,7 +122,5 @@ class SerialRunner(Planner):
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.run is not None:
-            with assertion_rewriting_paused():
-                from ..glue.dag_run import write_summary
-            write_summary(terminalreporter, self.run)
+            dag_run.write_summary(terminalreporter, self.run)
         write_published(terminalreporter, self.results.published_keys())

@@ -31,12 +31,15 @@ from ..core.published import (
 )
 from . import wording
 from .declarations import Index
-from .internals import assertion_rewriting_paused
+from .loading import Later
 from .outcome_tracker import OutcomeTracker
 from .settings import DRIVER_NAME
 
 if TYPE_CHECKING:
+    from . import dag_run
     from .planning import Plan
+else:
+    dag_run = Later("pytest_dagorder.glue.dag_run")
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of
 #: the test on the same connection, so it is normally there already; the
@@ -83,9 +86,7 @@ class LocalResults:
             universe = [] if plan is None else [*plan.items, *plan.deselected]
             self._index = Index(universe)
             self._pos = {id(it): k for k, it in enumerate(universe)}
-            with assertion_rewriting_paused():  # see plugin.py
-                from .dag_run import short_names
-            self._names = short_names([it.nodeid for it in universe])
+            self._names = dag_run.short_names([it.nodeid for it in universe])
         return self._index, self._names
 
     def name(self, item: pytest.Item) -> str:

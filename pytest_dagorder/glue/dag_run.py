@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
@@ -23,8 +23,15 @@ from . import durations
 from . import wording as glue_wording
 from .declarations import Problem
 from .internals import keep_in_lastfailed
+from .loading import Later
 from .outcome_tracker import OutcomeTracker
 from .resume import remember_blocked
+
+if TYPE_CHECKING:
+    import pytest_dagorder.migration.wording as migration_wording
+else:
+    # Only pytest-depends' fail action checks edges: its reader is loaded.
+    migration_wording = Later("pytest_dagorder.migration.wording")
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:
@@ -141,9 +148,8 @@ class DagRun:
 
     def reason(self, skip: Skip) -> str:
         if skip.failed:
-            # Only pytest-depends' fail action checks edges: its reader is loaded.
-            from ..migration.wording import foreign_failed
-            return foreign_failed(self.nodeids[skip.task], [self.nodeids[p] for p in skip.failed])
+            return migration_wording.foreign_failed(
+                self.nodeids[skip.task], [self.nodeids[p] for p in skip.failed])
         if skip.root_outcome == "deselected":
             return skip.reason + glue_wording.DESELECTED_HINT
         return skip.reason

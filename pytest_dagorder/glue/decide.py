@@ -27,18 +27,32 @@ from ..core.affinity import (
     shared_keys,
     state_groups,
 )
+from ..core.errors import DependencyError
 from . import wording as glue_wording
 from .declarations import Problem
 from .facts import Census, Facts
-from .internals import assertion_rewriting_paused
+from .loading import Later
 from .resources import resources_in_use, unused_limits
 from .settings import AffinityMode, Settings
 from .wording import edges_file_line, xdist_header
 
 if TYPE_CHECKING:
+    import pytest_dagorder.migration.wording as migration_wording
+
+    from ..core import bounds, module_runs, published
+    from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
+    from . import dag_run
     from .dag_run import DagRun
+else:
+    # Only for a run that schedules through the core (see loading.py).
+    bounds = Later("pytest_dagorder.core.bounds")
+    module_runs = Later("pytest_dagorder.core.module_runs")
+    published = Later("pytest_dagorder.core.published")
+    core_graph = Later("pytest_dagorder.core.graph")
+    dag_run = Later("pytest_dagorder.glue.dag_run")
+    migration_wording = Later("pytest_dagorder.migration.wording")
 
 #: Which driver the run is for: one process (``serial``) or xdist's workers.
 Driver = Literal["serial", "xdist"]
@@ -132,12 +146,9 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
     # declares nothing gets a run with no edges when --dag-on-failure=stop.
     if decided.problems or not (facts.graph or settings.on_failure == "stop"):
         return
-    with assertion_rewriting_paused():  # see plugin.py: only for a run that schedules
-        from .dag_run import DagRun
-
     n = len(facts.ids)
     graph = _graph(facts, {k: a for k, a in enumerate(facts.after) if a}, {})
-    run = decided.run = DagRun(graph, [*facts.ids, *facts.outside], n_run=n,
+    run = decided.run = dag_run.DagRun(graph, [*facts.ids, *facts.outside], n_run=n,
                                on_failure=settings.on_failure, history=settings.explain)
     run.whole = decided.whole
     header = decided.header
@@ -153,22 +164,13 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
 def _graph(facts: Facts, chained: Mapping[int, Sequence[int]],
            known: Mapping[int, float]) -> Graph:
     """The graph the core runs: the declared edges and ``chained`` ones (after-edges)."""
-    with assertion_rewriting_paused():
-        from ..core.graph import Graph
-
     n = len(facts.ids) + len(facts.outside)
     requires: Sequence[Sequence[int]] = facts.requires if facts.graph else [()] * n
-    return Graph.of_positions(requires, after=chained, durations=known)
+    return core_graph.Graph.of_positions(requires, after=chained, durations=known)
 
 
 def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mapping[str, float],
            dist: str, workers: int, unused: list[str]) -> None:
-    with assertion_rewriting_paused():  # see plugin.py
-        from ..core.errors import DependencyError
-        from ..core.module_runs import forced_returns
-        from ..core.published import Relay
-        from .dag_run import DagRun
-
     n = len(facts.ids)
     nodeids = [*facts.ids, *facts.outside]
     notes = decided.notes
@@ -218,7 +220,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     # Module runs: deselected prerequisites (past the run) never start.
     keeps = facts.module_fixtures
     modules = [*facts.module_scopes, *[None] * (len(graph) - n)] if any(keeps) else None
-    run = DagRun(graph, nodeids, n_run=n, on_failure=settings.on_failure,
+    run = dag_run.DagRun(graph, nodeids, n_run=n, on_failure=settings.on_failure,
                  groups=groups, locality=mode != "none",
                  resources=resources, limits=settings.limits, exclusive=alone,
                  checks=dict(facts.fail_checks), modules=modules,
@@ -232,7 +234,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if any(facts.dag_users):
         outcome = run.machine.outcome
         decided.dag_users = facts.dag_users
-        decided.relay = Relay(graph.requires, lambda i: outcome[i] == "passed")
+        decided.relay = published.Relay(graph.requires, lambda i: outcome[i] == "passed")
     header = decided.header
     header.append(xdist_header(
         n, graph.edge_count, graph.longest_chain(), mode,
@@ -240,15 +242,13 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     header += note_lines(facts)
     runs = run.machine.runs
     if runs is not None and graph.edge_count:
-        split = forced_returns(graph, runs.module, runs.keeps)
+        split = module_runs.forced_returns(graph, runs.module, runs.keeps)
         if split:
             names = {number: name for name, number in zip(modules or (), runs.module,
                                                               strict=False)}
             header.append(wording.module_returns_header([str(names[m]) for m in split]))
     if chains:
-        # Not at the top: the migration package imports the glue.
-        from ..migration.wording import runtime_depends_header
-        header.append(runtime_depends_header(len(chains)))
+        header.append(migration_wording.runtime_depends_header(len(chains)))
     if whole:
         header.append(wording.kept_whole_header(dist, len(whole), [
             label.removeprefix(f"{DOCUMENT} ") for label in whole if label.startswith(DOCUMENT)]))
@@ -320,9 +320,6 @@ def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[
 
 def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
     """What the affinity groups hold and, from recorded durations, cost; how to lift it."""
-    with assertion_rewriting_paused():
-        from ..core.bounds import bounds
-
     groups = run.machine.groups
     held = sum(len(members) for members in groups)
     cost: tuple[float, float, float] | None = None
@@ -333,7 +330,7 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
         g = run.graph
         edges = [(p, i) for i in range(n) for p in (*g.requires[i], *g.after[i]) if p < n]
         label = {i: k for k, members in enumerate(groups) for i in members}
-        b = bounds(took, edges, label, workers)
+        b = bounds.bounds(took, edges, label, workers)
         cost = (b.cost, b.grouped_bound, b.bound)
     return glue_wording.groups_header(len(groups), held, run.n_run, cost)
 

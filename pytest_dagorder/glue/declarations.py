@@ -17,13 +17,23 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from ..core import wording
-from .internals import assertion_rewriting_paused, wide_fixtures
+from .internals import wide_fixtures
+from .loading import Later
 from .markers import DEPENDS_ON, RUN_AFTER
+
+if TYPE_CHECKING:
+    import pytest_dagorder.migration.wording as migration_wording
+
+    from ..core import graph as core_graph
+else:
+    core_graph = Later("pytest_dagorder.core.graph")  # only where a cycle may be
+    # Only pytest-dependency's reader gives lenient edges: the migration layer is loaded.
+    migration_wording = Later("pytest_dagorder.migration.wording")
 
 
 @dataclass
@@ -481,17 +491,14 @@ def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index
     """Drop the edges of ``lenient`` (by dependent) that close a cycle, skipping
     their dependents, as pytest-dependency skips a test whose prerequisite
     has not run yet; a cycle that needs another reader's edges stays an error."""
-    with assertion_rewriting_paused():  # the graph only where a cycle may be (see plugin.py)
-        from ..core.graph import cycle_breaks
-    # Only pytest-dependency's reader gives lenient edges: the migration layer is loaded.
-    from ..migration.wording import foreign_cycle
     ids = index.ids
     edges: list[list[int]] = [lenient.get(i, []) for i in range(len(ids))]
-    for i, p, cycle in cycle_breaks(edges):
+    for i, p, cycle in core_graph.cycle_breaks(edges):
         for _ in range(edges[i].count(p)):  # a name may be given twice
             res.requires[i].remove(p)
         if i not in res.skips:
-            res.skips[i] = foreign_cycle(index.items[i].name, ids[p], [ids[k] for k in cycle])
+            res.skips[i] = migration_wording.foreign_cycle(
+                index.items[i].name, ids[p], [ids[k] for k in cycle])
 
 
 def _resolve_mark(

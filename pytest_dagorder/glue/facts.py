@@ -28,12 +28,18 @@ from ..core.affinity import DocumentKind, document_files
 from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from .dag_fixture import uses_dag
-from .internals import assertion_rewriting_paused, requested_fixtures, wide_fixtures
+from .internals import requested_fixtures, wide_fixtures
+from .loading import Later
 from .markers import SHARES_NOTHING
 from .resources import NONE
 
 if TYPE_CHECKING:
+    from ..core import state_writes
+    from . import sharding
     from .planning import EdgesFileNote, Plan, ShardNote
+else:
+    state_writes = Later("pytest_dagorder.core.state_writes")  # see loading.py
+    sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
 
 Location = tuple[str, int | None, str]
 
@@ -304,10 +310,8 @@ def state_facts(items: Sequence[pytest.Item], modules: Sequence[str | None],
 
 def _writes_state(module: pytest.Module) -> bool:
     """Whether ``module``'s source writes state that outlives a test (yes if unreadable)."""
-    with assertion_rewriting_paused():  # see plugin.py
-        from ..core.state_writes import module_writes
     try:
-        found = module_writes(module.path.read_bytes())
+        found = state_writes.module_writes(module.path.read_bytes())
     except OSError:
         return True
     return found is None or found.module_state
@@ -378,10 +382,7 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             fields.update(shares_nothing=[
                 it.get_closest_marker(SHARES_NOTHING) is not None for it in planned])
     if plan is None or "xdist_group" in plan.marker_names:
-        with assertion_rewriting_paused():  # only where a test carries the mark
-            from .sharding import xdist_group
-
-        groups = [xdist_group(it) for it in planned]
+        groups = [sharding.xdist_group(it) for it in planned]
         if any(g is not None for g in groups):
             fields.update(xdist_groups=groups)
     if usage := ordering_failed(config):
@@ -412,10 +413,7 @@ def census(plan: Plan | None, planned: Sequence[pytest.Item], ids: Sequence[str]
     xdist worker says it; only one is asked for the facts)."""
     grouped = 0
     if plan is None or "xdist_group" in plan.marker_names:
-        with assertion_rewriting_paused():  # only where a test carries the mark
-            from .sharding import xdist_group
-
-        grouped = sum(xdist_group(it) is not None for it in planned)
+        grouped = sum(sharding.xdist_group(it) is not None for it in planned)
     uses = RuntimeUsers()
     return census_of(
         ids, scopes(planned, pytest.Module), scopes(planned, pytest.Class), documents(planned),

@@ -29,7 +29,6 @@ from .declarations import (
     resolve_items,
 )
 from .internals import (
-    assertion_rewriting_paused,
     collect_quietly,
     directory_nodes,
     file_in_tree,
@@ -37,6 +36,7 @@ from .internals import (
     resuming,
     undo_deselected,
 )
+from .loading import Later
 from .markers import EXCLUSIVE, RESOURCE
 from .memory import collector_paused
 from .resources import Needs, read_needs
@@ -44,7 +44,12 @@ from .resume import blocked_last_time
 from .settings import settings_of
 
 if TYPE_CHECKING:
+    from ..core import graph as core_graph
     from ..core.graph import Graph
+    from . import edges_file
+else:
+    core_graph = Later("pytest_dagorder.core.graph")
+    edges_file = Later("pytest_dagorder.glue.edges_file")
 
 #: The edges file: (its path, whether it exists, edges and resources it
 #: added, entries naming tests not collected here).
@@ -158,14 +163,12 @@ def make_plan(
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
         return Plan(list(selected), None, skips=skips, universe=universe)
-    with assertion_rewriting_paused():  # the graph only where a test declares (see plugin.py)
-        from ..core.graph import Graph, prerequisites_of
     n_sel = len(selected)
     run = list(range(n_sel))
     if broken:
         run = _leave_out(universe, res, frozenset(broken), run)
     if with_prerequisites:
-        run = sorted(set(run) | prerequisites_of(run, res.requires, res.after))
+        run = sorted(set(run) | core_graph.prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
     # Deselected direct prerequisites of the run: settled before anything runs.
     outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
@@ -198,7 +201,7 @@ def make_plan(
         # that did resolve are reported in the same run.  Graph ids are
         # positions (node ids may repeat, with --keep-duplicates); names
         # come from plan.nodeids.
-        graph = Graph.of_positions(
+        graph = core_graph.Graph.of_positions(
             [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
             after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
             stable=True,  # its topo is read below
@@ -422,9 +425,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     settings = settings_of(config)
     edges_note: EdgesFileNote | None = None
     if settings.edges_path is not None:  # the file's entries become markers, read below
-        with assertion_rewriting_paused():
-            from .edges_file import apply
-        edges_note = apply(settings.edges_path, collected)
+        edges_note = edges_file.apply(settings.edges_path, collected)
     # One walk over every test's markers; what no test carries is not read.
     census = MarkerCensus([*collected, *items])
     order_sorted = migration.sorted_by_pytest_order(config, items)

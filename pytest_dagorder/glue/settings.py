@@ -12,12 +12,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import pytest
 
 from ..core.states import FAILURE_POLICIES, FailurePolicy
-from .internals import assertion_rewriting_paused, ini_keys
+from .internals import ini_keys
+from .loading import Later
+
+if TYPE_CHECKING:
+    from ..core import shards
+    from . import wording as glue_wording
+else:
+    shards = Later("pytest_dagorder.core.shards")
+    glue_wording = Later("pytest_dagorder.glue.wording")
 
 #: Which tests must share a worker (see affinity.py): every chain along which
 #: a dependent may read process state (inside a module, or across modules
@@ -218,13 +226,10 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
     spec = config.getoption("dag_shard", None)
     shard = None
     if spec is not None:
-        with assertion_rewriting_paused():  # see plugin.py: loaded only for --dag-shard
-            from ..core.shards import ShardSpecError, parse_spec
         try:
-            shard = parse_spec(str(spec))
-        except ShardSpecError as exc:
-            from .wording import shard_spec_invalid
-            raise pytest.UsageError(shard_spec_invalid(exc.spec)) from None
+            shard = shards.parse_spec(str(spec))
+        except shards.ShardSpecError as exc:
+            raise pytest.UsageError(glue_wording.shard_spec_invalid(exc.spec)) from None
     return {"durations_path": path, "store_durations": store, "shard": shard}
 
 

@@ -19,12 +19,16 @@ import pytest
 from ..core.graph import Graph
 from ..migration.runtime import RuntimeUsers
 from . import durations
-from .internals import assertion_rewriting_paused, count_deselected
+from .internals import count_deselected
+from .loading import Later
 from .planning import Plan
 from .settings import settings_of
 
 if TYPE_CHECKING:
+    from ..core import shards
     from ..core.shards import Partition
+else:
+    shards = Later("pytest_dagorder.core.shards")
 
 #: Set where ``--dag-shard`` left this process's part empty (see :func:`settle_exit_status`).
 EMPTY_PART = pytest.StashKey[bool]()
@@ -81,18 +85,16 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     g = plan.graph
     if shard is None or g is None:
         return
-    with assertion_rewriting_paused():  # only for --dag-shard (see plugin.py)
-        from ..core.shards import partition, weights
     k, n = shard
     universe = plan.universe or list(items)
     links = plan.links or [()] * len(universe)
     ids = [it.nodeid for it in universe]
     basis = durations.split_basis(config)
     recorded = basis.durations
-    split = partition(ids, links, [()] * len(universe), n,
-                      labels=labels(plan, universe), recorded=recorded)
+    split = shards.partition(ids, links, [()] * len(universe), n,
+                             labels=labels(plan, universe), recorded=recorded)
     part_of = {id(it): p for it, p in zip(universe, split.part, strict=True)}
-    w = dict(zip((id(it) for it in universe), weights(ids, recorded), strict=True))
+    w = dict(zip((id(it) for it in universe), shards.weights(ids, recorded), strict=True))
     run = len(items)
     # Each test runs in the part of its component; a test the universe lacks
     # (not collected by this process) stays in the first part, where every

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -25,9 +25,14 @@ from ..core.wording import plural
 from ..render import graph_export, timeline
 from ..render.graph_export import Edge, Node
 from ..render.timeline import Interval, Skipped
-from .internals import assertion_rewriting_paused
+from .loading import Later
 from .outcome_tracker import OutcomeTracker
 from .settings import DRIVER_NAME, settings_of
+
+if TYPE_CHECKING:
+    from . import edges_file
+else:
+    edges_file = Later("pytest_dagorder.glue.edges_file")
 
 PLUGIN_NAME: Final = "dagorder-visuals"
 MARKER_RESOURCE: Final = "dag_resource"
@@ -339,9 +344,7 @@ class Visuals:
         edges = graph_export.edges_of(view.requires, view.after)
         path = self.edges_path
         if path is not None:
-            with assertion_rewriting_paused():
-                from .edges_file import edge_pairs
-            edges = graph_export.from_file(edges, nodes, edge_pairs(path))
+            edges = graph_export.from_file(edges, nodes, edges_file.edge_pairs(path))
         return nodes, edges
 
     def _node(self, nid: str, group: str | None, core_outcome: str | None,

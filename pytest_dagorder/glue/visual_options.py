@@ -6,11 +6,16 @@ Every process defines the options; only a run that asks for a file loads
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .internals import assertion_rewriting_paused
+from .loading import Later
+
+if TYPE_CHECKING:
+    from . import visual
+else:
+    visual = Later("pytest_dagorder.glue.visual")
 
 
 def addoption(group: Any) -> None:
@@ -39,6 +44,4 @@ def configure(config: pytest.Config) -> None:
         return  # the controller writes; workers only re-parse the same options
     if not (config.getoption("dag_graph") or config.getoption("dag_timeline")):
         return
-    with assertion_rewriting_paused():  # see plugin.py
-        from . import visual
     visual.configure(config)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..glue.internals import assertion_rewriting_paused
+from ..glue.loading import Later
 from ..glue.settings import GROUP
 from .dependency_names import MARK as DEPENDENCY_MARK
 from .dependency_names import dependency_defines_options, depends_defines_options
@@ -30,8 +30,15 @@ from .takeover import DEPENDS_ACTIONS, SORTING_PLUGIN, Takeover
 if TYPE_CHECKING:
     from ..glue.declarations import ForeignReader
     from ..glue.settings import Settings
+    from . import common, dependency, depends, order, sorting
     from .depends import DependsActions
     from .sorting import OrderSorting
+else:  # each only where a test carries its plugin's marker, or the plugin was taken over
+    common = Later("pytest_dagorder.migration.common")
+    dependency = Later("pytest_dagorder.migration.dependency")
+    depends = Later("pytest_dagorder.migration.depends")
+    order = Later("pytest_dagorder.migration.order")
+    sorting = Later("pytest_dagorder.migration.sorting")
 
 __all__ = [
     "ORDER_MARK",
@@ -130,20 +137,17 @@ def configure(config: pytest.Config) -> None:
     takeover.take_over(config)
     # Blocked before its configure, pytest-order registers no marker line:
     # ours says whose marker it is, as its own line did.
-    order = ORDER_MARKER + (" Provided by pytest-order." if "pytest-order" in takeover.taken
-                            else "")
-    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, order):
+    order_line = ORDER_MARKER + (" Provided by pytest-order." if "pytest-order" in takeover.taken
+                                 else "")
+    for line in (DEPENDENCY_MARKER, DEPENDS_MARKER, order_line):
         config.addinivalue_line("markers", line)
     config.pluginmanager.register(RuntimeDepends(), RuntimeDepends.NAME)
     if "pytest-order" in takeover.taken:
-        with assertion_rewriting_paused():
-            from .sorting import register as register_sorting
-        register_sorting(config)
+        sorting.register(config)
     if "pytest-depends" in takeover.taken or (
             not depends_defines_options(config.pluginmanager) and _depends_options_used(config)):
-        with assertion_rewriting_paused():
-            from .depends import DependsActions
-        config.pluginmanager.register(DependsActions(config), DependsActions.NAME)
+        config.pluginmanager.register(depends.DependsActions(config),
+                                      depends.DependsActions.NAME)
     config.pluginmanager.register(UnknownNames(), UnknownNames.NAME)
 
 
@@ -168,19 +172,15 @@ def _sorting(config: pytest.Config) -> OrderSorting | None:
     """pytest-order's sorter, registered only where pytest-order was taken over."""
     if not config.pluginmanager.has_plugin(SORTING_PLUGIN):
         return None
-    with assertion_rewriting_paused():
-        from .sorting import sorting
-    return sorting(config)
+    return sorting.sorting(config)
 
 
 def _depends_actions(config: pytest.Config) -> DependsActions | None:
     """pytest-depends' actions, registered only where pytest-depends was taken over."""
     if not config.pluginmanager.has_plugin(DEPENDS_ACTIONS):
         return None
-    with assertion_rewriting_paused():
-        from .depends import DependsActions
-    actions = config.pluginmanager.get_plugin(DependsActions.NAME)
-    return actions if isinstance(actions, DependsActions) else None
+    actions = config.pluginmanager.get_plugin(depends.DependsActions.NAME)
+    return actions if isinstance(actions, depends.DependsActions) else None
 
 
 def ordering_failed(config: pytest.Config) -> str | None:
@@ -204,9 +204,7 @@ def sorted_by_pytest_order(config: pytest.Config, items: list[pytest.Item]) -> b
 
 def apply_ordinals(items: list[pytest.Item]) -> list[pytest.Item]:
     """pytest-order's ordinals applied (see :func:`.order.apply_ordinals`)."""
-    with assertion_rewriting_paused():
-        from .order import apply_ordinals as apply
-    return apply(items)
+    return order.apply_ordinals(items)
 
 
 def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, int, str]]:
@@ -215,9 +213,7 @@ def reader_warnings(found: tuple[ForeignReader, ...]) -> list[tuple[str, str, in
     (text, file, line, node id)."""
     if not found:
         return []
-    with assertion_rewriting_paused():
-        from .common import Reader
-    return [text for r in found if isinstance(r, Reader) for text in r.warnings]
+    return [text for r in found if isinstance(r, common.Reader) for text in r.warnings]
 
 
 def readers(config: pytest.Config, settings: Settings, markers: Collection[str], *,
@@ -228,15 +224,12 @@ def readers(config: pytest.Config, settings: Settings, markers: Collection[str],
     :func:`~pytest_dagorder.glue.declarations.resolve_items`).
     """
     found: list[ForeignReader] = []
-    with assertion_rewriting_paused():
-        if DEPENDENCY_MARK in markers:
-            from .dependency import DependencyReader
-            found.append(DependencyReader(automark=settings.automark_dependency,
-                                          ignore_unknown=settings.ignore_unknown_dependency))
-        if DEPENDS_MARK in markers:
-            from .depends import DependsReader
-            found.append(DependsReader(_depends_actions(config)))
-        if ORDER_MARK in markers:
-            from .order import OrderReader
-            found.append(OrderReader(sorted_by_pytest_order=order_sorted))
+    if DEPENDENCY_MARK in markers:
+        found.append(dependency.DependencyReader(
+            automark=settings.automark_dependency,
+            ignore_unknown=settings.ignore_unknown_dependency))
+    if DEPENDS_MARK in markers:
+        found.append(depends.DependsReader(_depends_actions(config)))
+    if ORDER_MARK in markers:
+        found.append(order.OrderReader(sorted_by_pytest_order=order_sorted))
     return tuple(found)
