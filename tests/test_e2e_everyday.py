@@ -418,11 +418,13 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"{len(loaded)} loaded, rewritten: {sorted(rewritten - EARLY)}")
 """
 
-#: What loads before the plugin can pause the rewriter: the package and the
-#: module that pauses it (both rewritten, as any plugin's modules are).
+#: What loads before the plugin can pause the rewriter: the package (with the
+#: loader its public names go through) and the module that pauses it (all
+#: rewritten, as any plugin's modules are).
 EARLY = """
 EARLY = {"pytest_dagorder.plugin", "pytest_dagorder.core", "pytest_dagorder.core.errors",
-         "pytest_dagorder.glue", "pytest_dagorder.glue.internals"}
+         "pytest_dagorder.glue", "pytest_dagorder.glue.internals",
+         "pytest_dagorder.glue.loading"}
 """
 
 
