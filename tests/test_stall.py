@@ -1,6 +1,6 @@
 """Never hang silently: ``--dag-stall-report`` says which test each worker runs, and where it waits.
 
-The stuck test here sleeps a few times the report's delay and then passes:
+The stuck test here sleeps four times the report's delay and then passes:
 the report must come while it sleeps, name the worker, the test and the
 line it waits on, come once, and leave the run to end as it would.
 """
@@ -14,7 +14,9 @@ from helpers import base_args, make_modules, runpytest
 
 TIMEOUT = 120
 
-#: A chain whose second test sleeps past the report's delay (1 s), then passes.
+#: A chain whose second test sleeps past the report's delay (1 s), then passes: the
+#: report comes within two delays (one more if the worker's dump is late), and
+#: the rest of the sleep is where a second report would show.
 STUCK = """
     def test_first():
         mark("test_first")
@@ -22,7 +24,7 @@ STUCK = """
 
     @depends_on("test_first")
     def test_stuck():
-        time.sleep(6)  # the line the stack shows
+        time.sleep(4)  # the line the stack shows
 
 
     def test_other():
@@ -34,7 +36,7 @@ HEAD = "stall (pytest-dagorder)"
 
 def stuck_line(pytester: pytest.Pytester) -> int:
     lines = (pytester.path / "test_m.py").read_text().splitlines()
-    return next(n for n, text in enumerate(lines, 1) if "time.sleep(6)" in text)
+    return next(n for n, text in enumerate(lines, 1) if "time.sleep(4)" in text)
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -84,7 +86,7 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
     @pytest.mark.xdist_group("one")
     @depends_on("test_first")
     def test_stuck():
-        time.sleep(6)  # the line the stack shows
+        time.sleep(4)  # the line the stack shows
 
 
     def test_other():
@@ -152,7 +154,8 @@ def test_a_stuck_test_run_serially_is_reported_once_with_its_stack(
 def test_a_suite_that_declares_nothing_is_not_watched(
         pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
     make_modules(pytester, test_m=STUCK.replace('@depends_on("test_first")', ""))
+    why = "" if args else "the serial report goes to descriptor 2"
     result = runpytest(pytester, *base_args(), *args, "--dag-stall-report=1",
-                       timeout=TIMEOUT, own_process="the serial report goes to descriptor 2")
+                       timeout=TIMEOUT, own_process=why)
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str() + result.stderr.str()
