@@ -68,6 +68,8 @@ class DagTester:
         self.mode_args = tuple(xdist) if mode == "xdist" and xdist else MODE_ARGS[mode]
         self.cache = cache
         self.timeout = timeout
+        #: Why every run of this test needs a process of its own ("": none do).
+        self.own_process = ""
         if ini is not None:
             self.ini(ini)
 
@@ -96,7 +98,7 @@ class DagTester:
         cache = self.cache if cache is None else cache
         return runpytest(self.pytester, *base_args(cache=cache), *self.mode_args, *self.args,
                          *args, timeout=self.timeout if timeout is None else timeout,
-                         own_process=own_process)
+                         own_process=own_process or self.own_process)
 
     def ran(self) -> dict[str, Ran]:
         """The test bodies that ran (``helpers.read_log``)."""
