@@ -90,13 +90,15 @@ class DagTester:
         make_modules(self.pytester, **modules)
 
     def run(self, *args: str, timeout: float | None = None, own_process: str = "",
-            cache: bool | None = None, keep_log: bool = False) -> pytest.RunResult:
-        """An inner run in this test's mode (``helpers.runpytest``); :meth:`ran`
-        then tells what ran in this run only, unless ``keep_log``."""
+            cache: bool | None = None, keep_log: bool = False,
+            mode: str | None = None) -> pytest.RunResult:
+        """An inner run in this test's mode, or in ``mode`` (``helpers.runpytest``);
+        :meth:`ran` then tells what ran in this run only, unless ``keep_log``."""
         if not keep_log:
             (self.path / LOG_NAME).unlink(missing_ok=True)
         cache = self.cache if cache is None else cache
-        return runpytest(self.pytester, *base_args(cache=cache), *self.mode_args, *self.args,
+        mode_args = self.mode_args if mode is None else MODE_ARGS[mode]
+        return runpytest(self.pytester, *base_args(cache=cache), *mode_args, *self.args,
                          *args, timeout=self.timeout if timeout is None else timeout,
                          own_process=own_process or self.own_process)
 
