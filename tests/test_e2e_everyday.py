@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
+from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest
 from support.dagtester import DagTester
 
 from pytest_dagorder.glue.dag_run import short_names
@@ -246,7 +246,7 @@ def test_non_ascii_ids_are_targets_in_both_spellings(
 ) -> None:
     ini = ("disable_test_id_escaping_and_forfeit_all_rights_to_community_support = true\n"
            if escaping == "raw" else "")
-    write_ini(pytester, ini)
+    dagtester.ini(ini)
     make_modules(pytester, test_u=UNICODE_IDS)
     result = dagtester.run("-rs")
     result.assert_outcomes(passed=2, failed=1, skipped=2)

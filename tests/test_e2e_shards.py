@@ -19,7 +19,6 @@ from helpers import (
     read_junit,
     read_log,
     runpytest,
-    write_ini,
 )
 from support.dagtester import DagTester
 
@@ -240,7 +239,7 @@ def recorded(path: Path) -> dict[str, float]:
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_stored_durations_merge_and_forget_only_after_a_whole_run(
         pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
-    write_ini(pytester, "dag_durations = ci/durations.json\n")
+    dagtester.ini("dag_durations = ci/durations.json\n")
     make_modules(pytester, test_m="""
         def test_slow():
             mark("slow", 0.2)
