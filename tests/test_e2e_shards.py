@@ -420,8 +420,11 @@ def loop(pytester: pytest.Pytester, parts: int, *args: str, order: list[int] | N
     return ran_lines(pytester)
 
 
-@pytest.mark.parametrize("parts", [2, 3, 5])
-@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+# Which part a test belongs to is decided the same way for any number of
+# parts: under xdist the most parts are enough to show the workers agree.
+@pytest.mark.parametrize(("mode", "parts"), [
+    ([], 2), ([], 3), ([], 5), (["-n", "2"], 5)], ids=["serial-2", "serial-3", "serial-5",
+                                                       "xdist-5"])
 def test_parts_run_one_after_another_in_one_checkout_run_every_test_once(
         pytester: pytest.Pytester, dagtester: DagTester, mode: list[str], parts: int) -> None:
     make_modules(pytester, **LOOP_SUITE)
