@@ -1,4 +1,4 @@
-"""The takeover keeps each original's semantics and options (issue: their own suites pass).
+"""The takeover keeps each original's semantics and options (their own suites pass).
 
 Every scenario runs serially and under ``-n 2`` with the same outcomes; the
 real pytest-dependency, pytest-depends and pytest-order are needed (the

@@ -281,7 +281,7 @@ def test_the_header_flags_and_deselected_count_travel_from_worker_to_controller(
         dataclasses.replace(payload, header=(), whole=False))
 
 
-def test_the_header_line_reads_as_the_issue_wrote_it() -> None:
+def test_the_header_line_reads_as_documented() -> None:
     from pytest_dagorder.core import wording
 
     assert wording.shard_header(2, 4, 1234, 5000, 192.0, None) == (
