@@ -12,9 +12,11 @@ A test runs in both modes unless marked ``@pytest.mark.dag_modes("serial")``
 
 The ``dagtester`` marker (on a module, class or test; the closest wins per
 keyword) sets up what every run of the test shares: ``ini`` (lines added to
-the ini; None: no ini file), ``args`` (options of every run), ``xdist`` (the options of the
-``xdist`` mode instead of ``-n 2``), ``cache`` (pytest's cache on) and
-``timeout``.
+the ini; None: no ini file), ``args`` (options of every run), ``xdist`` (the
+options of the ``xdist`` mode instead of ``-n 2``), ``cache`` (pytest's cache
+on) and ``timeout``.  A test that needs another ini part-way calls
+:meth:`DagTester.ini`.  Each run starts a fresh log of the test bodies
+that ran (:meth:`DagTester.ran`) unless it is told to keep it.
 """
 
 from __future__ import annotations
