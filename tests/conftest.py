@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from helpers import write_ini
-from support.dagtester import MODES, DagTester
-
-#: Marks a test that runs in only some modes: ``@pytest.mark.dag_modes("serial")``.
-DAG_MODES = "dag_modes"
+from support.dagtester import DAG_MODES, MODES, SETUP, SETUP_KEYWORDS, DagTester, setup_of
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{DAG_MODES}(*modes): the modes (serial, xdist) dagtester runs the test in")
+        "markers", f"{DAG_MODES}(*modes): the modes (serial, xdist, xdist4, own) dagtester "
+        "runs the test in")
+    config.addinivalue_line(
+        "markers", f"{SETUP}({', '.join(SETUP_KEYWORDS)}): what every dagtester run of the "
+        "test shares")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -24,5 +24,4 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def dagtester(pytester: pytest.Pytester, request: pytest.FixtureRequest) -> DagTester:
-    write_ini(pytester)
-    return DagTester(pytester, request.param)
+    return DagTester(pytester, request.param, **setup_of(request.node))

@@ -265,17 +265,6 @@ def free_tests(n: int, seconds: float = 0.05) -> str:
     return "\n".join(f"def test_free{k}():\n    mark('free{k}', {seconds})\n\n" for k in range(n))
 
 
-def run_suite(pytester: pytest.Pytester, suite: dict[str, str], *args: str,
-              passed: int, timeout: float = 180.0) -> pytest.RunResult:
-    """Write ``suite`` (see :func:`make_modules`), run it with ``args`` (see
-    :func:`runpytest`) and check that its ``passed`` tests all passed."""
-    write_ini(pytester)
-    make_modules(pytester, **suite)
-    result = runpytest(pytester, *base_args(), *args, timeout=timeout)
-    result.assert_outcomes(passed=passed)
-    return result
-
-
 def assert_after(ran: dict[str, Ran], edges: list[tuple[str, str]]) -> None:
     """Each (prerequisite, dependent): the dependent started after the prerequisite ended."""
     for pre, dep in edges:
@@ -314,21 +303,9 @@ def read_junit(path: Path) -> tuple[dict[str, JunitCase], int]:
     return out, len(cases)
 
 
-#: Where :func:`run_in_mode` writes the JUnit XML that :func:`outcomes` reads.
+#: The JUnit XML file a run given ``--junitxml=out.xml`` writes
+#: (``DagTester.outcomes`` reads it).
 JUNIT_NAME = "out.xml"
-
-
-def run_in_mode(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    """An inner run serially (``mode`` "serial": ``-p no:xdist``) or under ``-n 2``
-    ("xdist"), with ``-rs`` and a JUnit XML file for :func:`outcomes`."""
-    extra = ["-p", "no:xdist"] if mode == "serial" else ["-n", "2"]
-    return runpytest(pytester, *base_args(), "-rs", f"--junitxml={JUNIT_NAME}", *extra, *args)
-
-
-def outcomes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
-    """(outcome, message) by :func:`junit_key` of the last :func:`run_in_mode`."""
-    cases, _ = read_junit(pytester.path / JUNIT_NAME)
-    return {k: (c.outcome, c.message) for k, c in cases.items()}
 
 
 def outputs_under_hash_seeds(script: str) -> list[Any]:

@@ -1,4 +1,4 @@
-"""The takeover keeps each original's semantics and options (issue: their own suites pass).
+"""The takeover keeps each original's semantics and options (their own suites pass).
 
 Every scenario runs serially and under ``-n 2`` with the same outcomes; the
 real pytest-dependency, pytest-depends and pytest-order are needed (the
@@ -16,12 +16,9 @@ from helpers import (
     base_args,
     junit_key,
     make_modules,
-    outcomes,
     read_log,
-    run_in_mode,
 )
-
-MODES = ["serial", "xdist"]
+from support.dagtester import MODES, DagTester
 
 pytestmark = [
     pytest.mark.skipif(
@@ -30,12 +27,15 @@ pytestmark = [
         reason="needs pytest-dependency, pytest-depends and pytest-order (the test extra)"),
     # The takeover of the installed originals is what this module tests.
     pytest.mark.autoload,
+    # Suites as their authors left them (no ini); each run writes the JUnit XML
+    # :func:`check` reads.
+    pytest.mark.dagtester(ini=None, args=("-rs", "--junitxml=out.xml")),
 ]
 
 
-def check(pytester: pytest.Pytester, expected: dict[str, str]) -> None:
+def check(dagtester: DagTester, expected: dict[str, str]) -> None:
     """``expected``: node id -> outcome, or ``outcome:<part of the message>``."""
-    got = outcomes(pytester)
+    got = dagtester.outcomes()
     for nodeid, want in expected.items():
         outcome, message = got[junit_key(nodeid)]
         kind, _, part = want.partition(":")
@@ -86,13 +86,12 @@ class TestK:
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_unknown_names_skip_the_dependent_and_are_listed(
-        pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_u=UNKNOWN)
-    result = run_in_mode(pytester, mode)
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_u=UNKNOWN)
+    result = dagtester.run()
     assert result.ret == 0
-    check(pytester, {
+    check(dagtester, {
         "test_u.py::test_a": "passed",
         "test_u.py::test_b": "skipped:test_b depends on 'test_typo', which names no test",
         "test_u.py::test_base": "skipped:test_base depends on 'test_p'",
@@ -104,13 +103,12 @@ def test_unknown_names_skip_the_dependent_and_are_listed(
     result.stdout.fnmatch_lines([
         "dagorder: tests were skipped for names that match no test: "
         "*'test_typo'*'nothing_here'*"])
-    assert sorted(read_log(pytester)) == ["a", "d", "m", "p1", "p2"]
+    assert sorted(dagtester.ran()) == ["a", "d", "m", "p1", "p2"]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_dependency_options(pytester: pytest.Pytester, mode: str) -> None:
+def test_dependency_options(dagtester: DagTester) -> None:
     """pytest-dependency's automark_dependency and --ignore-unknown-dependency."""
-    make_modules(pytester, test_auto="""
+    dagtester.modules(test_auto="""
         def test_plain():
             mark("plain")
 
@@ -118,29 +116,28 @@ def test_dependency_options(pytester: pytest.Pytester, mode: str) -> None:
         def test_dependent():
             mark("dependent")
         """)
-    run_in_mode(pytester, mode)  # test_plain is not marked: skipped, as there
-    check(pytester, {"test_auto.py::test_dependent": "skipped:not marked"})
-    run_in_mode(pytester, mode, "-o", "automark_dependency=true")
-    check(pytester, {"test_auto.py::test_dependent": "passed"})
-    run_in_mode(pytester, mode, "--ignore-unknown-dependency")
-    check(pytester, {"test_auto.py::test_dependent": "passed"})
-    run_in_mode(pytester, mode, "-k", "dependent", "-o", "automark_dependency=true")
-    check(pytester, {"test_auto.py::test_dependent": "skipped:test_plain"})
-    run_in_mode(pytester, mode, "-k", "dependent", "--ignore-unknown-dependency")
-    check(pytester, {"test_auto.py::test_dependent": "passed"})
+    dagtester.run()  # test_plain is not marked: skipped, as there
+    check(dagtester, {"test_auto.py::test_dependent": "skipped:not marked"})
+    dagtester.run("-o", "automark_dependency=true")
+    check(dagtester, {"test_auto.py::test_dependent": "passed"})
+    dagtester.run("--ignore-unknown-dependency")
+    check(dagtester, {"test_auto.py::test_dependent": "passed"})
+    dagtester.run("-k", "dependent", "-o", "automark_dependency=true")
+    check(dagtester, {"test_auto.py::test_dependent": "skipped:test_plain"})
+    dagtester.run("-k", "dependent", "--ignore-unknown-dependency")
+    check(dagtester, {"test_auto.py::test_dependent": "passed"})
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_depends_on_stays_strict(pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_s="""
+def test_depends_on_stays_strict(dagtester: DagTester) -> None:
+    dagtester.modules(test_s="""
         @depends_on("test_typo")
         def test_x():
             mark("x")
         """)
-    result = run_in_mode(pytester, mode)
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*target 'test_typo' matches no collected test*"])
-    assert read_log(pytester) == {}
+    assert dagtester.ran() == {}
 
 
 # -- pytest-depends' options ---------------------------------------------------------
@@ -160,29 +157,27 @@ def test_missing():
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("failed", "missing", "foo", "miss"), [
     ("skip", "skip", "skipped:prerequisite test_bar failed", "skipped:which names no test"),
     ("run", "run", "passed", "passed"),
     ("fail", "fail", "failed:test_d.py::test_foo depends on test_d.py::test_bar",
      "failed:test_d.py::test_missing depends on baz, which was not found"),
 ])
-def test_depends_actions(pytester: pytest.Pytester, mode: str, failed: str, missing: str,
+def test_depends_actions(dagtester: DagTester, failed: str, missing: str,
                          foo: str, miss: str) -> None:
-    make_modules(pytester, test_d=DEPENDS)
-    run_in_mode(pytester, mode, f"--failed-dependency-action={failed}",
+    dagtester.modules(test_d=DEPENDS)
+    dagtester.run(f"--failed-dependency-action={failed}",
         f"--missing-dependency-action={missing}")
-    check(pytester, {"test_d.py::test_bar": "failed", "test_d.py::test_foo": foo,
+    check(dagtester, {"test_d.py::test_bar": "failed", "test_d.py::test_foo": foo,
                      "test_d.py::test_missing": miss})
     if failed == "run":
-        assert_after(read_log(pytester), [("bar", "foo")])
+        assert_after(dagtester.ran(), [("bar", "foo")])
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_depends_fail_action_sees_every_outcome(pytester: pytest.Pytester, mode: str) -> None:
+def test_depends_fail_action_sees_every_outcome(dagtester: DagTester) -> None:
     """Prerequisites in other modules (under -n: test_foo runs where test_slow ran,
     test_bar failed on the other worker), and a dependent of a failed dependent."""
-    make_modules(pytester, test_a="""
+    dagtester.modules(test_a="""
         def test_bar():
             mark("bar")
             assert False
@@ -198,21 +193,20 @@ def test_depends_fail_action_sees_every_outcome(pytester: pytest.Pytester, mode:
         def test_after_foo():
             mark("after_foo")
         """)
-    run_in_mode(pytester, mode, "--failed-dependency-action=fail")
-    check(pytester, {
+    dagtester.run("--failed-dependency-action=fail")
+    check(dagtester, {
         "test_a.py::test_bar": "failed",
         "test_c.py::test_slow": "passed",
         "test_b.py::test_foo": "failed:test_b.py::test_foo depends on test_a.py::test_bar",
         "test_d.py::test_after_foo":
             "failed:test_d.py::test_after_foo depends on test_b.py::test_foo",
     })
-    if mode == "xdist":  # decided by the controller: the bodies never ran
-        assert "foo" not in read_log(pytester) and "after_foo" not in read_log(pytester)
+    if dagtester.mode == "xdist":  # decided by the controller: the bodies never ran
+        assert "foo" not in dagtester.ran() and "after_foo" not in dagtester.ran()
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_depends_fail_action_counts_towards_maxfail(pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_a="""
+def test_depends_fail_action_counts_towards_maxfail(dagtester: DagTester) -> None:
+    dagtester.modules(test_a="""
         def test_bar():
             assert False
         """, test_b="""
@@ -224,34 +218,35 @@ def test_depends_fail_action_counts_towards_maxfail(pytester: pytest.Pytester, m
         def test_later(k):
             mark(f"later{k}", sleep=0.5)
         """)
-    result = run_in_mode(pytester, mode, "--failed-dependency-action=fail", "--maxfail=2")
+    result = dagtester.run("--failed-dependency-action=fail", "--maxfail=2")
     result.stdout.fnmatch_lines(["*stopping after 2 failures*"])
-    assert len(read_log(pytester)) < 8  # the run stopped
+    assert len(dagtester.ran()) < 8  # the run stopped
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_depends_actions_from_the_ini(pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_d=DEPENDS)
-    pytester.makeini("[pytest]\nfailed_dependency_action = run\n"
+def test_depends_actions_from_the_ini(dagtester: DagTester) -> None:
+    dagtester.modules(test_d=DEPENDS)
+    dagtester.pytester.makeini("[pytest]\nfailed_dependency_action = run\n"
                      "missing_dependency_action = fail\n")
-    run_in_mode(pytester, mode)
-    check(pytester, {"test_d.py::test_foo": "passed", "test_d.py::test_missing": "failed"})
+    dagtester.run()
+    check(dagtester, {"test_d.py::test_foo": "passed", "test_d.py::test_missing": "failed"})
     # the command line wins over the ini
-    run_in_mode(pytester, mode, "--missing-dependency-action=run")
-    check(pytester, {"test_d.py::test_missing": "passed"})
+    dagtester.run("--missing-dependency-action=run")
+    check(dagtester, {"test_d.py::test_missing": "passed"})
 
 
-def test_depends_bad_ini_action_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    make_modules(pytester, test_d=DEPENDS)
-    pytester.makeini("[pytest]\nmissing_dependency_action = explode\n")
-    result = run_in_mode(pytester, "serial")
+@pytest.mark.dag_modes("serial")
+def test_depends_bad_ini_action_is_a_usage_error(dagtester: DagTester) -> None:
+    dagtester.modules(test_d=DEPENDS)
+    dagtester.pytester.makeini("[pytest]\nmissing_dependency_action = explode\n")
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: missing_dependency_action = 'explode'*run, skip, fail*"])
     assert "Traceback" not in result.stderr.str()
 
 
-def test_depends_listings(pytester: pytest.Pytester) -> None:
-    make_modules(pytester, test_l="""
+@pytest.mark.dag_modes("serial")
+def test_depends_listings(dagtester: DagTester) -> None:
+    dagtester.modules(test_l="""
         @pytest.mark.depends(name="alias")
         def test_foo():
             pass
@@ -260,7 +255,7 @@ def test_depends_listings(pytester: pytest.Pytester) -> None:
         def test_bar():
             pass
         """)
-    result = run_in_mode(pytester, "serial", "--list-dependency-names",
+    result = dagtester.run("--list-dependency-names",
                  "--list-processed-dependencies")
     result.stdout.fnmatch_lines([
         "Available dependency names:",
@@ -322,9 +317,8 @@ def test_a_depends_session_around_ours(pytester: pytest.Pytester) -> None:
 # -- pytest-order ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_order_ordinal_beside_relative_marker(pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_o="""
+def test_order_ordinal_beside_relative_marker(dagtester: DagTester) -> None:
+    dagtester.modules(test_o="""
         @pytest.mark.order("first", after="test_c")
         def test_a():
             mark("a")
@@ -336,16 +330,15 @@ def test_order_ordinal_beside_relative_marker(pytester: pytest.Pytester, mode: s
         def test_c():
             mark("c")
         """)
-    run_in_mode(pytester, mode).assert_outcomes(passed=3)
-    assert_after(read_log(pytester), [("c", "a")])
-    if mode == "serial":
-        assert order_of(pytester) == ["c", "a", "b"]  # as pytest-order runs them
+    dagtester.run().assert_outcomes(passed=3)
+    assert_after(dagtester.ran(), [("c", "a")])
+    if dagtester.mode == "serial":
+        assert order_of(dagtester.pytester) == ["c", "a", "b"]  # as pytest-order runs them
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_order_class_mark_names_a_test_outside_the_class(
-        pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_k="""
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_k="""
         @pytest.mark.order(after="test_1")
         class TestK:
             def test_1(self):
@@ -354,13 +347,12 @@ def test_order_class_mark_names_a_test_outside_the_class(
         def test_1():
             mark("m1")
         """)
-    run_in_mode(pytester, mode).assert_outcomes(passed=2)
-    assert_after(read_log(pytester), [("m1", "k1")])
+    dagtester.run().assert_outcomes(passed=2)
+    assert_after(dagtester.ran(), [("m1", "k1")])
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_order_problems_stay_warnings(pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_w="""
+def test_order_problems_stay_warnings(dagtester: DagTester) -> None:
+    dagtester.modules(test_w="""
         @pytest.mark.order(after="test_ghost")
         def test_unknown():
             mark("unknown")
@@ -377,18 +369,17 @@ def test_order_problems_stay_warnings(pytester: pytest.Pytester, mode: str) -> N
         def test_y():
             mark("y")
         """)
-    result = run_in_mode(pytester, mode)
+    result = dagtester.run()
     assert result.ret == 0
     result.assert_outcomes(passed=4)
-    if mode == "serial":
+    if dagtester.mode == "serial":
         out = result.stdout.str()
         assert "cannot execute" in out and "test_ghost" in out, out
         result.stdout.fnmatch_lines(["*Unknown order attribute:'soon'*"])
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_order_failed_ordering_options(pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_f="""
+def test_order_failed_ordering_options(dagtester: DagTester) -> None:
+    dagtester.modules(test_f="""
         @pytest.mark.order(after="test_ghost")
         def test_unknown():
             mark("unknown")
@@ -396,15 +387,15 @@ def test_order_failed_ordering_options(pytester: pytest.Pytester, mode: str) -> 
         def test_fine():
             mark("fine")
         """)
-    result = run_in_mode(pytester, mode, "--error-on-failed-ordering")
-    check(pytester, {"test_f.py::test_unknown": "error:The test could not be ordered",
+    result = dagtester.run("--error-on-failed-ordering")
+    check(dagtester, {"test_f.py::test_unknown": "error:The test could not be ordered",
                      "test_f.py::test_fine": "passed"})
-    result = run_in_mode(pytester, mode, "--fail-all-on-failed-ordering")
+    result = dagtester.run("--fail-all-on-failed-ordering", keep_log=True)
     # pytest-order's usage error, also where a worker met it (the controller ends the run).
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot execute 'test_unknown' relative to others" in (
         result.stdout.str() + result.stderr.str())
-    assert read_log(pytester).keys() == {"fine"}  # from the first run only
+    assert dagtester.ran().keys() == {"fine"}  # from the first run only
 
 
 ORDINALS = """
@@ -441,16 +432,18 @@ def test_z():
     (PREFIXED, (), ["x", "y", "z"]),
     (PREFIXED, ("--order-marker-prefix=m",), ["z", "x", "y"]),
 ])
+@pytest.mark.dag_modes("serial")
 def test_order_options_shape_the_serial_order(
-        pytester: pytest.Pytester, module: str, args: tuple[str, ...],
+        dagtester: DagTester, module: str, args: tuple[str, ...],
         expected: list[str]) -> None:
-    make_modules(pytester, test_r=module)
-    run_in_mode(pytester, "serial", *args).assert_outcomes(passed=3)
-    assert order_of(pytester) == expected
+    dagtester.modules(test_r=module)
+    dagtester.run(*args).assert_outcomes(passed=3)
+    assert order_of(dagtester.pytester) == expected
 
 
-def test_order_scope_module(pytester: pytest.Pytester) -> None:
-    make_modules(pytester, test_1="""
+@pytest.mark.dag_modes("serial")
+def test_order_scope_module(dagtester: DagTester) -> None:
+    dagtester.modules(test_1="""
         def test_a():
             mark("1a")
 
@@ -462,17 +455,16 @@ def test_order_scope_module(pytester: pytest.Pytester) -> None:
         def test_c():
             mark("2c")
         """)
-    run_in_mode(pytester, "serial").assert_outcomes(passed=3)
-    assert order_of(pytester) == ["1b", "2c", "1a"]
-    (pytester.path / "ran.log").unlink()
-    run_in_mode(pytester, "serial", "--order-scope=module").assert_outcomes(passed=3)
-    assert order_of(pytester) == ["1b", "1a", "2c"]
+    dagtester.run().assert_outcomes(passed=3)
+    assert order_of(dagtester.pytester) == ["1b", "2c", "1a"]
+    (dagtester.path / "ran.log").unlink()
+    dagtester.run("--order-scope=module").assert_outcomes(passed=3)
+    assert order_of(dagtester.pytester) == ["1b", "1a", "2c"]
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_order_several_ordinal_markers_become_parameters(
-        pytester: pytest.Pytester, mode: str) -> None:
-    make_modules(pytester, test_m="""
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_m="""
         @pytest.mark.order(1)
         @pytest.mark.order(3)
         def test_twice():
@@ -482,9 +474,9 @@ def test_order_several_ordinal_markers_become_parameters(
         def test_once():
             pass
         """)
-    result = run_in_mode(pytester, mode, "-v")
+    result = dagtester.run("-v")
     result.assert_outcomes(passed=3)
-    if mode == "serial":
+    if dagtester.mode == "serial":
         result.stdout.fnmatch_lines(["*test_twice?index=1? PASSED*", "*test_once PASSED*",
                                      "*test_twice?index=3? PASSED*"])
 
@@ -514,10 +506,9 @@ def test_order_ff_and_order_after_ff(pytester: pytest.Pytester) -> None:
     assert order_of(pytester) == ["first", "flaky"]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: str) -> None:
+def test_order_without_pytest_order_warns_too(dagtester: DagTester) -> None:
     """pytest-order switched off: ordinals are ours; what it warned about, we warn about."""
-    make_modules(pytester, test_w="""
+    dagtester.modules(test_w="""
         @pytest.mark.order(after="test_ghost")
         def test_unknown():
             mark("unknown")
@@ -530,7 +521,7 @@ def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: s
         def test_zero():
             mark("zero")
         """)
-    result = run_in_mode(pytester, mode, "-p", "no:pytest_order")
+    result = dagtester.run("-p", "no:pytest_order")
     assert result.ret == 0
     # Once, however many workers collected the tests (pytest-order's sorter
     # warns in each worker).
@@ -541,8 +532,8 @@ def test_order_without_pytest_order_warns_too(pytester: pytest.Pytester, mode: s
         "*test_w.py:*: PytestWarning: @pytest.mark.order on test_w.py::test_bad_ordinal: "
         "'soon' is not an ordinal*; the ordinal is ignored",
     ])
-    if mode == "serial":
-        assert order_of(pytester)[0] == "zero"
+    if dagtester.mode == "serial":
+        assert order_of(dagtester.pytester)[0] == "zero"
 
 
 # -- every option set: the same outcomes serially and under -n 2 -----------------------
@@ -598,12 +589,13 @@ def test_dep_ok():
     ("--ignore-unknown-dependency", "--failed-dependency-action=run"),
     ("--missing-dependency-action=fail", "--failed-dependency-action=fail"),
 ], ids=lambda a: " ".join(a) or "defaults")
+@pytest.mark.dag_modes("own")
 def test_foreign_options_same_outcomes_serially_and_under_xdist(
-        pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
-    make_modules(pytester, test_x1=MIXED_1, test_x2=MIXED_2)
+        dagtester: DagTester, args: tuple[str, ...]) -> None:
+    dagtester.modules(test_x1=MIXED_1, test_x2=MIXED_2)
     got = {}
-    for mode in MODES:
-        result = run_in_mode(pytester, mode, *args)
-        got[mode] = (result.ret, {k: v[0] for k, v in outcomes(pytester).items()})
+    for mode in MODES:  # one test: the outcomes of both runs are compared
+        result = dagtester.run(*args, mode=mode)
+        got[mode] = (result.ret, {k: v[0] for k, v in dagtester.outcomes().items()})
     assert got["serial"] == got["xdist"]
     assert got["serial"][1][junit_key("test_x1.py::test_blocked")] == "skipped"

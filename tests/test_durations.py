@@ -5,25 +5,25 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import A_THEN_B, base_args, make_modules, read_log, runpytest, write_ini
+from helpers import A_THEN_B, runpytest
+from support.dagtester import DagTester
 
 TIMEOUT = 120.0
 CACHE_FILE = (".pytest_cache", "v", "dagorder", "durations")
 
+#: Inner runs keep pytest's cache (where the durations are recorded) unless a
+#: test reads a durations file instead; tests not in both modes give ``-n`` themselves.
+pytestmark = [pytest.mark.dagtester(cache=True, timeout=TIMEOUT), pytest.mark.dag_modes("own")]
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """An inner run with pytest's cache on (the point of these tests)."""
-    return runpytest(pytester, *base_args(cache=True), *args, timeout=TIMEOUT)
 
-
-def recorded(pytester: pytest.Pytester) -> dict[str, float]:
-    path = pytester.path.joinpath(*CACHE_FILE)
+def recorded(dagtester: DagTester) -> dict[str, float]:
+    path = dagtester.path.joinpath(*CACHE_FILE)
     data: dict[str, float] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
-def seed(pytester: pytest.Pytester, durations: object) -> None:
-    path = pytester.path.joinpath(*CACHE_FILE)
+def seed(dagtester: DagTester, durations: object) -> None:
+    path = dagtester.path.joinpath(*CACHE_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(durations), encoding="utf-8")
 
@@ -46,22 +46,20 @@ def test_d():
 """
 
 
-@pytest.mark.parametrize("n", [None, "2"])
-def test_a_run_records_what_its_tests_took(pytester: pytest.Pytester, n: str | None) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=GATED)
-    result = run(pytester, *(["-n", n] if n else []))
+@pytest.mark.dag_modes("serial", "xdist")
+def test_a_run_records_what_its_tests_took(dagtester: DagTester) -> None:
+    dagtester.modules(test_m=GATED)
+    result = dagtester.run()
     result.assert_outcomes(passed=2, failed=1, skipped=1)
-    got = recorded(pytester)
+    got = recorded(dagtester)
     # d never ran (skipped for its prerequisite): nothing to learn from it.
     assert sorted(got) == ["test_m.py::test_a", "test_m.py::test_b", "test_m.py::test_c"]
     assert got["test_m.py::test_a"] >= 0.05
     assert got["test_m.py::test_b"] < got["test_m.py::test_a"]
 
 
-def test_a_partial_run_keeps_the_other_records(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m="""
+def test_a_partial_run_keeps_the_other_records(dagtester: DagTester) -> None:
+    dagtester.modules(test_m="""
         def test_x():
             mark("x")
 
@@ -72,9 +70,9 @@ def test_a_partial_run_keeps_the_other_records(pytester: pytest.Pytester) -> Non
         def test_z():
             mark("z")
         """)
-    seed(pytester, {"test_m.py::test_y": 7.0, "test_m.py::test_x": 9.0})
-    run(pytester, "-k", "test_x").assert_outcomes(passed=1)
-    got = recorded(pytester)
+    seed(dagtester, {"test_m.py::test_y": 7.0, "test_m.py::test_x": 9.0})
+    dagtester.run("-k", "test_x").assert_outcomes(passed=1)
+    got = recorded(dagtester)
     assert got["test_m.py::test_y"] == 7.0
     assert got["test_m.py::test_x"] < 9.0
 
@@ -104,32 +102,31 @@ SLOW_A = {"test_m.py::test_a1": 5.0, "test_m.py::test_a2": 5.0, "test_m.py::test
           "test_m.py::test_b2": 0.01, "test_m.py::test_b3": 0.01}
 
 
-def chains_run(pytester: pytest.Pytester, record: object, *args: str) -> tuple[str, str]:
+def chains_run(dagtester: DagTester, record: object, *args: str) -> tuple[str, str]:
     """Run CHAINS under -n 1 with ``record`` in the cache: (header ranking line, first test)."""
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAINS)
+    dagtester.modules(test_m=CHAINS)
     if record is not None:
-        seed(pytester, record)
-    result = run(pytester, "-n", "1", "--dag-affinity=none", *args)
+        seed(dagtester, record)
+    result = dagtester.run("-n", "1", "--dag-affinity=none", *args)
     result.assert_outcomes(passed=5)
     header = next(line for line in result.outlines if line.startswith("dagorder: 5 tests"))
-    ran = read_log(pytester)
+    ran = dagtester.ran()
     assert len(ran) == 5, sorted(ran)
     return header.split("; ")[-1], min(ran.values(), key=lambda r: r.start).name
 
 
-def test_xdist_ranks_ready_tests_by_recorded_seconds(pytester: pytest.Pytester) -> None:
-    assert chains_run(pytester, SLOW_A) == (
+def test_xdist_ranks_ready_tests_by_recorded_seconds(dagtester: DagTester) -> None:
+    assert chains_run(dagtester, SLOW_A) == (
         "critical path by recorded durations of 5/5 tests", "a1")
 
 
-def test_without_records_the_longer_chain_in_tests_goes_first(pytester: pytest.Pytester) -> None:
-    assert chains_run(pytester, None) == ("critical path by test counts", "b1")
-    assert sorted(recorded(pytester)) == sorted(SLOW_A)  # recorded for the next run
+def test_without_records_the_longer_chain_in_tests_goes_first(dagtester: DagTester) -> None:
+    assert chains_run(dagtester, None) == ("critical path by test counts", "b1")
+    assert sorted(recorded(dagtester)) == sorted(SLOW_A)  # recorded for the next run
 
 
-def test_ignore_durations_ranks_by_counts(pytester: pytest.Pytester) -> None:
-    assert chains_run(pytester, SLOW_A, "--dag-ignore-durations") == (
+def test_ignore_durations_ranks_by_counts(dagtester: DagTester) -> None:
+    assert chains_run(dagtester, SLOW_A, "--dag-ignore-durations") == (
         "critical path by test counts", "b1")
 
 
@@ -137,9 +134,9 @@ def test_ignore_durations_ranks_by_counts(pytester: pytest.Pytester) -> None:
     ["not", "a", "mapping"],
     {"test_m.py::test_a1": "slow", "test_m.py::test_a2": -1, "test_m.py::test_b1": None},
 ])
-def test_a_damaged_record_is_ignored(pytester: pytest.Pytester, junk: object) -> None:
-    assert chains_run(pytester, junk) == ("critical path by test counts", "b1")
-    got = recorded(pytester)
+def test_a_damaged_record_is_ignored(dagtester: DagTester, junk: object) -> None:
+    assert chains_run(dagtester, junk) == ("critical path by test counts", "b1")
+    got = recorded(dagtester)
     assert sorted(got) == sorted(SLOW_A)  # the junk is gone, the real figures are in
     assert all(isinstance(v, float) and v >= 0 for v in got.values())
 
@@ -155,10 +152,6 @@ def test_only_finite_non_negative_numbers_under_string_keys_are_kept() -> None:
 
 
 # -- the durations file (--dag-durations) ---------------------------------------------
-
-
-def file_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), "-p", "no:randomly", *args, timeout=TIMEOUT)
 
 
 #: 500 records as a committed file holds them, and a test module they belong to.
@@ -183,32 +176,30 @@ def spoilt(last: str) -> str:
     return body[:-2] + ",\n" + last
 
 
-@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.dag_modes("serial", "xdist")
 @pytest.mark.parametrize("last", [text for _, text in SPOILT], ids=[n for n, _ in SPOILT])
 def test_store_refuses_a_file_it_cannot_read_whole_and_runs_nothing(
-        pytester: pytest.Pytester, mode: list[str], last: str) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_THEN_B)
-    path = pytester.path / ".test_durations"
+        dagtester: DagTester, last: str) -> None:
+    dagtester.modules(test_m=A_THEN_B)
+    path = dagtester.path / ".test_durations"
     path.write_text(spoilt(last), encoding="utf-8")
     before = path.read_bytes()
-    result = file_run(pytester, *mode, "-k", "test_a", "--dag-durations=.test_durations",
-                      "--dag-store-durations")
+    result = dagtester.run("-k", "test_a", "--dag-durations=.test_durations",
+                           "--dag-store-durations", cache=False)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     result.stderr.fnmatch_lines([
         f"ERROR: --dag-store-durations would overwrite durations file '{path}', which it "
         "cannot read whole: *; fix the file (or move it away to start a new one) and run again"])
-    assert read_log(pytester) == {}
+    assert dagtester.ran() == {}
     assert path.read_bytes() == before
 
 
 def test_store_merges_with_what_the_file_holds_when_it_writes(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_ini(pytester)
-    path = pytester.path / ".test_durations"
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = dagtester.path / ".test_durations"
     path.write_text(json.dumps(MANY, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     # Another run (another part of the suite) writes the file while this one runs.
-    make_modules(pytester, test_m=A_THEN_B + f"""
+    dagtester.modules(test_m=A_THEN_B + f"""
 
     def test_c():
         import json
@@ -220,27 +211,27 @@ def test_store_merges_with_what_the_file_holds_when_it_writes(
             json.dump(record, f, indent=2)
     """)
     monkeypatch.setenv("OTHER_RECORD", "3.0")
-    file_run(pytester, "-k", "test_a or test_c", "--dag-durations=.test_durations",
-             "--dag-store-durations").assert_outcomes(passed=2, deselected=1)
+    dagtester.run("-k", "test_a or test_c", "--dag-durations=.test_durations",
+                  "--dag-store-durations", cache=False).assert_outcomes(passed=2, deselected=1)
     got = json.loads(path.read_text(encoding="utf-8"))
     assert {k: got[k] for k in MANY} == MANY
     assert got["test_other.py::test_z"] == 3.0
     assert {"test_m.py::test_a", "test_m.py::test_c"} <= set(got)
     assert "test_m.py::test_b" not in got
-    assert not list(pytester.path.glob(".*.tmp"))
+    assert not list(dagtester.path.glob(".*.tmp"))
     # What the other run wrote cannot be read whole: it is left as it is.
     monkeypatch.setenv("OTHER_RECORD", "-3.0")
-    result = file_run(pytester, "-k", "test_a or test_c", "--dag-durations=.test_durations",
-                      "--dag-store-durations")
+    result = dagtester.run("-k", "test_a or test_c", "--dag-durations=.test_durations",
+                           "--dag-store-durations", cache=False)
     result.assert_outcomes(passed=2, deselected=1)
     result.stdout.fnmatch_lines([f"dagorder: warning: durations file '{path}' not written: "
                                  "it changed during the run and cannot be read whole now*"])
     assert json.loads(path.read_text(encoding="utf-8")) == {**got, "test_other.py::test_z": -3}
 
 
-def pytest_split_estimate(pytester: pytest.Pytester, path: str) -> str:
+def pytest_split_estimate(dagtester: DagTester, path: str) -> str:
     """What pytest-split makes of a durations file: its estimate for group 1 of 2."""
-    result = runpytest(pytester, "-p", "no:cacheprovider", "-p", "no:dagorder", "-p",
+    result = runpytest(dagtester.pytester, "-p", "no:cacheprovider", "-p", "no:dagorder", "-p",
                        "pytest_split.plugin", "--splits", "2", "--group", "1",
                        f"--durations-path={path}", "--collect-only", "-q", timeout=TIMEOUT)
     line = next(line for line in result.outlines if "Running group 1/2" in line)
@@ -252,18 +243,17 @@ SPLIT_STYLE = {"test_m.py::test_a": 5.0, "test_m.py::test_b": 7.25, "test_m.py::
 
 @pytest.mark.parametrize("layout", ["pytest-split", "pairs", "bom"])
 def test_a_rewrite_keeps_the_files_layout_and_pytest_split_still_reads_it(
-        pytester: pytest.Pytester, layout: str) -> None:
+        dagtester: DagTester, layout: str) -> None:
     pytest.importorskip("pytest_split")
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_THEN_B + "\n\n    def test_c():\n        mark('c')\n")
-    path = pytester.path / ".test_durations"
+    dagtester.modules(test_m=A_THEN_B + "\n\n    def test_c():\n        mark('c')\n")
+    path = dagtester.path / ".test_durations"
     if layout == "pairs":  # what pytest-split wrote before its 0.3
         text = json.dumps([[k, v] for k, v in SPLIT_STYLE.items()], indent=4)
     else:  # what pytest-split writes: four spaces, sorted keys, no final newline
         text = json.dumps(SPLIT_STYLE, indent=4, sort_keys=True)
     path.write_bytes(("\ufeff" if layout == "bom" else "").encode() + text.encode())
-    result = file_run(pytester, "-k", "test_c", "--dag-durations=.test_durations",
-                      "--dag-store-durations", "--dag-shard=2/2")
+    result = dagtester.run("-k", "test_c", "--dag-durations=.test_durations",
+                           "--dag-store-durations", "--dag-shard=2/2", cache=False)
     result.assert_outcomes(passed=1, deselected=2)
     # The file was read (a BOM included): its durations balanced the parts.
     result.stdout.fnmatch_lines(["dagorder: shard 2/2: 1 of 1 test, about 1.0 s recorded;*"])
@@ -280,52 +270,50 @@ def test_a_rewrite_keeps_the_files_layout_and_pytest_split_still_reads_it(
         assert written == json.dumps(got, indent=4, sort_keys=True)
         assert not written.endswith("\n")
     if layout != "bom":  # pytest-split itself reads no BOM; its group 1 is test_a, test_b
-        assert pytest_split_estimate(pytester, ".test_durations").startswith("12.25s")
+        assert pytest_split_estimate(dagtester, ".test_durations").startswith("12.25s")
 
 
 def warnings_of(result: pytest.RunResult) -> list[str]:
     return [line for line in result.outlines if line.startswith("dagorder: warning:")]
 
 
-@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.dag_modes("serial", "xdist")
 def test_each_problem_with_the_file_is_one_warning_line_serially_and_under_xdist(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_THEN_B)
-    path = pytester.path / "d.json"
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_m=A_THEN_B)
+    path = dagtester.path / "d.json"
     path.write_text('{"test_m.py::test_a": 1.5, "x::a": -1, "x::b": "2", "x::c": NaN, '
                     '"x::d": 1e309, "x::e": [1], "test_m.py::test_b": 2}', encoding="utf-8")
-    result = file_run(pytester, *mode, "--dag-durations=d.json")
+    result = dagtester.run("--dag-durations=d.json", cache=False)
     result.assert_outcomes(passed=2)
     assert warnings_of(result) == [
         f"dagorder: warning: durations file '{path}': 5 of 7 records ignored, not a duration "
         "in seconds (a number from 0 up): 'x::a', 'x::b', 'x::c' and 2 more"]
     path.write_text('{"test_m.py::test_a": 1.5,}', encoding="utf-8")
-    result = file_run(pytester, *mode, "--dag-durations=d.json")
+    result = dagtester.run("--dag-durations=d.json", cache=False)
     result.assert_outcomes(passed=2)
     assert [line.split(" ignored: ")[0] for line in warnings_of(result)] == [
         f"dagorder: warning: durations file '{path}'"]
 
 
-@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.dag_modes("serial", "xdist")
 def test_a_shard_without_recorded_durations_says_so(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_THEN_B, test_n=A_THEN_B)
-    result = file_run(pytester, *mode, "--dag-durations=missing.json", "--dag-shard=1/2")
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_m=A_THEN_B, test_n=A_THEN_B)
+    result = dagtester.run("--dag-durations=missing.json", "--dag-shard=1/2", cache=False)
     result.assert_outcomes(passed=2, deselected=2)
     assert warnings_of(result) == [
         f"dagorder: warning: --dag-shard 1/2 without recorded durations (durations file "
-        f"'{pytester.path / 'missing.json'}' does not exist): the parts are balanced by test "
+        f"'{dagtester.path / 'missing.json'}' does not exist): the parts are balanced by test "
         "count; record them with --dag-durations=PATH --dag-store-durations"]
-    result = run(pytester, *mode, "--dag-shard=2/2")  # the cache, empty
+    result = dagtester.run("--dag-shard=2/2")  # the cache, empty
     result.assert_outcomes(passed=2, deselected=2)
     assert [line.split(" (")[1].split(")")[0] for line in warnings_of(result)] == [
         "pytest's cache holds none"]
 
 
-def test_help_says_the_file_is_relative_to_the_rootdir(pytester: pytest.Pytester) -> None:
-    result = file_run(pytester, "--help")
+def test_help_says_the_file_is_relative_to_the_rootdir(dagtester: DagTester) -> None:
+    result = dagtester.run("--help", cache=False)
     assert "relative to the rootdir" in " ".join(
         " ".join(result.outlines).split("--dag-durations=PATH", 1)[1].split("--dag-", 1)[0]
         .split())

@@ -8,23 +8,15 @@ problems reported as collection errors), the rest runs.
 from __future__ import annotations
 
 import pytest
-from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
+from support.dagtester import DagTester
 
-TIMEOUT = 120.0
-MODES = [["-p", "no:xdist"], ["-n", "2"]]
-IDS = ["serial", "xdist"]
+pytestmark = pytest.mark.dagtester(timeout=120.0)
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    (pytester.path / LOG_NAME).unlink(missing_ok=True)
-    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
-
-
-def broken_suite(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    (pytester.path / "test_broken.py").write_text(
+def broken_suite(dagtester: DagTester) -> None:
+    (dagtester.path / "test_broken.py").write_text(
         "import no_such_module_here\n\n\ndef test_gone():\n    pass\n", encoding="utf-8")
-    make_modules(pytester, test_ok="""
+    dagtester.modules(test_ok="""
         def test_free():
             mark("free")
 
@@ -45,15 +37,14 @@ def broken_suite(pytester: pytest.Pytester) -> None:
     """)
 
 
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
 def test_continue_on_collection_errors_runs_what_was_collected(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    broken_suite(pytester)
-    result = run(pytester, *mode, "--continue-on-collection-errors", "-rs")
+        dagtester: DagTester) -> None:
+    broken_suite(dagtester)
+    result = dagtester.run("--continue-on-collection-errors", "-rs")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # The import error and the declaration naming its file.
     result.assert_outcomes(passed=2, skipped=1, errors=2)
-    assert sorted(read_log(pytester)) == ["chain", "free"]
+    assert sorted(dagtester.ran()) == ["chain", "free"]
     result.stdout.fnmatch_lines([
         "*test_ok.py::test_on_broken: target 'test_broken.py::test_gone' is in "
         "test_broken.py, which cannot be collected*",
@@ -63,16 +54,14 @@ def test_continue_on_collection_errors_runs_what_was_collected(
         "has an error (see the collection errors)"])
     assert "Interrupted" not in result.stdout.str()
     # Without the option, a broken declaration still runs nothing.
-    stopped = run(pytester, *mode)
+    stopped = dagtester.run()
     assert stopped.ret == pytest.ExitCode.INTERRUPTED
-    assert read_log(pytester) == {}
+    assert dagtester.ran() == {}
 
 
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
 def test_continue_leaves_out_a_cycle_and_runs_the_rest(
-        pytester: pytest.Pytester, mode: list[str]) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_cycle="""
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_cycle="""
         @depends_on("test_y")
         def test_x():
             mark("x")
@@ -91,19 +80,19 @@ def test_continue_leaves_out_a_cycle_and_runs_the_rest(
         def test_free():
             mark("free")
     """)
-    result = run(pytester, *mode, "--continue-on-collection-errors")
+    result = dagtester.run("--continue-on-collection-errors")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert sorted(read_log(pytester)) == ["free"], result.stdout.str()
+    assert sorted(dagtester.ran()) == ["free"], result.stdout.str()
     assert "Interrupted" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*cycle*"])
     result.stdout.fnmatch_lines(["*'test_typo_here' matches no collected test*"])
 
 
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
+@pytest.mark.dagtester(ini=None)
 def test_an_unknown_node_id_names_the_rootdir_it_is_relative_to(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: list[str]) -> None:
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # No ini file: run from tests/, the rootdir is tests/ and node ids drop "tests/".
-    make_modules(pytester, tests__test_a="""
+    dagtester.modules(tests__test_a="""
         def test_a():
             mark("a")
     """, tests__test_b="""
@@ -116,10 +105,10 @@ def test_an_unknown_node_id_names_the_rootdir_it_is_relative_to(
         def test_c():
             mark("c")
     """)
-    monkeypatch.chdir(pytester.path / "tests")
-    result = run(pytester, *mode)
+    monkeypatch.chdir(dagtester.path / "tests")
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    rootdir = pytester.path / "tests"
+    rootdir = dagtester.path / "tests"
     result.stdout.fnmatch_lines([
         "*target 'tests/test_a.py::test_a' matches no collected test; did you mean "
         f"'test_a.py::test_a'*? (node ids are relative to the rootdir {rootdir})"])

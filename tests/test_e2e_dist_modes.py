@@ -16,7 +16,6 @@ from helpers import (
     free_tests,
     make_modules,
     read_log,
-    run_suite,
 )
 from support.dagtester import DagTester
 
@@ -71,10 +70,11 @@ SUITE = {
 
 @pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
 def test_files_or_scopes_run_whole_with_declarations(
-        pytester: pytest.Pytester, dist: str) -> None:
-    result = run_suite(pytester, SUITE, "-n", "3", "--dist", dist, "--dag-affinity=none",
-                       passed=12, timeout=TIMEOUT)
-    ran = read_log(pytester)
+        dagtester: DagTester, dist: str) -> None:
+    dagtester.modules(**SUITE)
+    result = dagtester.run("-n", "3", "--dist", dist, "--dag-affinity=none")
+    result.assert_outcomes(passed=12)
+    ran = dagtester.ran()
     assert_after(ran, [("root", "third"), ("in", "out")])
     assert ran["in"].pid == ran["out"].pid
     if dist == "loadfile":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from helpers import LOG_NAME, base_args, make_modules, read_log, runpytest, write_ini
+from helpers import make_modules, read_log
 from support.dagtester import DagTester
 
 from pytest_dagorder.glue.dag_run import short_names
@@ -197,10 +197,9 @@ def test_last_failed_with_prerequisites_counts_what_it_pulled_back(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, dagtester: DagTester
 ) -> None:
     make_modules(pytester, test_m=ABC, test_other="def test_other():\n    pass\n")
-    cache = base_args(cache=True)  # --lf needs the cache
-    first = runpytest(pytester, *cache, "-p", "no:xdist", timeout=TIMEOUT)
+    # --lf needs the cache
+    first = dagtester.run(cache=True, mode="serial", timeout=TIMEOUT)
     first.assert_outcomes(passed=4, failed=1)
-    (pytester.path / LOG_NAME).unlink()
     monkeypatch.setenv("FIXED", "1")
     result = dagtester.run("--lf", "--dag-with-prerequisites", cache=True)
     result.assert_outcomes(passed=2)
@@ -246,7 +245,7 @@ def test_non_ascii_ids_are_targets_in_both_spellings(
 ) -> None:
     ini = ("disable_test_id_escaping_and_forfeit_all_rights_to_community_support = true\n"
            if escaping == "raw" else "")
-    write_ini(pytester, ini)
+    dagtester.ini(ini)
     make_modules(pytester, test_u=UNICODE_IDS)
     result = dagtester.run("-rs")
     result.assert_outcomes(passed=2, failed=1, skipped=2)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from helpers import free_tests, read_log, run_suite
+from helpers import free_tests
+from support.dagtester import DagTester
 
-TIMEOUT = 180.0
+#: Each test gives ``-n`` itself.
+pytestmark = pytest.mark.dag_modes("own")
 
 #: A module chain that carries state in a module global, with an exclusive
 #: reader in the middle; an xdist_group whose member runs alone; a limited
@@ -76,9 +78,10 @@ SUITE = {
 
 @pytest.mark.parametrize("dist", ["load", "loadgroup"])
 def test_exclusive_and_limited_members_run_on_their_groups_worker(
-        pytester: pytest.Pytester, dist: str) -> None:
-    run_suite(pytester, SUITE, "-n", "3", "--dist", dist, passed=20, timeout=TIMEOUT)
-    ran = read_log(pytester)
+        dagtester: DagTester, dist: str) -> None:
+    dagtester.modules(**SUITE)
+    dagtester.run("-n", "3", "--dist", dist).assert_outcomes(passed=20)
+    ran = dagtester.ran()
     assert ran["reader"].pid == ran["setup"].pid == ran["after"].pid
     assert ran["limited"].pid == ran["limited_setup"].pid
     assert ran["alone_in_group"].pid == ran["first"].pid

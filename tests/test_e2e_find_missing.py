@@ -8,9 +8,12 @@ import json
 import textwrap
 
 import pytest
-from helpers import base_args, runpytest, write_ini
+from support.dagtester import DagTester
 
-TIMEOUT = 300
+#: Each test gives ``-n`` or none itself.
+pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
+#: The search, on two workers.
+FIND = ("--dag-find-missing", "-n", "2")
 
 #: test_b.py::test_read reads a file test_a.py::test_write writes at a fixed path;
 #: test_b.py::test_env reads a variable test_a.py::test_set_env sets in the
@@ -63,21 +66,15 @@ HIDDEN = {
 }
 
 
-def make_suite(pytester: pytest.Pytester, **changes: str) -> None:
-    write_ini(pytester)
+def make_suite(dagtester: DagTester, **changes: str) -> None:
     for name, body in {**HIDDEN, **changes}.items():
-        pytester.makepyfile(**{name: textwrap.dedent(body)})
-
-
-def find(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), "-p", "no:randomly", "--dag-find-missing",
-                     "-n", "2", *args, timeout=TIMEOUT)
+        dagtester.pytester.makepyfile(**{name: textwrap.dedent(body)})
 
 
 def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
-        pytester: pytest.Pytester) -> None:
-    make_suite(pytester)
-    result = find(pytester, "--dag-edges", "edges.json")
+        dagtester: DagTester) -> None:
+    make_suite(dagtester)
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: serial pass: 8 passed; screening 7 tests",
@@ -92,7 +89,7 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
         " written to *edges.json",
     ])
     assert "test_free" not in result.stdout.str().split("screening", 1)[1]
-    written = json.loads((pytester.path / "edges.json").read_text())
+    written = json.loads((dagtester.path / "edges.json").read_text())
     assert written["edges"] == [
         {"test": "test_b.py::test_read", "after": "test_a.py::test_write",
          "same_process": False},
@@ -102,9 +99,9 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
     assert written["resources"] == [
         {"name": "shared.txt", "tests": ["test_b.py::test_x", "test_c.py::test_y"]}]
     # The probes ran in copies: the project holds nothing a test wrote.
-    assert not (pytester.path / "out").exists()
-    assert not (pytester.path / "shared.txt").exists()
-    assert not (pytester.path / "pids.txt").exists()
+    assert not (dagtester.path / "out").exists()
+    assert not (dagtester.path / "shared.txt").exists()
+    assert not (dagtester.path / "pids.txt").exists()
 
 
 EDGES = {
@@ -122,11 +119,10 @@ EDGES = {
 
 
 def test_a_run_with_the_edges_file_gives_the_serial_outcomes_under_n(
-        pytester: pytest.Pytester) -> None:
-    make_suite(pytester)
-    (pytester.path / "edges.json").write_text(json.dumps(EDGES))
-    result = runpytest(pytester, *base_args(), "-p", "no:randomly", "-n", "2",
-                       "--dag-edges", "edges.json", timeout=TIMEOUT)
+        dagtester: DagTester) -> None:
+    make_suite(dagtester)
+    (dagtester.path / "edges.json").write_text(json.dumps(EDGES))
+    result = dagtester.run("-n", "2", "--dag-edges", "edges.json")
     result.stdout.fnmatch_lines([
         "dagorder: 2 edges and 1 resource from edges.json (1 entry naming tests not "
         "collected here)"])
@@ -134,8 +130,8 @@ def test_a_run_with_the_edges_file_gives_the_serial_outcomes_under_n(
 
 
 def test_the_graph_export_shows_the_files_edges_as_their_own_kind(
-        pytester: pytest.Pytester) -> None:
-    make_suite(pytester, test_b="""
+        dagtester: DagTester) -> None:
+    make_suite(dagtester, test_b="""
         import pytest
         from pytest_dagorder import depends_on
 
@@ -143,12 +139,11 @@ def test_the_graph_export_shows_the_files_edges_as_their_own_kind(
         def test_read():
             pass
     """)
-    (pytester.path / "edges.json").write_text(json.dumps(EDGES))
-    result = runpytest(pytester, *base_args(), "-p", "no:randomly", "--dag-edges",
-                       "edges.json", "--dag-graph", "graph.json", "--collect-only", "-q",
-                       timeout=TIMEOUT)
+    (dagtester.path / "edges.json").write_text(json.dumps(EDGES))
+    result = dagtester.run("--dag-edges", "edges.json", "--dag-graph", "graph.json",
+                           "--collect-only", "-q")
     assert result.ret == 0, result.stdout.str()
-    edges = json.loads((pytester.path / "graph.json").read_text())["edges"]
+    edges = json.loads((dagtester.path / "graph.json").read_text())["edges"]
     assert sorted((e["from"], e["to"], e["kind"]) for e in edges) == [
         ("test_a.py::test_free", "test_b.py::test_read", "requires-pass"),
         ("test_a.py::test_write", "test_b.py::test_read", "edges-file"),
@@ -156,12 +151,12 @@ def test_the_graph_export_shows_the_files_edges_as_their_own_kind(
 
 
 def test_a_suite_that_fails_serially_is_refused_with_its_failures(
-        pytester: pytest.Pytester) -> None:
-    make_suite(pytester, test_c="""
+        dagtester: DagTester) -> None:
+    make_suite(dagtester, test_c="""
         def test_broken():
             assert False
     """)
-    result = find(pytester)
+    result = dagtester.run(*FIND)
     assert result.ret == 1
     result.stdout.fnmatch_lines([
         "dagorder: the selection does not pass serially*make these tests pass (or deselect "
@@ -171,9 +166,9 @@ def test_a_suite_that_fails_serially_is_refused_with_its_failures(
     assert "searching" not in result.stdout.str()
 
 
-def test_one_test_is_searched_alone(pytester: pytest.Pytester) -> None:
-    make_suite(pytester)
-    result = find(pytester, "--dag-find-missing=test_b.py::test_read")
+def test_one_test_is_searched_alone(dagtester: DagTester) -> None:
+    make_suite(dagtester)
+    result = dagtester.run(*FIND, "--dag-find-missing=test_b.py::test_read")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: finding missing declarations of 1 test with*",
@@ -183,16 +178,16 @@ def test_one_test_is_searched_alone(pytester: pytest.Pytester) -> None:
     assert "add --dag-edges PATH" in result.stdout.str()
 
 
-def test_a_pytest_order_suite_gets_pytest_orders_syntax(pytester: pytest.Pytester) -> None:
+def test_a_pytest_order_suite_gets_pytest_orders_syntax(dagtester: DagTester) -> None:
     pytest.importorskip("pytest_order")
-    make_suite(pytester, test_c="""
+    make_suite(dagtester, test_c="""
         import pytest
 
         @pytest.mark.order(1)
         def test_first():
             pass
     """)
-    result = find(pytester, "--dag-find-missing=test_b.py::test_read")
+    result = dagtester.run(*FIND, "--dag-find-missing=test_b.py::test_read")
     result.stdout.fnmatch_lines(['    @pytest.mark.order(after="test_a.py::test_write")'])
 
 
@@ -201,27 +196,27 @@ def test_a_pytest_order_suite_gets_pytest_orders_syntax(pytester: pytest.Pyteste
     (["--dag-find-missing=test_b.py::nope"], "*names no selected test*"),
     (["--dag-find-missing", "--dag-find-budget=0"], "*--dag-find-budget=0.0 is not valid*"),
 ])
-def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str],
+def test_bad_options_are_usage_errors(dagtester: DagTester, args: list[str],
                                       message: str) -> None:
-    make_suite(pytester)
-    result = runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
+    make_suite(dagtester)
+    result = dagtester.run(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_a_damaged_edges_file_is_a_usage_error_and_kept(pytester: pytest.Pytester) -> None:
-    make_suite(pytester)
-    (pytester.path / "edges.json").write_text("{not json")
-    result = runpytest(pytester, *base_args(), "--dag-edges", "edges.json", timeout=TIMEOUT)
+def test_a_damaged_edges_file_is_a_usage_error_and_kept(dagtester: DagTester) -> None:
+    make_suite(dagtester)
+    (dagtester.path / "edges.json").write_text("{not json")
+    result = dagtester.run("--dag-edges", "edges.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--dag-edges *edges.json: is not JSON*fix or delete the file*"])
-    assert (pytester.path / "edges.json").read_text() == "{not json"
+    assert (dagtester.path / "edges.json").read_text() == "{not json"
 
 
-def test_a_spent_budget_lists_the_tests_left_unsearched(pytester: pytest.Pytester) -> None:
-    make_suite(pytester)
-    result = find(pytester, "--dag-find-budget=0.001")
+def test_a_spent_budget_lists_the_tests_left_unsearched(dagtester: DagTester) -> None:
+    make_suite(dagtester)
+    result = dagtester.run(*FIND, "--dag-find-budget=0.001")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: the time budget ran out before 2 tests were searched:",

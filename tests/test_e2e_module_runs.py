@@ -8,7 +8,6 @@ import textwrap
 from collections import Counter
 
 import pytest
-from helpers import base_args, runpytest
 from support.dagtester import DagTester
 
 pytestmark = pytest.mark.dag_modes("own")
@@ -74,10 +73,9 @@ def test_a_module_fixture_is_set_up_once_per_worker(
     pytester: pytest.Pytester, dagtester: DagTester, group: bool, declare: bool
 ) -> None:
     write_suite(pytester, group=group, declare=declare)
-    args = [*base_args(cache=True), "-n", "2", "-p", "dagorder"]
-    # The first run records the durations the later ones rank by.
-    for _ in range(3):
-        result = runpytest(pytester, *args, timeout=TIMEOUT)
+    # The first run records the durations the second ranks by.
+    for _ in range(2):
+        result = dagtester.run("-n", "2", cache=True, timeout=TIMEOUT)
         result.assert_outcomes(passed=16)
         counts = setups(pytester)
         assert set(counts.values()) == {1}, textwrap.dedent(f"""\
@@ -111,9 +109,8 @@ def test_the_header_names_a_module_its_declarations_split(
                 pass
         """,
     )
-    result = dagtester.run("-n", "2", "-p", "dagorder", timeout=TIMEOUT)
+    result = dagtester.run("-n", "2", timeout=TIMEOUT)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["dagorder: 1 module (test_a.py) cannot run in one stretch*"])
-    assert "cannot run in one stretch" not in runpytest(
-        pytester, *base_args(), "-n", "2", "-p", "dagorder", "-k", "not a2",
-        timeout=TIMEOUT).stdout.str()
+    assert "cannot run in one stretch" not in dagtester.run(
+        "-n", "2", "-k", "not a2", timeout=TIMEOUT).stdout.str()

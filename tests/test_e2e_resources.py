@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import Ran, make_modules, read_log, write_ini
+from helpers import Ran, make_modules, read_log
 from support.dagtester import DagTester
 
 pytestmark = pytest.mark.dag_modes("own")
@@ -139,7 +139,7 @@ def test_a_limit_in_a_suite_without_resources_is_the_same_warning(
 
 
 def test_the_ini_option_gives_limits_too(pytester: pytest.Pytester, dagtester: DagTester) -> None:
-    write_ini(pytester, "dag_limits =\n    db=3\n")
+    dagtester.ini("dag_limits =\n    db=3\n")
     make_modules(pytester, test_db=db_suite(2, 0, 0.0))
     result = dagtester.run("-n", "2")
     result.stdout.fnmatch_lines(["dagorder: resource limits db=3*"])

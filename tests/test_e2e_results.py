@@ -12,33 +12,27 @@ from __future__ import annotations
 import importlib.util
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
-from helpers import base_args, make_modules, runpytest, write_ini
+from support.dagtester import DagTester
 
-TIMEOUT = 180.0
-MODES = pytest.mark.parametrize("mode", ["serial", "xdist"])
+#: Under xdist, four workers and no affinity: links land on distinct workers.
+pytestmark = pytest.mark.dagtester(xdist=("-n", "4", "--dag-affinity=none"))
 
 needs_rerunfailures = pytest.mark.skipif(
     importlib.util.find_spec("pytest_rerunfailures") is None,
     reason="pytest-rerunfailures is not installed (the test extra has it)")
 
 
-def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    extra = (["-p", "no:xdist"] if mode == "serial"
-             else ["-n", "4", "--dag-affinity=none"])
-    return runpytest(pytester, *base_args(), *extra, *args, timeout=TIMEOUT)
-
-
-def helpers_source(pytester: pytest.Pytester) -> str:
+def helpers_source(root: Path) -> str:
     """Inner helpers: the worker's name, a round handshake, a log of what each link saw."""
-    root = str(pytester.path)
     return textwrap.dedent(f"""\
         import json
         import os
         import time
 
-        ROOT = {root!r}
+        ROOT = {str(root)!r}
         WORKERS = 4
 
 
@@ -67,8 +61,8 @@ def helpers_source(pytester: pytest.Pytester) -> str:
         """)
 
 
-def read_notes(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
-    path = pytester.path / "seen.jsonl"
+def read_notes(dagtester: DagTester) -> dict[str, dict[str, object]]:
+    path = dagtester.path / "seen.jsonl"
     out: dict[str, dict[str, object]] = {}
     for line in path.read_text().splitlines():
         entry = json.loads(line)
@@ -76,11 +70,10 @@ def read_notes(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
     return out
 
 
-def setup(pytester: pytest.Pytester, **modules: str) -> None:
-    write_ini(pytester)
-    (pytester.path / "dagio.py").write_text(helpers_source(pytester))
-    (pytester.path / "accounts").mkdir()
-    make_modules(pytester, **modules)
+def setup(dagtester: DagTester, **modules: str) -> None:
+    (dagtester.path / "dagio.py").write_text(helpers_source(dagtester.path))
+    (dagtester.path / "accounts").mkdir()
+    dagtester.modules(**modules)
 
 
 # -- create -> read -> update -> delete, links on different workers -----------------
@@ -165,17 +158,16 @@ def test_delete(dag, k):
 """
 
 
-@MODES
 def test_create_read_update_delete_with_links_on_different_workers(
-    pytester: pytest.Pytester, mode: str
+    dagtester: DagTester
 ) -> None:
-    setup(pytester, test_crud=CRUD)
-    result = run(pytester, mode)
+    setup(dagtester, test_crud=CRUD)
+    result = dagtester.run()
     result.assert_outcomes(passed=16)
-    assert list((pytester.path / "accounts").iterdir()) == []
-    notes = read_notes(pytester)
+    assert list((dagtester.path / "accounts").iterdir()) == []
+    notes = read_notes(dagtester)
     assert len(notes) == 16
-    if mode == "serial":
+    if dagtester.mode == "serial":
         assert {n["worker"] for n in notes.values()} == {"serial"}
         return
     for step in ("create", "read", "update", "delete"):
@@ -235,10 +227,9 @@ def test_readers_get_their_own_copy(dag):
 """
 
 
-@MODES
-def test_targets_resolve_like_depends_on_targets(pytester: pytest.Pytester, mode: str) -> None:
-    setup(pytester, test_chain=CHAIN)
-    result = run(pytester, mode)
+def test_targets_resolve_like_depends_on_targets(dagtester: DagTester) -> None:
+    setup(dagtester, test_chain=CHAIN)
+    result = dagtester.run()
     result.assert_outcomes(passed=6)
 
 
@@ -265,14 +256,12 @@ def test_fan_in(dag):
 """
 
 
-@MODES
-def test_fan_in_reads_four_producers_of_four_workers(pytester: pytest.Pytester,
-                                                      mode: str) -> None:
-    setup(pytester, test_fan=FAN_IN)
-    result = run(pytester, mode)
+def test_fan_in_reads_four_producers_of_four_workers(dagtester: DagTester) -> None:
+    setup(dagtester, test_fan=FAN_IN)
+    result = dagtester.run()
     result.assert_outcomes(passed=5)
-    seen = read_notes(pytester)["fan_in"]
-    if mode == "xdist":
+    seen = read_notes(dagtester)["fan_in"]
+    if dagtester.mode == "xdist":
         producers = seen["producers"]
         assert isinstance(producers, list) and len(producers) == 4
         # Three of the four values at least came from other workers.
@@ -421,17 +410,15 @@ def literal(line: str) -> str:
     return "".join("[[]" if c == "[" else "[]]" if c == "]" else c for c in line)
 
 
-@MODES
-def test_each_misuse_fails_its_test_with_a_message(pytester: pytest.Pytester,
-                                                   mode: str) -> None:
-    setup(pytester, test_errors=ERRORS)
-    result = run(pytester, mode)
+def test_each_misuse_fails_its_test_with_a_message(dagtester: DagTester) -> None:
+    setup(dagtester, test_errors=ERRORS)
+    result = dagtester.run()
     result.assert_outcomes(passed=7, failed=13)
     assert result.ret == 1
     result.stdout.fnmatch_lines_random([literal(line) for line in ERROR_LINES])
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out
-    notes = read_notes(pytester)
+    notes = read_notes(dagtester)
     assert "still_reads" in notes and "read_one_mib" in notes
 
 
@@ -464,15 +451,13 @@ def test_after_teardown_failure(dag):
 """
 
 
-@MODES
-def test_a_failed_prerequisite_publishes_nothing(pytester: pytest.Pytester,
-                                                 mode: str) -> None:
-    setup(pytester, test_failing=FAILING)
+def test_a_failed_prerequisite_publishes_nothing(dagtester: DagTester) -> None:
+    setup(dagtester, test_failing=FAILING)
     # Default policy: dependents are skipped.
-    result = run(pytester, mode, "-rs")
+    result = dagtester.run("-rs")
     result.assert_outcomes(passed=1, failed=1, errors=1, skipped=2)
     # Policy run: they run, and find nothing published.
-    result = run(pytester, mode, "--dag-on-failure=run")
+    result = dagtester.run("--dag-on-failure=run")
     result.assert_outcomes(passed=1, failed=3, errors=1)
     result.stdout.fnmatch_lines_random([
         "*UnpublishedKeyError: test_after_call_failure reads 'secret_id' from "
@@ -500,11 +485,9 @@ def test_reads_the_final_attempt(dag):
 
 
 @needs_rerunfailures
-@MODES
-def test_only_the_final_attempt_of_a_rerun_test_counts(pytester: pytest.Pytester,
-                                                       mode: str) -> None:
-    setup(pytester, test_rerun=RERUN)
-    result = run(pytester, mode, "-p", "rerunfailures", "--reruns", "1")
+def test_only_the_final_attempt_of_a_rerun_test_counts(dagtester: DagTester) -> None:
+    setup(dagtester, test_rerun=RERUN)
+    result = dagtester.run("-p", "rerunfailures", "--reruns", "1")
     assert result.parseoutcomes() == {"passed": 2, "rerun": 1}
 
 
@@ -537,17 +520,16 @@ def pytest_runtest_logreport(report):
 """
 
 
-@MODES
-def test_published_values_appear_in_no_report(pytester: pytest.Pytester, mode: str) -> None:
-    setup(pytester, test_quiet=QUIET)
-    pytester.makeconftest(REPORT_DUMP)
+def test_published_values_appear_in_no_report(dagtester: DagTester) -> None:
+    setup(dagtester, test_quiet=QUIET)
+    dagtester.pytester.makeconftest(REPORT_DUMP)
     # --showlocals: the fixture and the mapping show their keys, not their values.
-    result = run(pytester, mode, "-v", "-rA", "--showlocals", "--junitxml=out.xml")
+    result = dagtester.run("-v", "-rA", "--showlocals", "--junitxml=out.xml")
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str() + result.stderr.str()
     assert SECRET not in out
-    assert SECRET not in (pytester.path / "reports.txt").read_text()
-    assert SECRET not in (pytester.path / "out.xml").read_text()
+    assert SECRET not in (dagtester.path / "reports.txt").read_text()
+    assert SECRET not in (dagtester.path / "out.xml").read_text()
     result.stdout.fnmatch_lines_random([
         literal("*got * = <results of test_publisher: keys ['password', 'numbers']>"),
         # -v: the keys each test published, never their values.
@@ -571,13 +553,11 @@ def test_reader(dag):
 """
 
 
-@MODES
-def test_a_missing_key_traceback_ends_at_the_reading_test(pytester: pytest.Pytester,
-                                                          mode: str) -> None:
+def test_a_missing_key_traceback_ends_at_the_reading_test(dagtester: DagTester) -> None:
     # Not "test_missing": an in-process inner run would find the suite's own
     # tests/test_missing.py imported under that name.
-    setup(pytester, test_unpublished_key=MISSING_KEY)
-    result = run(pytester, mode)
+    setup(dagtester, test_unpublished_key=MISSING_KEY)
+    result = dagtester.run()
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([

@@ -11,7 +11,6 @@ from helpers import (
     read_junit,
     read_log,
     runpytest,
-    write_ini,
 )
 from support.dagtester import DagTester
 from support.suites import (
@@ -385,7 +384,7 @@ def test_prerequisite_in_an_unselected_file_is_pulled_back(
 
 
 def test_disabled_plugin_runs_plain_pytest(pytester: pytest.Pytester, dagtester: DagTester) -> None:
-    write_ini(pytester, "markers =\n    depends_on\n    run_after\n")
+    dagtester.ini("markers =\n    depends_on\n    run_after\n")
     make_modules(
         pytester,
         test_off="""
@@ -491,10 +490,10 @@ def test_on_failure_run_from_option_and_ini(
     assert set(read_log(pytester)) == {"test_a", "test_b", "test_c", "test_d"}
 
     (pytester.path / LOG_NAME).unlink()
-    write_ini(pytester, "dag_on_failure = run\n")
+    dagtester.ini("dag_on_failure = run\n")
     dagtester.run().assert_outcomes(failed=1, passed=3)
     (pytester.path / LOG_NAME).unlink()
-    write_ini(pytester, "dag_on_failure = stop\n")
+    dagtester.ini("dag_on_failure = stop\n")
     dagtester.run().assert_outcomes(failed=1, skipped=3)
     # the command line beats the ini
     (pytester.path / LOG_NAME).unlink()

@@ -18,8 +18,6 @@ from helpers import (
     make_modules,
     read_junit,
     read_log,
-    runpytest,
-    write_ini,
 )
 from support.dagtester import DagTester
 
@@ -240,7 +238,7 @@ def recorded(path: Path) -> dict[str, float]:
 @pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_stored_durations_merge_and_forget_only_after_a_whole_run(
         pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
-    write_ini(pytester, "dag_durations = ci/durations.json\n")
+    dagtester.ini("dag_durations = ci/durations.json\n")
     make_modules(pytester, test_m="""
         def test_slow():
             mark("slow", 0.2)
@@ -284,8 +282,7 @@ def test_without_store_the_file_is_only_read_and_the_cache_is_the_default(
     make_modules(pytester, test_m=A_THEN_B)
     path = pytester.path / "d.json"
     path.write_text('{"test_m.py::test_a": 7.0}', encoding="utf-8")
-    runpytest(pytester, *base_args(cache=True), f"--dag-durations={path}",
-              timeout=TIMEOUT).assert_outcomes(passed=2)
+    dagtester.run(f"--dag-durations={path}", cache=True, keep_log=True).assert_outcomes(passed=2)
     assert recorded(path) == {"test_m.py::test_a": 7.0}
     # The cache still records for local runs.
     cache = pytester.path / ".pytest_cache" / "v" / "dagorder" / "durations"
@@ -411,28 +408,30 @@ def ran_lines(pytester: pytest.Pytester) -> list[str]:
     return names
 
 
-def loop(pytester: pytest.Pytester, parts: int, *args: str, order: list[int] | None = None,
+def loop(dagtester: DagTester, parts: int, *args: str, order: list[int] | None = None,
          cache: bool = True) -> list[str]:
     """Run parts 1..N (or ``order``) one after another in this checkout: what ran."""
     for k in order or range(1, parts + 1):
-        result = runpytest(pytester, *base_args(cache=cache), "-p", "no:randomly",
-                           f"--dag-shard={k}/{parts}", *args, timeout=TIMEOUT)
+        result = dagtester.run(f"--dag-shard={k}/{parts}", *args, cache=cache, keep_log=True)
         assert result.ret in (0, 1), result.stdout.str()
-    return ran_lines(pytester)
+    return ran_lines(dagtester.pytester)
 
 
-@pytest.mark.parametrize("parts", [2, 3, 5])
-@pytest.mark.parametrize("mode", [[], ["-n", "2"]], ids=["serial", "xdist"])
+# Which part a test belongs to is decided the same way for any number of
+# parts: under xdist the most parts are enough to show the workers agree.
+@pytest.mark.parametrize(("mode", "parts"), [
+    ([], 2), ([], 3), ([], 5), (["-n", "2"], 5)], ids=["serial-2", "serial-3", "serial-5",
+                                                       "xdist-5"])
 def test_parts_run_one_after_another_in_one_checkout_run_every_test_once(
         pytester: pytest.Pytester, dagtester: DagTester, mode: list[str], parts: int) -> None:
     make_modules(pytester, **LOOP_SUITE)
     # A recorded whole run first: every part's run then records durations of
     # its own tests, to the cache and to the file.
-    runpytest(pytester, *base_args(cache=True), "-p", "no:randomly", "--dag-durations=d.json",
-              "--dag-store-durations", timeout=TIMEOUT).assert_outcomes(passed=18)
+    dagtester.run("--dag-durations=d.json", "--dag-store-durations", cache=True,
+                  keep_log=True).assert_outcomes(passed=18)
     ran_lines(pytester)
-    assert loop(pytester, parts, *mode) == ALL_18  # durations in the cache
-    assert loop(pytester, parts, *mode, "--dag-durations=d.json",
+    assert loop(dagtester, parts, *mode) == ALL_18  # durations in the cache
+    assert loop(dagtester, parts, *mode, "--dag-durations=d.json",
                 "--dag-store-durations", order=list(range(parts, 0, -1))) == ALL_18
 
 
@@ -442,15 +441,14 @@ def test_last_failed_part_after_part_reruns_each_failure_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     make_modules(pytester, **LOOP_SUITE)
     monkeypatch.setenv("FAIL_B", "test_m2 test_m5")
-    runpytest(pytester, *base_args(cache=True), "-p", "no:randomly",
-              timeout=TIMEOUT).assert_outcomes(passed=16, failed=2)
+    dagtester.run(cache=True, keep_log=True).assert_outcomes(passed=16, failed=2)
     ran_lines(pytester)
     monkeypatch.delenv("FAIL_B")
     # Each part's run takes its failures out of pytest's lastfailed: the parts
     # that follow must not move, nor run everything once none is left.
-    assert loop(pytester, 3, *mode, "--lf") == [
+    assert loop(dagtester, 3, *mode, "--lf") == [
         "test_m2::a", "test_m2::b", "test_m5::a", "test_m5::b"]
-    assert loop(pytester, 3, *mode, "--lf", order=[3, 2, 1]) == ALL_18  # none failed: all
+    assert loop(dagtester, 3, *mode, "--lf", order=[3, 2, 1]) == ALL_18  # none failed: all
 
 
 def test_last_failed_part_after_part_says_when_a_part_has_none_left(
@@ -466,13 +464,13 @@ def test_last_failed_part_after_part_says_when_a_part_has_none_left(
     first = next(nid.split(".py")[0] for nid, p in zip(ids, part, strict=True)
                  if p == 0 and "::test_b" in nid)
     monkeypatch.setenv("FAIL_B", first)
-    common = [*base_args(cache=True), "-p", "no:randomly", "--dag-durations=d.json"]
-    runpytest(pytester, *common, timeout=TIMEOUT).assert_outcomes(passed=17, failed=1)
+    common = ["--dag-durations=d.json"]
+    dagtester.run(*common, cache=True, keep_log=True).assert_outcomes(passed=17, failed=1)
     ran_lines(pytester)
     monkeypatch.delenv("FAIL_B")
     heads = []
     for k in (1, 2, 3):
-        result = runpytest(pytester, *common, "--lf", f"--dag-shard={k}/3", timeout=TIMEOUT)
+        result = dagtester.run(*common, "--lf", f"--dag-shard={k}/3", cache=True, keep_log=True)
         assert result.ret == 0, result.stdout.str()
         heads += [line for line in result.outlines if line.startswith("dagorder: shard")]
     assert ran_lines(pytester) == [f"{first}::a", f"{first}::b"]
@@ -487,7 +485,7 @@ def test_last_failed_part_after_part_says_when_a_part_has_none_left(
 def test_a_selection_part_after_part_runs_each_selected_test_once(
         pytester: pytest.Pytester, dagtester: DagTester, mode: list[str]) -> None:
     make_modules(pytester, **LOOP_SUITE)
-    assert loop(pytester, 3, *mode, "-k", "solo or m3") == sorted(
+    assert loop(dagtester, 3, *mode, "-k", "solo or m3") == sorted(
         [f"test_m{i}::solo" for i in range(1, 7)] + ["test_m3::a", "test_m3::b"])
 
 
@@ -505,8 +503,8 @@ def test_parts_in_separate_checkouts_run_every_test_once_from_any_directory(
         job = pytester.path / f"job{k}"
         shutil.copytree(template, job)
         monkeypatch.chdir(job / where)
-        result = runpytest(pytester, *base_args(cache=True), "-p", "no:randomly",
-                           "--dag-durations=d.json", f"--dag-shard={k}/3", timeout=TIMEOUT)
+        result = dagtester.run("--dag-durations=d.json", f"--dag-shard={k}/3", cache=True,
+                               keep_log=True)
         assert result.ret == 0, result.stdout.str()
     assert ran_lines(pytester) == ALL_18
 

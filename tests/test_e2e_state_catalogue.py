@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import junit_key, read_junit, write_ini
+from helpers import junit_key, read_junit
 from support.dagtester import DagTester
 
 pytestmark = pytest.mark.dag_modes("own")
@@ -587,7 +587,7 @@ def test_the_catalogue_has_thirty_ways_to_pass_state() -> None:
 def test_every_pattern_gives_its_serial_outcome_under_n(
     pytester: pytest.Pytester, dagtester: DagTester
 ) -> None:
-    write_ini(pytester, "dag_durations = durations.json\n")
+    dagtester.ini("dag_durations = durations.json\n")
     total = write_project(pytester.path)
     serial = dagtester.run("-p", "no:randomly", "--junitxml=serial.xml",
                            own_process="the patterns change the environment, the working "
@@ -624,7 +624,7 @@ def test_with_affinity_none_a_failure_names_the_worker_of_its_prerequisite(
     """``none`` states that nothing is shared: the catalogue's chains split,
     and a test that fails after a prerequisite that ran on another worker
     says so in its report, with the remedy."""
-    write_ini(pytester, "dag_durations = durations.json\n")
+    dagtester.ini("dag_durations = durations.json\n")
     write_project(pytester.path)
     result = dagtester.run("-n", "3", "--dag-affinity=none", timeout=240)
     assert result.parseoutcomes().get("failed", 0) > 0

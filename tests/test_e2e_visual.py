@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import base_args, make_modules, read_log, runpytest, write_ini
+from support.dagtester import DagTester
 from support.render_readers import (
     assert_self_contained,
     bars,
@@ -18,7 +18,12 @@ from support.render_readers import (
 )
 from support.suites import MODULE_TEARDOWN_ERROR
 
-TIMEOUT = 120.0
+#: Each test gives ``-n`` or ``-p no:xdist`` itself.
+pytestmark = [
+    pytest.mark.dag_modes("own"),
+    pytest.mark.dagtester(
+        ini="markers =\n    dag_resource(*names): resources a test holds\n", timeout=120.0),
+]
 BARRIER = "dagorder-barrier"
 
 SUITE_A = """
@@ -88,14 +93,9 @@ OUTCOMES = {
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    write_ini(pytester, "markers =\n    dag_resource(*names): resources a test holds\n")
-    make_modules(pytester, test_a=SUITE_A, test_b=SUITE_B)
-    return pytester
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return runpytest(pytester, *base_args(), "-p", "dagorder", *args, timeout=TIMEOUT)
+def suite(dagtester: DagTester) -> DagTester:
+    dagtester.modules(test_a=SUITE_A, test_b=SUITE_B)
+    return dagtester
 
 
 def graph_args(path: Path) -> list[str]:
@@ -153,9 +153,9 @@ def check_timeline_page(page: str, expected_lanes: list[str]) -> None:
         assert nid in skipped_part
 
 
-def test_serial_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
+def test_serial_run_writes_graph_and_timeline(suite: DagTester) -> None:
     out = suite.path
-    result = run(suite, "-p", "no:xdist", *graph_args(out), f"--dag-timeline={out / 't.html'}")
+    result = suite.run("-p", "no:xdist", *graph_args(out), f"--dag-timeline={out / 't.html'}")
     result.assert_outcomes(passed=5, failed=1, skipped=3)
     result.stdout.fnmatch_lines(["dagorder: wrote the graph (9 tests, 5 dependencies) to *g.dot*",
                                  "dagorder: wrote the timeline (7 tests, 2 skipped*) to *t.html*"])
@@ -165,9 +165,9 @@ def test_serial_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
     check_timeline_page((out / "t.html").read_text(encoding="utf-8"), ["main"])
 
 
-def test_xdist_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
+def test_xdist_run_writes_graph_and_timeline(suite: DagTester) -> None:
     out = suite.path
-    result = run(suite, "-n", "2", "--dag-affinity=module", *graph_args(out),
+    result = suite.run("-n", "2", "--dag-affinity=module", *graph_args(out),
                  f"--dag-timeline={out / 't.html'}")
     result.assert_outcomes(passed=5, failed=1, skipped=3)
     nodes = check_graphs(out, ran=True)
@@ -179,10 +179,10 @@ def test_xdist_run_writes_graph_and_timeline(suite: pytest.Pytester) -> None:
     check_timeline_page((out / "t.html").read_text(encoding="utf-8"), ["gw0", "gw1"])
 
 
-def test_xdist_trace_events(suite: pytest.Pytester) -> None:
+def test_xdist_trace_events(suite: DagTester) -> None:
     out = suite.path
     # Repeatable, like --dag-graph: one run writes the page and the trace.
-    result = run(suite, "-n", "2", f"--dag-timeline={out / 'trace.json'}",
+    result = suite.run("-n", "2", f"--dag-timeline={out / 'trace.json'}",
                  f"--dag-timeline={out / 'page.html'}")
     result.assert_outcomes(passed=5, failed=1, skipped=3)
     assert (out / "page.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
@@ -197,22 +197,21 @@ def test_xdist_trace_events(suite: pytest.Pytester) -> None:
     assert all(e["tid"] in lane and e["dur"] >= 0 for e in complete)
 
 
-def test_collect_only_writes_the_graph_and_runs_nothing(suite: pytest.Pytester) -> None:
+def test_collect_only_writes_the_graph_and_runs_nothing(suite: DagTester) -> None:
     out = suite.path
-    result = run(suite, "--collect-only", "-q", *graph_args(out))
+    result = suite.run("--collect-only", "-q", *graph_args(out))
     assert result.ret == 0
     check_graphs(out, ran=False)
-    assert read_log(suite) == {}
+    assert suite.ran() == {}
 
 
 def test_a_suite_without_declarations_still_gets_its_graph_and_timeline(
-    pytester: pytest.Pytester,
+    dagtester: DagTester,
 ) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_plain="def test_x():\n    mark('x')\n\n\n"
+    dagtester.modules(test_plain="def test_x():\n    mark('x')\n\n\n"
                                       "def test_y():\n    mark('y')\n")
-    out = pytester.path
-    result = run(pytester, "-p", "no:xdist", f"--dag-graph={out / 'g.json'}",
+    out = dagtester.path
+    result = dagtester.run("-p", "no:xdist", f"--dag-graph={out / 'g.json'}",
                  f"--dag-timeline={out / 't.html'}")
     result.assert_outcomes(passed=2)
     doc = json.loads((out / "g.json").read_text(encoding="utf-8"))
@@ -236,18 +235,18 @@ def test_a_suite_without_declarations_still_gets_its_graph_and_timeline(
     ],
 )
 def test_bad_paths_are_usage_errors_before_anything_runs(
-    suite: pytest.Pytester, option: str, message: str
+    suite: DagTester, option: str, message: str
 ) -> None:
-    result = run(suite, option)
+    result = suite.run(option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str()
-    assert read_log(suite) == {}
+    assert suite.ran() == {}
 
 
-def test_a_directory_is_refused(suite: pytest.Pytester) -> None:
+def test_a_directory_is_refused(suite: DagTester) -> None:
     (suite.path / "out.dot").mkdir()
-    result = run(suite, "--dag-graph=out.dot")
+    result = suite.run("--dag-graph=out.dot")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--dag-graph 'out.dot' is a directory; give a file name*"])
 
@@ -258,14 +257,14 @@ MODES = pytest.mark.parametrize("mode", [("-p", "no:xdist"), ("-n", "2")], ids=[
 @MODES
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 def test_a_path_the_kernel_refuses_is_refused_before_anything_runs(
-    suite: pytest.Pytester, mode: tuple[str, str]
+    suite: DagTester, mode: tuple[str, str]
 ) -> None:
     # /proc refuses new files even to root, whom os.access lets through.
-    result = run(suite, *mode, "--dag-graph=/proc/dagorder-graph.dot")
+    result = suite.run(*mode, "--dag-graph=/proc/dagorder-graph.dot")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*--dag-graph '/proc/dagorder-graph.dot' is not writable (*); choose another path*"])
-    assert read_log(suite) == {}
+    assert suite.ran() == {}
 
 
 @MODES
@@ -275,22 +274,21 @@ def test_a_path_the_kernel_refuses_is_refused_before_anything_runs(
      ("--dag-graph=g.dot", "--dag-graph=./g.dot")],
 )
 def test_two_outputs_naming_one_file_are_refused(
-    suite: pytest.Pytester, mode: tuple[str, str], first: str, second: str
+    suite: DagTester, mode: tuple[str, str], first: str, second: str
 ) -> None:
-    result = run(suite, *mode, first, second)
+    result = suite.run(*mode, first, second)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     first_option, first_raw = first.split("=")
     second_option, second_raw = second.split("=")
     result.stderr.fnmatch_lines(
         [f"*{first_option} '{first_raw}' and {second_option} '{second_raw}' name the same "
          f"file '{suite.path / Path(first_raw).name}'; give each output a path of its own*"])
-    assert read_log(suite) == {}
+    assert suite.ran() == {}
     assert not (suite.path / first_raw).exists()  # the probe leaves nothing behind
 
 
-def test_invalid_declarations_write_no_graph(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_cycle="""
+def test_invalid_declarations_write_no_graph(dagtester: DagTester) -> None:
+    dagtester.modules(test_cycle="""
 @depends_on("test_b")
 def test_a():
     pass
@@ -300,16 +298,16 @@ def test_a():
 def test_b():
     pass
 """)
-    result = run(pytester, "-p", "no:xdist", f"--dag-graph={pytester.path / 'g.dot'}")
+    result = dagtester.run("-p", "no:xdist", f"--dag-graph={dagtester.path / 'g.dot'}")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["dagorder: graph not written to *g.dot: the dependency "
                                  "declarations have errors"])
-    assert not (pytester.path / "g.dot").exists()
+    assert not (dagtester.path / "g.dot").exists()
 
 
-def test_a_deselected_prerequisite_is_a_node_outside_the_run(suite: pytest.Pytester) -> None:
+def test_a_deselected_prerequisite_is_a_node_outside_the_run(suite: DagTester) -> None:
     out = suite.path
-    result = run(suite, "-p", "no:xdist", "-k", "test_after_ok", f"--dag-graph={out / 'g.json'}",
+    result = suite.run("-p", "no:xdist", "-k", "test_after_ok", f"--dag-graph={out / 'g.json'}",
                  f"--dag-timeline={out / 't.html'}")
     result.assert_outcomes(skipped=1)
     doc = json.loads((out / "g.json").read_text(encoding="utf-8"))
@@ -326,9 +324,8 @@ def test_a_deselected_prerequisite_is_a_node_outside_the_run(suite: pytest.Pytes
     assert f"{A}test_ok</code>: blocked 1 test" in page
 
 
-def test_a_crashed_worker_shows_as_a_crashed_test(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_crash="""
+def test_a_crashed_worker_shows_as_a_crashed_test(dagtester: DagTester) -> None:
+    dagtester.modules(test_crash="""
 def test_crash():
     mark("crash")
     # Not at once: a worker that dies while the controller is still sending
@@ -346,8 +343,8 @@ def test_after_crash():
 def test_fine():
     mark("fine")
 """)
-    out = pytester.path
-    result = run(pytester, "-n", "2", f"--dag-graph={out / 'g.json'}",
+    out = dagtester.path
+    result = dagtester.run("-n", "2", f"--dag-graph={out / 'g.json'}",
                  f"--dag-timeline={out / 't.json'}")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     doc = json.loads((out / "g.json").read_text(encoding="utf-8"))
@@ -361,15 +358,14 @@ def test_fine():
                         "test_crash.py::test_fine": "passed"}
 
 
-def test_a_deferred_module_teardown_error_stays_on_its_test(pytester: pytest.Pytester) -> None:
+def test_a_deferred_module_teardown_error_stays_on_its_test(dagtester: DagTester) -> None:
     """Under -n a module fixture may be torn down after its last test's own teardown
     (by the barrier, when the next test is known); its error is still one bar."""
-    write_ini(pytester)
-    make_modules(pytester, test_mfix=MODULE_TEARDOWN_ERROR,
+    dagtester.modules(test_mfix=MODULE_TEARDOWN_ERROR,
                  test_other='@pytest.mark.parametrize("n", range(4))\n'
                             'def test_z(n):\n    mark(f"test_z{n}")\n')
-    out = pytester.path
-    result = run(pytester, "-n", "2", f"--dag-timeline={out / 't.json'}",
+    out = dagtester.path
+    result = dagtester.run("-n", "2", f"--dag-timeline={out / 't.json'}",
                  f"--dag-graph={out / 'g.json'}")
     result.assert_outcomes(passed=6, errors=1)
     events = json.loads((out / "t.json").read_text(encoding="utf-8"))["traceEvents"]

@@ -16,7 +16,6 @@ from helpers import (
     make_modules,
     read_junit,
     read_log,
-    write_ini,
 )
 from support.dagtester import DagTester
 from support.suites import (
@@ -1010,7 +1009,7 @@ def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_
     session fixture; an edge across modules sharing none is left free, and
     --dag-explain says so, with each group's reasons.  ``module`` keeps the
     in-module chains only."""
-    write_ini(pytester, "testpaths = tests\n")
+    dagtester.ini("testpaths = tests\n")
     pytester.mkdir("tests")
     (pytester.path / "tests" / "conftest.py").write_text(textwrap.dedent(SHOP_CONFTEST))
     make_modules(pytester, tests__test_free=STATE_FREE, tests__test_global=STATE_GLOBAL,
@@ -1127,7 +1126,7 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
     """``dag_shares_nothing`` on a module frees its in-module edges; ini
     ``dag_stateless_fixtures`` frees the edges a session fixture would join
     across modules; the rest stays grouped, and --dag-explain lists both."""
-    write_ini(pytester, "dag_stateless_fixtures = client\n")
+    dagtester.ini("dag_stateless_fixtures = client\n")
     pytester.makeconftest(STATED_CONFTEST)
     make_modules(pytester, test_stated="""
         pytestmark = pytest.mark.dag_shares_nothing
@@ -1164,7 +1163,7 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
     (pytester.path / "test_stated.py").write_text(
         (pytester.path / "test_stated.py").read_text().replace(
             "pytestmark = pytest.mark.dag_shares_nothing", ""))
-    write_ini(pytester)
+    dagtester.ini()
     result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=14)
     result.stdout.fnmatch_lines(["*affinity state (3 groups)*"])

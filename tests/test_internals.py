@@ -23,7 +23,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from helpers import LOG_NAME, assert_after, base_args, make_modules, read_log, runpytest, write_ini
+from helpers import assert_after, base_args
+from support.dagtester import DagTester
 
 from pytest_dagorder.distributed import xdist_internals
 from pytest_dagorder.distributed.exit_forwarding import ExitForwarder
@@ -31,6 +32,9 @@ from pytest_dagorder.glue import internals
 from pytest_dagorder.migration import runtime, takeover
 
 TIMEOUT = 120.0
+
+#: Each test gives ``-n`` or ``-p no:xdist`` itself.
+pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=TIMEOUT)]
 
 CHAIN = """
     def test_a():
@@ -67,22 +71,15 @@ A_FAILS = """
 RENAMES = "import pytest_dagorder.glue.internals as internals"
 
 
-def rename_internals(pytester: pytest.Pytester, **names: object) -> None:
-    """A conftest.py that makes ``internals`` look for other names (a release renamed them)."""
+def rename_internals(dagtester: DagTester, **names: object) -> None:
+    """A conftest.py that makes ``internals`` look for other names (a release renamed them).
+
+    The test's runs then go in a process of their own: in-process the
+    plugin's module would stay patched for the outer run."""
     lines = [RENAMES, ""]
     lines += [f"internals.{name} = {value!r}" for name, value in names.items()]
-    pytester.makeconftest("\n".join(lines) + "\n")
-
-
-def run(pytester: pytest.Pytester, *args: str, cache: bool = False) -> pytest.RunResult:
-    """An inner run (``helpers.runpytest``): in a process of its own where
-    :func:`rename_internals` patched the plugin's module, which in-process
-    would stay patched for the outer run."""
-    (pytester.path / LOG_NAME).unlink(missing_ok=True)
-    conftest = pytester.path / "conftest.py"
-    renamed = conftest.exists() and conftest.read_text(encoding="utf-8").startswith(RENAMES)
-    why = "its conftest.py renames the plugin's internals" if renamed else ""
-    return runpytest(pytester, *base_args(cache=cache), *args, timeout=TIMEOUT, own_process=why)
+    dagtester.pytester.makeconftest("\n".join(lines) + "\n")
+    dagtester.own_process = "its conftest.py renames the plugin's internals"
 
 
 def assert_clean(result: pytest.RunResult) -> None:
@@ -118,9 +115,8 @@ def test_rewriting_is_left_alone_when_pytest_moved_it(
     assert sys.meta_path == before
 
 
-def test_the_plugin_loads_and_runs_when_the_rewriter_moved(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAIN)
+def test_the_plugin_loads_and_runs_when_the_rewriter_moved(dagtester: DagTester) -> None:
+    dagtester.modules(test_m=CHAIN)
     code = textwrap.dedent(f"""\
         import sys
         import pytest_dagorder.glue.internals as internals
@@ -128,25 +124,24 @@ def test_the_plugin_loads_and_runs_when_the_rewriter_moved(pytester: pytest.Pyte
         import pytest
         sys.exit(pytest.main({[*base_args(), "-p", "no:xdist", "-q"]!r}))
     """)
-    result = pytester.run(sys.executable, "-c", code, timeout=TIMEOUT)
+    result = dagtester.pytester.run(sys.executable, "-c", code, timeout=TIMEOUT)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["3 passed*"])
-    assert sorted(read_log(pytester)) == ["a", "b", "c"]
+    assert sorted(dagtester.ran()) == ["a", "b", "c"]
 
 
 # -- Skipped(_use_item_location=True): where a skip is reported -----------------------
 
 
-def test_a_skip_points_at_the_test(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_FAILS)
-    result = pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist", "-rs")
+def test_a_skip_points_at_the_test(dagtester: DagTester) -> None:
+    dagtester.modules(test_m=A_FAILS)
+    result = dagtester.run("-p", "no:xdist", "-rs")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1] test_m.py:*: prerequisite test_a failed*"])
 
 
 def test_a_skip_without_the_location_flag_points_into_the_plugin(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest's skip exception without ``_use_item_location``: a plain skip, no crash."""
     real = pytest.skip.Exception
 
@@ -156,13 +151,12 @@ def test_a_skip_without_the_location_flag_points_into_the_plugin(
 
     monkeypatch.setattr(pytest.skip, "Exception", Skipped)
     assert internals.ITEM_LOCATION_FLAG not in inspect.signature(pytest.skip.Exception).parameters
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_FAILS)
-    result = pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist", "-rs")
+    dagtester.modules(test_m=A_FAILS)
+    result = dagtester.run("-p", "no:xdist", "-rs")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1] *internals.py:*: prerequisite test_a failed*"])
     assert_clean(result)
-    assert sorted(read_log(pytester)) == ["a", "x"]
+    assert sorted(dagtester.ran()) == ["a", "x"]
 
 
 # -- SetupState.teardown_exact and pluggy's hook relay: plain xdist scheduling --------
@@ -182,14 +176,13 @@ def test_barriers_need_nothing_missing_here(request: pytest.FixtureRequest) -> N
      "pluggy's HookRelay.pytest_runtest_logreport_v2"),
 ], ids=["teardown_exact", "hook-relay", "nodeid", "report-hooks"])
 def test_without_an_internal_the_barriers_need_xdist_schedules_plainly(
-        pytester: pytest.Pytester, names: dict[str, object], missing: str) -> None:
-    write_ini(pytester)
-    rename_internals(pytester, **names)
-    make_modules(pytester, test_m=CHAIN, test_n="def test_n():\n    mark('n')\n")
-    result = run(pytester, "-n", "2")
+        dagtester: DagTester, names: dict[str, object], missing: str) -> None:
+    rename_internals(dagtester, **names)
+    dagtester.modules(test_m=CHAIN, test_n="def test_n():\n    mark('n')\n")
+    result = dagtester.run("-n", "2")
     assert result.ret == 0
     result.assert_outcomes(passed=4)
-    assert sorted(read_log(pytester)) == ["a", "b", "c", "n"]
+    assert sorted(dagtester.ran()) == ["a", "b", "c", "n"]
     result.stdout.fnmatch_lines([
         f"pytest-dagorder: {missing} not found *: -n runs use plain xdist scheduling, "
         "dependencies are not enforced; run without -n, or upgrade pytest-dagorder",
@@ -199,22 +192,20 @@ def test_without_an_internal_the_barriers_need_xdist_schedules_plainly(
     assert_clean(result)
 
 
-def test_the_same_suite_is_scheduled_as_a_dag_with_them(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=CHAIN, test_n="def test_n():\n    mark('n')\n")
-    result = run(pytester, "-n", "2")
+def test_the_same_suite_is_scheduled_as_a_dag_with_them(dagtester: DagTester) -> None:
+    dagtester.modules(test_m=CHAIN, test_n="def test_n():\n    mark('n')\n")
+    result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["dagorder: *dependencies*"])
     result.stdout.no_fnmatch_line("*plain xdist scheduling*")
-    assert_after(read_log(pytester), [("a", "b"), ("b", "c")])
+    assert_after(dagtester.ran(), [("a", "b"), ("b", "c")])
 
 
-def test_a_serial_run_does_not_need_them(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    rename_internals(pytester, PROTOCOL_HOOK="pytest_runtest_protocol_v2",
+def test_a_serial_run_does_not_need_them(dagtester: DagTester) -> None:
+    rename_internals(dagtester, PROTOCOL_HOOK="pytest_runtest_protocol_v2",
                      SETUP_STATE=("SetupState", "_setupstate", "teardown_upto"))
-    make_modules(pytester, test_m=A_FAILS)
-    result = run(pytester, "-p", "no:xdist")
+    dagtester.modules(test_m=A_FAILS)
+    result = dagtester.run("-p", "no:xdist")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.no_fnmatch_line("*plain xdist scheduling*")
 
@@ -258,9 +249,8 @@ def test_another_plugins_list_type_is_kept_and_the_tail_appended() -> None:
 
 
 def test_a_dag_runs_under_xdist_when_a_plugin_owns_session_items(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    pytester.makeconftest("""
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makeconftest("""
         import pytest
 
         class Items(list):
@@ -269,7 +259,7 @@ def test_a_dag_runs_under_xdist_when_a_plugin_owns_session_items(
         def pytest_collection_finish(session):
             session.items = Items(session.items)
     """)
-    make_modules(pytester, test_m=CHAIN, test_n="""
+    dagtester.modules(test_m=CHAIN, test_n="""
         @pytest.fixture(scope="module")
         def res():
             yield
@@ -280,9 +270,9 @@ def test_a_dag_runs_under_xdist_when_a_plugin_owns_session_items(
         def test_n(res):
             mark("n")
     """)
-    result = run(pytester, "-n", "2")
+    result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=4)
-    assert_after(read_log(pytester), [("a", "b"), ("b", "c"), ("c", "n"), ("n", "res-down")])
+    assert_after(dagtester.ran(), [("a", "b"), ("b", "c"), ("c", "n"), ("n", "res-down")])
     assert_clean(result)
 
 
@@ -290,8 +280,8 @@ def test_a_dag_runs_under_xdist_when_a_plugin_owns_session_items(
 
 
 def test_locations_are_left_to_pytest_when_location_is_no_cached_property(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    items = pytester.getitems("""
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    items = dagtester.pytester.getitems("""
         def test_one():
             pass
 
@@ -310,12 +300,11 @@ def test_locations_are_left_to_pytest_when_location_is_no_cached_property(
 
 
 def test_a_run_goes_on_when_location_is_no_cached_property(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     cached = inspect.getattr_static(pytest.Item, "location")
     monkeypatch.setattr(pytest.Item, "location", property(cached.func))
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_FAILS)
-    result = pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist", "-rs")
+    dagtester.modules(test_m=A_FAILS)
+    result = dagtester.run("-p", "no:xdist", "-rs")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1] test_m.py:*: prerequisite test_a failed*"])
 
@@ -326,25 +315,23 @@ def test_a_run_goes_on_when_location_is_no_cached_property(
 @pytest.mark.parametrize(("names", "deselected"), [({}, 0), ({"TERMINAL_STATS": "counts"}, 1)],
                          ids=["stats", "renamed"])
 def test_pulled_back_prerequisites_leave_the_deselected_count(
-        pytester: pytest.Pytester, names: dict[str, object], deselected: int) -> None:
-    write_ini(pytester)
+        dagtester: DagTester, names: dict[str, object], deselected: int) -> None:
     if names:
-        rename_internals(pytester, **names)
-    make_modules(pytester, test_m=CHAIN)
-    result = run(pytester, "-p", "no:xdist", "-k", "b or c", "--dag-with-prerequisites")
+        rename_internals(dagtester, **names)
+    dagtester.modules(test_m=CHAIN)
+    result = dagtester.run("-p", "no:xdist", "-k", "b or c", "--dag-with-prerequisites")
     result.assert_outcomes(passed=3, deselected=deselected)
-    assert sorted(read_log(pytester)) == ["a", "b", "c"]
+    assert sorted(dagtester.ran()) == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize(("names", "deselected"), [({}, 1), ({"TERMINAL_STATS": "counts"}, 0)],
                          ids=["stats", "renamed"])
 def test_the_controller_counts_what_the_workers_deselected(
-        pytester: pytest.Pytester, names: dict[str, object], deselected: int) -> None:
-    write_ini(pytester)
+        dagtester: DagTester, names: dict[str, object], deselected: int) -> None:
     if names:
-        rename_internals(pytester, **names)
-    make_modules(pytester, test_m=CHAIN)
-    result = run(pytester, "-n", "2", "-k", "test_a or test_b")
+        rename_internals(dagtester, **names)
+    dagtester.modules(test_m=CHAIN)
+    result = dagtester.run("-n", "2", "-k", "test_a or test_b")
     result.assert_outcomes(passed=2, deselected=deselected)
     assert_clean(result)
 
@@ -355,26 +342,24 @@ def test_the_controller_counts_what_the_workers_deselected(
 @pytest.mark.parametrize(("names", "blocked"), [
     ({}, 1), ({"LASTFAILED_PLUGIN": "lastfailed"}, 0)], ids=["kept", "renamed"])
 def test_lf_keeps_a_blocked_test_only_with_the_cache_providers_set(
-        pytester: pytest.Pytester, names: dict[str, object], blocked: int) -> None:
-    write_ini(pytester)
+        dagtester: DagTester, names: dict[str, object], blocked: int) -> None:
     if names:
-        rename_internals(pytester, **names)
-    make_modules(pytester, test_m=A_FAILS)
-    run(pytester, "-p", "no:xdist", cache=True).assert_outcomes(
+        rename_internals(dagtester, **names)
+    dagtester.modules(test_m=A_FAILS)
+    dagtester.run("-p", "no:xdist", cache=True).assert_outcomes(
         passed=1, failed=1, skipped=1)
-    result = run(pytester, "-p", "no:xdist", "--lf", cache=True)
+    result = dagtester.run("-p", "no:xdist", "--lf", cache=True)
     assert result.ret == 1
     # test_b, blocked again, is in the run only if the set kept it.
     assert result.parseoutcomes().get("skipped", 0) == blocked
-    assert sorted(read_log(pytester)) == ["a"]
+    assert sorted(dagtester.ran()) == ["a"]
     assert_clean(result)
 
 
-def test_a_lastfailed_value_of_another_shape_is_left_alone(pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=A_FAILS)
-    run(pytester, "-p", "no:xdist", cache=True)
-    config = pytester.parseconfigure()
+def test_a_lastfailed_value_of_another_shape_is_left_alone(dagtester: DagTester) -> None:
+    dagtester.modules(test_m=A_FAILS)
+    dagtester.run("-p", "no:xdist", cache=True)
+    config = dagtester.pytester.parseconfigure()
     assert config.cache is not None
     config.cache.set(internals.LASTFAILED_KEY, ["test_m.py::test_a"])
     internals.keep_in_lastfailed(config, ["test_m.py::test_b"])
@@ -386,28 +371,27 @@ def test_a_lastfailed_value_of_another_shape_is_left_alone(pytester: pytest.Pyte
     ({"LASTFAILED_COLLECTION": "lastfailed-collection"}, "collected 2 items")],
     ids=["whole", "renamed"])
 def test_lf_with_a_shard_collects_everything_only_with_the_cache_providers_helper(
-        pytester: pytest.Pytester, names: dict[str, object], collected: str) -> None:
-    write_ini(pytester)
+        dagtester: DagTester, names: dict[str, object], collected: str) -> None:
     if names:
-        rename_internals(pytester, **names)
-    make_modules(pytester, test_m=A_FAILS, test_n=CHAIN)
-    run(pytester, "-p", "no:xdist", cache=True).assert_outcomes(
+        rename_internals(dagtester, **names)
+    dagtester.modules(test_m=A_FAILS, test_n=CHAIN)
+    dagtester.run("-p", "no:xdist", cache=True).assert_outcomes(
         passed=4, failed=1, skipped=1)
-    result = run(pytester, "-p", "no:xdist", "--lf", "--dag-shard=1/1", cache=True)
+    result = dagtester.run("-p", "no:xdist", "--lf", "--dag-shard=1/1", cache=True)
     # Both run what failed (test_b stays blocked); only the whole collection
     # gives a part that does not move with what failed last.
     result.stdout.fnmatch_lines([collected + "*"])
-    assert sorted(read_log(pytester)) == ["a"]
+    assert sorted(dagtester.ran()) == ["a"]
     assert_clean(result)
 
 
 # -- pulled-in files: made by the collection hooks ------------------------------------
 
 
-def run_unit_pulling_in(pytester: pytest.Pytester, module: str) -> pytest.RunResult:
+def run_unit_pulling_in(dagtester: DagTester, module: str) -> pytest.RunResult:
     """Run ``tests/unit``, whose test needs ``tests/integration/<module>.py::test_i``:
     the prerequisite is pulled in and both pass."""
-    make_modules(pytester, tests__unit__test_u=f"""
+    dagtester.modules(tests__unit__test_u=f"""
         @depends_on("tests/integration/{module}.py::test_i")
         def test_u():
             mark("u")
@@ -415,17 +399,16 @@ def run_unit_pulling_in(pytester: pytest.Pytester, module: str) -> pytest.RunRes
         def test_i():
             mark("i")
     """})
-    result = run(pytester, "-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
+    result = dagtester.run("-p", "no:xdist", "tests/unit", "--dag-with-prerequisites")
     result.assert_outcomes(passed=2)
-    assert sorted(read_log(pytester)) == ["i", "u"]
+    assert sorted(dagtester.ran()) == ["i", "u"]
     return result
 
 
 def test_a_file_outside_the_session_is_made_by_the_collection_hooks(
-        pytester: pytest.Pytester) -> None:
+        dagtester: DagTester) -> None:
     """A conftest's own module class collects a pulled-in file, as it would in the session."""
-    write_ini(pytester)
-    pytester.makeconftest("""
+    dagtester.pytester.makeconftest("""
         import pytest
 
         class Recorded(pytest.Module):
@@ -437,22 +420,21 @@ def test_a_file_outside_the_session_is_made_by_the_collection_hooks(
         def pytest_pycollect_makemodule(module_path, parent):
             return Recorded.from_parent(parent, path=module_path)
     """)
-    run_unit_pulling_in(pytester, "test_i")
-    made = (pytester.path / "made.txt").read_text().split()
+    run_unit_pulling_in(dagtester, "test_i")
+    made = (dagtester.path / "made.txt").read_text().split()
     assert made == ["test_u.py", "test_i.py"]
 
 
 def test_a_target_outside_python_files_is_collected_as_if_named(
-        pytester: pytest.Pytester) -> None:
+        dagtester: DagTester) -> None:
     """As a file named on the command line: still through the conftest's module hook."""
-    write_ini(pytester)
-    pytester.makeconftest("""
+    dagtester.pytester.makeconftest("""
         def pytest_pycollect_makemodule(module_path, parent):
             with open(parent.config.rootpath / "made.txt", "a") as f:
                 f.write(module_path.name + "\\n")
     """)
-    result = run_unit_pulling_in(pytester, "check_i")
-    assert (pytester.path / "made.txt").read_text().split() == ["test_u.py", "check_i.py"]
+    result = run_unit_pulling_in(dagtester, "check_i")
+    assert (dagtester.path / "made.txt").read_text().split() == ["test_u.py", "check_i.py"]
     assert_clean(result)
 
 
@@ -460,8 +442,8 @@ def test_a_target_outside_python_files_is_collected_as_if_named(
 
 
 def test_a_tests_fixture_functions_without_fixtureinfo_are_none(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    (item,) = pytester.getitems("""
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (item,) = dagtester.pytester.getitems("""
         import pytest
 
         @pytest.fixture
@@ -477,8 +459,8 @@ def test_a_tests_fixture_functions_without_fixtureinfo_are_none(
 
 
 def test_requested_fixtures_follow_what_the_test_names_and_without_fixtureinfo_are_unknown(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    items = pytester.getitems("""
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    items = dagtester.pytester.getitems("""
         import pytest
 
         @pytest.fixture(scope="session")
@@ -582,8 +564,8 @@ def test_a_controller_failure_counts_towards_maxfail_only_with_dsessions_counter
 
 
 def test_a_test_is_shown_as_in_its_teardown_and_left_as_pytest_left_it(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    (item,) = pytester.getitems("def test_one():\n    pass\n")
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (item,) = dagtester.pytester.getitems("def test_one():\n    pass\n")
     view = internals.teardown_view(item)
     assert sorted(view) == ["_request", "funcargs"]
     cast(Any, item).funcargs["res"] = 1  # what setup fills, in place
@@ -633,19 +615,19 @@ ORDINALS = """
 
 @pytest.mark.autoload
 def test_without_pytest_orders_sorter_ordinals_still_order_and_its_options_are_named(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pytest_order")
-    make_modules(pytester, test_o=ORDINALS)
+    dagtester.modules(test_o=ORDINALS)
     ignored = "dagorder: ignored options of the disabled plugins: --sparse-ordering"
     for gone in (False, True):
         if gone:
             monkeypatch.setattr(runtime, "ORDER_SORTER",
                                 ("pytest_order.sorter", "RenamedSorter", "sort_items"))
             assert runtime.order_sorter() is None
-        result = run(pytester, "-p", "no:xdist", "--sparse-ordering")
+        result = dagtester.run("-p", "no:xdist", "--sparse-ordering")
         assert_clean(result)
         result.assert_outcomes(passed=2)
-        ran = read_log(pytester)
+        ran = dagtester.ran()
         assert ran["first"].end <= ran["second"].start
         assert (ignored in result.stdout.str()) is gone
 

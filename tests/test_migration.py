@@ -16,20 +16,15 @@ import importlib.util
 import textwrap
 
 import pytest
-from helpers import (
-    base_args,
-    junit_key,
-    outcomes,
-    read_log,
-    run_in_mode,
-    runpytest,
-    write_ini,
-)
+from helpers import junit_key
+from support.dagtester import DagTester
 
-MODES = ["serial", "xdist"]
-
-#: The takeover is what this module tests: inner runs load every installed plugin.
-pytestmark = pytest.mark.autoload
+#: The takeover is what this module tests: inner runs load every installed plugin;
+#: every run writes the JUnit XML that :func:`check` reads.  No ini: a suite as
+#: its authors left it (warnings are not errors).
+pytestmark = [pytest.mark.autoload,
+              pytest.mark.dagtester(ini=None,
+                                    args=("--strict-markers", "-rs", "--junitxml=out.xml"))]
 
 PRELUDE = """\
 import os
@@ -46,22 +41,18 @@ def mark(name):
 """
 
 
-def write(pytester: pytest.Pytester, **modules: str) -> None:
+def write(dagtester: DagTester, **modules: str) -> None:
     """Test modules (``a__b`` = ``a/b``) with ``mark(name)`` to log what ran."""
-    head = PRELUDE.format(log=str(pytester.path / "ran.log"))
+    head = PRELUDE.format(log=str(dagtester.path / "ran.log"))
     for name, body in modules.items():
-        path = pytester.path / (name.replace("__", "/") + ".py")
+        path = dagtester.path / (name.replace("__", "/") + ".py")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(head + textwrap.dedent(body), encoding="utf-8")
 
 
-def run(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    return run_in_mode(pytester, mode, "--strict-markers", *args)
-
-
-def check(pytester: pytest.Pytester, expected: dict[str, str]) -> dict[str, tuple[str, str]]:
+def check(dagtester: DagTester, expected: dict[str, str]) -> dict[str, tuple[str, str]]:
     """``expected``: node id -> outcome, or ``skipped:<part of the reason>``."""
-    got = outcomes(pytester)
+    got = dagtester.outcomes()
     for nodeid, want in expected.items():
         outcome, message = got[junit_key(nodeid)]
         kind, _, reason = want.partition(":")
@@ -171,12 +162,11 @@ def test_needs_unmarked():
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_dependency_module_and_class_scope(pytester: pytest.Pytester, mode: str) -> None:
-    write(pytester, test_dep=DEPENDENCY_MODULE)
-    result = run(pytester, mode)
+def test_dependency_module_and_class_scope(dagtester: DagTester) -> None:
+    write(dagtester, test_dep=DEPENDENCY_MODULE)
+    result = dagtester.run()
     m = "test_dep.py::"
-    check(pytester, {
+    check(dagtester, {
         m + "test_b": "passed",
         m + "test_c": "skipped:test_a",
         m + "test_d": "passed",
@@ -191,15 +181,14 @@ def test_dependency_module_and_class_scope(pytester: pytest.Pytester, mode: str)
         m + "test_needs_unmarked": "skipped:not marked with @pytest.mark.dependency",
     })
     result.assert_outcomes(passed=13, skipped=5, xfailed=3)
-    assert "needs_unmarked" not in read_log(pytester)
+    assert "needs_unmarked" not in dagtester.ran()
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_dependency_session_and_package_scope(pytester: pytest.Pytester, mode: str) -> None:
-    (pytester.path / "pkg").mkdir()
-    (pytester.path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+def test_dependency_session_and_package_scope(dagtester: DagTester) -> None:
+    (dagtester.path / "pkg").mkdir()
+    (dagtester.path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
     write(
-        pytester,
+        dagtester,
         pkg__test_one="""
             @pytest.mark.dependency()
             def test_a():
@@ -235,8 +224,8 @@ def test_dependency_session_and_package_scope(pytester: pytest.Pytester, mode: s
             """,
     )
     # Reversed on the command line: the order must come from the edges.
-    result = run(pytester, mode, "test_top.py", "pkg")
-    check(pytester, {
+    result = dagtester.run("test_top.py", "pkg")
+    check(dagtester, {
         "pkg/test_two.py::test_pkg": "passed",
         "test_top.py::test_e": "passed",
         "test_top.py::test_f": "skipped:test_b",
@@ -245,8 +234,9 @@ def test_dependency_session_and_package_scope(pytester: pytest.Pytester, mode: s
     result.assert_outcomes(passed=5, failed=1, skipped=1)
 
 
-def test_dependency_automark_and_ignore_unknown(pytester: pytest.Pytester) -> None:
-    write(pytester, test_auto="""
+@pytest.mark.dag_modes("serial")
+def test_dependency_automark_and_ignore_unknown(dagtester: DagTester) -> None:
+    write(dagtester, test_auto="""
         def test_plain():
             mark("plain")
 
@@ -254,18 +244,18 @@ def test_dependency_automark_and_ignore_unknown(pytester: pytest.Pytester) -> No
         def test_dependent():
             mark("dependent")
         """)
-    write_ini(pytester, "automark_dependency = true\n")
-    run(pytester, "serial").assert_outcomes(passed=2)
+    dagtester.ini("automark_dependency = true\n")
+    dagtester.run().assert_outcomes(passed=2)
 
-    write_ini(pytester)
+    dagtester.ini()
     # Not selected: skipped by default, ignored with the option (documented use).
-    run(pytester, "serial", "-k", "dependent", "--ignore-unknown-dependency")
-    check(pytester, {"test_auto.py::test_dependent": "passed"})
-    result = run(pytester, "serial", "-k", "dependent", "-o", "automark_dependency=true")
-    check(pytester, {"test_auto.py::test_dependent": "skipped:test_plain"})
+    dagtester.run("-k", "dependent", "--ignore-unknown-dependency")
+    check(dagtester, {"test_auto.py::test_dependent": "passed"})
+    result = dagtester.run("-k", "dependent", "-o", "automark_dependency=true")
+    check(dagtester, {"test_auto.py::test_dependent": "skipped:test_plain"})
     result.assert_outcomes(skipped=1)
     # Unmarked and no automark: skipped, or ignored with the option.
-    run(pytester, "serial", "--ignore-unknown-dependency").assert_outcomes(passed=2)
+    dagtester.run("--ignore-unknown-dependency").assert_outcomes(passed=2)
 
 
 # -- pytest-depends -----------------------------------------------------------------
@@ -327,12 +317,11 @@ DEPENDS_MODULES = {
 }
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_depends(pytester: pytest.Pytester, mode: str) -> None:
-    write(pytester, **DEPENDS_MODULES)
-    result = run(pytester, mode, "test_use.py", "test_build.py")
+def test_depends(dagtester: DagTester) -> None:
+    write(dagtester, **DEPENDS_MODULES)
+    result = dagtester.run("test_use.py", "test_build.py")
     b, u = "test_build.py::", "test_use.py::"
-    check(pytester, {
+    check(dagtester, {
         b + "test_version": "passed",
         b + "test_both": "skipped:test_fails",
         b + "test_needs_bad": "skipped:test_p[0]",
@@ -398,10 +387,11 @@ def test_p(n):
 """
 
 
-def test_order_serial_sequence(pytester: pytest.Pytester) -> None:
-    write(pytester, test_ord=ORDER_MODULE)
-    run(pytester, "serial").assert_outcomes(passed=10, failed=1)
-    ran = list(read_log(pytester))
+@pytest.mark.dag_modes("serial")
+def test_order_serial_sequence(dagtester: DagTester) -> None:
+    write(dagtester, test_ord=ORDER_MODULE)
+    dagtester.run().assert_outcomes(passed=10, failed=1)
+    ran = list(dagtester.ran())
     assert ran[:2] == ["first", "second"]
     assert ran[-1] == "last"
     for pre, dep in [("cleanup_target", "after_failure"), ("before_class", "m"),
@@ -410,16 +400,18 @@ def test_order_serial_sequence(pytester: pytest.Pytester) -> None:
         assert ran.index(pre) < ran.index(dep), (pre, dep, ran)
 
 
-def test_order_xdist_ordering_only(pytester: pytest.Pytester) -> None:
-    write(pytester, test_ord=ORDER_MODULE)
-    result = run(pytester, "xdist")
+@pytest.mark.dag_modes("xdist")
+def test_order_xdist_ordering_only(dagtester: DagTester) -> None:
+    write(dagtester, test_ord=ORDER_MODULE)
+    result = dagtester.run()
     # Ordering-only edges: a failed target does not skip the test after it.
-    check(pytester, {"test_ord.py::test_after_failure": "passed"})
+    check(dagtester, {"test_ord.py::test_after_failure": "passed"})
     result.assert_outcomes(passed=10, failed=1)
 
 
-def test_order_ordinals_yield_to_dependencies(pytester: pytest.Pytester) -> None:
-    write(pytester, test_mix="""
+@pytest.mark.dag_modes("serial")
+def test_order_ordinals_yield_to_dependencies(dagtester: DagTester) -> None:
+    write(dagtester, test_mix="""
         @pytest.mark.dependency()
         def test_base():
             mark("base")
@@ -436,17 +428,16 @@ def test_order_ordinals_yield_to_dependencies(pytester: pytest.Pytester) -> None
         def test_middle():
             mark("middle")
         """)
-    run(pytester, "serial").assert_outcomes(passed=4)
-    assert list(read_log(pytester)) == ["base", "wants_first", "middle", "almost_last"]
+    dagtester.run().assert_outcomes(passed=4)
+    assert list(dagtester.ran()) == ["base", "wants_first", "middle", "almost_last"]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, mode: str) -> None:
+def test_self_references_as_the_originals_take_them(dagtester: DagTester) -> None:
     # Seen in public suites: pytest-order ignores a test placed after (or
     # before) itself; pytest-dependency skips a test that depends on itself
     # (it has no outcome yet when its own is looked up), and so its
     # dependents, and one whose depends= is a string.
-    write(pytester, test_self="""
+    write(dagtester, test_self="""
         def test_a():
             mark("a")
 
@@ -470,8 +461,8 @@ def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, m
         def test_f():
             mark("f")
         """)
-    result = run(pytester, mode)
-    check(pytester, {
+    result = dagtester.run()
+    check(dagtester, {
         "test_self.py::test_a": "passed",
         "test_self.py::test_b": "passed",
         "test_self.py::test_c": "passed",
@@ -481,20 +472,19 @@ def test_self_references_as_the_originals_take_them(pytester: pytest.Pytester, m
         "test_self.py::test_f": "skipped:test_f has depends='test_a', a string",
     })
     result.assert_outcomes(passed=3, skipped=3)
-    ran = list(read_log(pytester))
+    ran = list(dagtester.ran())
     assert sorted(ran) == ["a", "b", "c"]
-    if mode == "serial":
+    if dagtester.mode == "serial":
         assert ran == ["c", "a", "b"]  # test_c's own name ignored, test_a still after it
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_dependency_cycles_skip_as_in_pytest_dependency(
-    pytester: pytest.Pytester, mode: str
+    dagtester: DagTester
 ) -> None:
     # pytest-dependency never reorders: on a cycle the test whose prerequisite
     # comes later is skipped, then the rest of the cycle behind it.  A cycle
     # that needs a depends_on edge is still a collection error.
-    write(pytester, test_cyc="""
+    write(dagtester, test_cyc="""
         @pytest.mark.dependency(depends=["test_y", "test_y"])
         def test_x():
             mark("x")
@@ -515,8 +505,8 @@ def test_dependency_cycles_skip_as_in_pytest_dependency(
         def test_after_free():
             mark("after_free")
         """)
-    result = run(pytester, mode)
-    check(pytester, {
+    result = dagtester.run()
+    check(dagtester, {
         "test_cyc.py::test_x": "skipped:test_x depends on test_cyc.py::test_y, which comes "
                                "after it on a dependency cycle (test_cyc.py::test_x -> "
                                "test_cyc.py::test_y -> test_cyc.py::test_z -> test_cyc.py::test_x)",
@@ -526,10 +516,9 @@ def test_dependency_cycles_skip_as_in_pytest_dependency(
         "test_cyc.py::test_after_free": "passed",
     })
     result.assert_outcomes(passed=2, skipped=3)
-    assert sorted(read_log(pytester)) == ["after_free", "free"]
+    assert sorted(dagtester.ran()) == ["after_free", "free"]
 
-    (pytester.path / "ran.log").unlink()
-    write(pytester, test_cyc="""
+    write(dagtester, test_cyc="""
         from pytest_dagorder import depends_on
 
         @pytest.mark.dependency(depends=["test_y"])
@@ -541,19 +530,18 @@ def test_dependency_cycles_skip_as_in_pytest_dependency(
         def test_y():
             mark("y")
         """)
-    result = run(pytester, mode)
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*dependency cycle: test_cyc.py::test_x -> test_cyc.py::test_y*"])
-    assert not list(read_log(pytester))
+    assert not list(dagtester.ran())
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
-    pytester: pytest.Pytester, mode: str
+    dagtester: DagTester
 ) -> None:
     # Seen in a public suite: depends=[...], force=True.  pytest-dependency
     # and pytest-depends read their own keywords and let anything else pass.
-    write(pytester, test_extra="""
+    write(dagtester, test_extra="""
         @pytest.mark.dependency()
         def test_main():
             mark("main")
@@ -566,7 +554,7 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
         def test_follow():
             mark("follow")
         """)
-    result = run(pytester, mode, "-W", "always::pytest.PytestWarning")
+    result = dagtester.run("-W", "always::pytest.PytestWarning")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*test_extra.py:*: PytestWarning: @pytest.mark.dependency on test_extra.py::test_delete: "
@@ -579,15 +567,14 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
     assert summary.count("test_delete: unexpected arguments") == 1, summary
     places = [ln for ln in result.outlines if ln.startswith("test_extra.py:")]
     assert len(places) == len(set(places)) == 2, summary
-    ran = list(read_log(pytester))
+    ran = list(dagtester.ran())
     assert ran.index("main") < ran.index("delete") and ran.index("main") < ran.index("follow")
 
     # Warnings made errors (filterwarnings = error is common): a collection
     # error naming each test, nothing run, no internal error.
-    (pytester.path / "ran.log").unlink()
     # Only these warnings: an in-process run may also warn that pytest_dagorder
     # was imported before assertion rewriting could see it.
-    result = run(pytester, mode, "-W", "error:@pytest.mark:pytest.PytestWarning")
+    result = dagtester.run("-W", "error:@pytest.mark:pytest.PytestWarning")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([
         "*dependency on test_extra.py::test_delete: unexpected arguments*"
@@ -595,7 +582,7 @@ def test_arguments_the_originals_ignore_are_ignored_with_a_warning(
         "*Interrupted: 2 errors during collection*",
     ], consecutive=False)
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
-    assert not (pytester.path / "ran.log").exists()
+    assert not (dagtester.path / "ran.log").exists()
 
 
 # -- malformed declarations: collection errors, nothing runs -------------------------
@@ -635,12 +622,11 @@ def test_ok():
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_malformed_declarations_are_collection_errors(
-    pytester: pytest.Pytester, mode: str
+    dagtester: DagTester
 ) -> None:
-    write(pytester, test_bad=MALFORMED)
-    result = run(pytester, mode)
+    write(dagtester, test_bad=MALFORMED)
+    result = dagtester.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     # Names that match nothing skip (pytest-dependency, pytest-depends) or
     # warn (pytest-order, whose sorter reports them): no errors; see test_dropin.py.
@@ -653,7 +639,7 @@ def test_malformed_declarations_are_collection_errors(
         result.stdout.fnmatch_lines([line])
     assert "test_nope" not in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
-    assert read_log(pytester) == {}
+    assert dagtester.ran() == {}
 
 
 # -- coexistence: the originals are blocked, one header line says so -------------------
@@ -724,14 +710,15 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.dag_modes("serial")
 def test_takeover_of_installed_originals(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    dagtester: DagTester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Autoload off: the real originals, if installed, must not load next to
     # the stand-ins (the stand-in module shadows the real pytest_dependency).
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    pytester.makepyfile(pytest_dependency=FAKE_DEPENDENCY, conftest=TAKEOVER_CONFTEST)
-    write(pytester, test_take="""
+    dagtester.pytester.makepyfile(pytest_dependency=FAKE_DEPENDENCY, conftest=TAKEOVER_CONFTEST)
+    write(dagtester, test_take="""
         from pytest_dependency import depends
 
         @pytest.mark.dependency()
@@ -755,38 +742,38 @@ def test_takeover_of_installed_originals(
         def test_first():
             mark("first")
         """)
-    result = run(pytester, "serial", "-p", "dagorder", "--ignore-unknown-dependency")
+    result = dagtester.run("-p", "dagorder", "--ignore-unknown-dependency")
     result.stdout.fnmatch_lines([
         "dagorder: took over from pytest-dependency, pytest-depends, pytest-order: *"
     ])
-    check(pytester, {
+    check(dagtester, {
         "test_take.py::test_b": "passed",
         "test_take.py::test_c": "skipped:test_c depends on test_fails",
     })
     result.assert_outcomes(passed=3, failed=1, skipped=1)
-    assert next(iter(read_log(pytester))) == "first"
+    assert next(iter(dagtester.ran())) == "first"
 
 
 NO_ORIGINALS = ("-p", "no:dependency", "-p", "no:depends", "-p", "no:pytest_order")
 
 
-def test_no_header_line_without_originals(pytester: pytest.Pytester) -> None:
-    write(pytester, test_x="""
+@pytest.mark.dag_modes("serial")
+def test_no_header_line_without_originals(dagtester: DagTester) -> None:
+    write(dagtester, test_x="""
         @pytest.mark.dependency()
         def test_a():
             pass
         """)
     # The originals may be installed: switched off, nothing is taken over.
-    result = run(pytester, "serial", *NO_ORIGINALS)
+    result = dagtester.run(*NO_ORIGINALS)
     result.assert_outcomes(passed=1)
     assert "took over" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_depends_options_without_pytest_depends(pytester: pytest.Pytester, mode: str) -> None:
+def test_depends_options_without_pytest_depends(dagtester: DagTester) -> None:
     # A team that uninstalled pytest-depends keeps its configuration: its ini
     # keys and flags are defined here then, and keep their meaning.
-    write(pytester, test_dps="""
+    write(dagtester, test_dps="""
         def test_a():
             assert False
 
@@ -798,16 +785,16 @@ def test_depends_options_without_pytest_depends(pytester: pytest.Pytester, mode:
         def test_c():
             mark("c")
         """)
-    pytester.makeini("[pytest]\nfailed_dependency_action = run\n")
-    result = run(pytester, mode, *NO_ORIGINALS, "--strict-config",
+    dagtester.pytester.makeini("[pytest]\nfailed_dependency_action = run\n")
+    result = dagtester.run(*NO_ORIGINALS, "--strict-config",
                  "--missing-dependency-action=fail")
-    check(pytester, {
+    check(dagtester, {
         "test_dps.py::test_a": "failed",
         "test_dps.py::test_b": "passed",  # run: the failed dependency only orders
         "test_dps.py::test_c": "failed:depends on test_nope, which was not found",
     })
     result.assert_outcomes(passed=1, failed=2)
-    result = run(pytester, "serial", *NO_ORIGINALS, "--list-processed-dependencies")
+    result = dagtester.run(*NO_ORIGINALS, "--list-processed-dependencies", mode="serial")
     result.stdout.fnmatch_lines(["Dependencies:", "  test_dps.py::test_b depends on",
                                  "    test_dps.py::test_a"])
 
@@ -820,21 +807,12 @@ REAL_MODULES = {
     "pytest-order": "pytest_order",
 }
 INSTALLED = [label for label, mod in REAL_MODULES.items() if importlib.util.find_spec(mod)]
-XMODES = ["serial", "xdist", "xdist4"]
 
 
 def needs(*labels: str) -> pytest.MarkDecorator:
     """Skip unless the real originals named are installed (the ``test`` extra has them)."""
     missing = [label for label in labels if label not in INSTALLED]
     return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed")
-
-
-def run_n(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
-    if mode == "xdist4":
-        return runpytest(pytester,
-            *base_args(), "--strict-markers", "-rs", "--junitxml=out.xml", "-n", "4", *args
-        )
-    return run(pytester, mode, *args)
 
 
 # Written by every process (controller, workers) at the start and end of the
@@ -882,19 +860,19 @@ def pytest_sessionfinish(session):
 """
 
 
-def probe_conftest(pytester: pytest.Pytester) -> None:
-    probe = pytester.path / "probe.log"
-    (pytester.path / "conftest.py").write_text(
+def probe_conftest(dagtester: DagTester) -> None:
+    probe = dagtester.path / "probe.log"
+    (dagtester.path / "conftest.py").write_text(
         textwrap.dedent(HOOK_PROBE.format(probe=str(probe))), encoding="utf-8"
     )
 
 
-def assert_no_original_acts(pytester: pytest.Pytester, mode: str) -> None:
-    lines = (pytester.path / "probe.log").read_text(encoding="utf-8").splitlines()
+def assert_no_original_acts(dagtester: DagTester) -> None:
+    lines = (dagtester.path / "probe.log").read_text(encoding="utf-8").splitlines()
     roles = [line.split()[1] for line in lines]
     assert roles.count("main") == 2, lines
-    if mode != "serial":
-        assert roles.count("worker") == 2 * (4 if mode == "xdist4" else 2), lines
+    if dagtester.mode != "serial":
+        assert roles.count("worker") == 2 * 2, lines
     for line in lines:
         assert line.endswith(" []"), line
 
@@ -959,11 +937,10 @@ def test_last():
 
 
 @needs(*INSTALLED or ["pytest-dependency"])
-@pytest.mark.parametrize("mode", XMODES)
-def test_real_originals_are_taken_over(pytester: pytest.Pytester, mode: str) -> None:
-    write(pytester, test_take=REAL_TAKEOVER)
-    probe_conftest(pytester)
-    result = run_n(pytester, mode)
+def test_real_originals_are_taken_over(dagtester: DagTester) -> None:
+    write(dagtester, test_take=REAL_TAKEOVER)
+    probe_conftest(dagtester)
+    result = dagtester.run()
     out = result.stdout.str()
     assert out.count("dagorder: took over from") == 1, out
     result.stdout.fnmatch_lines([
@@ -971,7 +948,7 @@ def test_real_originals_are_taken_over(pytester: pytest.Pytester, mode: str) -> 
         "pytest-dagorder, their plugins are disabled"
     ])
     m = "test_take.py::"
-    check(pytester, {
+    check(dagtester, {
         m + "test_early": "passed",
         m + "test_needs_all_p": "skipped:which names no test of this run",
         m + "test_depends_a": "passed",
@@ -981,17 +958,16 @@ def test_real_originals_are_taken_over(pytester: pytest.Pytester, mode: str) -> 
         m + "test_two_ordinals[index=2]": "passed",
     })
     result.assert_outcomes(passed=10, failed=1, skipped=2)
-    assert_no_original_acts(pytester, mode)
-    if mode == "serial":
-        assert list(read_log(pytester))[-1] == "last"
+    assert_no_original_acts(dagtester)
+    if dagtester.mode == "serial":
+        assert list(dagtester.ran())[-1] == "last"
 
 
 @needs("pytest-dependency", "pytest-depends")
-@pytest.mark.parametrize("mode", MODES)
-def test_real_originals_do_not_skip(pytester: pytest.Pytester, mode: str) -> None:
+def test_real_originals_do_not_skip(dagtester: DagTester) -> None:
     """With ``--dag-on-failure=run`` nobody skips: both originals would."""
     write(
-        pytester,
+        dagtester,
         test_run="""
             @pytest.mark.dependency()
             def test_fails():
@@ -1012,18 +988,19 @@ def test_real_originals_do_not_skip(pytester: pytest.Pytester, mode: str) -> Non
             """,
     )
     # pytest-depends skips on an unresolved name at run time: so do we.
-    result = run(pytester, mode, "test_unresolved.py")
-    check(pytester, {"test_unresolved.py::test_never":
+    result = dagtester.run("test_unresolved.py")
+    check(dagtester, {"test_unresolved.py::test_never":
                      "skipped:depends on 'test_nowhere.py::test_x', which names no test"})
-    result = run(pytester, mode, "--dag-on-failure=run", "test_run.py")
+    result = dagtester.run("--dag-on-failure=run", "test_run.py")
     result.assert_outcomes(passed=2, failed=1)
-    assert {"dependency_dependent", "depends_dependent"} <= set(read_log(pytester))
+    assert {"dependency_dependent", "depends_dependent"} <= set(dagtester.ran())
 
 
+@pytest.mark.dag_modes("serial")
 @needs("pytest-dependency")
-def test_real_dependency_options(pytester: pytest.Pytester) -> None:
+def test_real_dependency_options(dagtester: DagTester) -> None:
     """Its options exist once, whoever defines them; -p no:dagorder gives it back."""
-    write(pytester, test_opt="""
+    write(dagtester, test_opt="""
         @pytest.mark.dependency(depends=["test_late"])
         def test_early():
             mark("early")
@@ -1040,21 +1017,22 @@ def test_real_dependency_options(pytester: pytest.Pytester) -> None:
             mark("needs_plain")
         """)
     # Defined by pytest-dependency, read by pytest-dagorder.
-    run(pytester, "serial", "--ignore-unknown-dependency").assert_outcomes(passed=4)
-    run(pytester, "serial", "-o", "automark_dependency=true").assert_outcomes(passed=4)
+    dagtester.run("--ignore-unknown-dependency").assert_outcomes(passed=4)
+    dagtester.run("-o", "automark_dependency=true").assert_outcomes(passed=4)
     # pytest-dependency switched off: pytest-dagorder defines them itself.
-    result = run(pytester, "serial", "-p", "no:dependency", "--ignore-unknown-dependency")
+    result = dagtester.run("-p", "no:dependency", "--ignore-unknown-dependency")
     result.assert_outcomes(passed=4)
     assert "took over from pytest-dependency" not in result.stdout.str()
     # pytest-dagorder switched off: the original acts alone, and does not reorder.
-    result = run(pytester, "serial", "-p", "no:dagorder", "-p", "no:pytest_order")
-    check(pytester, {"test_opt.py::test_early": "skipped:test_early depends on test_late"})
+    result = dagtester.run("-p", "no:dagorder", "-p", "no:pytest_order")
+    check(dagtester, {"test_opt.py::test_early": "skipped:test_early depends on test_late"})
     assert "dagorder" not in result.stdout.str()
 
 
+@pytest.mark.dag_modes("serial")
 @needs("pytest-order")
-def test_real_order_options_are_honoured(pytester: pytest.Pytester) -> None:
-    write(pytester, test_ign="""
+def test_real_order_options_are_honoured(dagtester: DagTester) -> None:
+    write(dagtester, test_ign="""
         @pytest.mark.order(2)
         def test_b():
             mark("b")
@@ -1063,11 +1041,11 @@ def test_real_order_options_are_honoured(pytester: pytest.Pytester) -> None:
         def test_a():
             mark("a")
         """)
-    result = run(pytester, "serial", "--order-scope=module", "--sparse-ordering")
+    result = dagtester.run("--order-scope=module", "--sparse-ordering")
     # pytest-order's sorter honours them (migration/sorting.py): none is ignored.
     assert "ignored options" not in result.stdout.str()
     result.assert_outcomes(passed=2)
-    assert list(read_log(pytester)) == ["a", "b"]
+    assert list(dagtester.ran()) == ["a", "b"]
 
 
 # -- pytest-dependency's runtime depends(request, [...]) ------------------------------
@@ -1119,14 +1097,14 @@ def test_needs_broken(request):
 
 
 @needs("pytest-dependency")
-@pytest.mark.parametrize("mode", XMODES)
-def test_runtime_depends_in_one_affinity_group(pytester: pytest.Pytester, mode: str) -> None:
-    write(pytester, test_rt=RUNTIME_GROUP, test_busy1=BUSY, test_busy2=BUSY)
-    for attempt in range(3 if mode == "xdist4" else 1):
-        (pytester.path / "ran.log").unlink(missing_ok=True)
-        result = run_n(pytester, mode)
+# Under xdist on four workers: a group split by chance would rarely come together.
+@pytest.mark.dag_modes("serial", "xdist4")
+def test_runtime_depends_in_one_affinity_group(dagtester: DagTester) -> None:
+    write(dagtester, test_rt=RUNTIME_GROUP, test_busy1=BUSY, test_busy2=BUSY)
+    for attempt in range(3 if dagtester.mode == "xdist4" else 1):
+        result = dagtester.run()
         m = "test_rt.py::"
-        check(pytester, {
+        check(dagtester, {
             m + "test_b": "passed",
             m + "test_c": "passed",
             m + "test_needs_broken":
@@ -1134,22 +1112,21 @@ def test_runtime_depends_in_one_affinity_group(pytester: pytest.Pytester, mode: 
                 "(call failed)",
         })
         result.assert_outcomes(passed=19, failed=1, skipped=1)
-        pids = {name: int(line.split()[1]) for name, line in _raw_log(pytester).items()}
+        pids = {name: int(line.split()[1]) for name, line in _raw_log(dagtester).items()}
         assert pids["a"] == pids["b"] == pids["c"], (attempt, pids)
 
 
-def _raw_log(pytester: pytest.Pytester) -> dict[str, str]:
-    path = pytester.path / "ran.log"
+def _raw_log(dagtester: DagTester) -> dict[str, str]:
+    path = dagtester.path / "ran.log"
     return {line.split()[0]: line for line in path.read_text(encoding="utf-8").splitlines()}
 
 
 @needs("pytest-dependency")
-@pytest.mark.parametrize("mode", MODES)
 def test_runtime_depends_on_a_test_of_another_module_scope(
-    pytester: pytest.Pytester, mode: str
+    dagtester: DagTester
 ) -> None:
     write(
-        pytester,
+        dagtester,
         test_one="""
             @pytest.mark.dependency()
             def test_a():
@@ -1172,12 +1149,12 @@ def test_runtime_depends_on_a_test_of_another_module_scope(
                 mark("z")
             """,
     )
-    result = run(pytester, mode)
+    result = dagtester.run()
     reason = "which names no test of this run marked with @pytest.mark.dependency in its module"
-    check(pytester, {"test_two.py::test_module_scope": f"skipped:test_module_scope depends on "
+    check(dagtester, {"test_two.py::test_module_scope": f"skipped:test_module_scope depends on "
                                                        f"test_a, {reason}"})
-    if mode == "serial":
-        check(pytester, {"test_two.py::test_later":
+    if dagtester.mode == "serial":
+        check(dagtester, {"test_two.py::test_later":
                          "skipped:test_later depends on test_z, which has not run yet: a "
                          "runtime depends() does not order tests"})
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_two.py:*: test_module_scope depends on*"])
@@ -1189,12 +1166,13 @@ NOT_HERE = (
 )
 
 
+@pytest.mark.dag_modes("xdist")
 @needs("pytest-dependency")
-def test_runtime_depends_on_a_test_running_elsewhere(pytester: pytest.Pytester) -> None:
+def test_runtime_depends_on_a_test_running_elsewhere(dagtester: DagTester) -> None:
     """The named test runs at the same time on the other worker: no result here."""
-    started = pytester.path / "started"
+    started = dagtester.path / "started"
     write(
-        pytester,
+        dagtester,
         test_slow=f"""
             import time
 
@@ -1216,22 +1194,22 @@ def test_runtime_depends_on_a_test_running_elsewhere(pytester: pytest.Pytester) 
                 mark("fast")
             """,
     )
-    result = run(pytester, "xdist")
-    check(pytester, {"test_fast.py::test_fast":
+    result = dagtester.run()
+    check(dagtester, {"test_fast.py::test_fast":
                      "skipped:test_fast depends on test_slow.py::test_slow, which "
                      + NOT_HERE.format(name="test_fast") + " (--dag-affinity=state)"})
     result.assert_outcomes(passed=1, skipped=1)
 
 
+@pytest.mark.dag_modes("xdist4")
 @needs("pytest-dependency")
-def test_runtime_depends_without_affinity(pytester: pytest.Pytester) -> None:
+def test_runtime_depends_without_affinity(dagtester: DagTester) -> None:
     """--dag-affinity=none: the dependent passes only if it landed on the same worker."""
-    write(pytester, test_rt=RUNTIME_GROUP, test_busy1=BUSY, test_busy2=BUSY)
+    write(dagtester, test_rt=RUNTIME_GROUP, test_busy1=BUSY, test_busy2=BUSY)
     for _ in range(2):
-        (pytester.path / "ran.log").unlink(missing_ok=True)
-        run_n(pytester, "xdist4", "--dag-affinity=none")
-        got = outcomes(pytester)
-        log = _raw_log(pytester)
+        dagtester.run("--dag-affinity=none")
+        got = dagtester.outcomes()
+        log = _raw_log(dagtester)
         pid_a = int(log["a"].split()[1])
         for name in ("test_b", "test_c"):
             outcome, message = got[junit_key(f"test_rt.py::{name}")]
@@ -1299,18 +1277,17 @@ def test_delete(request, workdir):
 
 
 @needs("pytest-dependency")
-@pytest.mark.parametrize("mode", XMODES)
+@pytest.mark.dag_modes("serial", "xdist4")
 def test_an_unedited_runtime_depends_module_gives_its_serial_result(
-        pytester: pytest.Pytester, mode: str) -> None:
-    write(pytester, test_flow=UNEDITED, test_busy1=BUSY, test_busy2=BUSY)
-    for attempt in range(2 if mode == "xdist4" else 1):
-        (pytester.path / "ran.log").unlink(missing_ok=True)
-        result = run_n(pytester, mode)
+        dagtester: DagTester) -> None:
+    write(dagtester, test_flow=UNEDITED, test_busy1=BUSY, test_busy2=BUSY)
+    for attempt in range(2 if dagtester.mode == "xdist4" else 1):
+        result = dagtester.run()
         result.assert_outcomes(passed=21)
-        pids = {int(line.split()[1]) for name, line in _raw_log(pytester).items()
+        pids = {int(line.split()[1]) for name, line in _raw_log(dagtester).items()
                 if name in ("create", "read", "uses_fixture", "update", "delete")}
         assert len(pids) == 1, (attempt, pids)
-        if mode != "serial":
+        if dagtester.mode != "serial":
             result.stdout.fnmatch_lines([
                 "dagorder: runtime depends() in 1 module: each runs on one worker, "
                 "in collection order"])

@@ -22,7 +22,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from helpers import base_args, runpytest, write_ini
+from support.dagtester import DagTester
 from support.xdist_fakes import FakeChannel, Harness, Recorder, make_config, make_facts
 
 TIMEOUT = 120.0
@@ -99,13 +99,14 @@ def test_three():
 """
 
 
+@pytest.mark.dag_modes("xdist")
 @pytest.mark.parametrize("suite", [DECLARED, NOTHING_DECLARED], ids=["barriers", "plain"])
 def test_a_passed_report_reaches_the_controller_before_the_teardown_ends(
-        pytester: pytest.Pytester, suite: str) -> None:
-    write_ini(pytester, "markers =\n    dag_exclusive: x\n")
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_suite=suite)
-    result = runpytest(pytester, *base_args(), "-n", "2", timeout=TIMEOUT)
+        dagtester: DagTester, suite: str) -> None:
+    dagtester.ini("markers =\n    dag_exclusive: x\n")
+    dagtester.pytester.makeconftest(CONFTEST)
+    dagtester.pytester.makepyfile(test_suite=suite)
+    result = dagtester.run(timeout=TIMEOUT)
     result.assert_outcomes(passed=suite.count("def test_"))
 
 

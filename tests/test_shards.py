@@ -292,7 +292,7 @@ def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() 
     assert decide(empty, SETTINGS, {}).empty_part
 
 
-def test_the_header_line_reads_as_the_issue_wrote_it() -> None:
+def test_the_header_line_reads_as_documented() -> None:
     from pytest_dagorder.core import wording
 
     assert wording.shard_header(2, 4, 1234, 5000, 192.0, None) == (

@@ -1,6 +1,6 @@
 """Never hang silently: ``--dag-stall-report`` says which test each worker runs, and where it waits.
 
-The stuck test here sleeps a few times the report's delay and then passes:
+The stuck test here sleeps four times the report's delay and then passes:
 the report must come while it sleeps, name the worker, the test and the
 line it waits on, come once, and leave the run to end as it would.
 """
@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import base_args, make_modules, runpytest
+from support.dagtester import DagTester
 
-TIMEOUT = 120
+#: Each test gives ``-n`` or none itself; no ini unless the test writes one.
+pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(ini=None, timeout=120)]
 
-#: A chain whose second test sleeps past the report's delay (1 s), then passes.
+#: A chain whose second test sleeps past the report's delay (1 s), then passes: the
+#: report comes within two delays (one more if the worker's dump is late), and
+#: the rest of the sleep is where a second report would show.
 STUCK = """
     def test_first():
         mark("test_first")
@@ -22,7 +25,7 @@ STUCK = """
 
     @depends_on("test_first")
     def test_stuck():
-        time.sleep(6)  # the line the stack shows
+        time.sleep(4)  # the line the stack shows
 
 
     def test_other():
@@ -32,14 +35,9 @@ STUCK = """
 HEAD = "stall (pytest-dagorder)"
 
 
-def stuck_line(pytester: pytest.Pytester) -> int:
-    lines = (pytester.path / "test_m.py").read_text().splitlines()
-    return next(n for n, text in enumerate(lines, 1) if "time.sleep(6)" in text)
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    make_modules(pytester, test_m=STUCK)
-    return runpytest(pytester, *base_args(), *args, timeout=TIMEOUT)
+def stuck_line(dagtester: DagTester) -> int:
+    lines = (dagtester.path / "test_m.py").read_text().splitlines()
+    return next(n for n, text in enumerate(lines, 1) if "time.sleep(4)" in text)
 
 
 def reports_naming(result: pytest.RunResult, test: str) -> list[int]:
@@ -55,19 +53,20 @@ def reports_naming(result: pytest.RunResult, test: str) -> list[int]:
 
 
 def test_a_stuck_test_under_xdist_is_reported_once_with_its_worker_and_stack(
-        pytester: pytest.Pytester) -> None:
-    result = run(pytester, "-n", "2", "--dag-stall-report=1")
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_m=STUCK)
+    result = dagtester.run("-n", "2", "--dag-stall-report=1")
     result.assert_outcomes(passed=3)  # the report waits; it ends nothing
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
     report = "\n".join(result.outlines[found[0]:])
     assert re.search(r"stack of gw\d \(faulthandler", report), report
-    where = f'test_m.py", line {stuck_line(pytester)} in test_stuck'
+    where = f'test_m.py", line {stuck_line(dagtester)} in test_stuck'
     assert where in report, report
 
 
 def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
-        pytester: pytest.Pytester) -> None:
+        dagtester: DagTester) -> None:
     # pytest's faulthandler plugin cancels faulthandler's timer at every
     # failed test; the group keeps the failure on the stuck test's worker.
     grouped = """
@@ -84,40 +83,42 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
     @pytest.mark.xdist_group("one")
     @depends_on("test_first")
     def test_stuck():
-        time.sleep(6)  # the line the stack shows
+        time.sleep(4)  # the line the stack shows
 
 
     def test_other():
         mark("test_other")
     """
-    make_modules(pytester, test_m=grouped)
-    result = runpytest(pytester, *base_args(), "-n", "2", "--dag-stall-report=1",
-                       timeout=TIMEOUT)
+    dagtester.modules(test_m=grouped)
+    result = dagtester.run("-n", "2", "--dag-stall-report=1")
     result.assert_outcomes(passed=3, failed=1)
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
     report = "\n".join(result.outlines[found[0]:])
-    assert f'test_m.py", line {stuck_line(pytester)} in test_stuck' in report, report
+    assert f'test_m.py", line {stuck_line(dagtester)} in test_stuck' in report, report
 
 
-def test_the_ini_key_sets_the_delay(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\ndag_stall_report = 1\n")
-    result = run(pytester, "-n", "2")
+def test_the_ini_key_sets_the_delay(dagtester: DagTester) -> None:
+    dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
+    dagtester.modules(test_m=STUCK)
+    result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=3)
     assert len(reports_naming(result, "test_m.py::test_stuck")) == 1, result.stdout.str()
 
 
-def test_zero_turns_the_report_off(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\ndag_stall_report = 1\n")
-    result = run(pytester, "-n", "2", "--dag-stall-report=0")
+def test_zero_turns_the_report_off(dagtester: DagTester) -> None:
+    dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
+    dagtester.modules(test_m=STUCK)
+    result = dagtester.run("-n", "2", "--dag-stall-report=0")
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str()
 
 
 def test_with_pytests_faulthandler_timeout_the_report_names_the_test_and_leaves_the_stack_to_it(
-        pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nfaulthandler_timeout = 60\n")
-    result = run(pytester, "-n", "2", "--dag-stall-report=1")
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makeini("[pytest]\nfaulthandler_timeout = 60\n")
+    dagtester.modules(test_m=STUCK)
+    result = dagtester.run("-n", "2", "--dag-stall-report=1")
     result.assert_outcomes(passed=3)
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -128,31 +129,32 @@ def test_with_pytests_faulthandler_timeout_the_report_names_the_test_and_leaves_
 
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
 def test_a_bad_value_is_a_usage_error_before_anything_runs(
-        pytester: pytest.Pytester, value: str) -> None:
-    result = run(pytester, f"--dag-stall-report={value}")
+        dagtester: DagTester, value: str) -> None:
+    dagtester.modules(test_m=STUCK)
+    result = dagtester.run(f"--dag-stall-report={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--dag-stall-report {value!r} is not valid; give a number "
                                  "of seconds*"])
-    assert not (pytester.path / "ran.log").exists()
+    assert not (dagtester.path / "ran.log").exists()
 
 
 def test_a_stuck_test_run_serially_is_reported_once_with_its_stack(
-        pytester: pytest.Pytester) -> None:
-    make_modules(pytester, test_m=STUCK)
-    result = runpytest(pytester, *base_args(), "--dag-stall-report=1", timeout=TIMEOUT,
-                       own_process="the report is written to descriptor 2")
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_m=STUCK)
+    result = dagtester.run("--dag-stall-report=1",
+                           own_process="the report is written to descriptor 2")
     result.assert_outcomes(passed=3)
     err = result.stderr.str()
     assert err.count(HEAD) == 1, err
     assert "serial: running test_m.py::test_stuck since " in err
-    assert f'test_m.py", line {stuck_line(pytester)} in test_stuck' in err
+    assert f'test_m.py", line {stuck_line(dagtester)} in test_stuck' in err
 
 
 @pytest.mark.parametrize("args", [("-n", "2"), ()], ids=["xdist", "serial"])
 def test_a_suite_that_declares_nothing_is_not_watched(
-        pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
-    make_modules(pytester, test_m=STUCK.replace('@depends_on("test_first")', ""))
-    result = runpytest(pytester, *base_args(), *args, "--dag-stall-report=1",
-                       timeout=TIMEOUT, own_process="the serial report goes to descriptor 2")
+        dagtester: DagTester, args: tuple[str, ...]) -> None:
+    dagtester.modules(test_m=STUCK.replace('@depends_on("test_first")', ""))
+    why = "" if args else "the serial report goes to descriptor 2"
+    result = dagtester.run(*args, "--dag-stall-report=1", own_process=why)
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str() + result.stderr.str()
