@@ -642,6 +642,34 @@ def test_malformed_declarations_are_collection_errors(
     assert dagtester.ran() == {}
 
 
+UNREADABLE_ORDER = """
+@pytest.mark.order("soon")
+def test_bad_ordinal():
+    mark("x")
+
+def test_other():
+    mark("other")
+"""
+
+
+def test_an_order_marker_its_sorter_cannot_read_under_warnings_as_errors(
+    dagtester: DagTester
+) -> None:
+    """pytest-order's sorter warns of an order it cannot read; where warnings are
+    errors, pytest-order alone ends in an internal error.  Here: a usage error
+    naming the test, nothing run."""
+    pytest.importorskip("pytest_order")
+    dagtester.ini()  # warnings are errors
+    write(dagtester, test_order_bad=UNREADABLE_ORDER)
+    result = dagtester.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest-order could not read an order marker: "
+                                 "Unknown order attribute:'soon' (an order marker of "
+                                 "test_order_bad.py::test_bad_ordinal)*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert dagtester.ran() == {}
+
+
 # -- coexistence: the originals are blocked, one header line says so -------------------
 
 FAKE_DEPENDENCY = '''

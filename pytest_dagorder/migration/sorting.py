@@ -56,12 +56,19 @@ class OrderSorting:
             return
         try:
             items[:] = self._sorter(config, items).sort_items()
-        except pytest.UsageError as exc:
+        except (pytest.UsageError, Warning) as exc:
+            # A warning the sorter gives (an order marker it cannot read) is
+            # raised here when the warnings filter makes it an error
+            # (``filterwarnings = error``): pytest-order alone then ends in an
+            # internal error; this run ends as for a usage error, naming the tests.
+            message = str(exc) if isinstance(exc, pytest.UsageError) else (
+                unreadable_order(exc, items))
             if not hasattr(config, "workerinput"):
-                raise  # serially pytest reports it (exit 4), as with pytest-order
+                # Serially pytest reports it (exit 4), as with pytest-order.
+                raise pytest.UsageError(message) from None
             # An xdist worker cannot stop the run with a usage error (the
             # controller would call it an internal error): the plan reports it.
-            self.error = str(exc)
+            self.error = message
         self._sorted = items
 
     @staticmethod
@@ -104,6 +111,20 @@ class _AfterFF(OrderSorting):
         result = yield
         self.sort(config, items)
         return result
+
+
+def unreadable_order(warning: Warning, items: list[pytest.Item]) -> str:
+    """The message for a warning of pytest-order's sorter that the warnings filter
+    made an error: the warning, and the tests whose ``order`` marker it may mean."""
+    said = str(warning)
+    marked = [it.nodeid for it in items
+              if any(repr(arg) in said or str(arg) in said
+                     for mark in it.iter_markers("order")
+                     for arg in (*mark.args, *mark.kwargs.values()) if isinstance(arg, str))]
+    where = f" (an order marker of {', '.join(marked)})" if marked else ""
+    return (f"pytest-order could not read an order marker: {said}{where}; the warnings "
+            "filter makes its warning an error: give the marker an int, 'first', "
+            "'last', before= or after=")
 
 
 def register(config: pytest.Config) -> OrderSorting | None:
