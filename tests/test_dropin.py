@@ -15,7 +15,6 @@ from helpers import (
     assert_after,
     base_args,
     junit_key,
-    make_modules,
     read_log,
 )
 from support.dagtester import MODES, DagTester
@@ -287,9 +286,10 @@ def test_blocked_depends_leaves_no_manager_behind(dagtester: DagTester) -> None:
     assert pytest_depends.managers == before
 
 
-def test_a_depends_session_around_ours(pytester: pytest.Pytester) -> None:
+@pytest.mark.dag_modes("serial")
+def test_a_depends_session_around_ours(dagtester: DagTester) -> None:
     """pytest-depends alone outside, pytest-dagorder inside: both end cleanly."""
-    make_modules(pytester, test_outer=f"""
+    dagtester.modules(test_outer=f"""
         pytest_plugins = "pytester"
 
         def test_a():
@@ -311,8 +311,9 @@ def test_a_depends_session_around_ours(pytester: pytest.Pytester) -> None:
                                          "-p", "no:xdist").assert_outcomes(passed=2)
             mark("nested")
         """)
-    result = pytester.runpytest_subprocess(*base_args(), "-p", "no:xdist", "-p", "no:dagorder")
+    result = dagtester.run("-p", "no:dagorder")
     result.assert_outcomes(passed=2)
+    assert sorted(dagtester.ran()) == ["a", "nested"]
 
 
 # -- pytest-order ----------------------------------------------------------------------
