@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from helpers import base_args, make_modules, runpytest
+from support.dagtester import DagTester
 
 from pytest_dagorder.glue.memory import UntilTestsBegin
 
@@ -99,16 +99,18 @@ def watched():
     return "\n".join(parts)
 
 
+@pytest.mark.dag_modes("xdist")
+@pytest.mark.dagtester(timeout=TIMEOUT)
 @pytest.mark.parametrize("declares", [True, False], ids=["declares", "declares-nothing"])
 def test_no_test_runs_with_the_collector_paused_under_xdist(
-        pytester: pytest.Pytester, declares: bool) -> None:
+        dagtester: DagTester, declares: bool) -> None:
     body = suite(80)
     if not declares:
         body = body.replace("@depends_on", "# @depends_on")
-    make_modules(pytester, test_m=body, test_n=body)
-    result = runpytest(pytester, *base_args(), "-n", "2", timeout=TIMEOUT)
+    dagtester.modules(test_m=body, test_n=body)
+    result = dagtester.run()
     result.assert_outcomes(passed=160)
-    lines = (pytester.path / "ran.log").read_text().splitlines()
+    lines = (dagtester.path / "ran.log").read_text().splitlines()
     states = [line.split()[1] for line in lines]
     assert len(states) == 3 * 160
     assert set(states) == {"True"}

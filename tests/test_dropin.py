@@ -15,7 +15,6 @@ from helpers import (
     assert_after,
     base_args,
     junit_key,
-    make_modules,
     read_log,
 )
 from support.dagtester import MODES, DagTester
@@ -268,12 +267,13 @@ def test_depends_listings(dagtester: DagTester) -> None:
     ])
 
 
-def test_blocked_depends_leaves_no_manager_behind(pytester: pytest.Pytester) -> None:
+@pytest.mark.dag_modes("serial")  # runs in this process: its manager list is the point
+def test_blocked_depends_leaves_no_manager_behind(dagtester: DagTester) -> None:
     """Sessions in one process: pytest-depends' manager list stays as it was."""
     import pytest_depends
 
     before = list(pytest_depends.managers)
-    make_modules(pytester, test_n="""
+    dagtester.modules(test_n="""
         @pytest.mark.depends(on=["test_a"])
         def test_b():
             pass
@@ -282,13 +282,14 @@ def test_blocked_depends_leaves_no_manager_behind(pytester: pytest.Pytester) -> 
             pass
         """)
     for _ in range(2):
-        pytester.runpytest_inprocess(*base_args(), "-p", "no:xdist").assert_outcomes(passed=2)
+        dagtester.run().assert_outcomes(passed=2)
     assert pytest_depends.managers == before
 
 
-def test_a_depends_session_around_ours(pytester: pytest.Pytester) -> None:
+@pytest.mark.dag_modes("serial")
+def test_a_depends_session_around_ours(dagtester: DagTester) -> None:
     """pytest-depends alone outside, pytest-dagorder inside: both end cleanly."""
-    make_modules(pytester, test_outer=f"""
+    dagtester.modules(test_outer=f"""
         pytest_plugins = "pytester"
 
         def test_a():
@@ -310,8 +311,9 @@ def test_a_depends_session_around_ours(pytester: pytest.Pytester) -> None:
                                          "-p", "no:xdist").assert_outcomes(passed=2)
             mark("nested")
         """)
-    result = pytester.runpytest_subprocess(*base_args(), "-p", "no:xdist", "-p", "no:dagorder")
+    result = dagtester.run("-p", "no:dagorder")
     result.assert_outcomes(passed=2)
+    assert sorted(dagtester.ran()) == ["a", "nested"]
 
 
 # -- pytest-order ----------------------------------------------------------------------
@@ -481,8 +483,10 @@ def test_order_several_ordinal_markers_become_parameters(
                                      "*test_twice?index=3? PASSED*"])
 
 
-def test_order_ff_and_order_after_ff(pytester: pytest.Pytester) -> None:
-    make_modules(pytester, test_f="""
+@pytest.mark.dag_modes("serial")
+@pytest.mark.dagtester(cache=True)
+def test_order_ff_and_order_after_ff(dagtester: DagTester) -> None:
+    dagtester.modules(test_f="""
         import os
 
         @pytest.mark.order(0)
@@ -493,17 +497,14 @@ def test_order_ff_and_order_after_ff(pytester: pytest.Pytester) -> None:
             mark("flaky")
             assert not os.environ.get("FAIL_FLAKY")
         """)
-    # The options every inner run gets (hypothesis' plugin blocked), with the cache.
-    args = (*base_args(cache=True), "-p", "no:xdist", "-p", "cacheprovider")
+    # test_flaky fails in the runs before each --ff run: the cache names it failed.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FAIL_FLAKY", "1")
-        pytester.runpytest_subprocess(*args).assert_outcomes(passed=1, failed=1)
-    (pytester.path / "ran.log").unlink()
-    pytester.runpytest_subprocess(*args, "--ff").assert_outcomes(passed=2)
-    assert order_of(pytester) == ["flaky", "first"]  # --ff wins, as with pytest-order
-    (pytester.path / "ran.log").unlink()
-    pytester.runpytest_subprocess(*args, "--ff", "--order-after-ff").assert_outcomes(passed=2)
-    assert order_of(pytester) == ["first", "flaky"]
+        dagtester.run().assert_outcomes(passed=1, failed=1)
+        dagtester.run("--ff").assert_outcomes(passed=1, failed=1)
+        assert order_of(dagtester.pytester) == ["flaky", "first"]  # --ff wins, as with pytest-order
+    dagtester.run("--ff", "--order-after-ff").assert_outcomes(passed=2)
+    assert order_of(dagtester.pytester) == ["first", "flaky"]
 
 
 def test_order_without_pytest_order_warns_too(dagtester: DagTester) -> None:

@@ -15,7 +15,8 @@ import json
 from typing import Any
 
 import pytest
-from helpers import base_args, make_modules, read_log, runpytest, write_ini
+from helpers import base_args
+from support.dagtester import DagTester
 from support.xdist_fakes import (
     FakeChannel,
     FakeLog,
@@ -33,6 +34,10 @@ from pytest_dagorder.glue.decide import decide, plain_run
 from pytest_dagorder.glue.settings import Settings
 
 TIMEOUT = 120
+
+# The inner runs go under ``-n 2`` unless a test says otherwise, never shuffled.
+pytestmark = [pytest.mark.dag_modes("xdist"),
+              pytest.mark.dagtester(args=("-p", "no:randomly"), timeout=TIMEOUT)]
 
 # A conftest that writes, from inside every test's protocol on the worker,
 # what stands in xdist's way: the hook caller xdist calls, the type of the
@@ -89,20 +94,18 @@ ONE_EDGE = """
 """
 
 
-def probe(pytester: pytest.Pytester, body: str, *args: str) -> list[dict[str, Any]]:
-    write_ini(pytester)
-    pytester.makeconftest(PROBE)
-    make_modules(pytester, test_m=body)
-    result = runpytest(pytester, *base_args(), "-n", "2", "-p", "no:randomly", *args,
-                       timeout=TIMEOUT)
+def probe(dagtester: DagTester, body: str, *args: str) -> list[dict[str, Any]]:
+    dagtester.pytester.makeconftest(PROBE)
+    dagtester.modules(test_m=body)
+    result = dagtester.run(*args)
     assert result.ret == 0, result.stdout.str()
-    lines = (pytester.path / "probe.jsonl").read_text().splitlines()
+    lines = (dagtester.path / "probe.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
 
 
 def test_a_suite_that_declares_nothing_gets_no_worker_machinery(
-        pytester: pytest.Pytester) -> None:
-    seen = probe(pytester, NOTHING_DECLARED)
+        dagtester: DagTester) -> None:
+    seen = probe(dagtester, NOTHING_DECLARED)
     assert sorted(s["test"] for s in seen) == ["test_four", "test_one", "test_three", "test_two"]
     for s in seen:
         assert s["worker"].startswith("gw"), s
@@ -112,12 +115,12 @@ def test_a_suite_that_declares_nothing_gets_no_worker_machinery(
         assert s["items"] == "list", s
         assert s["count"] == 4, s
         assert s["nextitem"] in (None, "Function"), s
-    assert sorted(read_log(pytester)) == ["test_four", "test_one", "test_three", "test_two"]
+    assert sorted(dagtester.ran()) == ["test_four", "test_one", "test_three", "test_two"]
 
 
-def test_one_edge_brings_the_gate_and_the_barrier(pytester: pytest.Pytester) -> None:
+def test_one_edge_brings_the_gate_and_the_barrier(dagtester: DagTester) -> None:
     """The same probe sees the machinery as soon as the suite declares an edge."""
-    seen = probe(pytester, ONE_EDGE)
+    seen = probe(dagtester, ONE_EDGE)
     assert {s["caller"].rsplit(".", 1)[1] for s in seen} == {"_ProtocolGate"}
     assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
@@ -128,22 +131,22 @@ def test_one_edge_brings_the_gate_and_the_barrier(pytester: pytest.Pytester) -> 
     "@pytest.mark.xdist_group('g')",
 ])
 def test_resources_exclusive_tests_and_groups_keep_the_machinery(
-        pytester: pytest.Pytester, declaration: str) -> None:
+        dagtester: DagTester, declaration: str) -> None:
     body = NOTHING_DECLARED.replace("    def test_two():",
                                     f"    {declaration}\n    def test_two():")
-    seen = probe(pytester, body)
+    seen = probe(dagtester, body)
     assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
-def test_a_dag_fixture_user_keeps_the_machinery(pytester: pytest.Pytester) -> None:
+def test_a_dag_fixture_user_keeps_the_machinery(dagtester: DagTester) -> None:
     body = NOTHING_DECLARED.replace("def test_two():", "def test_two(dag):")
-    seen = probe(pytester, body)
+    seen = probe(dagtester, body)
     assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
-def test_on_failure_stop_keeps_the_machinery(pytester: pytest.Pytester) -> None:
+def test_on_failure_stop_keeps_the_machinery(dagtester: DagTester) -> None:
     """A stop starts nothing new: the controller must be able to hold tests back."""
-    seen = probe(pytester, NOTHING_DECLARED, "--dag-on-failure=stop")
+    seen = probe(dagtester, NOTHING_DECLARED, "--dag-on-failure=stop")
     assert {s["items"] for s in seen} == {"ItemsWithTail"}
 
 
@@ -169,25 +172,23 @@ LONGEST_LAST = """
 """
 
 
+@pytest.mark.dagtester(xdist=("-n", "1"), cache=True)
 def test_recorded_durations_still_rank_a_suite_that_declares_nothing(
-        pytester: pytest.Pytester) -> None:
+        dagtester: DagTester) -> None:
     """The second run starts the test the first run found longest, though it is collected last."""
-    write_ini(pytester)
-    pytester.makeconftest(PROBE)
-    make_modules(pytester, test_m=LONGEST_LAST)
-    args = [*base_args(cache=True), "-n", "1", "-p", "no:randomly"]
-    first = runpytest(pytester, *args, timeout=TIMEOUT)
+    dagtester.pytester.makeconftest(PROBE)
+    dagtester.modules(test_m=LONGEST_LAST)
+    first = dagtester.run()
     assert first.ret == 0, first.stdout.str()
-    (pytester.path / "ran.log").unlink()
-    (pytester.path / "probe.jsonl").unlink()
-    second = runpytest(pytester, *args, timeout=TIMEOUT)
+    (dagtester.path / "probe.jsonl").unlink()
+    second = dagtester.run()
     assert second.ret == 0, second.stdout.str()
     second.stdout.fnmatch_lines(["*critical path by recorded durations of 5/5 tests*"])
     order = [s["test"] for s in map(json.loads,
-                                    (pytester.path / "probe.jsonl").read_text().splitlines())]
+                                    (dagtester.path / "probe.jsonl").read_text().splitlines())]
     assert order[0] == "test_slow", order
     assert sorted(order) == ["test_a", "test_b", "test_c", "test_d", "test_slow"]
-    seen = json.loads((pytester.path / "probe.jsonl").read_text().splitlines()[0])
+    seen = json.loads((dagtester.path / "probe.jsonl").read_text().splitlines()[0])
     assert seen["items"] == "list", seen
 
 
@@ -302,16 +303,15 @@ WORKER_PARTS = tuple(f"pytest_dagorder.distributed.{name}" for name in (
     "barrier", "shipping", "sent_ahead", "exit_forwarding"))
 
 
-def loaded_modules(pytester: pytest.Pytester, *args: str) -> dict[str, list[str]]:
+def loaded_modules(dagtester: DagTester) -> dict[str, list[str]]:
     """Run NOTHING_DECLARED in a fresh process; each process's loaded package modules."""
-    write_ini(pytester)
-    pytester.makeconftest(MODULES_PROBE)
-    make_modules(pytester, test_m=NOTHING_DECLARED)
-    result = pytester.runpytest_subprocess(*base_args(), "-p", "no:randomly", *args,
-                                           timeout=TIMEOUT)
+    dagtester.pytester.makeconftest(MODULES_PROBE)
+    dagtester.modules(test_m=NOTHING_DECLARED)
+    result = dagtester.run(own_process="which modules of the plugin a process imports is "
+                           "the point")
     result.assert_outcomes(passed=4)
     return {path.stem.removeprefix("modules-"): json.loads(path.read_text())
-            for path in sorted(pytester.path.glob("modules-*.json"))}
+            for path in sorted(dagtester.path.glob("modules-*.json"))}
 
 
 def unneeded(modules: list[str], *names: str) -> list[str]:
@@ -319,17 +319,20 @@ def unneeded(modules: list[str], *names: str) -> list[str]:
         m == name or (name.endswith(".") and m.startswith(name)) for name in names)]
 
 
+# xdist installed but not asked for (no ``-n``, no ``-p no:xdist``): the plugin
+# must find out that no DSession runs without loading its xdist sides.
+@pytest.mark.dag_modes("own")
 def test_a_serial_run_that_declares_nothing_loads_only_the_serial_driver(
-        pytester: pytest.Pytester) -> None:
-    found = loaded_modules(pytester)
+        dagtester: DagTester) -> None:
+    found = loaded_modules(dagtester)
     assert list(found) == ["main"]
     assert "pytest_dagorder.drivers.serial" in found["main"]
     assert unneeded(found["main"], *UNUSED, *UNUSED_SERIALLY, DISTRIBUTED) == []
 
 
 def test_under_xdist_the_controller_and_the_workers_load_only_their_side(
-        pytester: pytest.Pytester) -> None:
-    found = loaded_modules(pytester, "-n", "2")
+        dagtester: DagTester) -> None:
+    found = loaded_modules(dagtester)
     assert sorted(found) == ["gw0", "gw1", "main"]
     controller = found.pop("main")
     assert "pytest_dagorder.distributed.controller" in controller
@@ -375,22 +378,21 @@ STORE_THEN_USE = """
 FILES = ("test_a", "test_b", "test_c", "test_d")
 
 
-def store_then_use(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    write_ini(pytester)
-    make_modules(pytester, **dict.fromkeys(FILES, STORE_THEN_USE))
-    return runpytest(pytester, *base_args(), "-n", "2", "-v", *args, timeout=TIMEOUT)
+def store_then_use(dagtester: DagTester, *args: str) -> pytest.RunResult:
+    dagtester.modules(**dict.fromkeys(FILES, STORE_THEN_USE))
+    return dagtester.run("-v", *args)
 
 
 @pytest.mark.autoload  # the plugin loads by its entry point, not asked for by name
 @pytest.mark.parametrize(("dist", "scheduler"), [
     ("load", "LoadScheduling"), ("worksteal", "WorkStealingScheduling")])
 def test_installed_is_not_opted_in_xdist_schedules_a_suite_that_declares_nothing(
-        pytester: pytest.Pytester, dist: str, scheduler: str) -> None:
-    result = store_then_use(pytester, "--dist", dist)
+        dagtester: DagTester, dist: str, scheduler: str) -> None:
+    result = store_then_use(dagtester, "--dist", dist)
     assert "-p dagorder" not in " ".join(base_args())
     result.stdout.fnmatch_lines([f"scheduling tests via {scheduler}"])
     assert "dagorder: 20 tests" not in result.stdout.str()
-    ran = read_log(pytester)
+    ran = dagtester.ran()
     assert len(ran) == 20
     # xdist hands each worker a run of consecutive tests to start with, so
     # the first file's use follows its create on the same worker; a
@@ -410,35 +412,33 @@ def test_installed_is_not_opted_in_xdist_schedules_a_suite_that_declares_nothing
 @pytest.mark.parametrize("ask", [
     ["-p", "dagorder"], ["--dag-affinity=state"], ["-o", "dag_on_failure=skip"], ["ini"]])
 def test_a_run_that_asks_for_the_plugin_gets_its_scheduler(
-        pytester: pytest.Pytester, ask: list[str]) -> None:
+        dagtester: DagTester, ask: list[str]) -> None:
     """Longest first from recorded durations is what such a run asked for."""
     if ask == ["ini"]:
-        write_ini(pytester, "dag_affinity = state\n")
-        make_modules(pytester, **dict.fromkeys(FILES, STORE_THEN_USE))
-        result = runpytest(pytester, *base_args(), "-n", "2", "-v", timeout=TIMEOUT)
+        dagtester.ini("dag_affinity = state\n")
+        result = store_then_use(dagtester)
     else:
-        result = store_then_use(pytester, *ask)
+        result = store_then_use(dagtester, *ask)
     result.stdout.fnmatch_lines(["scheduling tests via DependencyScheduling",
                                  "dagorder: 20 tests*"])
 
 
 @pytest.mark.autoload
 def test_a_suite_that_declares_something_gets_the_dag_scheduler_unasked(
-        pytester: pytest.Pytester) -> None:
-    write_ini(pytester)
-    make_modules(pytester, test_m=ONE_EDGE)
-    result = runpytest(pytester, *base_args(), "-n", "2", "-v", timeout=TIMEOUT)
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_m=ONE_EDGE)
+    result = dagtester.run("-v")
     result.stdout.fnmatch_lines(["scheduling tests via DependencyScheduling",
                                  "dagorder: 3 tests, 1 dependenc*"])
     result.assert_outcomes(passed=3)
-    ran = read_log(pytester)
+    ran = dagtester.ran()
     assert ran["test_two"].start >= ran["test_one"].end
 
 
 @pytest.mark.autoload
 def test_a_controller_left_to_xdist_loads_no_scheduler_of_its_own(
-        pytester: pytest.Pytester) -> None:
-    found = loaded_modules(pytester, "-n", "2")
+        dagtester: DagTester) -> None:
+    found = loaded_modules(dagtester)
     controller = found.pop("main")
     assert "pytest_dagorder.distributed.controller" in controller
     assert unneeded(controller, "pytest_dagorder.distributed.scheduling",

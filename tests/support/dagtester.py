@@ -8,7 +8,7 @@ test (the ``dagtester`` marker) and those of the mode the test is
 parametrized over: ``serial`` (``-p no:xdist``) or ``xdist`` (``-n 2``).
 A test runs in both modes unless marked ``@pytest.mark.dag_modes("serial")``
 (or ``"xdist"``, ``"xdist4"`` (``-n 4``), or ``"own"``: the test gives
-``-n`` or ``-p no:xdist`` itself).
+``-n`` or ``-p no:xdist`` itself, or neither: xdist loaded but not asked for).
 
 The ``dagtester`` marker (on a module, class or test; the closest wins per
 keyword) sets up what every run of the test shares: ``ini`` (lines added to
