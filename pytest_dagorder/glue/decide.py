@@ -147,7 +147,12 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
     if decided.problems or not (facts.graph or settings.on_failure == "stop"):
         return
     n = len(facts.ids)
-    graph = _graph(facts, {k: a for k, a in enumerate(facts.after) if a}, {})
+    n_all = n + len(facts.outside)
+    edges = (core_graph.Edges(facts.requires, facts.afters()) if facts.graph
+             else core_graph.Edges.none(n_all))
+    # This process's collection checked these edges (``planning.make_plan``):
+    # the graph is built without checking them again.
+    graph = core_graph.Graph.of_checked(edges)
     run = decided.run = dag_run.DagRun(graph, [*facts.ids, *facts.outside], n_run=n,
                                on_failure=settings.on_failure, history=settings.explain)
     run.whole = decided.whole

@@ -45,7 +45,7 @@ from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import graph as core_graph
-    from ..core.graph import Graph
+    from ..core.graph import Edges
     from . import edges_file, sharding
     from .sharding import ShardNote
 else:
@@ -67,7 +67,7 @@ class Resolved:
     """
 
     items: list[pytest.Item]
-    graph: Graph | None
+    graph: Edges | None
     deselected: list[pytest.Item] = field(default_factory=list)
     pulled_back: list[pytest.Item] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -88,7 +88,7 @@ class Plan:
     """
 
     items: list[pytest.Item]
-    graph: Graph | None
+    graph: Edges | None
     deselected: list[pytest.Item] = field(default_factory=list)
     pulled_back: list[pytest.Item] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -206,16 +206,15 @@ def make_plan(
         problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
         broken_now = {p.nodeid for p in res.problems if p.nodeid in run_ids}
     items = [universe[i] for i in run]
-    planned: Graph | None = None
+    planned: Edges | None = None
     try:
-        # Built even when declarations had problems: cycles among the edges
+        # Ordered even when declarations had problems: cycles among the edges
         # that did resolve are reported in the same run.  Graph ids are
         # positions (node ids may repeat, with --keep-duplicates); names
         # come from plan.nodeids.
-        graph = core_graph.Graph.of_positions(
+        graph = core_graph.stable_order(
             [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
             after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
-            stable=True,  # its topo is read below
         )
     except DependencyError as exc:
         ids = [universe[u].nodeid for u in order]
@@ -228,7 +227,7 @@ def make_plan(
             topo = [k for k in graph.topo if k >= n_out]
             items = [universe[order[k]] for k in topo]
             # Renumber so that index == position in items, the deselected ones last.
-            planned = graph.permuted([*topo, *range(n_out)])
+            planned = _renumbered(graph, [*topo, *range(n_out)])
     return Resolved(
         items=items,
         graph=planned,
@@ -241,6 +240,16 @@ def make_plan(
         links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
         broken=broken_now,
     )
+
+
+def _renumbered(graph: core_graph.Order, order: Sequence[int]) -> Edges:
+    """``graph``'s edges with position ``order[k]`` at ``k`` (a topological
+    order stays one: nothing to check again)."""
+    pos = [0] * len(order)
+    for k, old in enumerate(order):
+        pos[old] = k
+    return core_graph.Edges([tuple(pos[p] for p in graph.requires[old]) for old in order],
+                            [tuple(pos[p] for p in graph.after[old]) for old in order])
 
 
 def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
-from ..core.graph import Graph
+from ..core.graph import Edges
 from ..migration.runtime import RuntimeUsers
 from . import durations
 from .internals import count_deselected
@@ -52,7 +52,7 @@ def xdist_group(item: pytest.Item) -> str | None:
 class Part(NamedTuple):
     """What the plan holds of this process's part (see :func:`apply`)."""
 
-    graph: Graph | None
+    graph: Edges | None
     items: list[pytest.Item]
     deselected: list[pytest.Item]
     pulled_back: list[pytest.Item]
@@ -80,7 +80,7 @@ def labels(marker_names: frozenset[str], items: Sequence[pytest.Item]) -> list[s
     return out
 
 
-def apply(config: pytest.Config, graph: Graph | None, items: list[pytest.Item], *,
+def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], *,
           deselected: list[pytest.Item], pulled_back: list[pytest.Item],
           universe: list[pytest.Item], links: list[tuple[int, ...]], problems: bool,
           marker_names: frozenset[str]) -> Part | None:
@@ -108,7 +108,7 @@ def apply(config: pytest.Config, graph: Graph | None, items: list[pytest.Item], 
     if g is None and settings.cuts_or_records:
         # A driver records durations only through a run of the core; a suite
         # without declarations gets one with no edges.
-        g = Graph.of_positions([()] * len(items))
+        g = Edges.none(len(items))
     whole = Part(g, list(items), deselected, pulled_back)
     if shard is None or g is None:
         return whole
@@ -187,7 +187,7 @@ def settle_exit_status(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.OK
 
 
-def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
+def _restricted(g: Edges, keep: Sequence[int], run: int) -> Edges:
     """``g`` over ``keep`` (in order), then the prerequisites outside the run they need.
 
     A part holds whole components, so no edge of a kept test leads to a test
@@ -195,10 +195,10 @@ def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
     """
     outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
     pos = {old: new for new, old in enumerate([*keep, *outside])}
-    requires: list[Sequence[int]] = [[pos[p] for p in g.requires[i]] for i in keep]
-    requires += [()] * len(outside)
-    after = {pos[i]: [pos[p] for p in g.after[i]] for i in keep if g.after[i]}
-    return Graph.of_positions(requires, after=after)
+    requires = [tuple(pos[p] for p in g.requires[i]) for i in keep]
+    after = [tuple(pos[p] for p in g.after[i]) for i in keep]
+    # A subgraph of an ordered graph, renumbered in order: nothing to check again.
+    return Edges([*requires, *[()] * len(outside)], [*after, *[()] * len(outside)])
 
 
 def oversized(n: int, split: Partition, *, timed: bool) -> tuple[str, int, float | None] | None:
