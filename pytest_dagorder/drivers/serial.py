@@ -49,7 +49,9 @@ class SerialRunner(Planner):
         self.results.planned(plan, items)
         facts = collect_facts(config, plan, items, [it.nodeid for it in items],
                               affinity=settings.affinity, full=False)
-        decided = decide(facts, settings, {}, driver="serial")
+        # The run names the plan's tests, in the plan's order: the plan's names.
+        decided = decide(facts, settings, {}, driver="serial",
+                         names=lambda: plan.short_names)
         self.header = decided.header
         if decided.errors:
             # --continue-on-collection-errors: reported, and the rest runs.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,11 +47,12 @@ from .settings import settings_of
 if TYPE_CHECKING:
     from ..core import graph as core_graph
     from ..core.graph import Edges
-    from . import edges_file, sharding
+    from . import dag_run, edges_file, sharding
     from .sharding import ShardNote
 else:
     core_graph = Later("pytest_dagorder.core.graph")
     edges_file = Later("pytest_dagorder.glue.edges_file")
+    dag_run = Later("pytest_dagorder.glue.dag_run")  # only where a test is named in a skip
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a run cuts or records
 
 #: The edges file: (its path, whether it exists, edges and resources it
@@ -132,6 +134,12 @@ class Plan:
     @property
     def nodeids(self) -> list[str]:
         return [it.nodeid for it in (*self.items, *self.deselected)]
+
+    @cached_property
+    def short_names(self) -> list[str]:
+        """How skip reasons name the tests of :attr:`nodeids` (``dag_run.short_names``):
+        made on first use, once for every part of the process that words a skip."""
+        return dag_run.short_names(self.nodeids)
 
 
 #: The xdist worker that shows the warnings every worker's collection finds.
