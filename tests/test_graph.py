@@ -16,7 +16,14 @@ from pytest_dagorder.core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from pytest_dagorder.core.graph import DEFAULT_DURATION, Graph, cycle_breaks, prerequisites_of
+from pytest_dagorder.core.graph import (
+    DEFAULT_DURATION,
+    Edges,
+    Graph,
+    cycle_breaks,
+    prerequisites_of,
+    stable_order,
+)
 
 Pairs = list[tuple[Hashable, list[Hashable]]]
 
@@ -397,6 +404,26 @@ def test_of_positions_is_build_over_positions(
         requires, after=after, durations=durations, stable=stable)) == _outcome(
         lambda: Graph.build(enumerate(requires), after=after, durations=durations,
                             stable=stable))
+
+
+@settings(max_examples=400, deadline=None)
+@given(position_edges())
+def test_stable_order_checks_and_orders_as_the_graph_would(
+    edges: tuple[list[list[int]], dict[int, list[int]]]
+) -> None:
+    # A collection orders its edges without building a graph; the graph the
+    # scheduler runs is built from them unchecked: both must be the graph's.
+    requires, after = edges
+    want = _outcome(lambda: Graph.of_positions(requires, after=after, stable=True))
+    try:
+        order = stable_order(requires, after=after)
+    except DependencyError as exc:
+        assert (type(exc), str(exc), [(type(e), str(e)) for e in exc.errors]) == want
+        return
+    assert isinstance(want, tuple) and len(want) == 8
+    assert (tuple(order.topo), tuple(order.requires), tuple(order.after)) == (
+        want[6], want[1], want[2])
+    assert _outcome(lambda: Graph.of_checked(Edges(order.requires, order.after))) == want
 
 
 @settings(max_examples=200, deadline=None)

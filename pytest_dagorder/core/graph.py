@@ -22,7 +22,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import cast, final
+from dataclasses import dataclass
+from typing import NamedTuple, cast, final
 
 from .errors import (
     CycleError,
@@ -278,6 +279,13 @@ class Graph:
                          after=cast(Mapping[Hashable, Sequence[int]], after),
                          durations=cast(Mapping[Hashable, float | None], durations))
 
+    @classmethod
+    def of_checked(cls, edges: Edges) -> Graph:
+        """The graph over ``edges`` as :func:`stable_order` checked them: no check
+        again (the order is proved on the way, where an edge leads forward)."""
+        n = len(edges)
+        return cls(range(n), edges.requires, edges.after, [None] * n)
+
     def critical_path(self) -> tuple[float, ...]:
         """Per task: the longest sum of durations from it to any sink, itself included.
 
@@ -305,6 +313,65 @@ class Graph:
                 if depth[p] + 1 > depth[i]:
                     depth[i] = depth[p] + 1
         return max(depth, default=0)
+
+
+@dataclass(frozen=True)
+class Edges:
+    """Edges by position, already checked (see :func:`stable_order`) and kept as they are.
+
+    Not a :class:`Graph`: a caller that needs only the order holds these,
+    and the graph the scheduler runs is built once, with the edges it adds.
+    """
+
+    requires: Sequence[tuple[int, ...]]
+    after: Sequence[tuple[int, ...]]
+
+    def __len__(self) -> int:
+        return len(self.requires)
+
+    @classmethod
+    def none(cls, n: int) -> Edges:
+        """``n`` tests, no edge."""
+        return cls([()] * n, [()] * n)
+
+
+class Order(NamedTuple):
+    """Edges by position, checked and put in order, without a :class:`Graph` built."""
+
+    #: The stable topological order (what :attr:`Graph.topo` would be).
+    topo: list[int]
+    #: The edges as the graph would hold them: each prerequisite once, an
+    #: ``after`` edge that is also a ``requires`` one dropped.
+    requires: list[tuple[int, ...]]
+    after: list[tuple[int, ...]]
+
+
+def stable_order(requires: Sequence[Sequence[int]], *,
+                 after: Mapping[int, Sequence[int]] | None = None) -> Order:
+    """The checks and the order of :meth:`Graph.of_positions` ``(..., stable=True)``,
+    for a caller that needs only the order (a collection: the graph the core
+    runs is built elsewhere, once).
+
+    Raises the same :class:`DependencyError` (each cycle named) on the same input.
+    """
+    n = len(requires)
+    after = after or {}
+    if _well_formed(requires, n) and _well_formed(after, n):
+        after_lists: list[tuple[int, ...]] = [() for _ in range(n)]
+        for k, deps in after.items():
+            if deps:
+                req = requires[k]
+                after_lists[k] = tuple(j for j in deps if j not in req)
+        req_lists = [tuple(r) for r in requires]
+        if _points_back(req_lists) and _points_back(after_lists):
+            return Order(list(range(n)), req_lists, after_lists)
+        order = _kahn(req_lists, after_lists, *_reverse(req_lists, after_lists),
+                      lowest_first=True)
+        if len(order) == n:
+            return Order(order, req_lists, after_lists)
+    # Malformed or cyclic: build names every problem (or cleans the edges up).
+    graph = Graph.of_positions(requires, after=after, stable=True)
+    return Order(list(graph.topo), list(graph.requires), list(graph.after))
 
 
 def prerequisites_of(

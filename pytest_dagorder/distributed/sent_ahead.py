@@ -14,7 +14,6 @@ from collections.abc import Mapping
 import pytest
 
 from ..core.state_machine import Skip, blocked_skip
-from ..glue.dag_run import short_names
 from ..glue.internals import skip_here
 from ..glue.outcome_tracker import OutcomeTracker
 from ..glue.planning import Plan
@@ -34,14 +33,12 @@ class SentAhead:
         self.outcome: dict[int, str] = {}
         self.ended: dict[int, int] = {}
         self.local_skips: dict[int, Skip] = {}
-        self._names: list[str] | None = None  # see name
 
     def name(self, i: int) -> str:
-        """Test ``i`` of the plan's graph as the controller names it (made on first use:
-        only a skip this worker words itself needs names)."""
-        if self._names is None:
-            self._names = short_names(self.plan.nodeids if self.plan is not None else [])
-        return self._names[i]
+        """Test ``i`` of the plan's graph as the controller names it (the plan
+        makes the names on first use: only a skip this worker words itself needs them)."""
+        assert self.plan is not None  # a skip needs the plan's graph
+        return self.plan.short_names[i]
 
     def setup(self, item: pytest.Item) -> None:
         """Skip, before its fixtures, a test sent ahead whose prerequisite failed here.

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from ..glue import sharding
 from ..glue.dag_fixture import LocalResults
 from ..glue.memory import UntilTestsBegin, collector_paused
 from ..glue.planning import Plan, Planner
@@ -104,7 +103,6 @@ class DagWorker(Planner):
         self.results.store.deliver(ready, values)
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
-        sharding.apply(config, plan, items)
         self.results.planned(plan, items)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -24,12 +24,11 @@ from ..glue.planning import Plan, Planner
 from ..glue.settings import settings_of
 
 if TYPE_CHECKING:
-    from ..glue import dag_run, sharding, stall
+    from ..glue import dag_run, stall
     from ..glue.dag_run import DagRun
     from ..glue.stall import SerialStall
 else:
     dag_run = Later("pytest_dagorder.glue.dag_run")
-    sharding = Later("pytest_dagorder.glue.sharding")
     stall = Later("pytest_dagorder.glue.stall")
 
 WORKER = "serial"
@@ -46,15 +45,13 @@ class SerialRunner(Planner):
         self.stall: SerialStall | None = None  # --dag-stall-report, for a run it schedules
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
-        # A suite that declares nothing, unsharded, needs neither the core's run
-        # nor the shards: those modules load only for a run that does (see plugin.py).
         settings = settings_of(config)
-        if settings.cuts_or_records:  # else apply changes nothing
-            sharding.apply(config, plan, items)
         self.results.planned(plan, items)
         facts = collect_facts(config, plan, items, [it.nodeid for it in items],
                               affinity=settings.affinity, full=False)
-        decided = decide(facts, settings, {}, driver="serial")
+        # The run names the plan's tests, in the plan's order: the plan's names.
+        decided = decide(facts, settings, {}, driver="serial",
+                         names=lambda: plan.short_names)
         self.header = decided.header
         if decided.errors:
             # --continue-on-collection-errors: reported, and the rest runs.

@@ -31,15 +31,11 @@ from ..core.published import (
 )
 from . import wording
 from .declarations import Index
-from .loading import Later
 from .outcome_tracker import OutcomeTracker
 from .settings import DRIVER_NAME
 
 if TYPE_CHECKING:
-    from . import dag_run
     from .planning import Plan
-else:
-    dag_run = Later("pytest_dagorder.glue.dag_run")
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of
 #: the test on the same connection, so it is normally there already; the
@@ -86,7 +82,7 @@ class LocalResults:
             universe = [] if plan is None else [*plan.items, *plan.deselected]
             self._index = Index(universe)
             self._pos = {id(it): k for k, it in enumerate(universe)}
-            self._names = dag_run.short_names([it.nodeid for it in universe])
+            self._names = [] if plan is None else plan.short_names
         return self._index, self._names
 
     def name(self, item: pytest.Item) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
@@ -88,12 +88,15 @@ class DagRun:
         modules: Sequence[str | None] | None = None,
         module_fixtures: Sequence[bool] | None = None,
         history: bool = False,
+        names: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         """``checks``: by node id, prerequisites that must have passed, else the
         test fails without running; ``modules``, ``module_fixtures``: per test,
         its module and whether it uses a fixture a module switch tears down
         (see :class:`~..core.state_machine.StateMachine`); ``history``: keep
-        each test's moves, for the summary to explain them (``--dag-explain``)."""
+        each test's moves, for the summary to explain them (``--dag-explain``);
+        ``names``: :func:`short_names` of ``nodeids``, where this process has
+        them already (asked for on first use)."""
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
         if checks:
@@ -101,7 +104,8 @@ class DagRun:
         self.graph = graph
         #: Whether every node id names one test (not so with --keep-duplicates).
         self.unique = len(self.index) == len(self.nodeids)
-        self._names: list[str] | None = None  # see name()
+        self._names: Sequence[str] | None = None  # see name()
+        self._named = names
         self.n_run = n_run
         self.machine = StateMachine(
             graph,
@@ -138,7 +142,7 @@ class DagRun:
         """How skip reasons name test ``i`` (made on first use: a run with no
         skip never needs them, and a big run starts sooner without)."""
         if self._names is None:
-            self._names = short_names(self.nodeids)
+            self._names = short_names(self.nodeids) if self._named is None else self._named()
         return self._names[i]
 
     def _by_index(self, checks: Mapping[str, Sequence[str]]) -> dict[int, list[int]]:

@@ -14,7 +14,7 @@ gather facts, and install their barrier when the controller says so).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -112,12 +112,15 @@ def plain_run(census: Census, settings: Settings, dist: str) -> bool:
 
 
 def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
-           driver: Driver = "xdist", dist: str = "load", workers: int = 0) -> Decisions:
+           driver: Driver = "xdist", dist: str = "load", workers: int = 0,
+           names: Callable[[], Sequence[str]] | None = None) -> Decisions:
     """Every decision about the run ``facts`` describe; ``recorded``: seconds per node id.
 
     ``dist`` is xdist's ``--dist`` mode (it decides which files are kept
     whole); ``workers``, how many there will be (0: unknown), for what the
-    groups cost by the recorded durations.
+    groups cost by the recorded durations.  ``names``: serially, the plan's
+    short names of the run's tests (made once per process, see
+    ``Plan.short_names``).
     """
     whole = facts.complete and not facts.errors and not facts.shard_left
     decided = Decisions(
@@ -128,7 +131,7 @@ def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
         whole=whole, empty_part=facts.shard_left > 0 and not facts.ids)
     unused = unused_limits(settings.limits, facts.resources)
     if driver == "serial":
-        _serial(decided, facts, settings)
+        _serial(decided, facts, settings, names)
         if unused:
             # Limits do nothing serially (one test at a time), but a name no
             # test uses is the same typo here as under -n: the same warning.
@@ -140,16 +143,23 @@ def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
     return decided
 
 
-def _serial(decided: Decisions, facts: Facts, settings: Settings) -> None:
+def _serial(decided: Decisions, facts: Facts, settings: Settings,
+            names: Callable[[], Sequence[str]] | None) -> None:
     """The run of one process: the plan's order is the schedule, the core only settles."""
     # Only the core can withhold what follows a failure: a suite that
     # declares nothing gets a run with no edges when --dag-on-failure=stop.
     if decided.problems or not (facts.graph or settings.on_failure == "stop"):
         return
     n = len(facts.ids)
-    graph = _graph(facts, {k: a for k, a in enumerate(facts.after) if a}, {})
+    n_all = n + len(facts.outside)
+    edges = (core_graph.Edges(facts.requires, facts.afters()) if facts.graph
+             else core_graph.Edges.none(n_all))
+    # This process's collection checked these edges (``planning.make_plan``):
+    # the graph is built without checking them again.
+    graph = core_graph.Graph.of_checked(edges)
     run = decided.run = dag_run.DagRun(graph, [*facts.ids, *facts.outside], n_run=n,
-                               on_failure=settings.on_failure, history=settings.explain)
+                               on_failure=settings.on_failure, history=settings.explain,
+                               names=names)
     run.whole = decided.whole
     header = decided.header
     header.append(wording.serial_header(n, graph.edge_count, graph.longest_chain()))

@@ -36,7 +36,8 @@ from .resources import NONE
 if TYPE_CHECKING:
     from ..core import state_writes
     from . import sharding
-    from .planning import EdgesFileNote, Plan, ShardNote
+    from .planning import EdgesFileNote, Plan
+    from .sharding import ShardNote
 else:
     state_writes = Later("pytest_dagorder.core.state_writes")  # see loading.py
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
@@ -138,7 +139,7 @@ class Facts:
     pulled_back: int = 0
     #: What the collection steps found to announce: tests ``--lf`` runs again
     #: because a prerequisite blocked them, the edges file, the ``--dag-shard``
-    #: part (see ``planning.EdgesFileNote`` and ``planning.ShardNote``).
+    #: part (see ``planning.EdgesFileNote`` and ``sharding.ShardNote``).
     lf_blocked: int = 0
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None

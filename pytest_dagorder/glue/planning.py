@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Collection, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,29 +46,51 @@ from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import graph as core_graph
-    from ..core.graph import Graph
-    from . import edges_file
+    from ..core.graph import Edges
+    from . import dag_run, edges_file, sharding
+    from .sharding import ShardNote
 else:
     core_graph = Later("pytest_dagorder.core.graph")
     edges_file = Later("pytest_dagorder.glue.edges_file")
+    dag_run = Later("pytest_dagorder.glue.dag_run")  # only where a test is named in a skip
+    sharding = Later("pytest_dagorder.glue.sharding")  # only where a run cuts or records
 
 #: The edges file: (its path, whether it exists, edges and resources it
 #: added, entries naming tests not collected here).
 EdgesFileNote = tuple[str, bool, int, int, int]
-#: The ``--dag-shard`` part: (k, n, tests kept, tests of the selection, their
-#: recorded seconds or None, the oversized component as (first node id,
-#: tests, seconds or None) or None, whether some collected test lies in this
-#: part, whether ``--lf`` part after part has no failure left to re-run).
-ShardNote = tuple[int, int, int, int, float | None, tuple[str, int, float | None] | None,
-                  bool, bool]
 
 
-@dataclass
-class Plan:
-    """``graph`` indices ``0 .. len(items) - 1`` are ``items``; later ones were deselected."""
+@dataclass(frozen=True)
+class Resolved:
+    """What the declarations of a selection resolve to (:func:`make_plan`): the
+    first collection step, from which :func:`collect_plan` makes the :class:`Plan`.
+
+    The fields mean what :class:`Plan`'s of the same names do.
+    """
 
     items: list[pytest.Item]
-    graph: Graph | None
+    graph: Edges | None
+    deselected: list[pytest.Item] = field(default_factory=list)
+    pulled_back: list[pytest.Item] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    declared: bool = False
+    skips: list[tuple[pytest.Item, str]] = field(default_factory=list)
+    universe: list[pytest.Item] = field(default_factory=list)
+    links: list[tuple[int, ...]] = field(default_factory=list)
+    broken: set[str] = field(default_factory=set)
+    errors: list[Problem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``graph`` indices ``0 .. len(items) - 1`` are ``items``; later ones were deselected.
+
+    Made once, by :func:`collect_plan`, from what each collection step
+    returned; nothing changes it afterwards.
+    """
+
+    items: list[pytest.Item]
+    graph: Edges | None
     deselected: list[pytest.Item] = field(default_factory=list)
     pulled_back: list[pytest.Item] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -112,6 +135,12 @@ class Plan:
     def nodeids(self) -> list[str]:
         return [it.nodeid for it in (*self.items, *self.deselected)]
 
+    @cached_property
+    def short_names(self) -> list[str]:
+        """How skip reasons name the tests of :attr:`nodeids` (``dag_run.short_names``):
+        made on first use, once for every part of the process that words a skip."""
+        return dag_run.short_names(self.nodeids)
+
 
 #: The xdist worker that shows the warnings every worker's collection finds.
 FIRST_WORKER = "gw0"
@@ -126,7 +155,7 @@ def make_plan(
     readers: Sequence[ForeignReader] = (),
     census: MarkerCensus | None = None,
     broken: Collection[str] = (),
-) -> Plan:
+) -> Resolved:
     """Resolve declarations of ``selected`` against everything ``collected``.
 
     ``collected`` holds the items seen before any plugin deselected some
@@ -162,7 +191,7 @@ def make_plan(
         res = resolve_items(universe, readers, failed, census)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     if not res.declared:
-        return Plan(list(selected), None, skips=skips, universe=universe)
+        return Resolved(list(selected), None, skips=skips, universe=universe)
     n_sel = len(selected)
     run = list(range(n_sel))
     if broken:
@@ -184,9 +213,32 @@ def make_plan(
         run_ids = {universe[i].nodeid for i in run}
         problems = merge_shared([p for p in res.problems if p.nodeid in run_ids])
         broken_now = {p.nodeid for p in res.problems if p.nodeid in run_ids}
-    plan = Plan(
-        items=[universe[i] for i in run],
-        graph=None,
+    items = [universe[i] for i in run]
+    planned: Edges | None = None
+    try:
+        # Ordered even when declarations had problems: cycles among the edges
+        # that did resolve are reported in the same run.  Graph ids are
+        # positions (node ids may repeat, with --keep-duplicates); names
+        # come from plan.nodeids.
+        graph = core_graph.stable_order(
+            [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
+            after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
+        )
+    except DependencyError as exc:
+        ids = [universe[u].nodeid for u in order]
+        problems = [*problems, *(_problem_of(err, ids) for err in exc.errors)]
+        broken_now |= {p.nodeid for p in problems}
+    else:
+        if not problems:
+            # Stable topological order of the run: collection order unless forced later.
+            n_out = len(outside)
+            topo = [k for k in graph.topo if k >= n_out]
+            items = [universe[order[k]] for k in topo]
+            # Renumber so that index == position in items, the deselected ones last.
+            planned = _renumbered(graph, [*topo, *range(n_out)])
+    return Resolved(
+        items=items,
+        graph=planned,
         deselected=[universe[i] for i in outside],
         pulled_back=[universe[i] for i in run if i >= n_sel],
         problems=problems,
@@ -194,32 +246,18 @@ def make_plan(
         skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
         universe=universe,
         links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
+        broken=broken_now,
     )
-    plan.broken = broken_now
-    try:
-        # Built even when declarations had problems: cycles among the edges
-        # that did resolve are reported in the same run.  Graph ids are
-        # positions (node ids may repeat, with --keep-duplicates); names
-        # come from plan.nodeids.
-        graph = core_graph.Graph.of_positions(
-            [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
-            after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
-            stable=True,  # its topo is read below
-        )
-    except DependencyError as exc:
-        ids = [universe[u].nodeid for u in order]
-        plan.problems += [_problem_of(err, ids) for err in exc.errors]
-        plan.broken |= {p.nodeid for p in plan.problems}
-        return plan
-    if problems:
-        return plan
-    # Stable topological order of the run: collection order unless forced later.
-    n_out = len(outside)
-    topo = [k for k in graph.topo if k >= n_out]
-    plan.items = [universe[order[k]] for k in topo]
-    # Renumber so that index == position in items, the deselected ones last.
-    plan.graph = graph.permuted([*topo, *range(n_out)])
-    return plan
+
+
+def _renumbered(graph: core_graph.Order, order: Sequence[int]) -> Edges:
+    """``graph``'s edges with position ``order[k]`` at ``k`` (a topological
+    order stays one: nothing to check again)."""
+    pos = [0] * len(order)
+    for k, old in enumerate(order):
+        pos[old] = k
+    return core_graph.Edges([tuple(pos[p] for p in graph.requires[old]) for old in order],
+                            [tuple(pos[p] for p in graph.after[old]) for old in order])
 
 
 def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],
@@ -420,8 +458,14 @@ def _describe(exc: BaseException) -> str:
 
 
 def collect_plan(config: pytest.Config, items: list[pytest.Item],
-                 collected: list[pytest.Item]) -> Plan:
-    """The plan for this session; pulled-back prerequisites are put into ``items``."""
+                 collected: list[pytest.Item], *, whole: bool = False) -> Plan:
+    """The plan for this session; pulled-back prerequisites are put into ``items``.
+
+    Each collection step (the edges file, the declarations, the warnings,
+    ``--lf``, resources, ``--dag-shard``) returns what it found; the plan is
+    made of those here, once.  ``whole``: the session collected every test
+    and no plugin deselected any (see :attr:`Plan.whole`).
+    """
     settings = settings_of(config)
     edges_note: EdgesFileNote | None = None
     if settings.edges_path is not None:  # the file's entries become markers, read below
@@ -433,7 +477,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     readers = migration.readers(config, settings, census.names, order_sorted=order_sorted)
 
-    def plan_without(broken: Collection[str] = ()) -> Plan:
+    def plan_without(broken: Collection[str] = ()) -> Resolved:
         return make_plan(
             items,
             collected,
@@ -450,6 +494,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     plan = plan_without()
     if plan.problems and config.getoption("continue_on_collection_errors", False):
         plan = salvaged(plan, plan_without)
+    problems = [*plan.problems]
     # Every xdist worker collects the same tests: the first one shows the
     # warnings, the others only learn whether the filters make them errors
     # (then each worker's plan must carry the problem alike).
@@ -465,32 +510,52 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
             # The warning filters made it an error (-W error, filterwarnings =
             # error): a collection error naming the test, as pytest reports
             # its own collection warnings then, not an internal error.
-            plan.problems.append(Problem(nodeid, f"{exc} (a warning, made an error by "
-                                                 "the warning filters)"))
+            problems.append(Problem(nodeid, f"{exc} (a warning, made an error by "
+                                            "the warning filters)"))
     failed = migration.ordering_failed(config)
     if failed is not None and items:
-        plan.problems.append(Problem(items[0].nodeid, failed))
+        problems.append(Problem(items[0].nodeid, failed))
     if plan.pulled_back:
         undo_deselected(config, plan.pulled_back)
+    lf_blocked = 0
     if plan.graph is not None and config.getoption("lf", False):
         blocked = blocked_last_time(config)
-        again = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
-        plan.lf_blocked = again
+        lf_blocked = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
     for item, reason in plan.skips:
         item.add_marker(pytest.mark.skip(reason=reason))
-    if plan.graph is not None and not plan.problems:
+    if plan.graph is not None and not problems:
         items[:] = plan.items
-    plan.marker_names = frozenset(census.names)
-    plan.edges_file = edges_note
+    marker_names = frozenset(census.names)
+    needs: dict[int, Needs] = {}
     if RESOURCE in census.names or EXCLUSIVE in census.names:
-        needs, problems = read_needs(items)
-        plan.problems += problems
-        plan.needs = {id(it): n for it, n in zip(items, needs, strict=True)
-                      if n.resources or n.exclusive}
-    return plan
+        found, wrong = read_needs(items)
+        problems += wrong
+        needs = {id(it): n for it, n in zip(items, found, strict=True)
+                 if n.resources or n.exclusive}
+    graph, kept, deselected, pulled_back = (
+        plan.graph, plan.items, plan.deselected, plan.pulled_back)
+    shard: ShardNote | None = None
+    shard_left = 0
+    # A suite that declares nothing, unsharded, needs no shards (see plugin.py).
+    part = (sharding.apply(config, plan.graph, items, deselected=plan.deselected,
+                           pulled_back=plan.pulled_back, universe=plan.universe,
+                           links=plan.links, problems=bool(problems),
+                           marker_names=marker_names)
+            if settings.cuts_or_records else None)
+    if part is not None:
+        graph, kept, deselected, pulled_back, shard, shard_left = part
+    # A test left out for a broken declaration is reported as an error, not deselected.
+    left_out = plan.broken if plan.errors else set()
+    return Plan(
+        items=kept, graph=graph, deselected=deselected, pulled_back=pulled_back,
+        problems=problems, declared=plan.declared, skips=plan.skips, needs=needs,
+        marker_names=marker_names, lf_blocked=lf_blocked, edges_file=edges_note,
+        shard=shard, whole=whole, dropped=dropped(collected, items, pulled_back, left_out),
+        shard_left=shard_left, universe=plan.universe, links=plan.links,
+        broken=plan.broken, errors=plan.errors)
 
 
-def salvaged(plan: Plan, replan: Callable[[set[str]], Plan]) -> Plan:
+def salvaged(plan: Resolved, replan: Callable[[set[str]], Resolved]) -> Resolved:
     """The plan without the tests its problems are about (``--continue-on-collection-errors``).
 
     pytest runs what it could collect; likewise the tests whose declarations
@@ -508,22 +573,19 @@ def salvaged(plan: Plan, replan: Callable[[set[str]], Plan]) -> Plan:
         errors += plan.problems
         broken |= plan.broken
         plan = replan(broken)
-    plan.errors = errors
-    plan.broken = broken
-    return plan
+    return replace(plan, errors=errors, broken=broken)
 
 
-def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item], plan: Plan) -> int:
+def dropped(collected: Sequence[pytest.Item], items: Sequence[pytest.Item],
+            pulled_back: Sequence[pytest.Item], broken: Collection[str]) -> int:
     """How many of ``collected`` are not in the final ``items``.
 
     A prerequisite pulled back from a file outside the selection was never
     collected, so a plain difference of lengths would miscount it.
     """
-    if len(collected) == len(items) and not plan.pulled_back:
+    if len(collected) == len(items) and not pulled_back:
         return 0
     kept = {id(it) for it in items}
-    # A test left out for a broken declaration is reported as an error, not deselected.
-    broken = plan.broken if plan.errors else set()
     return sum(id(it) not in kept and it.nodeid not in broken for it in collected)
 
 
@@ -544,11 +606,9 @@ class Planner:
         result = yield
         with collector_paused():
             whole = len(items) == len(collected) and session.testsfailed == 0
-            self.plan = collect_plan(config, items, collected)
-            self.plan.whole = whole and not (
-                any("::" in str(a) for a in config.args) or resuming(config))
+            self.plan = collect_plan(config, items, collected, whole=whole and not (
+                any("::" in str(a) for a in config.args) or resuming(config)))
             self.planned(config, self.plan, items)
-            self.plan.dropped = dropped(collected, items, self.plan)
             fill_locations(items)
         return result
 

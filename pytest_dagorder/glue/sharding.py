@@ -3,8 +3,9 @@
 The partition itself is pure (:mod:`pytest_dagorder.core.shards`); this module
 reads what it needs off the plan (node ids, edges, ``xdist_group`` labels,
 modules using pytest-dependency's runtime ``depends()``) and the recorded
-durations, then narrows the plan and the session's items to the part.  It
-runs wherever a plan is made (the serial process, every xdist worker), so
+durations, then says what of the plan lies in the part and narrows the
+session's items to it.  It runs wherever a plan is made (the serial
+process, every xdist worker), so
 under ``-n`` every worker cuts the same part and xdist sees one collection.
 """
 
@@ -12,16 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import fsum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
-from ..core.graph import Graph
+from ..core.graph import Edges
 from ..migration.runtime import RuntimeUsers
 from . import durations
 from .internals import count_deselected
 from .loading import Later
-from .planning import Plan
 from .settings import settings_of
 
 if TYPE_CHECKING:
@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from ..core.shards import Partition
 else:
     shards = Later("pytest_dagorder.core.shards")
+
+#: The ``--dag-shard`` part: (k, n, tests kept, tests of the selection, their
+#: recorded seconds or None, the oversized component as (first node id,
+#: tests, seconds or None) or None, whether some collected test lies in this
+#: part, whether ``--lf`` part after part has no failure left to re-run).
+ShardNote = tuple[int, int, int, int, float | None, tuple[str, int, float | None] | None,
+                  bool, bool]
 
 #: Set where ``--dag-shard`` left this process's part empty (see :func:`settle_exit_status`).
 EMPTY_PART = pytest.StashKey[bool]()
@@ -42,9 +49,22 @@ def xdist_group(item: pytest.Item) -> str | None:
     return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
-def labels(plan: Plan, items: Sequence[pytest.Item]) -> list[str | None]:
+class Part(NamedTuple):
+    """What the plan holds of this process's part (see :func:`apply`)."""
+
+    graph: Edges | None
+    items: list[pytest.Item]
+    deselected: list[pytest.Item]
+    pulled_back: list[pytest.Item]
+    #: The header's facts about the part (None: no ``--dag-shard``).
+    note: ShardNote | None = None
+    #: How many tests of the selection the other parts run.
+    left: int = 0
+
+
+def labels(marker_names: frozenset[str], items: Sequence[pytest.Item]) -> list[str | None]:
     """Per item, what ties it to other tests besides edges (None: nothing)."""
-    grouped = "xdist_group" in plan.marker_names
+    grouped = "xdist_group" in marker_names
     uses = RuntimeUsers()
     out: list[str | None] = []
     for it in items:
@@ -60,15 +80,21 @@ def labels(plan: Plan, items: Sequence[pytest.Item]) -> list[str | None]:
     return out
 
 
-def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
-    """Narrow ``plan`` and ``items`` to the part ``--dag-shard`` names (if any).
+def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], *,
+          deselected: list[pytest.Item], pulled_back: list[pytest.Item],
+          universe: list[pytest.Item], links: list[tuple[int, ...]], problems: bool,
+          marker_names: frozenset[str]) -> Part | None:
+    """What of the plan lies in the part ``--dag-shard`` names (None: the plan as
+    it is); ``items`` are narrowed to it.
 
-    ``items`` are the plan's items (the run, in its order); what leaves goes
-    through ``pytest_deselected``, as ``-k`` does it.  The plan's ``notes``
-    get the header line.
+    ``items`` are the plan's items (the run, in its order; ``graph`` over
+    them, then the prerequisites ``deselected``); what leaves goes through
+    ``pytest_deselected``, as ``-k`` does it.  ``problems``: the collection
+    found some; ``marker_names``: every marker a test carries; the rest as
+    :class:`~.planning.Plan` has them.
 
     The parts are cut from everything collected, before ``-k``, ``-m`` or
-    ``--lf`` narrowed it (``plan.universe``), by the durations of
+    ``--lf`` narrowed it (``universe``), by the durations of
     :func:`~pytest_dagorder.glue.durations.split_basis`; then the selection
     keeps what of it lies in this part.  So a part does not move when the
     selection does: ``--lf`` run part after part, each part's run changing
@@ -76,23 +102,24 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     """
     settings = settings_of(config)
     shard = settings.shard
-    if plan.problems:
-        return  # reported whole, in every part: nothing runs anyway
-    if plan.graph is None and settings.cuts_or_records:
+    if problems:
+        return None  # reported whole, in every part: nothing runs anyway
+    g = graph
+    if g is None and settings.cuts_or_records:
         # A driver records durations only through a run of the core; a suite
         # without declarations gets one with no edges.
-        plan.graph = Graph.of_positions([()] * len(items))
-    g = plan.graph
+        g = Edges.none(len(items))
+    whole = Part(g, list(items), deselected, pulled_back)
     if shard is None or g is None:
-        return
+        return whole
     k, n = shard
-    universe = plan.universe or list(items)
-    links = plan.links or [()] * len(universe)
+    universe = universe or list(items)
+    links = links or [()] * len(universe)
     ids = [it.nodeid for it in universe]
     basis = durations.split_basis(config)
     recorded = basis.durations
     split = shards.partition(ids, links, [()] * len(universe), n,
-                             labels=labels(plan, universe), recorded=recorded)
+                             labels=labels(marker_names, universe), recorded=recorded)
     part_of = {id(it): p for it, p in zip(universe, split.part, strict=True)}
     w = dict(zip((id(it) for it in universe), shards.weights(ids, recorded), strict=True))
     run = len(items)
@@ -107,21 +134,21 @@ def apply(config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
     out = [items[i] for i in range(run) if not mine[i]]
     timed = any(nid in recorded for nid in ids)
     seconds = fsum(w[id(items[i])] for i in keep) if timed else None
-    plan.shard = (k, n, len(keep), run, seconds, oversized(n, split, timed=seconds is not None),
-                  len(split.members(k - 1)) > 0, done)
+    note: ShardNote = (k, n, len(keep), run, seconds,
+                       oversized(n, split, timed=seconds is not None),
+                       len(split.members(k - 1)) > 0, done)
     if not out:
-        return
+        return whole._replace(note=note)
     if not keep:
         config.stash[EMPTY_PART] = True
-    plan.shard_left = len(out)
-    plan.graph = _restricted(g, keep, run)
     kept = {id(items[i]) for i in keep}
-    plan.items = [items[i] for i in keep]
     outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
-    plan.deselected = [plan.deselected[p - run] for p in outside]
-    plan.pulled_back = [it for it in plan.pulled_back if id(it) in kept]
-    items[:] = plan.items
+    part = Part(_restricted(g, keep, run), [items[i] for i in keep],
+                [deselected[p - run] for p in outside],
+                [it for it in pulled_back if id(it) in kept], note, len(out))
+    items[:] = part.items
     config.hook.pytest_deselected(items=out)
+    return part
 
 
 def lastfailed_done(config: pytest.Config, basis: durations.SplitBasis) -> bool:
@@ -160,7 +187,7 @@ def settle_exit_status(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.OK
 
 
-def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
+def _restricted(g: Edges, keep: Sequence[int], run: int) -> Edges:
     """``g`` over ``keep`` (in order), then the prerequisites outside the run they need.
 
     A part holds whole components, so no edge of a kept test leads to a test
@@ -168,10 +195,10 @@ def _restricted(g: Graph, keep: Sequence[int], run: int) -> Graph:
     """
     outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
     pos = {old: new for new, old in enumerate([*keep, *outside])}
-    requires: list[Sequence[int]] = [[pos[p] for p in g.requires[i]] for i in keep]
-    requires += [()] * len(outside)
-    after = {pos[i]: [pos[p] for p in g.after[i]] for i in keep if g.after[i]}
-    return Graph.of_positions(requires, after=after)
+    requires = [tuple(pos[p] for p in g.requires[i]) for i in keep]
+    after = [tuple(pos[p] for p in g.after[i]) for i in keep]
+    # A subgraph of an ordered graph, renumbered in order: nothing to check again.
+    return Edges([*requires, *[()] * len(outside)], [*after, *[()] * len(outside)])
 
 
 def oversized(n: int, split: Partition, *, timed: bool) -> tuple[str, int, float | None] | None:
