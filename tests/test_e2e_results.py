@@ -382,7 +382,7 @@ ERROR_LINES = [
     "*PublishError: test_test_too_big publishes 'last': its values would total 4,194,904 "
     "bytes, over the limit of 4 MiB per test; publish ids or file paths instead",
     "*PublishError: test_below_execnet_ints publishes 'n': value[1] is an int below "
-    "-2147483648, which execnet cannot send; publish it as a str",
+    "-2147483648, which cannot be sent to another process; publish it as a str",
     "*PublishError: test_self_loop publishes 'loop': value[0] contains itself; "
     "publish a tree of values",
     "*ReadError: test_not_a_prerequisite reads the results of test_unrelated, which is not "

@@ -129,7 +129,10 @@ def test_the_decorators_still_come_from_the_package_top() -> None:
 #: What the core must not word: xdist, pytest and the plugins a suite migrates from
 #: (pytest-dependency's marker and run-time ``depends()``, pytest-depends, pytest-order)
 #: are the business of the layers that drive or read them.
-FOREIGN_WORDS = ("xdist", "--dist", "-p no:", "pytest", "depends()")
+FOREIGN_WORDS = ("xdist", "execnet", "--dist", "-p no:", "pytest", "depends()")
+#: This plugin's own pytest markers and ini keys (``dag_exclusive``, ``dag_limits``):
+#: the glue that reads them words them.
+PYTEST_NAMES = re.compile(r"\bdag_[a-z]+(?:_[a-z]+)*\b")
 #: A command-line option, pytest's, a plugin's or this plugin's own (``--lf``, ``-n``,
 #: ``--dag-affinity=none``): the glue that reads it words it.
 OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*|-[a-zA-Z](?![\w-]))")
@@ -152,18 +155,22 @@ def test_the_core_words_nothing_of_pytest_xdist_or_other_plugins(name: str) -> N
     said = said_by(modules()[name])
     assert [text for text in said if any(word in text for word in FOREIGN_WORDS)] == []
     assert [text for text in said if OPTION.search(text)] == []
+    assert [text for text in said if PYTEST_NAMES.search(text)] == []
 
 
 @pytest.mark.parametrize("text", ["--dag-affinity=none lifts it", "add --lf", "under -n",
-                                  "@pytest.mark.dependency", "a runtime depends() sees"])
+                                  "@pytest.mark.dependency", "a runtime depends() sees",
+                                  "which execnet cannot send", "run alone (dag_exclusive)"])
 def test_the_check_catches_options_and_foreign_names(text: str) -> None:
-    assert any(word in text for word in FOREIGN_WORDS) or OPTION.search(text)
+    assert (any(word in text for word in FOREIGN_WORDS) or OPTION.search(text)
+            or PYTEST_NAMES.search(text))
 
 
 @pytest.mark.parametrize("text", ["a -> b", "prerequisite test_a-1 failed", "K/N, e.g. 2/4",
                                   "non-Python test items", "run_after"])
 def test_the_check_lets_the_dag_s_words_pass(text: str) -> None:
     assert not any(word in text for word in FOREIGN_WORDS) and not OPTION.search(text)
+    assert not PYTEST_NAMES.search(text)
 
 
 def test_the_package_loads_its_own_modules_late_only_through_the_loader() -> None:

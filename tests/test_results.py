@@ -82,7 +82,8 @@ def test_anything_else_is_refused_naming_test_key_and_place(
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ([1, -(2**31) - 1], "value[1] is an int below -2147483648, which execnet cannot send"),
+    ([1, -(2**31) - 1],
+     "value[1] is an int below -2147483648, which cannot be sent to another process"),
     ({"k": "\ud800"}, "value['k'] is a str that cannot be encoded as UTF-8"),
 ])
 def test_values_execnet_would_fail_on_while_sending_are_refused(

@@ -85,7 +85,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: glue_wording.unused_limits_warning(["dbb"]),
      "dagorder: warning: no test uses 'dbb' (check the name "
      "in --dag-limit / dag_limits)"),
-    (lambda: wording.exclusive_header(1),
+    (lambda: glue_wording.exclusive_header(1),
      "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"),
     (lambda: migration_wording.runtime_depends_header(2),
      "dagorder: runtime depends() in 2 modules: each runs on one worker, in collection order"),
@@ -126,8 +126,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "process; publish str, bytes, int, float, complex, bool, None, or lists, tuples, dicts "
      "and sets of those"),
     (lambda: wording.publish_int_range("test_a", "k", "value[1]", -(2**31)),
-     "test_a publishes 'k': value[1] is an int below -2147483648, which execnet cannot send; "
-     "publish it as a str"),
+     "test_a publishes 'k': value[1] is an int below -2147483648, which cannot be sent to "
+     "another process; publish it as a str"),
     (lambda: wording.publish_not_utf8("test_a", "k", "value"),
      "test_a publishes 'k': value is a str that cannot be encoded as UTF-8 (a lone "
      "surrogate); publish bytes instead"),

@@ -153,10 +153,6 @@ def limits_header(limits: Mapping[str, int], used: Sequence[str]) -> str:
     return f"dagorder: resource limits {', '.join(parts)}"
 
 
-def exclusive_header(tests: int) -> str:
-    return (f"dagorder: {plural(tests, 'test')} run alone (dag_exclusive): nothing else "
-            "runs meanwhile")
-
 
 def module_returns_header(modules: Sequence[str]) -> str:
     """The declarations order a test of another module inside each of ``modules``."""
@@ -280,8 +276,8 @@ def publish_bad_type(test: str, key: str, where: str, type_name: str) -> str:
 
 
 def publish_int_range(test: str, key: str, where: str, lowest: int) -> str:
-    return (f"{test} publishes {key!r}: {where} is an int below {lowest}, which execnet "
-            "cannot send; publish it as a str")
+    return (f"{test} publishes {key!r}: {where} is an int below {lowest}, which cannot "
+            "be sent to another process; publish it as a str")
 
 
 def publish_not_utf8(test: str, key: str, where: str) -> str:

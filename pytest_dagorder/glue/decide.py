@@ -268,7 +268,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if unused:
         header.append(glue_wording.unused_limits_warning(unused))
     if alone is not None:
-        header.append(wording.exclusive_header(sum(alone)))
+        header.append(glue_wording.exclusive_header(sum(alone)))
     if run.machine.groups and mode != "none":
         header.append(_groups_line(run, known, workers))
     if settings.explain:

@@ -246,3 +246,9 @@ def xdist_header(tests: int, edges: int, chain: int, affinity: str, groups: int,
             f"{plural(edges, 'dependency', 'dependencies')}, longest chain {chain}; "
             f"xdist scheduling, affinity {affinity} ({plural(groups, 'group')}); "
             f"critical path by {ranked}")
+
+
+def exclusive_header(tests: int) -> str:
+    """The tests marked ``dag_exclusive``: nothing else runs beside them."""
+    return (f"dagorder: {plural(tests, 'test')} run alone (dag_exclusive): nothing else "
+            "runs meanwhile")
