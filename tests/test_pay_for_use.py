@@ -195,11 +195,6 @@ def test_recorded_durations_still_rank_a_suite_that_declares_nothing(
 # -- the controller, with fake workers ---------------------------------------------------
 
 
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
 class PlainHarness(Harness):
     """The adapter harness for a plan that declares nothing: no barrier is ever sent."""
 

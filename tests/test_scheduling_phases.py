@@ -9,15 +9,12 @@ every late or replacement worker) reads, sends and reports nothing more.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from support.xdist_fakes import (
-    Facts,
     FakeChannel,
     Harness,
-    Recorder,
-    make_config,
     make_facts,
     nodeid,
 )
@@ -34,23 +31,6 @@ from pytest_dagorder.distributed.scheduling import (
 
 CHAIN = {"a": "", "b": "a", "c": "b"}
 
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-def harness(pytester: pytest.Pytester, recorder: Recorder) -> Any:
-    """A factory: ``harness(payload, *args, nodes=2)``."""
-
-    def make(payload: Facts, *args: str, nodes: int = 2,
-             policy: Literal["skip", "stop", "run"] = "skip") -> Harness:
-        config = make_config(pytester, recorder, f"--dag-on-failure={policy}", *args,
-                             nodes=nodes)
-        return Harness(config, recorder, payload, policy=policy)
-
-    return make
 
 
 class PhaseAtReport:

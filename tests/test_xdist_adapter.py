@@ -45,25 +45,6 @@ from pytest_dagorder.distributed.controller import (
 )
 from pytest_dagorder.glue.facts import PER_TEST_FIELDS, Census, Facts, location_of
 
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-def harness(pytester: pytest.Pytester, recorder: Recorder) -> Any:
-    """A factory: ``harness(payload, *args, nodes=2, policy="skip")``."""
-
-    def make(payload: Facts, *args: str, nodes: int = 2,
-             policy: Literal["skip", "stop", "run"] = "skip") -> Harness:
-        config = make_config(pytester, recorder, f"--dag-on-failure={policy}", *args,
-                             nodes=nodes)
-        return Harness(config, recorder, payload, policy=policy)
-
-    return make
-
-
 CHAIN = {"a": "", "b": "a", "c": "b"}
 AFFINITIES = ["--dag-affinity=module", "--dag-affinity=none"]
 
