@@ -281,7 +281,55 @@ class DagController:
                     nodeids[i]: keys for i, keys in self.sched.relay.keys_by_test().items()})
 
 
-class GuardedScheduling:
+class ForwardingScheduling:
+    """xdist's scheduling protocol, every call passed on to :attr:`_target`; the
+    wrappers below override only what they change."""
+
+    @property
+    def _target(self) -> Scheduling:
+        raise NotImplementedError
+
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return self._target.nodes
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self._target.collection_is_completed
+
+    @property
+    def tests_finished(self) -> bool:
+        return self._target.tests_finished
+
+    @property
+    def has_pending(self) -> bool:
+        return self._target.has_pending
+
+    def add_node(self, node: WorkerController) -> None:
+        self._target.add_node(node)
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        self._target.add_node_collection(node, collection)
+
+    def mark_test_complete(self, node: WorkerController, item_index: int,
+                           duration: float = 0) -> None:
+        self._target.mark_test_complete(node, item_index, duration)
+
+    def mark_test_pending(self, item: str) -> None:
+        self._target.mark_test_pending(item)
+
+    def remove_pending_tests_from_node(self, node: WorkerController,
+                                       indices: Sequence[int]) -> None:
+        self._target.remove_pending_tests_from_node(node, indices)
+
+    def remove_node(self, node: WorkerController) -> str | None:
+        return self._target.remove_node(node)
+
+    def schedule(self) -> None:
+        self._target.schedule()
+
+
+class GuardedScheduling(ForwardingScheduling):
     """xdist's own scheduler for ``--dist each``, refused with a DAG.
 
     Every call goes to the wrapped scheduler; only the first ``schedule()``
@@ -296,40 +344,8 @@ class GuardedScheduling:
         self._checked = False
 
     @property
-    def nodes(self) -> list[WorkerController]:
-        return self._inner.nodes
-
-    @property
-    def collection_is_completed(self) -> bool:
-        return self._inner.collection_is_completed
-
-    @property
-    def tests_finished(self) -> bool:
-        return self._inner.tests_finished
-
-    @property
-    def has_pending(self) -> bool:
-        return self._inner.has_pending
-
-    def add_node(self, node: WorkerController) -> None:
-        self._inner.add_node(node)
-
-    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
-        self._inner.add_node_collection(node, collection)
-
-    def mark_test_complete(self, node: WorkerController, item_index: int,
-                           duration: float = 0) -> None:
-        self._inner.mark_test_complete(node, item_index, duration)
-
-    def mark_test_pending(self, item: str) -> None:
-        self._inner.mark_test_pending(item)
-
-    def remove_pending_tests_from_node(self, node: WorkerController,
-                                       indices: Sequence[int]) -> None:
-        self._inner.remove_pending_tests_from_node(node, indices)
-
-    def remove_node(self, node: WorkerController) -> str | None:
-        return self._inner.remove_node(node)
+    def _target(self) -> Scheduling:
+        return self._inner
 
     def schedule(self) -> None:
         if not self._checked:
@@ -358,7 +374,7 @@ def _first_declaring(facts: Facts) -> str:
     return facts.ids[0]
 
 
-class XdistUnlessDeclared:
+class XdistUnlessDeclared(ForwardingScheduling):
     """xdist's own scheduler for a run that did not ask for this plugin, unless
     its suite declares something; then the DAG scheduler.
 
@@ -384,47 +400,20 @@ class XdistUnlessDeclared:
         self._collections: dict[WorkerController, list[str]] = {}
 
     @property
-    def _current(self) -> Scheduling:
+    def _target(self) -> Scheduling:
         return self._inner if self._chosen is None else self._chosen
-
-    @property
-    def nodes(self) -> list[WorkerController]:
-        return self._current.nodes
-
-    @property
-    def collection_is_completed(self) -> bool:
-        return self._current.collection_is_completed
-
-    @property
-    def tests_finished(self) -> bool:
-        return self._current.tests_finished
-
-    @property
-    def has_pending(self) -> bool:
-        return self._current.has_pending
-
-    def mark_test_complete(self, node: WorkerController, item_index: int,
-                           duration: float = 0) -> None:
-        self._current.mark_test_complete(node, item_index, duration)
-
-    def mark_test_pending(self, item: str) -> None:
-        self._current.mark_test_pending(item)
-
-    def remove_pending_tests_from_node(self, node: WorkerController,
-                                       indices: Sequence[int]) -> None:
-        self._current.remove_pending_tests_from_node(node, indices)
 
     def add_node(self, node: WorkerController) -> None:
         if self._chosen is None:
             self._added.append(node)
-        self._current.add_node(node)
+        self._target.add_node(node)
 
     def remove_node(self, node: WorkerController) -> str | None:
         if self._chosen is None:
             if node in self._added:
                 self._added.remove(node)
             self._collections.pop(node, None)
-        return self._current.remove_node(node)
+        return self._target.remove_node(node)
 
     def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
         if self._chosen is not None:
@@ -445,7 +434,7 @@ class XdistUnlessDeclared:
         if self._chosen is None:
             # No hello could be read: the DAG scheduler knows how to end such a run.
             self._choose_dag()
-        self._current.schedule()
+        self._target.schedule()
 
     def _choose_dag(self) -> None:
         dag = self._controller.dag_scheduler(self._config, self._log)
@@ -462,4 +451,4 @@ class XdistUnlessDeclared:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # never this object's own (not set yet, or a copy's)
             raise AttributeError(name)
-        return getattr(self._current, name)
+        return getattr(self._target, name)
