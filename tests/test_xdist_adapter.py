@@ -86,7 +86,7 @@ def test_chain_sends_one_test_ahead_each_followed_by_the_barrier(
 def test_chains_of_two_modules_run_side_by_side(harness: Any) -> None:
     """Each module's chain is bound to one worker; different modules run in parallel."""
     payload = make_facts({"a": "", "b": "a", "p": "", "q": "p"},
-                           modules={"a": "test_x.py", "b": "test_x.py"})
+                         modules={"a": "test_x.py", "b": "test_x.py"})
     h: Harness = harness(payload)
     n1, n2 = h.start("gw0", "gw1")
     assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["p", None], ["q", None]]}
@@ -929,7 +929,7 @@ def test_a_chain_handed_out_ahead_goes_back_if_its_worker_dies(harness: Any) -> 
 def test_an_xdist_group_binds_tests_of_different_modules_to_one_node(harness: Any) -> None:
     spec = {"a": "", "b": "", "c": "", "d": ""}
     payload = make_facts(spec, modules={"a": "test_x.py", "c": "test_y.py"},
-                           groups={"a": "db", "c": "db"})
+                         groups={"a": "db", "c": "db"})
     h: Harness = harness(payload, "--dag-affinity=none")
     n1, n2 = h.start("gw0", "gw1")
     h.drain(n1, n2)
@@ -1208,7 +1208,13 @@ class ResultsChannel(FakeChannel):
 
 def results_harness(harness: Any, spec: Mapping[str, str]) -> tuple[
         Harness, dict[str, ResultsChannel]]:
-    payload = dataclasses.replace(make_facts(spec), dag_users=[True] * len(spec))
+    return channels_harness(
+        harness, dataclasses.replace(make_facts(spec), dag_users=[True] * len(spec)))
+
+
+def channels_harness(harness: Any, payload: Facts) -> tuple[
+        Harness, dict[str, ResultsChannel]]:
+    """Two workers whose side channels keep what the controller sends them, scheduled."""
     # Without affinity: the module's chain would be one group on one worker.
     h: Harness = harness(payload, "--dag-affinity=none")
     channels: dict[str, ResultsChannel] = {}
@@ -1311,15 +1317,8 @@ def test_no_relay_without_a_dag_user(harness: Any) -> None:
 def test_a_dispatch_says_which_module_its_last_test_ends(harness: Any) -> None:
     """Ahead of the dispatch of the last unsent test of a module, its worker is told
     the module ends with it (see distributed/closing.py); not before."""
-    payload = make_facts({"a": "", "b": "a", "c": ""},
-                           modules={"c": "test_other.py"})
-    h: Harness = harness(payload, "--dag-affinity=none")
-    channels: dict[str, ResultsChannel] = {}
-    for gid in ("gw0", "gw1"):
-        channel = ResultsChannel(payload)
-        channel.node = h.add(gid, channel=channel)
-        channels[gid] = channel
-    h.schedule()
+    payload = make_facts({"a": "", "b": "a", "c": ""}, modules={"c": "test_other.py"})
+    h, channels = channels_harness(harness, payload)
     h.run(holder(h, "a"), "a")
     closing = [wire.read_closing(item) for channel in channels.values()
                for _, item in channel.outbox]
