@@ -287,9 +287,10 @@ UNUSED = ("pytest_dagorder.render.", "pytest_dagorder.glue.visual", "pytest_dago
           "pytest_dagorder.migration.order", "pytest_dagorder.migration.sorting",
           "pytest_dagorder.drivers.find_missing", "pytest_dagorder.drivers.probe_plugin",
           "pytest_dagorder.glue.edges_file", "pytest_dagorder.core.missing")
-#: ... nor, serially, the core's run or the shards.
+#: ... nor, serially, the core's run, the affinity groups or the shards.
 UNUSED_SERIALLY = ("pytest_dagorder.core.state_machine", "pytest_dagorder.core.shards",
-                   "pytest_dagorder.glue.dag_run", "pytest_dagorder.glue.sharding")
+                   "pytest_dagorder.glue.dag_run", "pytest_dagorder.glue.sharding",
+                   "pytest_dagorder.core.affinity")
 #: xdist's controller and worker sides (the probe whether a DSession runs excepted).
 DISTRIBUTED = "pytest_dagorder.distributed."
 PROBE_OF_XDIST = "pytest_dagorder.distributed.xdist_internals"

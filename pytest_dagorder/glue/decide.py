@@ -19,14 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..core import wording
-from ..core.affinity import (
-    DOCUMENT,
-    affinity_groups,
-    kept_whole,
-    serial_modules,
-    shared_keys,
-    state_groups,
-)
 from ..core.errors import DependencyError
 from . import wording as glue_wording
 from .declarations import Problem
@@ -39,7 +31,7 @@ from .wording import edges_file_line, xdist_header
 if TYPE_CHECKING:
     import pytest_dagorder.migration.wording as migration_wording
 
-    from ..core import bounds, module_runs, published
+    from ..core import affinity, bounds, module_runs, published
     from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
@@ -47,6 +39,7 @@ if TYPE_CHECKING:
     from .dag_run import DagRun
 else:
     # Only for a run that schedules through the core (see loading.py).
+    affinity = Later("pytest_dagorder.core.affinity")
     bounds = Later("pytest_dagorder.core.bounds")
     module_runs = Later("pytest_dagorder.core.module_runs")
     published = Later("pytest_dagorder.core.published")
@@ -124,7 +117,8 @@ def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
     """
     whole = facts.complete and not facts.errors and not facts.shard_left
     decided = Decisions(
-        None, [], plain=plain_run(facts.census(), settings, dist),
+        # Serially nothing is sent to workers: plain or not is the controller's question.
+        None, [], plain=driver == "xdist" and plain_run(facts.census(), settings, dist),
         problems=[Problem(nid, msg) for nid, msg in facts.problems],
         usage_error=facts.ordering_failure,
         errors=[Problem(nid, msg) for nid, msg in facts.errors],
@@ -194,8 +188,8 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     after: dict[int, list[int]] = {k: list(a) for k, a in enumerate(facts.after) if a}
     explicit: list[str | None] = list(facts.xdist_groups) or [None] * n
     chains = ({} if mode == "none" else
-              serial_modules(facts.module_scopes, facts.runtime_depends))
-    whole = kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
+              affinity.serial_modules(facts.module_scopes, facts.runtime_depends))
+    whole = affinity.kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
                        facts.documents)
     chained = {k: list(a) for k, a in after.items()}
     for label, members in itertools.chain(
@@ -219,7 +213,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
              if mode == "state" and facts.graph else [None] * n)
     scopes = {"state": state, "module": facts.module_scopes,
               "class": facts.class_scopes}.get(mode, [None] * n)
-    groups = affinity_groups(scopes, graph.requires[:n], graph.after[:n], explicit)
+    groups = affinity.affinity_groups(scopes, graph.requires[:n], graph.after[:n], explicit)
     groups += [None] * (len(graph) - n)
     # affinity none: tests share no process state, so a released test
     # need not prefer the worker that released it; priority alone decides.
@@ -261,7 +255,8 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
         header.append(migration_wording.runtime_depends_header(len(chains)))
     if whole:
         header.append(wording.kept_whole_header(dist, len(whole), [
-            label.removeprefix(f"{DOCUMENT} ") for label in whole if label.startswith(DOCUMENT)]))
+            label.removeprefix(f"{affinity.DOCUMENT} ") for label in whole
+            if label.startswith(affinity.DOCUMENT)]))
     used = resources_in_use(facts.resources)
     if used:
         header.append(wording.limits_header(settings.limits, used))
@@ -317,14 +312,14 @@ def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[
             opaque[i] = f"fixtures of {facts.ids[i]} unknown"
             continue
         if fixtures:
-            keys[i] = shared_keys([f for f in fixtures if f[0] not in stateless],
+            keys[i] = affinity.shared_keys([f for f in fixtures if f[0] not in stateless],
                                   class_id=facts.class_scopes[i] if quiet[i] else None,
                                   narrow=quiet[i])
     for i in crossing:
         scope = modules[i]
         if opaque[i] is None and scope is not None and scope in writes:
             opaque[i] = f"{scope} writes state its tests leave behind"
-    return state_groups(modules, facts.requires, afters, keys, opaque,
+    return affinity.state_groups(modules, facts.requires, afters, keys, opaque,
                         quiet if any(quiet) else ())
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core.affinity import DocumentKind, document_files
 from ..migration import fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from .dag_fixture import uses_dag
@@ -34,12 +33,14 @@ from .markers import SHARES_NOTHING
 from .resources import NONE
 
 if TYPE_CHECKING:
-    from ..core import state_writes
+    from ..core import affinity, state_writes
+    from ..core.affinity import DocumentKind
     from . import sharding
     from .planning import EdgesFileNote, Plan
     from .sharding import ShardNote
 else:
-    state_writes = Later("pytest_dagorder.core.state_writes")  # see loading.py
+    affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
+    state_writes = Later("pytest_dagorder.core.state_writes")
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
 
 Location = tuple[str, int | None, str]
@@ -216,7 +217,7 @@ def census_of(ids: Sequence[str], modules: Sequence[str | None],
         files[path] = files.get(path, 0) + 1
         scope = cls or module or path
         scopes[scope] = scopes.get(scope, 0) + 1
-    docs = document_files(ids, documents) if any(documents) else {}
+    docs = affinity.document_files(ids, documents) if any(documents) else {}
     return Census(graph=graph, problems=problems, needs=needs, grouped=grouped,
                   dag_users=dag_users, runtime_depends=runtime_depends,
                   widest_file=max(files.values(), default=0),
@@ -352,7 +353,9 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
     the order they will run, ``plan`` what the planner made of them.
 
     ``full``: also what only the xdist controller reads (locations, module
-    and class scopes, fixture use); a serial run needs none of it.
+    and class scopes, fixture use, shares-nothing marks, ``xdist_group``
+    labels, the columns of :func:`_add_controller_columns`); a serial run
+    needs none of it.
     ValueError if a hook added or removed tests after the plan was made.
     """
     n = len(planned)
@@ -379,10 +382,10 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             needs = [plan.needs.get(id(it), NONE) for it in planned]
             fields.update(resources=[list(x.resources) for x in needs],
                           exclusive=[x.exclusive for x in needs])
-        if SHARES_NOTHING in plan.marker_names:
+        if full and SHARES_NOTHING in plan.marker_names:
             fields.update(shares_nothing=[
                 it.get_closest_marker(SHARES_NOTHING) is not None for it in planned])
-    if plan is None or "xdist_group" in plan.marker_names:
+    if full and (plan is None or "xdist_group" in plan.marker_names):
         groups = [sharding.xdist_group(it) for it in planned]
         if any(g is not None for g in groups):
             fields.update(xdist_groups=groups)
@@ -390,15 +393,8 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
         fields.update(ordering_failure=usage)
     if checks := fail_checks(config):
         fields.update(fail_checks=[(nid, list(ps)) for nid, ps in checks.items()])
-    if any(kinds := documents(planned)):
-        fields.update(documents=kinds)
-    if full and any(keeps := module_fixture_users(planned)):
-        fields.update(module_fixtures=keeps)
-    if any(users := [uses_dag(it) for it in planned]):
-        fields.update(dag_users=users)
-    uses = RuntimeUsers()
-    if any(runtime := [uses(it) for it in planned]):
-        fields.update(runtime_depends=runtime)
+    if full:
+        _add_controller_columns(fields, planned)
     return Facts(
         ids=ids,
         # Computed in bulk by the planner (internals.fill_locations).
@@ -407,6 +403,21 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
         class_scopes=scopes(planned, pytest.Class) if full else [None for _ in range(n)],
         **fields,
     )
+
+
+def _add_controller_columns(fields: dict[str, Any], planned: Sequence[pytest.Item]) -> None:
+    """The per-test columns only the xdist controller's decisions read: document
+    items, module-fixture use, ``dag`` users, pytest-dependency's runtime
+    ``depends()`` (each left out where no test has it)."""
+    if any(kinds := documents(planned)):
+        fields.update(documents=kinds)
+    if any(keeps := module_fixture_users(planned)):
+        fields.update(module_fixtures=keeps)
+    if any(users := [uses_dag(it) for it in planned]):
+        fields.update(dag_users=users)
+    uses = RuntimeUsers()
+    if any(runtime := [uses(it) for it in planned]):
+        fields.update(runtime_depends=runtime)
 
 
 def census(plan: Plan | None, planned: Sequence[pytest.Item], ids: Sequence[str]) -> Census:
