@@ -7,13 +7,18 @@ own so that no case is kept by what its neighbour's source shows: fixtures
 overridden in a subdirectory or taken through ``usefixtures``, state kept on
 ``request.config`` and ``request.session``, state changed by a library call
 rather than an assignment, a chain through a third module, an edge out of a
-doctest item, the environment written by a conftest.py fixture, a module
-fixture whose teardown commits what another module reads, and a module whose
-tests declare only some of the tests whose edits they rely on (shaped like
-photoidx's ``test_03_photoidx.py``, with pytest-dependency's markers).  The
-machinery is the catalogue's: one serial run in a process of its own, then
-runs on two and three workers beside independent tests with recorded
-durations, compared test by test.
+doctest item, the environment written by a conftest.py fixture, and a module
+fixture whose teardown commits what another module reads.  The machinery is
+the catalogue's: one serial run in a process of its own, then runs on two
+and three workers beside independent tests with recorded durations,
+compared test by test.  Where a placement free to split a case puts its two
+tests on one worker is a matter of timing: each case fails in some runs of
+a placement that may split it, not in every one.
+
+A module whose tests declare only some of the tests whose edits they rely
+on (shaped like photoidx's ``test_03_photoidx.py``, with pytest-dependency's
+markers) passes serially in collection order only: under ``-n`` its group
+must run in that order too.
 
 A last test states what pytest-order's ordinals promise in dispatch: a test
 marked ``order(-1)`` (whenever's ``test_tz_cache_adjustments`` "modifies the
@@ -23,6 +28,7 @@ tz cache which can affect other tests") starts after every other test did.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -581,37 +587,49 @@ def test_stats_by_tag(index):
 BUSY = 8
 BUSY_SECONDS = 0.1
 
-#: The options of every run of the categories' project: doctest items; the
-#: warnings plugin off, or it resets the filters around every test and the
-#: warnings case passes nothing along; pytest-dependency's own plugin, whose
-#: markers are taken over (where it is installed).
-RUN_ARGS = ("-p", "no:randomly", "--doctest-modules", "-p", "no:warnings", "-p", "dependency")
+#: The options of every run of the categories' project: doctest items, and
+#: the warnings plugin off, or it resets the filters around every test and
+#: the warnings case passes nothing along.
+RUN_ARGS = ("-p", "no:randomly", "--doctest-modules", "-p", "no:warnings")
+
+#: A dependent of a case: its decorator, then its name.
+DEPENDENT = re.compile(r"^@depends_on\(.*\)\ndef (test_\w+)", re.MULTILINE)
+
+
+def write_busy(root: Path, recorded: dict[str, float]) -> int:
+    """The independent tests, and the durations file: ``recorded`` and theirs
+    (long); how many busy tests there are."""
+    busy = "import time\n\n" + "".join(
+        f"def test_busy{k}():\n    time.sleep({BUSY_SECONDS})\n\n\n" for k in range(BUSY))
+    (root / "test_busy.py").write_text(busy, encoding="utf-8")
+    recorded = {**recorded, **{f"test_busy.py::test_busy{k}": 1.0 for k in range(BUSY)}}
+    (root / "durations.json").write_text(json.dumps(recorded), encoding="utf-8")
+    return BUSY
 
 
 def write_project(root: Path) -> int:
-    """The inner project; how many tests it holds."""
+    """The categories' inner project; how many tests it holds."""
     tests = 0
+    recorded: dict[str, float] = {}
     files = {path: text for category in CATEGORIES.values() for path, text in category.items()}
     for path, body in files.items():
         text = textwrap.dedent(body)
         if Path(path).name.startswith("test_"):
             text = HEAD + text
-            tests += text.count("\ndef test_")
+            names = re.findall(r"^def (test_\w+)", text, re.MULTILINE)
+            tests += len(names)
+            # Recorded durations: a dependent of a case longest of all, the
+            # rest of a case shortest, so that a placement free to split a
+            # case hands a dependent, once ready, to the first worker that
+            # asks, not to the one that ran its prerequisite.
+            dependents = set(DEPENDENT.findall(text))
+            recorded.update({f"{path}::{name}": 2.0 if name in dependents else 0.01
+                             for name in names})
         tests += text.count(">>> ") and 1  # a docstring with examples: one doctest item
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
-    (root / "test_photoidx.py").write_text(PHOTOIDX, encoding="utf-8")
-    tests += PHOTOIDX.count("\ndef test_")
     (root / "conftest.py").write_text(CONFTEST, encoding="utf-8")
-    busy = "import time\n\n" + "".join(
-        f"def test_busy{k}():\n    time.sleep({BUSY_SECONDS})\n\n\n" for k in range(BUSY))
-    (root / "test_busy.py").write_text(busy, encoding="utf-8")
-    # Recorded durations: the busy tests long, the cases short, so a
-    # placement that may split a chain or reorder a group fills the workers
-    # around it.
-    recorded = {f"test_busy.py::test_busy{k}": 1.0 for k in range(BUSY)}
-    (root / "durations.json").write_text(json.dumps(recorded), encoding="utf-8")
-    return tests + BUSY
+    return tests + write_busy(root, recorded)
 
 
 def outcomes(pytester: pytest.Pytester, junit: str) -> dict[str, str]:
@@ -619,9 +637,15 @@ def outcomes(pytester: pytest.Pytester, junit: str) -> dict[str, str]:
     return {key: case.outcome for key, case in cases.items()}
 
 
+def differences(pytester: pytest.Pytester, expected: dict[str, str],
+                junit: str) -> dict[str, str | None]:
+    """The tests whose outcome in ``junit`` is not the ``expected`` one."""
+    got = outcomes(pytester, junit)
+    return {key: got.get(key) for key, outcome in expected.items() if got.get(key) != outcome}
+
+
 def test_every_category_gives_its_serial_outcome_under_n(
         pytester: pytest.Pytester, dagtester: DagTester) -> None:
-    pytest.importorskip("pytest_dependency")
     dagtester.ini("dag_durations = durations.json\n")
     total = write_project(pytester.path)
     serial = dagtester.run(*RUN_ARGS, "--junitxml=serial.xml",
@@ -635,10 +659,32 @@ def test_every_category_gives_its_serial_outcome_under_n(
     for workers in ("2", "3"):
         result = dagtester.run(*RUN_ARGS, "-n", workers, f"--junitxml=n{workers}.xml",
                                timeout=240)
-        got = outcomes(pytester, f"n{workers}.xml")
-        differ = {key: got.get(key) for key, outcome in expected.items()
-                  if got.get(key) != outcome}
+        differ = differences(pytester, expected, f"n{workers}.xml")
         assert not differ, (workers, differ, result.stdout.str()[-3000:])
+
+
+def test_a_module_of_partial_declarations_runs_in_its_serial_order_under_n(
+        pytester: pytest.Pytester, dagtester: DagTester) -> None:
+    """photoidx's shape: the module's tests are one group (they share the
+    module fixture), and the group runs in the order the serial run uses,
+    which is the only order the partial declarations were checked in; an
+    order of readiness or priority inside the group runs ``test_rmtag_all``
+    (two tests wait on it) before ``test_rmtag_by_tag``, which relied on it
+    coming later."""
+    pytest.importorskip("pytest_dependency")
+    dagtester.ini("dag_durations = durations.json\n")
+    (pytester.path / "test_photoidx.py").write_text(PHOTOIDX, encoding="utf-8")
+    total = PHOTOIDX.count("\ndef test_") + write_busy(pytester.path, {})
+    # pytest-dependency's own plugin loaded, its markers taken over, as a
+    # suite that has it installed runs.
+    args = ("-p", "no:randomly", "-p", "dependency")
+    dagtester.run(*args, "--junitxml=serial.xml").assert_outcomes(passed=total)
+    expected = outcomes(pytester, "serial.xml")
+    assert len(expected) == total
+    # The order inside a group does not depend on how many workers there are.
+    result = dagtester.run(*args, "-n", "2", "--junitxml=n2.xml", timeout=240)
+    differ = differences(pytester, expected, "n2.xml")
+    assert not differ, (differ, result.stdout.str()[-3000:])
 
 
 #: The tests of the last test's module and class, and those of another module.
