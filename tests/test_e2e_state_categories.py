@@ -22,7 +22,7 @@ must run in that order too.
 
 A last test states what pytest-order's ordinals promise in dispatch: a test
 marked ``order(-1)`` (whenever's ``test_tz_cache_adjustments`` "modifies the
-tz cache which can affect other tests") starts after every other test did.
+tz cache which can affect other tests") is handed out after every other.
 """
 
 from __future__ import annotations
@@ -690,12 +690,15 @@ def test_a_module_of_partial_declarations_runs_in_its_serial_order_under_n(
 #: The tests of the last test's module and class, and those of another module.
 ORDERED_INIT = 20
 ORDERED_OTHER = 40
+#: How many tests the other worker may start after the last one started:
+#: those it held already when the last was handed out.
+HANDED_AHEAD = 2
 
 
 def test_an_order_minus_one_test_is_handed_out_after_every_other(
         pytester: pytest.Pytester, dagtester: DagTester) -> None:
     """pytest-order's ``order(-1)`` keeps its meaning in dispatch: the test
-    starts after every test that precedes it serially had started, as plain
+    is handed out after every test that precedes it serially, as plain
     xdist's queue hands it out.  Shaped like whenever's
     ``TestInit::test_tz_cache_adjustments``: its module's tests use a module
     fixture, so a worker that runs the module goes on with it while any of
@@ -719,6 +722,11 @@ def test_an_order_minus_one_test_is_handed_out_after_every_other(
     result.assert_outcomes(passed=total)
     ran = dagtester.ran()
     assert len(ran) == total
+    last = ran["last"]
     started_after = sorted(name for name, test in ran.items()
-                           if name != "last" and test.start > ran["last"].start)
-    assert not started_after, started_after
+                           if name != "last" and test.start > last.start)
+    # Handed out last, it starts last on its worker; the other worker may
+    # still start what it was handed before (plain xdist's queue: one test
+    # in about half of the runs).
+    assert all(ran[name].pid != last.pid for name in started_after), started_after
+    assert len(started_after) <= HANDED_AHEAD, started_after
