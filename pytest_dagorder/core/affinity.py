@@ -138,6 +138,7 @@ def state_groups(
     quiet: Sequence[bool] = (),
     *,
     lifted: Collection[tuple[int, int]] = (),
+    keeps: Sequence[bool] = (),
 ) -> list[str | None]:
     """Per task, its group under ``--dag-affinity=state`` as the reasons it was
     formed (None: free), over tasks ``0 .. len(modules) - 1``.
@@ -151,7 +152,11 @@ def state_groups(
     ``(prerequisite, dependent)`` in ``lifted`` (evidence showed the
     dependent passes in a fresh process) joins nothing.  Every task on a
     path between two tasks of one group then joins it too (see
-    :func:`_convex`).  A label lists the reasons of its group, sorted:
+    :func:`_convex`), and so does a test that holds one module-scoped
+    fixture instance with a task of the group between two of its tasks in
+    serial order (``keeps``: per task, it uses a fixture of module or
+    package scope; see :func:`_module_stretches`).  A label lists the
+    reasons of its group, sorted:
     equal for the tests of one group, readable as they are
     (``--dag-explain``).
     """
@@ -177,7 +182,16 @@ def state_groups(
                 in_module[i] = in_module[p] = True
             else:
                 across.append((p, i))
-    roots = _convex(sets, preds, _topological(preds), why) if free else sets.roots()
+    order: list[int] | None = None
+    while True:
+        if free:
+            order = order or _topological(preds)
+            roots = _convex(sets, preds, order, why)
+        else:
+            roots = sets.roots()
+        if not keeps or not _module_stretches(sets, roots, modules, keeps, quiet, why):
+            break
+        free = True  # joined beside the edges: a path may now leave a group
     reasons: dict[int, set[str]] = {}
     for i in range(n):
         if in_module[i]:
@@ -204,6 +218,50 @@ def _across(prerequisite: str | None, dependent: str | None) -> str:
 #: Why a test joins a group it shares nothing with: a path from one of the
 #: group's tests to another runs through it.
 BETWEEN = "on a path between two tests of the group"
+
+
+def _module_stretches(sets: DisjointSets, roots: Sequence[int], modules: Sequence[str | None],
+                      keeps: Sequence[bool], quiet: Sequence[bool],
+                      why: list[tuple[int, str]]) -> bool:
+    """Join to each group the tests of a module it holds that run, serially,
+    between the group's first test of that module and its last test; True
+    if any joined.
+
+    Serially a module's tests run in one stretch, with one instance of its
+    module fixtures: a group that leaves the module for a test of another
+    (a dependent that reads what the module's fixture committed in its
+    teardown) would otherwise leave the module's next tests to set the
+    fixture up again, elsewhere, without what the group's test put there.
+    Only tests that use a fixture of module scope (``keeps``) and do not
+    say they share nothing."""
+    first: dict[tuple[int, str], int] = {}
+    last: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for r in roots:
+        size[r] = size.get(r, 0) + 1
+    for i, r in enumerate(roots):
+        if size[r] < 2:
+            continue
+        last[r] = i
+        m = modules[i]
+        if m is not None and keeps[i]:
+            first.setdefault((r, m), i)
+    if not first:
+        return False
+    spans: dict[str, list[tuple[int, int, int]]] = {}
+    for (r, m), start in first.items():
+        if last[r] > start:
+            spans.setdefault(m, []).append((start, last[r], r))
+    joined = False
+    for i, m in enumerate(modules):
+        if m is None or not keeps[i] or (quiet and quiet[i]) or m not in spans:
+            continue
+        for start, end, r in spans[m]:
+            if start < i < end and roots[i] != r and sets.find(i) != sets.find(r):
+                sets.union(i, r)
+                why.append((i, f"module fixtures of {m} between two tests of the group"))
+                joined = True
+    return joined
 
 
 def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]], order: Sequence[int],

@@ -310,11 +310,12 @@ def state_labels(facts: Facts) -> list[str | None]:
     """Per test, its group under ``--dag-affinity=state`` as the reasons it was
     formed, or None (the rule: ``core/affinity.state_groups``): every
     declared edge joins its tests, but those of a test marked
-    ``dag_shares_nothing`` and those evidence lifted (``facts.lifted``)."""
+    ``dag_shares_nothing`` and those evidence lifted (``facts.lifted``); a
+    group keeps the stretch of a module whose fixtures it holds."""
     n = len(facts.ids)
     quiet = facts.shares_nothing if any(facts.shares_nothing) else ()
     return affinity.state_groups(facts.module_scopes, facts.requires[:n], facts.afters()[:n],
-                                 quiet, lifted=facts.lifted)
+                                 quiet, lifted=facts.lifted, keeps=facts.module_fixtures)
 
 
 def _groups_line(run: DagRun, known: Mapping[int, float], workers: int, mode: AffinityMode,
