@@ -27,6 +27,7 @@ tz cache which can affect other tests") is handed out after every other.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import textwrap
@@ -644,6 +645,12 @@ def differences(pytester: pytest.Pytester, expected: dict[str, str],
     return {key: got.get(key) for key, outcome in expected.items() if got.get(key) != outcome}
 
 
+def original_plugin(module: str, name: str) -> tuple[str, ...]:
+    """The options that load a migrating plugin where it is installed (its
+    markers are read the same without it)."""
+    return ("-p", name) if importlib.util.find_spec(module) is not None else ()
+
+
 def test_every_category_gives_its_serial_outcome_under_n(
         pytester: pytest.Pytester, dagtester: DagTester) -> None:
     dagtester.ini("dag_durations = durations.json\n")
@@ -671,13 +678,13 @@ def test_a_module_of_partial_declarations_runs_in_its_serial_order_under_n(
     order of readiness or priority inside the group runs ``test_rmtag_all``
     (two tests wait on it) before ``test_rmtag_by_tag``, which relied on it
     coming later."""
-    pytest.importorskip("pytest_dependency")
     dagtester.ini("dag_durations = durations.json\n")
     (pytester.path / "test_photoidx.py").write_text(PHOTOIDX, encoding="utf-8")
     total = PHOTOIDX.count("\ndef test_") + write_busy(pytester.path, {})
-    # pytest-dependency's own plugin loaded, its markers taken over, as a
-    # suite that has it installed runs.
-    args = ("-p", "no:randomly", "-p", "dependency")
+    # pytest-dependency's own plugin loaded where it is installed, its markers
+    # taken over, as a suite that has it installed runs (without it, the
+    # plugin reads the markers alone).
+    args = ("-p", "no:randomly", *original_plugin("pytest_dependency", "dependency"))
     dagtester.run(*args, "--junitxml=serial.xml").assert_outcomes(passed=total)
     expected = outcomes(pytester, "serial.xml")
     assert len(expected) == total
@@ -703,7 +710,6 @@ def test_an_order_minus_one_test_is_handed_out_after_every_other(
     ``TestInit::test_tz_cache_adjustments``: its module's tests use a module
     fixture, so a worker that runs the module goes on with it while any of
     its tests is ready, and the last one is ready from the start."""
-    pytest.importorskip("pytest_order")
     methods = "".join(f"\n    def test_init{k}(self):\n        mark('init{k}', 0.01)\n"
                       for k in range(ORDERED_INIT))
     dagtester.modules(test_init=textwrap.dedent("""
@@ -717,7 +723,8 @@ def test_an_order_minus_one_test_is_handed_out_after_every_other(
                 # Modifies the tz cache, which can affect other tests.
                 mark("last")
     """) + methods, test_other=free_tests(ORDERED_OTHER, seconds=0.01))
-    result = dagtester.run("-p", "no:randomly", "-p", "pytest_order", "-n", "2", timeout=240)
+    result = dagtester.run("-p", "no:randomly", *original_plugin("pytest_order", "pytest_order"),
+                           "-n", "2", timeout=240)
     total = ORDERED_INIT + ORDERED_OTHER + 1
     result.assert_outcomes(passed=total)
     ran = dagtester.ran()
