@@ -46,7 +46,7 @@ import time
 
 import pytest
 
-from pytest_dagorder import depends_on
+from pytest_dagorder import depends_on, run_after
 
 """
 
@@ -274,6 +274,22 @@ CATEGORIES: dict[str, dict[str, str]] = {
             @depends_on("test_c_socket_1_set.py::test_timeout")
             def test_timeout_kept():
                 assert socket.getdefaulttimeout() == 7.5
+        """,
+    },
+    # An ordering-only edge (run_after): the same promise.
+    "ordering_only_edge": {
+        "test_c_decimal_1_set.py": """
+            import decimal
+
+            def test_precision():
+                decimal.setcontext(decimal.Context(prec=6))
+        """,
+        "test_c_decimal_2_get.py": """
+            import decimal
+
+            @run_after("test_c_decimal_1_set.py::test_precision")
+            def test_third():
+                assert str(decimal.Decimal(1) / decimal.Decimal(3)) == "0.333333"
         """,
     },
     # a1 -> b (another module) -> a2, where a2 reads what a1 set.
@@ -594,7 +610,7 @@ BUSY_SECONDS = 0.1
 RUN_ARGS = ("-p", "no:randomly", "--doctest-modules", "-p", "no:warnings")
 
 #: A dependent of a case: its decorator, then its name.
-DEPENDENT = re.compile(r"^@depends_on\(.*\)\ndef (test_\w+)", re.MULTILINE)
+DEPENDENT = re.compile(r"^@(?:depends_on|run_after)\(.*\)\ndef (test_\w+)", re.MULTILINE)
 
 
 def write_busy(root: Path, recorded: dict[str, float]) -> int:
