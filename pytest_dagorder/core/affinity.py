@@ -140,8 +140,24 @@ def state_groups(
     lifted: Collection[tuple[int, int]] = (),
     keeps: Sequence[bool] = (),
 ) -> list[str | None]:
+    """:func:`state_partition`'s labels."""
+    return state_partition(modules, requires, after, quiet, lifted=lifted, keeps=keeps)[0]
+
+
+def state_partition(
+    modules: Sequence[str | None],
+    requires: Sequence[Sequence[int]],
+    after: Sequence[Sequence[int]],
+    quiet: Sequence[bool] = (),
+    *,
+    lifted: Collection[tuple[int, int]] = (),
+    keeps: Sequence[bool] = (),
+) -> tuple[list[str | None], list[int | None]]:
     """Per task, its group under ``--dag-affinity=state`` as the reasons it was
-    formed (None: free), over tasks ``0 .. len(modules) - 1``.
+    formed (None: free), over tasks ``0 .. len(modules) - 1``; and per task,
+    its group's first task (None: free): labels may be equal for two groups,
+    and a test joined beside the edges (a module's stretch) has no edge to
+    its group, so it is the ids that say which tests form one.
 
     The rule: every declared edge (requires-pass or ordering-only) joins its
     two tasks, so a dependent runs in the process where its prerequisite
@@ -205,7 +221,7 @@ def state_groups(
     for i, reason in why:
         reasons.setdefault(roots[i], set()).add(reason)
     labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
-    return [labels.get(r) for r in roots]
+    return [labels.get(r) for r in roots], [r if r in labels else None for r in roots]
 
 
 def _across(prerequisite: str | None, dependent: str | None) -> str:
@@ -337,10 +353,13 @@ def affinity_groups(
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
     explicit: Sequence[str | None] = (),
+    joined: Sequence[int | None] = (),
 ) -> list[str | None]:
     """A group label per task (None: free), over tasks ``0 .. len(scopes) - 1``.
 
-    An edge inside a scope joins its tasks; so does an explicit label.
+    An edge inside a scope joins its tasks; so does an explicit label, and
+    an equal entry of ``joined`` (a partition made already, see
+    :func:`state_partition`).
     Labels are the id of the group's first task, so they are stable
     across runs and independent of hashing.
     """
@@ -355,6 +374,11 @@ def affinity_groups(
             if p < n and scopes[p] == scope:
                 union(i, p)
     first_with = sets.join_labels(explicit)
+    if joined:
+        first: dict[int, int] = {}
+        for i, key in enumerate(joined):
+            if key is not None:
+                union(i, first.setdefault(key, i))
     roots = sets.roots()
     size: dict[int, int] = {}
     for r in roots:
