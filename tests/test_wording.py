@@ -242,3 +242,19 @@ def test_counts_read_as_users_expect() -> None:
         "dagorder: 1 test, 0 dependencies, longest chain 1; xdist scheduling, affinity "
         "state (1 group); critical path by test counts")
     assert wording.plural(1200, "test") == "1,200 tests"
+
+
+@pytest.mark.parametrize("affinity", ["state", "module", "none"])
+def test_the_cross_worker_hint_names_each_prerequisite_and_never_advice_already_followed(
+        affinity: str) -> None:
+    # a1 -> b -> a2: a2 may read what a1 left, not b: both are named.
+    said = glue_wording.ran_elsewhere([("t.py::test_b", "gw1"), ("t.py::test_a1", "gw1")],
+                                      "gw0", affinity)
+    assert said.startswith("prerequisites t.py::test_b ran on worker gw1; t.py::test_a1 "
+                           "ran on worker gw1, this test on gw0: ")
+    # The tests may request one session fixture already: never the remedy.
+    assert "session fixture" not in said
+    assert ("--dag-affinity=none" in said) == (affinity == "none")
+    assert ("dag_shares_nothing" in said) == (affinity == "state")
+    one = glue_wording.ran_elsewhere([("t.py::test_b", "gw1")], "gw0", affinity)
+    assert one.startswith("prerequisite t.py::test_b ran on worker gw1, this test on gw0: ")
