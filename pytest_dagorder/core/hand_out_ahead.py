@@ -86,14 +86,20 @@ class HandOutAhead:
         runs = self._runs
         here = runs.current(worker) if same_module and runs is not None else None
         out: list[int] = []
+        waiting, ready = State.WAITING, State.READY
+        # Past what was handed out already; kept, so that a long group held
+        # batch after batch is walked once, not from its start every time.
         k = group.cursor
-        waiting = State.WAITING
+        while k < len(members) and state[members[k]] is not waiting and (
+                state[members[k]] is not ready):
+            k += 1
+        group.cursor = k
         while k < len(members) and len(out) < limit:
             d = members[k]
             k += 1
             s = state[d]
             if s is not waiting:
-                if s is State.READY:
+                if s is ready:
                     break
                 continue  # running or terminal: handed out already
             if ((constrained is not None and constrained(d))
