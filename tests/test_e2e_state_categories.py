@@ -27,6 +27,7 @@ tz cache which can affect other tests") is handed out after every other.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import textwrap
@@ -45,7 +46,7 @@ import time
 
 import pytest
 
-from pytest_dagorder import depends_on
+from pytest_dagorder import depends_on, run_after
 
 """
 
@@ -273,6 +274,22 @@ CATEGORIES: dict[str, dict[str, str]] = {
             @depends_on("test_c_socket_1_set.py::test_timeout")
             def test_timeout_kept():
                 assert socket.getdefaulttimeout() == 7.5
+        """,
+    },
+    # An ordering-only edge (run_after): the same promise.
+    "ordering_only_edge": {
+        "test_c_decimal_1_set.py": """
+            import decimal
+
+            def test_precision():
+                decimal.setcontext(decimal.Context(prec=6))
+        """,
+        "test_c_decimal_2_get.py": """
+            import decimal
+
+            @run_after("test_c_decimal_1_set.py::test_precision")
+            def test_third():
+                assert str(decimal.Decimal(1) / decimal.Decimal(3)) == "0.333333"
         """,
     },
     # a1 -> b (another module) -> a2, where a2 reads what a1 set.
@@ -593,7 +610,7 @@ BUSY_SECONDS = 0.1
 RUN_ARGS = ("-p", "no:randomly", "--doctest-modules", "-p", "no:warnings")
 
 #: A dependent of a case: its decorator, then its name.
-DEPENDENT = re.compile(r"^@depends_on\(.*\)\ndef (test_\w+)", re.MULTILINE)
+DEPENDENT = re.compile(r"^@(?:depends_on|run_after)\(.*\)\ndef (test_\w+)", re.MULTILINE)
 
 
 def write_busy(root: Path, recorded: dict[str, float]) -> int:
@@ -625,7 +642,8 @@ def write_project(root: Path) -> int:
             dependents = set(DEPENDENT.findall(text))
             recorded.update({f"{path}::{name}": 2.0 if name in dependents else 0.01
                              for name in names})
-        tests += text.count(">>> ") and 1  # a docstring with examples: one doctest item
+        if ">>> " in text:
+            tests += 1  # the module's docstring: one doctest item
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
     (root / "conftest.py").write_text(CONFTEST, encoding="utf-8")
@@ -644,6 +662,12 @@ def differences(pytester: pytest.Pytester, expected: dict[str, str],
     return {key: got.get(key) for key, outcome in expected.items() if got.get(key) != outcome}
 
 
+def original_plugin(module: str, name: str) -> tuple[str, ...]:
+    """The options that load a migrating plugin where it is installed (its
+    markers are read the same without it)."""
+    return ("-p", name) if importlib.util.find_spec(module) is not None else ()
+
+
 def test_every_category_gives_its_serial_outcome_under_n(
         pytester: pytest.Pytester, dagtester: DagTester) -> None:
     dagtester.ini("dag_durations = durations.json\n")
@@ -656,11 +680,16 @@ def test_every_category_gives_its_serial_outcome_under_n(
     expected = outcomes(pytester, "serial.xml")
     assert len(expected) == total
     # Two runs, on two and on three workers: a split chain fails in either.
-    for workers in ("2", "3"):
-        result = dagtester.run(*RUN_ARGS, "-n", workers, f"--junitxml=n{workers}.xml",
-                               timeout=240)
+    explained = []
+    for workers, explain in (("2", ("--dag-explain",)), ("3", ())):
+        result = dagtester.run(*RUN_ARGS, *explain, "-n", workers,
+                               f"--junitxml=n{workers}.xml", timeout=240)
         differ = differences(pytester, expected, f"n{workers}.xml")
         assert not differ, (workers, differ, result.stdout.str()[-3000:])
+        explained += result.stdout.lines if explain else []
+    # Where the timing put a case's two tests on one worker, the rule still
+    # shows: no declared edge is left free.
+    pytest.LineMatcher(explained).fnmatch_lines(["dagorder: no dependency left free*"])
 
 
 def test_a_module_of_partial_declarations_runs_in_its_serial_order_under_n(
@@ -671,13 +700,13 @@ def test_a_module_of_partial_declarations_runs_in_its_serial_order_under_n(
     order of readiness or priority inside the group runs ``test_rmtag_all``
     (two tests wait on it) before ``test_rmtag_by_tag``, which relied on it
     coming later."""
-    pytest.importorskip("pytest_dependency")
     dagtester.ini("dag_durations = durations.json\n")
     (pytester.path / "test_photoidx.py").write_text(PHOTOIDX, encoding="utf-8")
     total = PHOTOIDX.count("\ndef test_") + write_busy(pytester.path, {})
-    # pytest-dependency's own plugin loaded, its markers taken over, as a
-    # suite that has it installed runs.
-    args = ("-p", "no:randomly", "-p", "dependency")
+    # pytest-dependency's own plugin loaded where it is installed, its markers
+    # taken over, as a suite that has it installed runs (without it, the
+    # plugin reads the markers alone).
+    args = ("-p", "no:randomly", *original_plugin("pytest_dependency", "dependency"))
     dagtester.run(*args, "--junitxml=serial.xml").assert_outcomes(passed=total)
     expected = outcomes(pytester, "serial.xml")
     assert len(expected) == total
@@ -703,7 +732,6 @@ def test_an_order_minus_one_test_is_handed_out_after_every_other(
     ``TestInit::test_tz_cache_adjustments``: its module's tests use a module
     fixture, so a worker that runs the module goes on with it while any of
     its tests is ready, and the last one is ready from the start."""
-    pytest.importorskip("pytest_order")
     methods = "".join(f"\n    def test_init{k}(self):\n        mark('init{k}', 0.01)\n"
                       for k in range(ORDERED_INIT))
     dagtester.modules(test_init=textwrap.dedent("""
@@ -717,7 +745,8 @@ def test_an_order_minus_one_test_is_handed_out_after_every_other(
                 # Modifies the tz cache, which can affect other tests.
                 mark("last")
     """) + methods, test_other=free_tests(ORDERED_OTHER, seconds=0.01))
-    result = dagtester.run("-p", "no:randomly", "-p", "pytest_order", "-n", "2", timeout=240)
+    result = dagtester.run("-p", "no:randomly", *original_plugin("pytest_order", "pytest_order"),
+                           "-n", "2", timeout=240)
     total = ORDERED_INIT + ORDERED_OTHER + 1
     result.assert_outcomes(passed=total)
     ran = dagtester.ran()
