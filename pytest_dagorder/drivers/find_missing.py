@@ -36,17 +36,19 @@ add, and written to the ``--dag-edges`` file when one is named.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -62,7 +64,7 @@ from ..core.missing import (
     resource_name,
 )
 from ..core.wording import plural
-from ..glue import edges_file
+from ..glue import edges_file, evidence
 from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
 
@@ -79,10 +81,18 @@ OVERLAP_ATTEMPTS: Final = 2
 #: At most this many candidate pairs are overlapped (the closest in order first).
 MAX_PAIRS: Final = 200
 #: A probe that runs longer than this many serial passes (plus a start-up
-#: allowance) is stopped and counts as failed.
+#: allowance) is stopped and counts as failed.  The serial pass itself has no
+#: such limit (nothing measured it yet): it is stopped only when no test ended
+#: for ``SERIAL_IDLE`` seconds, and that is reported as a timeout.
 PROBE_TIMEOUT_FACTOR: Final = 3.0
-PROBE_TIMEOUT_FLOOR: Final = 60.0
+PROBE_TIMEOUT_ALLOWANCE: Final = 30.0
+SERIAL_IDLE: Final = 600.0
+#: A test run alone in the edge pass may take this many times its serial
+#: duration (plus the allowance) before it is stopped.
+ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
+POLL: Final = 0.2
 
 _Write = Callable[[str], None]
 
@@ -97,6 +107,7 @@ class Result:
     touches: Touches
     #: The test changed the environment or a module-level value below the rootdir.
     state: bool = False
+    seconds: float = 0.0
 
 
 FAILED: Final = Result("failed", Touches())
@@ -107,8 +118,10 @@ class Sandbox:
 
     def __init__(self, origin: Path, where: Path) -> None:
         self.origin = origin
-        self.root = where / "root"
-        self.tmp = where / "tmp"
+        # The copy's folder has the original's name: with an ``__init__.py`` in
+        # the rootdir, pytest names the package after it (node ids of doctests).
+        self.root = where / (origin.name or "root")
+        self.tmp = where / ".dagorder-tmp"
         shutil.copytree(origin, self.root, symlinks=True, ignore=_ignored)
         self.files: dict[str, tuple[int, int]] = {}
         self.dirs: set[str] = set()
@@ -164,12 +177,21 @@ def _ignored(dirpath: str, names: list[str]) -> list[str]:
 
 @dataclass
 class Findings:
-    """What the search found, by position in the serial order."""
+    """What the search found, by position in the serial order (so far: it is
+    reported and written as it is when the budget or Ctrl-C ends the search)."""
 
     needs: dict[int, list[int]]
     same_process: set[int]
     conflicts: list[tuple[int, int, str]]
     unfinished: list[int]
+    #: The phases that ended.
+    phases: list[str] = field(default_factory=list)
+    #: Evidence about the declared edges (the edge pass).
+    verdicts: list[edges_file.Verdict] = field(default_factory=list)
+    #: Candidate pairs not overlapped (the budget, the cap), and tests with
+    #: declared prerequisites the edge pass did not reach.
+    unpaired: list[tuple[int, int, str]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -189,7 +211,15 @@ class MissingFinder:
         self.processes = 0
         self.left = 0
         self.deadline = float("inf")
-        self.timeout = PROBE_TIMEOUT_FLOOR
+        #: Until the serial pass measured the suite, a probe is bounded only by
+        #: the budget and by its tests' progress (see ``_collect``).
+        self.timeout = float("inf")
+        self.stop = threading.Event()
+        self.live: set[subprocess.Popen[bytes]] = set()
+        #: A probe was stopped (its time ran out, or no test ended for too long).
+        self.killed = False
+        self.serial: dict[str, Result] = {}
+        self.found = Findings({}, set(), [], [])
         self.pool: queue.Queue[Sandbox] = queue.Queue()
         self.counter = 0
         self.workdir: Path | None = None
@@ -212,25 +242,70 @@ class MissingFinder:
         items = list(session.items)
         if not items:
             return True
+        target = self.settings.edges_path
+        if target is not None and (why := _unwritable(target)):
+            # Said before the search, not after it: hours of probes for nothing.
+            write(f"dagorder: cannot write the edges file {target} ({why}); "
+                  "name another with --dag-edges PATH")
+            session.testsfailed = 1
+            return True
         began = time.monotonic()
         budget = self.settings.find_budget
         if budget is not None:
             self.deadline = began + budget
-        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work:
+        self.found = Findings({}, set(), [], [])
+        stopped = ""
+        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work, \
+                self._stoppable():
             self.workdir = Path(work)
             try:
-                found = self._find(session, items, write)
+                done = self._find(session, items, write)
             except ProbeError as exc:
                 write(f"dagorder: a probe could not run the tests:\n{exc.args[0]}")
                 session.testsfailed = 1
                 return True
-        if found is None:
+            except KeyboardInterrupt:
+                done, stopped = True, "interrupted"
+            finally:
+                self._kill_all()
+        if not done:
             return True
-        self._report(items, found, write, time.monotonic() - began)
+        self._report(items, self.found, write, time.monotonic() - began, stopped)
         return True
 
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """Ctrl-C (or a SIGTERM) sets the stop flag first, so that every probe
+        thread ends its probe and returns; then the search unwinds."""
+        def stop(signum: int, frame: object) -> None:
+            self.stop.set()
+            raise KeyboardInterrupt
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in before:
+            signal.signal(sig, stop)
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def _stopped(self) -> bool:
+        return self.stop.is_set() or time.monotonic() > self.deadline
+
+    def _kill_all(self) -> None:
+        self.stop.set()
+        with self.lock:
+            live = list(self.live)
+        for proc in live:
+            _kill(proc)
+
     def _find(self, session: pytest.Session, items: list[pytest.Item],
-              write: _Write) -> Findings | None:
+              write: _Write) -> bool:
+        """The search, into ``self.found``; False: nothing to report (refused)."""
         ids = [it.nodeid for it in items]
         one = self.settings.find_missing
         if one:
@@ -250,10 +325,24 @@ class MissingFinder:
         write(f"dagorder: finding missing declarations of "
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
+        write("dagorder: serial pass: running the selection once, in one process")
         began = time.monotonic()
-        serial = self._probe(ids, trace=True)
-        self.timeout = max(PROBE_TIMEOUT_FLOOR,
-                           PROBE_TIMEOUT_FACTOR * (time.monotonic() - began))
+        serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        took = time.monotonic() - began
+        self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
+        self.found.phases.append("serial pass")
+        if self.stop.is_set() and len(serial) < len(ids):
+            raise KeyboardInterrupt
+        if len(serial) < len(ids) and self.killed:
+            running = ids[len(serial)] if len(serial) < len(ids) else ids[-1]
+            why = (f"the time budget ran out after {took:.0f} s"
+                   if time.monotonic() > self.deadline
+                   else f"no test ended for {SERIAL_IDLE:.0f} s")
+            write(f"dagorder: the serial pass was stopped: {why} ({len(serial)} of "
+                  f"{plural(len(ids), 'test')} had ended; running: {running}); raise "
+                  "--dag-find-budget, or select fewer tests")
+            session.testsfailed = 1
+            return False
         failing = [nid for nid in ids if serial.get(nid, FAILED).outcome
                    in ("failed", "xpassed")]
         if failing:
@@ -262,29 +351,99 @@ class MissingFinder:
             for nid in failing:
                 write(f"    {nid}")
             session.testsfailed = len(failing)
-            return None
+            return False
         self._drop_leftovers(serial, write)
+        self.serial = serial
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
-        write(f"dagorder: serial pass: {len(passed)} passed; "
-              f"screening {plural(len(targets), 'test')}")
-        suspects = self._screen(ids, targets) if not one else targets
-        write(f"dagorder: {plural(len(suspects), 'test')} "
-              f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before them; "
-              "searching")
-        hints = {t: _hints(ids, serial, t) for t in suspects}
-        needs, unfinished = self._search(ids, suspects, hints, write)
-        same = self._same_process(ids, needs, serial)
-        needs = implied(needs, declared, keep=lambda t, p: t in same)
-        touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
-        edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
-        linked = ordered(edges)
-        pairs = conflict_candidates(touches, linked, MAX_PAIRS)
-        if one:
-            pairs = [p for p in pairs if len(ids) - 1 in p[:2]]
-        write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that touch one path")
-        conflicts = self._conflicts(ids, pairs, needs)
-        return Findings(needs, same, conflicts, unfinished)
+        dependents = [] if one else self._dependents(ids)
+        edges_run = cf.ThreadPoolExecutor(1)
+        edges_job = edges_run.submit(self._edges_pass, ids, serial, dependents, write)
+        try:
+            write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
+                  f"screening {plural(len(targets), 'test')}"
+                  + (f"; checking {plural(len(dependents), 'test')} with declared "
+                     "prerequisites in a fresh process" if dependents else ""))
+            suspects = self._screen(ids, targets) if not one else targets
+            self.found.phases.append("screening")
+            write(f"dagorder: {plural(len(suspects), 'test')} "
+                  f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
+                  "them; searching")
+            hints = {t: _hints(ids, serial, t) for t in suspects}
+            needs, unfinished = self._search(ids, suspects, hints, write)
+            self.found.unfinished = unfinished
+            same = self._same_process(ids, needs, serial)
+            needs = implied(needs, declared, keep=lambda t, p: t in same)
+            self.found.needs, self.found.same_process = needs, same
+            self.found.phases.append("search")
+            touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
+            edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
+            linked = ordered(edges)
+            pairs = conflict_candidates(touches, linked, MAX_PAIRS)
+            if one:
+                pairs = [p for p in pairs if len(ids) - 1 in p[:2]]
+            write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that "
+                  "touch one path")
+            self.found.conflicts, self.found.unpaired = self._conflicts(ids, pairs, needs,
+                                                                        write)
+            self.found.phases.append("conflicts")
+        finally:
+            # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
+            edges_run.shutdown(wait=True)
+        if edges_job.done() and edges_job.exception() is None:
+            self.found.verdicts = edges_job.result()
+        return True
+
+    def _dependents(self, ids: list[str]) -> list[int]:
+        """The tests with a declared prerequisite in the selection."""
+        n = len(ids)
+        return [k for k in range(n) if any(p < n for p in self.declared[k])]
+
+    def _edges_pass(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
+                    write: _Write) -> list[edges_file.Verdict]:
+        """Each test with a declared prerequisite, run alone in a fresh process right
+        before its place in a serial run (the files of the tests before it in
+        place): one probe for them all (see ``probe_plugin.py``)."""
+        if not dependents:
+            return []
+        if not hasattr(os, "fork"):
+            write("dagorder: declared edges not checked: the check forks processes, "
+                  "which this platform cannot")
+            return []
+        longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
+        alone: dict[str, Result] = {}
+        sandbox = self.pool.get()
+        try:
+            sandbox.reset()
+            self._run(sandbox, ids, alone=[ids[k] for k in dependents], into=alone,
+                      alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                      limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(dependents))
+        finally:
+            self.pool.put(sandbox)
+        prints = evidence.Fingerprints(self.config.rootpath)
+        verdicts: list[edges_file.Verdict] = []
+        n = len(ids)
+        left = 0
+        for d in dependents:
+            got = alone.get(ids[d])
+            if got is None:
+                left += 1
+                continue
+            wanted = serial.get(ids[d], FAILED).outcome
+            same = got.outcome == wanted
+            probe = "" if same else (
+                f"{ids[d]} {got.outcome} in a fresh process after its prerequisites ran "
+                f"in another (serially: {wanted})")
+            for p in sorted(q for q in set(self.declared[d]) if q < n):
+                verdicts.append(edges_file.Verdict(ids[d], ids[p], same, probe,
+                                                   prints.of((ids[p], ids[d]))))
+        free = sum(v.separable for v in verdicts)
+        write(f"dagorder: declared edges: {free} of {plural(len(verdicts), 'edge')} "
+              "separable (the test passed in a fresh process after its prerequisites ran "
+              "in another)"
+              + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
+        self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
+        return verdicts
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -324,10 +483,19 @@ class MissingFinder:
     def _screen(self, ids: list[str], targets: list[int]) -> list[int]:
         count = max(1, min(len(targets), self.slots * BATCHES_PER_SLOT))
         batches = [targets[k::count] for k in range(count)]
+
+        def screen(batch: list[int]) -> dict[str, Result] | None:
+            if self._stopped():
+                return None
+            return self._probe([ids[k] for k in reversed(batch)])
+
         with cf.ThreadPoolExecutor(self.slots) as ex:
-            runs = list(ex.map(lambda b: self._probe([ids[k] for k in reversed(b)]), batches))
-        return [k for b, run in zip(batches, runs, strict=True) for k in b
-                if run.get(ids[k], FAILED).outcome != "passed"]
+            runs = list(ex.map(screen, batches))
+        # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
+        self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
+                                        if run is None for k in b)
+        return [k for b, run in zip(batches, runs, strict=True) if run is not None
+                for k in b if run.get(ids[k], FAILED).outcome != "passed"]
 
     def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
                 write: _Write) -> tuple[dict[int, list[int]], list[int]]:
@@ -339,7 +507,7 @@ class MissingFinder:
         def search(t: int) -> list[int]:
             def over(among: Sequence[int]) -> Callable[[Sequence[Sequence[int]]], list[bool]]:
                 def probes(subsets: Sequence[Sequence[int]]) -> list[bool]:
-                    if time.monotonic() > self.deadline:
+                    if self._stopped():
                         raise SearchStopped
                     runs = [probes_ex.submit(
                         self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
@@ -402,7 +570,9 @@ class MissingFinder:
             return None
 
         def check(t: int) -> bool:
-            sandbox = self.pool.get_nowait()
+            if self._stopped():
+                return True  # unknown: kept on one worker (safe)
+            sandbox = self.pool.get()
             try:
                 sandbox.reset()
                 self._run(sandbox, [ids[k] for k in needs[t]])
@@ -419,7 +589,9 @@ class MissingFinder:
         return {t for t, same in known.items() if same}
 
     def _conflicts(self, ids: list[str], pairs: list[tuple[int, int, str]],
-                   needs: dict[int, list[int]]) -> list[tuple[int, int, str]]:
+                   needs: dict[int, list[int]], write: _Write
+                   ) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+        """The pairs that failed when overlapped, and those left (the budget, Ctrl-C)."""
         def chain(t: int) -> list[str]:
             seen: set[int] = set()
             stack = [t]
@@ -430,12 +602,14 @@ class MissingFinder:
                         stack.append(p)
             return [ids[k] for k in sorted(seen)] + [ids[t]]
 
-        def clash(pair: tuple[int, int, str]) -> bool:
+        done = [0]
+
+        def clash(pair: tuple[int, int, str]) -> bool | None:
             i, j, _ = pair
             for _ in range(OVERLAP_ATTEMPTS):
-                if time.monotonic() > self.deadline:
-                    return False
-                sandbox = self.pool.get_nowait()
+                if self._stopped():
+                    return None
+                sandbox = self.pool.get()
                 try:
                     sandbox.reset()
                     runs = self._together(sandbox, [(chain(i), ids[i]), (chain(j), ids[j])])
@@ -444,20 +618,34 @@ class MissingFinder:
                 if any(r.get(nid, FAILED).outcome != "passed"
                        for r, nid in zip(runs, (ids[i], ids[j]), strict=True)):
                     return True
+            with self.lock:
+                done[0] += 1
             return False
 
         with cf.ThreadPoolExecutor(max(1, self.slots // 2)) as ex:
-            answers = list(ex.map(clash, pairs))
-        return [p for p, hit in zip(pairs, answers, strict=True) if hit]
+            futures = [ex.submit(clash, pair) for pair in pairs]
+            shown = -1
+            while True:
+                _, pending = cf.wait(futures, timeout=PROGRESS_EVERY)
+                if not pending:
+                    break
+                if done[0] != shown:
+                    write(f"dagorder: {done[0]} of {plural(len(pairs), 'pair')} overlapped")
+                    shown = done[0]
+            answers = [f.result() for f in futures]
+        hits = [p for p, hit in zip(pairs, answers, strict=True) if hit]
+        left = [p for p, hit in zip(pairs, answers, strict=True) if hit is None]
+        return hits, left
 
     # -- probes ------------------------------------------------------------------------
 
-    def _probe(self, ids: list[str], *, trace: bool = False) -> dict[str, Result]:
+    def _probe(self, ids: list[str], *, trace: bool = False,
+               idle: float | None = None) -> dict[str, Result]:
         """``ids`` in a fresh process, in a freshly reset copy of the rootdir."""
-        sandbox = self.pool.get_nowait()
+        sandbox = self.pool.get()
         try:
             sandbox.reset()
-            return self._run(sandbox, ids, trace=trace)
+            return self._run(sandbox, ids, trace=trace, idle=idle)
         finally:
             self.pool.put(sandbox)
 
@@ -483,7 +671,8 @@ class MissingFinder:
         return args, cwd if cwd.is_dir() else sandbox.root
 
     def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
-               barrier: str | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+               barrier: str | None = None, alone: Sequence[str] = (),
+               alone_limit: float = 0.0) -> tuple[subprocess.Popen[bytes], Path]:
         with self.lock:
             self.counter += 1
             n = self.counter
@@ -501,30 +690,69 @@ class MissingFinder:
             env[probe_plugin.TRACE] = "1"
         if barrier is not None:
             env[probe_plugin.BARRIER] = barrier
+        if alone:
+            names = sandbox.tmp.parent / f"alone-{n}.txt"
+            names.write_text("\n".join(alone) + "\n", encoding="utf-8")
+            env[probe_plugin.ALONE] = str(names)
+            env[probe_plugin.ALONE_TIMEOUT] = str(alone_limit)
         log = (sandbox.tmp.parent / f"probe-{n}.log").open("wb")
         try:
+            # Its own process group: a stop ends the probe and every child it forked.
             proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
         finally:
             log.close()
+        with self.lock:
+            self.live.add(proc)
         return proc, out
 
-    def _collect(self, proc: subprocess.Popen[bytes], out: Path,
-                 sandbox: Sandbox) -> dict[str, Result]:
-        try:
-            code = proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-            code = -1
+    def _collect(self, proc: subprocess.Popen[bytes], out: Path, sandbox: Sandbox, *,
+                 limit: float | None = None, idle: float | None = None,
+                 into: dict[str, Result] | None = None) -> dict[str, Result]:
+        """The probe's records once it ended; stopped (and its records so far) when
+        its time (``limit``, else the measured timeout) or the budget runs out, when
+        no test ended for ``idle`` seconds, or on Ctrl-C.  ``into``: where the
+        records of tests run alone go."""
+        began = time.monotonic()
+        end = began + (self.timeout if limit is None else limit)
+        size, moved = -1, began
+        code: int | None = None
+        while code is None:
+            try:
+                code = proc.wait(timeout=POLL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if idle is not None:
+                grown = out.stat().st_size if out.exists() else 0
+                if grown != size:
+                    size, moved = grown, now
+            if (self.stop.is_set() or now > end or now > self.deadline
+                    or (idle is not None and now - moved > idle)):
+                _kill(proc)
+                self.killed = True
+                code = -1
+        with self.lock:
+            self.live.discard(proc)
         results: dict[str, Result] = {}
         if out.exists():
             for line in out.read_text(encoding="utf-8").splitlines():
-                rec = json.loads(line)
-                results[_relative(rec["id"], sandbox.root)] = Result(rec["outcome"], Touches(
+                try:
+                    rec = json.loads(line)
+                except ValueError:  # the last line of a probe stopped mid-write
+                    continue
+                result = Result(rec["outcome"], Touches(
                     frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
                     frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
-                    bool(rec.get("state")))
+                    bool(rec.get("state")), float(rec.get("seconds", 0.0)))
+                nid = _relative(rec["id"], sandbox.root)
+                if rec.get("alone"):
+                    if into is not None:
+                        into[nid] = result
+                else:
+                    results[nid] = result
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -563,10 +791,15 @@ class MissingFinder:
             out.setdefault(k, None)
         return [self.ids[k] for k in out]
 
-    def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False
-             ) -> dict[str, Result]:
-        proc, out = self._spawn(sandbox, ids, trace=trace)
-        return self._collect(proc, out, sandbox)
+    def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
+             idle: float | None = None, limit: float | None = None,
+             alone: Sequence[str] = (), alone_limit: float = 0.0,
+             into: dict[str, Result] | None = None) -> dict[str, Result]:
+        if self._stopped():
+            return {}
+        proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
+                                alone_limit=alone_limit)
+        return self._collect(proc, out, sandbox, limit=limit, idle=idle, into=into)
 
     def _together(self, sandbox: Sandbox,
                   runs: list[tuple[list[str], str]]) -> list[dict[str, Result]]:
@@ -580,9 +813,15 @@ class MissingFinder:
     # -- the report --------------------------------------------------------------------
 
     def _report(self, items: list[pytest.Item], found: Findings, write: _Write,
-                seconds: float) -> None:
+                seconds: float, stopped: str = "") -> None:
         ids = [it.nodeid for it in items]
         style = _style(self.config)
+        if stopped or time.monotonic() > self.deadline:
+            why = "interrupted" if stopped else "the time budget ran out"
+            left = [p for p in ("serial pass", "screening", "search", "conflicts")
+                    if p not in found.phases]
+            write(f"dagorder: {why}: what was found so far is reported"
+                  + (f"; phases not finished: {', '.join(left)}" if left else ""))
         if not found.needs and not found.conflicts:
             write("dagorder: no missing prerequisite and no conflict found")
         for t in sorted(found.needs):
@@ -605,24 +844,75 @@ class MissingFinder:
                   "searched:")
             for t in found.unfinished:
                 write(f"    {ids[t]}")
+        if found.unpaired:
+            write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that touch one "
+                  "path not overlapped (stopped):")
+            for i, j, path in found.unpaired:
+                write(f"    {ids[i]} and {ids[j]} ({path})")
+        if found.unchecked:
+            write(f"dagorder: {plural(len(found.unchecked), 'test')} with declared "
+                  "prerequisites not checked in a fresh process (stopped): their edges "
+                  "stay kept")
         target = self.settings.edges_path
         wrote = ""
-        if target is not None and (found.needs or found.conflicts):
+        if target is not None and (found.needs or found.conflicts or found.verdicts):
+            prints = evidence.Fingerprints(self.config.rootpath)
             record = edges_file.EdgesFile(
                 [edges_file.FileEdge(ids[t], ids[p], t in found.same_process)
-                 for t in sorted(found.needs) for p in found.needs[t]], {})
+                 for t in sorted(found.needs) for p in found.needs[t]], {},
+                list(found.verdicts) + [
+                    # A found edge carries its evidence too: through files only, or
+                    # the probe that showed the test reads its prerequisites' process.
+                    edges_file.Verdict(
+                        ids[t], ids[p], t not in found.same_process,
+                        "" if t not in found.same_process else
+                        f"{ids[t]} failed in a fresh process after its prerequisites ran "
+                        "in another", prints.of((ids[p], ids[t])))
+                    for t in sorted(found.needs) for p in found.needs[t]])
             for i, j, p in found.conflicts:
                 record.resources.setdefault(resource_name(p, str(self.config.rootpath)),
                                             []).extend([ids[i], ids[j]])
             edges_file.write(target, record)
             wrote = f"; written to {target}"
-        elif found.needs or found.conflicts:
+        elif found.needs or found.conflicts or found.verdicts:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
+        free = sum(v.separable for v in found.verdicts)
+        checked = (f", {free} of {plural(len(found.verdicts), 'declared edge')} separable"
+                   if found.verdicts else "")
         write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
-              f"{plural(len(found.conflicts), 'conflict')} "
+              f"{plural(len(found.conflicts), 'conflict')}{checked} "
               f"in {seconds:.1f} s with "
               f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a probe and every process it forked (its own process group)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+
+
+def _unwritable(path: Path) -> str:
+    """Why ``path`` cannot be written ("" if it can): checked before any probe runs."""
+    if path.exists():
+        if path.is_dir():
+            return "it is a folder"
+        try:
+            edges_file.read(path)
+        except edges_file.EdgesFileError as exc:
+            return str(exc).split(": ", 1)[-1].split("; ", 1)[0]
+        return "" if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) \
+            else "not writable"
+    folder = path.parent
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    return "" if folder.is_dir() and os.access(folder, os.W_OK) else f"{folder} is not writable"
 
 
 def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:

@@ -31,15 +31,18 @@ from .internals import requested_fixtures, wide_fixtures
 from .loading import Later
 from .markers import SHARES_NOTHING
 from .resources import NONE
+from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import affinity, state_writes
     from ..core.affinity import DocumentKind
-    from . import sharding
+    from . import evidence, sharding
+    from .evidence import EvidenceNote
     from .planning import EdgesFileNote, Plan
     from .sharding import ShardNote
 else:
     affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
+    evidence = Later("pytest_dagorder.glue.evidence")  # only where an edges file is read
     state_writes = Later("pytest_dagorder.core.state_writes")
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
 
@@ -144,6 +147,11 @@ class Facts:
     lf_blocked: int = 0
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None
+    #: Declared edges (prerequisite, dependent) by position that evidence in the
+    #: edges file showed separable (``glue/evidence.py``): not joined by the rule.
+    lifted: tuple[tuple[int, int], ...] = ()
+    #: What the edges file's verdicts said (None: it holds none).
+    evidence: EvidenceNote | None = None
 
     def afters(self) -> Sequence[tuple[int, ...]]:
         """The ``run_after`` edges of every position (none where ``after`` is empty)."""
@@ -194,6 +202,12 @@ class Facts:
             moved["requires"] = [tuple(to[p] for p in self.requires[k]) for k in back]
             if self.after:
                 moved["after"] = [tuple(to[p] for p in self.after[k]) for k in back]
+            if self.lifted:
+                moved["lifted"] = tuple((to[p], to[d]) for p, d in self.lifted)
+            if self.evidence is not None and self.evidence[4]:
+                path, free, total, stale, kept = self.evidence
+                moved["evidence"] = (path, free, total, stale,
+                                     tuple((to[p], to[d], why) for p, d, why in kept))
         return replace(self, **moved)
 
 
@@ -378,6 +392,11 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
                 if any(f != [] for f in fixtures):
                     fields.update(fixtures=fixtures)
                 fields.update(writes_state=writes)
+            edges_path = settings_of(config).edges_path
+            if full and edges_path is not None and edges_path.is_file():
+                lifted, note = evidence.lifted(edges_path, config.rootpath, ids, requires,
+                                               after or [()] * len(requires))
+                fields.update(lifted=lifted, evidence=note)
         if plan.needs:
             needs = [plan.needs.get(id(it), NONE) for it in planned]
             fields.update(resources=[list(x.resources) for x in needs],
