@@ -65,6 +65,7 @@ from ..core.missing import (
 )
 from ..core.wording import plural
 from ..glue import edges_file, evidence
+from ..glue.internals import wide_fixtures
 from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
 
@@ -192,6 +193,11 @@ class Findings:
     #: declared prerequisites the edge pass did not reach.
     unpaired: list[tuple[int, int, str]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
+    #: Group name -> its tests: those sharing a fixture instance with a test of a
+    #: conflict (the state lives in the fixture: its users stay on one worker).
+    groups: dict[str, list[int]] = field(default_factory=dict)
+    #: Tests whose outcome under -n 2 with the findings still differed from serial.
+    not_fixed: list[str] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -334,13 +340,11 @@ class MissingFinder:
         if self.stop.is_set() and len(serial) < len(ids):
             raise KeyboardInterrupt
         if len(serial) < len(ids) and self.killed:
-            running = ids[len(serial)] if len(serial) < len(ids) else ids[-1]
-            why = (f"the time budget ran out after {took:.0f} s"
-                   if time.monotonic() > self.deadline
-                   else f"no test ended for {SERIAL_IDLE:.0f} s")
-            write(f"dagorder: the serial pass was stopped: {why} ({len(serial)} of "
-                  f"{plural(len(ids), 'test')} had ended; running: {running}); raise "
-                  "--dag-find-budget, or select fewer tests")
+            running = ids[len(serial)]
+            write(f"dagorder: the serial pass was stopped, a timeout: no test ended for "
+                  f"{SERIAL_IDLE:.0f} s ({len(serial)} of {plural(len(ids), 'test')} had "
+                  f"ended; running: {running}); deselect that test, or find its hang "
+                  "(--dag-stall-report in a plain run)")
             session.testsfailed = 1
             return False
         failing = [nid for nid in ids if serial.get(nid, FAILED).outcome
@@ -365,17 +369,17 @@ class MissingFinder:
                   + (f"; checking {plural(len(dependents), 'test')} with declared "
                      "prerequisites in a fresh process" if dependents else ""))
             suspects = self._screen(ids, targets) if not one else targets
-            self.found.phases.append("screening")
+            self._ended("screening")
             write(f"dagorder: {plural(len(suspects), 'test')} "
                   f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
                   "them; searching")
             hints = {t: _hints(ids, serial, t) for t in suspects}
             needs, unfinished = self._search(ids, suspects, hints, write)
-            self.found.unfinished = unfinished
+            self.found.unfinished += unfinished
             same = self._same_process(ids, needs, serial)
             needs = implied(needs, declared, keep=lambda t, p: t in same)
             self.found.needs, self.found.same_process = needs, same
-            self.found.phases.append("search")
+            self._ended("search")
             touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
             edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
             linked = ordered(edges)
@@ -386,13 +390,44 @@ class MissingFinder:
                   "touch one path")
             self.found.conflicts, self.found.unpaired = self._conflicts(ids, pairs, needs,
                                                                         write)
-            self.found.phases.append("conflicts")
+            self.found.groups = _scoped(items[:len(ids)], self.found.conflicts)
+            self._ended("conflicts")
         finally:
             # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
             edges_run.shutdown(wait=True)
         if edges_job.done() and edges_job.exception() is None:
             self.found.verdicts = edges_job.result()
+        if (self.found.needs or self.found.conflicts) and not self._stopped() and not one:
+            self._ended("conflicts")
+            self._verify(ids, serial, write)
         return True
+
+    def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
+        """The findings checked before they are given: the selection under ``-n 2``
+        with them, against the serial outcomes."""
+        write("dagorder: checking the findings: the selection under -n 2 with them")
+        sandbox = self.pool.get()
+        try:
+            sandbox.reset()
+            edges = sandbox.tmp.parent / "found-edges.json"
+            edges.unlink(missing_ok=True)
+            if self.settings.edges_path is not None and self.settings.edges_path.is_file():
+                shutil.copyfile(self.settings.edges_path, edges)
+            edges_file.write(edges, self._record(ids, self.found))
+            proc, out = self._spawn(sandbox, ids, workers=2, edges=edges)
+            got = self._collect(proc, out, sandbox, limit=self.timeout)
+        finally:
+            self.pool.put(sandbox)
+        differ = [nid for nid in ids if got.get(nid, FAILED).outcome
+                  != serial.get(nid, FAILED).outcome]
+        self.found.not_fixed = differ
+        if not differ:
+            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+
+    def _ended(self, phase: str) -> None:
+        """``phase`` ran to its end (not if the budget or Ctrl-C cut it)."""
+        if not self._stopped():
+            self.found.phases.append(phase)
 
     def _dependents(self, ids: list[str]) -> list[int]:
         """The tests with a declared prerequisite in the selection."""
@@ -650,7 +685,8 @@ class MissingFinder:
             self.pool.put(sandbox)
 
     def _command(self, sandbox: Sandbox, ids: list[str], out: Path,
-                 basetemp: Path) -> tuple[list[str], Path]:
+                 basetemp: Path, *, workers: int = 0,
+                 edges: Path | None = None) -> tuple[list[str], Path]:
         config = self.config
         root = config.rootpath
         args = [sys.executable, "-m", "pytest", "-p", probe_plugin.__name__,
@@ -660,19 +696,23 @@ class MissingFinder:
         if config.inipath is not None:
             args += ["-c", str(_inside(config.inipath, root, sandbox.root))]
         if config.pluginmanager.has_plugin("xdist"):
-            args += ["-n", "0"]
+            args += ["-n", str(workers)]
         if config.pluginmanager.has_plugin("_cov"):
             args += ["--no-cov"]
-        if self.settings.edges_path is not None:
+        if edges is not None:
+            args += ["--dag-edges", str(edges)]
+        elif self.settings.edges_path is not None:
             args += ["--dag-edges", str(_inside(self.settings.edges_path, root, sandbox.root))]
         args += _forwarded(config.invocation_params.args)
+        args += _collection_options(config)
         args += [str(sandbox.root / nid) for nid in ids]
         cwd = _inside(config.invocation_params.dir, root, sandbox.root)
         return args, cwd if cwd.is_dir() else sandbox.root
 
     def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
                barrier: str | None = None, alone: Sequence[str] = (),
-               alone_limit: float = 0.0) -> tuple[subprocess.Popen[bytes], Path]:
+               alone_limit: float = 0.0, workers: int = 0,
+               edges: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
         with self.lock:
             self.counter += 1
             n = self.counter
@@ -680,7 +720,8 @@ class MissingFinder:
         out = sandbox.tmp.parent / f"probe-{n}.jsonl"
         out.unlink(missing_ok=True)
         ids = self._with_declared(ids)
-        args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}")
+        args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}",
+                                  workers=workers, edges=edges)
         env = {k: v for k, v in self.environment.items()
                if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
                and k not in ("PYTEST_CURRENT_TEST",)}
@@ -729,7 +770,8 @@ class MissingFinder:
                 grown = out.stat().st_size if out.exists() else 0
                 if grown != size:
                     size, moved = grown, now
-            if (self.stop.is_set() or now > end or now > self.deadline
+            if (self.stop.is_set() or now > end
+                    or (idle is None and now > self.deadline)
                     or (idle is not None and now - moved > idle)):
                 _kill(proc)
                 self.killed = True
@@ -795,7 +837,9 @@ class MissingFinder:
              idle: float | None = None, limit: float | None = None,
              alone: Sequence[str] = (), alone_limit: float = 0.0,
              into: dict[str, Result] | None = None) -> dict[str, Result]:
-        if self._stopped():
+        # The serial pass (the one probe with ``idle``) runs whatever the budget:
+        # without it there is nothing to search.
+        if self.stop.is_set() or (idle is None and time.monotonic() > self.deadline):
             return {}
         proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
                                 alone_limit=alone_limit)
@@ -811,6 +855,30 @@ class MissingFinder:
         return [self._collect(proc, out, sandbox) for proc, out in started]
 
     # -- the report --------------------------------------------------------------------
+
+    def _record(self, ids: list[str], found: Findings) -> edges_file.EdgesFile:
+        """What the edges file gets: found edges, resources, groups, and the verdicts."""
+        prints = evidence.Fingerprints(self.config.rootpath)
+        grouped = {k for members in found.groups.values() for k in members}
+        record = edges_file.EdgesFile(
+            [edges_file.FileEdge(ids[t], ids[p], t in found.same_process)
+             for t in sorted(found.needs) for p in found.needs[t]], {},
+            list(found.verdicts) + [
+                # A found edge carries its evidence too: through files only, or
+                # the probe that showed the test reads its prerequisites' process.
+                edges_file.Verdict(
+                    ids[t], ids[p], t not in found.same_process,
+                    "" if t not in found.same_process else
+                    f"{ids[t]} failed in a fresh process after its prerequisites ran "
+                    "in another", prints.of((ids[p], ids[t])))
+                for t in sorted(found.needs) for p in found.needs[t]],
+            {name: [ids[k] for k in members] for name, members in found.groups.items()})
+        for i, j, p in found.conflicts:
+            if i in grouped and j in grouped:
+                continue  # one worker runs them: no resource needed
+            record.resources.setdefault(resource_name(p, str(self.config.rootpath)),
+                                        []).extend([ids[i], ids[j]])
+        return record
 
     def _report(self, items: list[pytest.Item], found: Findings, write: _Write,
                 seconds: float, stopped: str = "") -> None:
@@ -853,26 +921,19 @@ class MissingFinder:
             write(f"dagorder: {plural(len(found.unchecked), 'test')} with declared "
                   "prerequisites not checked in a fresh process (stopped): their edges "
                   "stay kept")
+        for name, members in found.groups.items():
+            write(f"dagorder: the state of {name} lives in a fixture its "
+                  f"{plural(len(members), 'test')} share: keep them on one worker, "
+                  f"@pytest.mark.xdist_group({_quote(name)}) on each")
+        if found.not_fixed:
+            write(f"dagorder: with the findings, -n 2 still gave other outcomes than the "
+                  f"serial run for {plural(len(found.not_fixed), 'test')} (not fixed):")
+            for nid in found.not_fixed:
+                write(f"    {nid}")
         target = self.settings.edges_path
         wrote = ""
         if target is not None and (found.needs or found.conflicts or found.verdicts):
-            prints = evidence.Fingerprints(self.config.rootpath)
-            record = edges_file.EdgesFile(
-                [edges_file.FileEdge(ids[t], ids[p], t in found.same_process)
-                 for t in sorted(found.needs) for p in found.needs[t]], {},
-                list(found.verdicts) + [
-                    # A found edge carries its evidence too: through files only, or
-                    # the probe that showed the test reads its prerequisites' process.
-                    edges_file.Verdict(
-                        ids[t], ids[p], t not in found.same_process,
-                        "" if t not in found.same_process else
-                        f"{ids[t]} failed in a fresh process after its prerequisites ran "
-                        "in another", prints.of((ids[p], ids[t])))
-                    for t in sorted(found.needs) for p in found.needs[t]])
-            for i, j, p in found.conflicts:
-                record.resources.setdefault(resource_name(p, str(self.config.rootpath)),
-                                            []).extend([ids[i], ids[j]])
-            edges_file.write(target, record)
+            edges_file.write(target, self._record(ids, found))
             wrote = f"; written to {target}"
         elif found.needs or found.conflicts or found.verdicts:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
@@ -884,6 +945,51 @@ class MissingFinder:
               f"{plural(len(found.conflicts), 'conflict')}{checked} "
               f"in {seconds:.1f} s with "
               f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
+
+
+def _scoped(items: Sequence[pytest.Item],
+            conflicts: Sequence[tuple[int, int, str]]) -> dict[str, list[int]]:
+    """Groups for the conflicts whose tests use a fixture of the project wider than a
+    test (module, class or package): the path may be the fixture's, alive between
+    its tests, so every test using one of those fixture instances of either test
+    stays on one worker (one group per connected set)."""
+    def keys(k: int) -> set[tuple[str, str, str]]:
+        out: set[tuple[str, str, str]] = set()
+        item = items[k]
+        for name, scope, where in wide_fixtures(item) or ():
+            if not where or scope not in ("module", "class", "package"):
+                continue
+            node = (item.getparent(pytest.Module) if scope == "module" else
+                    item.getparent(pytest.Class) if scope == "class" else None)
+            out.add((name, where, node.nodeid if node is not None else where))
+        return out
+
+    every = [keys(k) for k in range(len(items))]
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for i, j, _ in conflicts:
+        mine = every[i] | every[j]
+        if not mine:
+            continue  # a path the tests themselves write: a resource is enough
+        members = [k for k, ks in enumerate(every) if k in (i, j) or not ks.isdisjoint(mine)]
+        for k in members:
+            a, b = sorted((root(members[0]), root(k)))
+            parent.setdefault(a, a)
+            parent[b] = a
+    groups: dict[int, list[int]] = {}
+    for k in sorted(parent):
+        groups.setdefault(root(k), []).append(k)
+    return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
+    modules = sorted({items[k].nodeid.split("::", 1)[0] for k in members})
+    return modules[0] if len(modules) == 1 else f"{modules[0]} and {len(modules) - 1} more"
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -912,7 +1018,9 @@ def _unwritable(path: Path) -> str:
     folder = path.parent
     while not folder.exists() and folder.parent != folder:
         folder = folder.parent
-    return "" if folder.is_dir() and os.access(folder, os.W_OK) else f"{folder} is not writable"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    return "" if os.access(folder, os.W_OK) else f"{folder} is not writable"
 
 
 def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:
@@ -956,6 +1064,24 @@ def _relative(path: str, root: Path) -> str:
 #: Options of the user's command line a probe keeps: plugins, ini overrides,
 #: warnings and how modules are imported.
 _KEPT: Final = ("-p", "-o", "--override-ini", "-W", "--pythonwarnings", "--import-mode")
+
+
+def _collection_options(config: pytest.Config) -> list[str]:
+    """The options (from the command line or the ini's ``addopts``) that change
+    which items a file holds and how they are named: a probe given node ids must
+    collect them as the user's session did."""
+    option = config.option
+    out: list[str] = []
+    if getattr(option, "doctestmodules", False):
+        out.append("--doctest-modules")
+    for glob in getattr(option, "doctestglob", None) or ():
+        out.append(f"--doctest-glob={glob}")
+    if getattr(option, "doctest_continue_on_failure", False):
+        out.append("--doctest-continue-on-failure")
+    mode = getattr(option, "importmode", None)
+    if mode:
+        out.append(f"--import-mode={mode}")
+    return out
 
 
 def _forwarded(args: Sequence[str]) -> list[str]:

@@ -10,6 +10,8 @@ JSON, committed like the durations file::
                 "same_process": false}],
      "resources": [{"name": "out_report.txt",
                     "tests": ["tests/test_x.py::test_a", "tests/test_y.py::test_b"]}],
+     "groups": [{"name": "tests/test_db.py",
+                 "tests": ["tests/test_db.py::test_a", "tests/test_db.py::test_b"]}],
      "verdicts": [{"test": "tests/test_b.py::test_login",
                    "after": "tests/test_b.py::test_signup", "separable": true,
                    "probe": "", "fingerprint": "3f0c..."}]}
@@ -18,7 +20,10 @@ An edge is ordering only (``run_after``: the serial order the suite relied
 on, whatever the prerequisite's outcome); ``same_process`` says the test
 read state its prerequisite left in the process (a module global, an
 environment variable), so the two also run on one worker (an
-``xdist_group``).  A resource is a ``dag_resource`` of each test named.
+``xdist_group``).  A resource is a ``dag_resource`` of each test named; a
+group, an ``xdist_group`` of its tests (those that share one fixture
+instance that sets up a file or service at a fixed place: the module stays
+whole on one worker).
 Entries naming a test this session did not collect are left out, and
 counted.  A file that cannot be read is a usage error, never written over.
 
@@ -73,6 +78,8 @@ class EdgesFile:
     #: Resource name -> the tests that use it, in file order.
     resources: dict[str, list[str]] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
+    #: Group name -> its tests (an ``xdist_group`` each), in file order.
+    groups: dict[str, list[str]] = field(default_factory=dict)
 
     def merged(self, other: EdgesFile) -> EdgesFile:
         """This file's entries, then ``other``'s new ones (each edge and test once);
@@ -86,7 +93,11 @@ class EdgesFile:
         newer = {(v.test, v.after) for v in other.verdicts}
         verdicts = [*(v for v in self.verdicts if (v.test, v.after) not in newer),
                     *other.verdicts]
-        return EdgesFile(edges, resources, verdicts)
+        groups = {name: list(tests) for name, tests in self.groups.items()}
+        for name, tests in other.groups.items():
+            have = groups.setdefault(name, [])
+            have.extend(t for t in tests if t not in have)
+        return EdgesFile(edges, resources, verdicts, groups)
 
 
 class EdgesFileError(ValueError):
@@ -130,6 +141,12 @@ def _parse(path: Path, data: Any) -> EdgesFile:
             raise EdgesFileError(path, f"resource {entry!r} needs a 'name' and a list of "
                                        "'tests'")
         out.resources.setdefault(entry["name"], []).extend(entry["tests"])
+    for entry in data.get("groups", []):
+        if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
+                or not isinstance(entry.get("tests"), list)
+                or not all(isinstance(t, str) for t in entry["tests"])):
+            raise EdgesFileError(path, f"group {entry!r} needs a 'name' and a list of 'tests'")
+        out.groups.setdefault(entry["name"], []).extend(entry["tests"])
     for entry in data.get("verdicts", []):
         if (not isinstance(entry, dict)
                 or not all(isinstance(entry.get(k), str)
@@ -150,6 +167,7 @@ def write(path: Path, found: EdgesFile) -> None:
         "edges": [{"test": e.test, "after": e.after, "same_process": e.same_process}
                   for e in whole.edges],
         "resources": [{"name": name, "tests": tests} for name, tests in whole.resources.items()],
+        "groups": [{"name": name, "tests": tests} for name, tests in whole.groups.items()],
         "verdicts": [{"test": v.test, "after": v.after, "separable": v.separable,
                       "probe": v.probe, "fingerprint": v.fingerprint}
                      for v in whole.verdicts],
@@ -170,10 +188,18 @@ def apply(path: Path, items: Sequence[pytest.Item]) -> tuple[str, bool, int, int
     except EdgesFileError as exc:
         raise pytest.UsageError(str(exc)) from None
     by_id = {it.nodeid: it for it in items}
+    edges = stale = 0
     own = {nid: label for nid, it in by_id.items()
            if (label := _own_group(it)) is not None}
-    groups = _groups([e for e in found.edges if e.same_process], list(by_id), own)
-    edges = stale = 0
+    labelled: dict[str, str] = {}  # a file group's tests without a label of their own
+    for name, tests in found.groups.items():
+        present = [t for t in tests if t in by_id]
+        stale += len(tests) - len(present)
+        for nid in present:
+            if nid not in own:
+                own[nid] = labelled[nid] = GROUP_PREFIX + name
+    groups = {**labelled,
+              **_groups([e for e in found.edges if e.same_process], list(by_id), own)}
     for e in found.edges:
         item = by_id.get(e.test)
         if item is None or e.after not in by_id:
