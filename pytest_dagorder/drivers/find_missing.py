@@ -40,6 +40,7 @@ import contextlib
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import subprocess
@@ -132,6 +133,8 @@ class Sandbox:
             else:
                 self.files[rel] = (st.st_size, st.st_mtime_ns)
         self.tmp.mkdir()
+        #: The collected process that forks this sandbox's probes (None: not started).
+        self.server: Server | None = None
 
     def _walk(self) -> list[tuple[str, os.stat_result | None]]:
         out: list[tuple[str, os.stat_result | None]] = []
@@ -174,6 +177,23 @@ class Sandbox:
 def _ignored(dirpath: str, names: list[str]) -> list[str]:
     return [n for n in names if n in SKIPPED_DIRS
             or os.path.exists(os.path.join(dirpath, n, "pyvenv.cfg"))]
+
+
+@dataclass
+class Server:
+    """A probe process that collected the selection and forks one child per probe
+    (``probe_plugin._serve``): requests go to ``ask``, answers come on ``answers``."""
+
+    proc: subprocess.Popen[bytes]
+    ask: int
+    answers: int
+    log: Path
+    #: Bytes of an answer read so far.
+    pending: bytes = b""
+
+
+#: Whether probes can be forked from a collected process (else each is a new one).
+FORKS: Final = hasattr(os, "fork")
 
 
 @dataclass
@@ -304,6 +324,8 @@ class MissingFinder:
 
     def _kill_all(self) -> None:
         self.stop.set()
+        for sandbox in self.sandboxes:
+            self._drop(sandbox)
         with self.lock:
             live = list(self.live)
         for proc in live:
@@ -362,6 +384,8 @@ class MissingFinder:
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
         edges_run = cf.ThreadPoolExecutor(1)
+        # Beside the screening, in a sandbox of its own; its verdicts go straight
+        # into the findings (written even if Ctrl-C ends the search later).
         edges_job = edges_run.submit(self._edges_pass, ids, serial, dependents, write)
         try:
             write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
@@ -395,8 +419,8 @@ class MissingFinder:
         finally:
             # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
             edges_run.shutdown(wait=True)
-        if edges_job.done() and edges_job.exception() is None:
-            self.found.verdicts = edges_job.result()
+        if edges_job.done() and edges_job.exception() is not None:
+            raise edges_job.exception()  # type: ignore[misc]
         if (self.found.needs or self.found.conflicts) and not self._stopped() and not one:
             self._ended("conflicts")
             self._verify(ids, serial, write)
@@ -435,16 +459,16 @@ class MissingFinder:
         return [k for k in range(n) if any(p < n for p in self.declared[k])]
 
     def _edges_pass(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
-                    write: _Write) -> list[edges_file.Verdict]:
+                    write: _Write) -> None:
         """Each test with a declared prerequisite, run alone in a fresh process right
         before its place in a serial run (the files of the tests before it in
         place): one probe for them all (see ``probe_plugin.py``)."""
         if not dependents:
-            return []
-        if not hasattr(os, "fork"):
+            return
+        if not FORKS:
             write("dagorder: declared edges not checked: the check forks processes, "
                   "which this platform cannot")
-            return []
+            return
         longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
         alone: dict[str, Result] = {}
         sandbox = self.pool.get()
@@ -478,7 +502,7 @@ class MissingFinder:
               "in another)"
               + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
         self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
-        return verdicts
+        self.found.verdicts = verdicts
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -722,11 +746,7 @@ class MissingFinder:
         ids = self._with_declared(ids)
         args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}",
                                   workers=workers, edges=edges)
-        env = {k: v for k, v in self.environment.items()
-               if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
-               and k not in ("PYTEST_CURRENT_TEST",)}
-        env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
-                    "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
+        env = self._environment(sandbox, out)
         if trace:
             env[probe_plugin.TRACE] = "1"
         if barrier is not None:
@@ -778,23 +798,7 @@ class MissingFinder:
                 code = -1
         with self.lock:
             self.live.discard(proc)
-        results: dict[str, Result] = {}
-        if out.exists():
-            for line in out.read_text(encoding="utf-8").splitlines():
-                try:
-                    rec = json.loads(line)
-                except ValueError:  # the last line of a probe stopped mid-write
-                    continue
-                result = Result(rec["outcome"], Touches(
-                    frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
-                    frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
-                    bool(rec.get("state")), float(rec.get("seconds", 0.0)))
-                nid = _relative(rec["id"], sandbox.root)
-                if rec.get("alone"):
-                    if into is not None:
-                        into[nid] = result
-                else:
-                    results[nid] = result
+        results = self._read(out, sandbox, into)
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -841,15 +845,165 @@ class MissingFinder:
         # without it there is nothing to search.
         if self.stop.is_set() or (idle is None and time.monotonic() > self.deadline):
             return {}
+        server = self._server(sandbox)
+        if server is not None:
+            out = self._out(sandbox)
+            self._ask(sandbox, server, [{
+                "ids": self._with_declared(ids), "out": str(out), "trace": trace,
+                "alone": list(alone), "alone_limit": alone_limit}], limit, idle, out)
+            return self._read(out, sandbox, into)
         proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
                                 alone_limit=alone_limit)
         return self._collect(proc, out, sandbox, limit=limit, idle=idle, into=into)
+
+    # -- the probe server --------------------------------------------------------------
+
+    def _out(self, sandbox: Sandbox) -> Path:
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        out = sandbox.tmp.parent / f"probe-{n}.jsonl"
+        out.unlink(missing_ok=True)
+        return out
+
+    def _server(self, sandbox: Sandbox) -> Server | None:
+        """The sandbox's probe server, started if it is not running."""
+        if not FORKS:
+            return None
+        server = sandbox.server
+        if server is not None and server.proc.poll() is None:
+            return server
+        if server is not None:
+            self._drop(sandbox)
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+            self.processes += 1
+        where = sandbox.tmp.parent
+        dummy = where / f"server-{n}.jsonl"
+        # Outside the sandbox's tmp (which each reset empties): numbered per test.
+        args, cwd = self._command(sandbox, self.ids, dummy, where / f"basetemp-server-{n}")
+        requests_r, requests_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        env = self._environment(sandbox, dummy)
+        env[probe_plugin.SERVE] = f"{requests_r} {answers_w}"
+        log = where / f"server-{n}.log"
+        with log.open("wb") as f:
+            proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(requests_r, answers_w))
+        os.close(requests_r)
+        os.close(answers_w)
+        with self.lock:
+            self.live.add(proc)
+        sandbox.server = Server(proc, requests_w, answers_r, log)
+        return sandbox.server
+
+    def _drop(self, sandbox: Sandbox) -> None:
+        server = sandbox.server
+        if server is None:
+            return
+        sandbox.server = None
+        _kill(server.proc)
+        for fd in (server.ask, server.answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with self.lock:
+            self.live.discard(server.proc)
+
+    def _ask(self, sandbox: Sandbox, server: Server, runs: list[dict[str, object]],
+             limit: float | None, idle: float | None = None, out: Path | None = None) -> None:
+        """One request to the server, waited for as ``_collect`` waits for a probe; a
+        server that does not answer in time is stopped (and started anew next time)."""
+        seconds = self.timeout if limit is None else limit
+        request = {"runs": runs, "limit": seconds if seconds != float("inf") else 1e9}
+        try:
+            os.write(server.ask, (json.dumps(request) + "\n").encode())
+        except OSError:  # it died (a collection error): its log says why
+            self._dead(sandbox, server)
+            return
+        began = time.monotonic()
+        end = began + seconds + PROBE_TIMEOUT_ALLOWANCE
+        size, moved = -1, began
+        while True:
+            ready, _, _ = select.select([server.answers], [], [], POLL)
+            if ready:
+                chunk = os.read(server.answers, 4096)
+                if not chunk:
+                    self._dead(sandbox, server)
+                    return
+                server.pending += chunk
+                if b"\n" in server.pending:
+                    answer, _, server.pending = server.pending.partition(b"\n")
+                    if json.loads(answer).get("killed"):
+                        self.killed = True
+                    with self.lock:
+                        self.probes_run += 1
+                    return
+            now = time.monotonic()
+            if idle is not None and out is not None:
+                grown = out.stat().st_size if out.exists() else 0
+                if grown != size:
+                    size, moved = grown, now
+            if (self.stop.is_set() or now > end
+                    or (idle is None and now > self.deadline)
+                    or (idle is not None and now - moved > idle)):
+                self.killed = True
+                self._drop(sandbox)
+                return
+
+    def _dead(self, sandbox: Sandbox, server: Server) -> None:
+        """The server ended by itself: before any probe, it could not collect."""
+        code = server.proc.wait(timeout=30)
+        self._drop(sandbox)
+        if code not in (0, 1, 5):
+            tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
+            raise ProbeError(tail)
+
+    def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
+        env = {k: v for k, v in self.environment.items()
+               if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
+               and k not in ("PYTEST_CURRENT_TEST",)}
+        env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
+                    "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
+        return env
+
+    def _read(self, out: Path, sandbox: Sandbox,
+              into: dict[str, Result] | None = None) -> dict[str, Result]:
+        """The records a probe wrote (those of tests run alone go ``into``)."""
+        results: dict[str, Result] = {}
+        if not out.exists():
+            return results
+        for line in out.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # the last line of a probe stopped mid-write
+                continue
+            result = Result(rec["outcome"], Touches(
+                frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
+                frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
+                bool(rec.get("state")), float(rec.get("seconds", 0.0)))
+            nid = _relative(rec["id"], sandbox.root)
+            if rec.get("alone"):
+                if into is not None:
+                    into[nid] = result
+            else:
+                results[nid] = result
+        return results
 
     def _together(self, sandbox: Sandbox,
                   runs: list[tuple[list[str], str]]) -> list[dict[str, Result]]:
         """Each list in its own process, at once, both held before their last test."""
         line = sandbox.tmp / f"line-{self.counter}"
         line.mkdir()
+        server = self._server(sandbox)
+        if server is not None:
+            outs = [self._out(sandbox) for _ in runs]
+            self._ask(sandbox, server, [
+                {"ids": self._with_declared(ids), "out": str(out),
+                 "barrier": f"{line}|{len(runs)}|{held}"}
+                for (ids, held), out in zip(runs, outs, strict=True)], None)
+            return [self._read(out, sandbox) for out in outs]
         started = [self._spawn(sandbox, ids, barrier=f"{line}|{len(runs)}|{held}")
                    for ids, held in runs]
         return [self._collect(proc, out, sandbox) for proc, out in started]
@@ -891,7 +1045,8 @@ class MissingFinder:
             write(f"dagorder: {why}: what was found so far is reported"
                   + (f"; phases not finished: {', '.join(left)}" if left else ""))
         if not found.needs and not found.conflicts:
-            write("dagorder: no missing prerequisite and no conflict found")
+            write("dagorder: no missing prerequisite and no conflict found"
+                  + (" so far" if stopped or time.monotonic() > self.deadline else ""))
         for t in sorted(found.needs):
             names = [ids[p] for p in found.needs[t]]
             write(f"dagorder: {ids[t]} needs {', '.join(names)}")
@@ -943,7 +1098,7 @@ class MissingFinder:
                    if found.verdicts else "")
         write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
               f"{plural(len(found.conflicts), 'conflict')}{checked} "
-              f"in {seconds:.1f} s with "
+              f"in {seconds:.1f} s with {plural(self.probes_run, 'probe')} in "
               f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
 
 

@@ -41,6 +41,8 @@ import pytest
 from ..glue.settings import DRIVER_NAME
 
 OUT: Final = "DAGORDER_PROBE_OUT"
+#: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.
+SERVE: Final = "DAGORDER_PROBE_SERVE"
 #: A file of node ids to run, also, each alone in a fresh process (see above).
 ALONE: Final = "DAGORDER_PROBE_ALONE"
 #: Seconds a test run alone may take before it is stopped (recorded as ``timeout``).
@@ -110,15 +112,21 @@ class ProbeReporter:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> object:
         alone = os.environ.get(ALONE)
-        if alone is None or session.config.option.collectonly:
+        serve = os.environ.get(SERVE)
+        if (alone is None and serve is None) or session.config.option.collectonly:
             return None
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
             raise session.Interrupted(
                 f"{session.testsfailed} error{'s' * (session.testsfailed != 1)} "
                 "during collection")
+        if serve is not None:
+            reading, writing = (int(fd) for fd in serve.split())
+            _serve(session, self, reading, writing)
+            return True
+        assert alone is not None
         names = set(Path(alone).read_text(encoding="utf-8").splitlines())
         limit = float(os.environ.get(ALONE_TIMEOUT, "60"))
-        _serial_with_alone(session, self, names, limit)
+        _serial_with_alone(session, self, names, limit, list(session.items))
         return True
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
@@ -177,11 +185,76 @@ class ProbeReporter:
         return dict(os.environ), values
 
 
+def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
+           writing: int) -> None:
+    """Run probes for the finder, each in a child forked from this collected
+    process, which runs no test itself: a probe costs a fork, not a pytest start
+    and a collection.  One JSON request per line on ``reading``: ``{"runs":
+    [...], "limit": seconds}``, each run ``{"ids", "out", "trace", "barrier",
+    "alone", "alone_limit"}``; the runs of one request start at once (two tests
+    overlapped at a start line) and ``{"done": ...}`` answers when all ended (a
+    run past the limit is killed).  A child is as fresh as a new process: the
+    modules were imported by the collection, no fixture was set up."""
+    by_id: dict[str, pytest.Item] = {}
+    for item in session.items:
+        by_id.setdefault(item.nodeid, item)
+    with os.fdopen(reading, "rb") as requests:
+        for line in requests:
+            request = json.loads(line)
+            end = time.monotonic() + float(request["limit"])
+            children: list[int] = []
+            for run in request["runs"]:
+                items = [by_id[n] for n in run["ids"] if n in by_id]
+                reporter.out = Path(run["out"])
+                if run.get("alone"):
+                    _serial_with_alone(session, reporter, set(run["alone"]),
+                                       float(run["alone_limit"]), items)
+                    continue
+                children.append(_fork_run(session, reporter, items, run))
+            killed = False
+            for child in children:
+                while not os.waitpid(child, os.WNOHANG)[0]:
+                    if time.monotonic() > end:
+                        os.kill(child, signal.SIGKILL)
+                        os.waitpid(child, 0)
+                        killed = True
+                        break
+                    time.sleep(0.002)
+            os.write(writing, (json.dumps({"done": True, "killed": killed}) + "\n").encode())
+
+
+def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pytest.Item],
+              run: dict[str, Any]) -> int:
+    """``items`` in order, in a child; its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        return child
+    code = 0
+    try:
+        reporter.barrier = run.get("barrier")
+        if run.get("trace") and not reporter.tracing:
+            reporter.tracing = True
+            sys.addaudithook(reporter._audit)
+        for i, item in enumerate(items):
+            nextitem = items[i + 1] if i + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail or session.shouldstop:
+                break
+    except BaseException:  # a child never returns into pytest
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: set[str],
-                       limit: float) -> None:
-    """The serial run in a child; before each test of ``names``, that test alone in
-    another child forked from this process (which runs no test itself)."""
-    items = session.items
+                       limit: float, items: list[pytest.Item]) -> None:
+    """The serial run of ``items`` in a child; before each test of ``names``, that
+    test alone in another child forked from this process (which runs no test
+    itself)."""
     asks_r, asks_w = os.pipe()
     go_r, go_w = os.pipe()
     sys.stdout.flush()
