@@ -7,10 +7,7 @@ read in a later one, a row of a shared sqlite file, a module-level value of
 a helper module set in one module and read in another, an environment
 variable) and 3 pairs of tests that cannot run at the same time (two write
 and read back one output file, one pair empties and fills one sqlite table).
-Beside them, 6 declared edges (``depends_on`` inside a module): in 3 the
-dependent reads a module global its prerequisite set (they need one
-process), in 3 it reads nothing its prerequisite left (separable).
-``truth.json`` beside it lists them all.
+``truth.json`` beside it lists them.
 
     python benchmarks/gen_undeclared.py DIR              # write the suite
     python benchmarks/gen_undeclared.py DIR --measure    # and measure the finder
@@ -40,17 +37,13 @@ MODULES = 20
 PER_MODULE = 15
 KINDS = ("file",) * 4 + ("sqlite",) * 4 + ("global",) * 4 + ("env",) * 3
 CONFLICTS = ("file", "file", "sqlite")
-#: Declared edges: does the dependent read its prerequisite's process (True)?
-DECLARED = (True, True, True, False, False, False)
 #: Each test's own work, as an integration test waits on a service.
 SLEEP = 0.01
 WINDOW = 0.15
 
 HEAD = '''import json, os, pathlib, sqlite3, time
 import suite_state
-from pytest_dagorder import depends_on
 ROOT = pathlib.Path(__file__).parent
-MINE = {}
 '''
 
 
@@ -86,10 +79,6 @@ def body(role: tuple[str, ...] | None, name: str) -> str:
         lines += [f'    os.environ["SUITE_{key.upper()}"] = "{key}"']
     elif kind == "env":
         lines += [f'    assert os.environ.get("SUITE_{key.upper()}") == "{key}"']
-    elif kind == "declared" and side == "write":
-        lines += [f'    MINE["{key}"] = "{key}"']
-    elif kind == "declared" and side == "read-state":
-        lines += [f'    assert MINE.get("{key}") == "{key}"']
     elif kind == "conflict-file":
         lines += [f'    path = ROOT / "out" / "{key}.txt"',
                   '    path.parent.mkdir(exist_ok=True)',
@@ -129,8 +118,7 @@ def generate(where: Path, seed: int = 43) -> dict[str, object]:
     def nid(slot: tuple[int, int]) -> str:
         return f"test_m{slot[0]:02d}.py::test_t{slot[1]:02d}"
 
-    truth: dict[str, list[dict[str, object]]] = {"needs": [], "conflicts": [],
-                                                 "declared": []}
+    truth: dict[str, list[dict[str, str]]] = {"needs": [], "conflicts": []}
     for k, kind in enumerate(KINDS):
         writer = take(0, MODULES - 1)
         reader = take(writer[0] + 1, MODULES)
@@ -143,25 +131,11 @@ def generate(where: Path, seed: int = 43) -> dict[str, object]:
         b = take(MODULES // 2, MODULES)
         roles[a] = roles[b] = (f"conflict-{kind}", "both", f"report{k}")
         truth["conflicts"].append({"tests": [nid(a), nid(b)], "kind": kind})
-    declared: dict[tuple[int, int], str] = {}
-    for k, reads in enumerate(DECLARED):
-        m = rng.randrange(MODULES)
-        slots = sorted(slot for slot in free if slot[0] == m)[:2]
-        for slot in slots:
-            free.remove(slot)
-        first, second = slots
-        key = f"d{k}"
-        roles[first] = ("declared", "write", key)
-        roles[second] = ("declared", "read-state" if reads else "nothing", key)
-        declared[second] = f"test_t{first[1]:02d}"
-        truth["declared"].append({"test": nid(second), "after": nid(first),
-                                  "same_process": reads})
     for m in range(MODULES):
         parts = [HEAD]
         for t in range(PER_MODULE):
             name = f"test_t{t:02d}"
-            mark = (f'@depends_on("{declared[(m, t)]}")\n' if (m, t) in declared else "")
-            parts.append(f"\n{mark}def {name}():\n{body(roles.get((m, t)), f'm{m:02d}.{name}')}\n")
+            parts.append(f"\ndef {name}():\n{body(roles.get((m, t)), f'm{m:02d}.{name}')}\n")
         (where / f"test_m{m:02d}.py").write_text("\n".join(parts))
     (where / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return truth
@@ -224,11 +198,6 @@ def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
     print(f"edges: {len(got & want)} of {len(want)} found, {len(got - want)} extra "
           f"{sorted(got - want)}; conflicts: {len(got_pairs & want_pairs)} of {len(want_pairs)} "
           f"found, {len(got_pairs - want_pairs)} extra")
-    verdicts = {(v["test"], v["after"]): not v["separable"] for v in edges.get("verdicts", [])}
-    wanted = {(d["test"], d["after"]): d["same_process"] for d in truth.get("declared", [])}
-    right = sum(verdicts.get(edge) == same for edge, same in wanted.items())
-    print(f"declared edges: {right} of {len(wanted)} verdicts right "
-          f"({sum(not v for v in verdicts.values())} separable of {len(verdicts)} verdicts)")
     print(f"finder: {found_s:.1f} s, {processes.group(1) if processes else '?'} pytest "
           f"processes; {found_s / serial_s:.1f} x the serial run's wall time, "
           f"{LAST_CPU[0] / serial_cpu:.1f} x its CPU time", flush=True)
