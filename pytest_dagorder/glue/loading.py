@@ -42,7 +42,6 @@ LATE: Final[dict[str, str]] = {
     "pytest_dagorder.glue.wording": "a message naming an option (here: a bad --dag-shard)",
     "pytest_dagorder.core.graph": "a suite that declares an edge",
     "pytest_dagorder.core.affinity": "the affinity groups and files kept whole under xdist",
-    "pytest_dagorder.core.state_writes": "a prerequisite in another module under xdist",
     "pytest_dagorder.core.shards": "a --dag-shard part",
     "pytest_dagorder.core.bounds": "affinity groups weighed by recorded durations",
     "pytest_dagorder.core.module_runs": "a run that schedules through the core",
