@@ -63,6 +63,7 @@ from ..core.missing import (
     needed,
     ordered,
     resource_name,
+    writers,
 )
 from ..core.wording import plural
 from ..glue import edges_file, evidence
@@ -80,8 +81,11 @@ SKIPPED_DIRS: Final = frozenset({
 BATCHES_PER_SLOT: Final = 2
 #: Attempts at overlapping a candidate pair before it counts as compatible.
 OVERLAP_ATTEMPTS: Final = 2
-#: At most this many candidate pairs are overlapped (the closest in order first).
-MAX_PAIRS: Final = 200
+#: At most this many candidate pairs are overlapped (ranked, see
+#: ``core/missing.conflict_candidates``), at most ``PAIRS_PER_PATH`` of one path
+#: (a clash on a path makes every test that writes it carry the resource).
+MAX_PAIRS: Final = 60
+PAIRS_PER_PATH: Final = 2
 #: A probe that runs longer than this many serial passes (plus a start-up
 #: allowance) is stopped and counts as failed.  The serial pass itself has no
 #: such limit (nothing measured it yet): it is stopped only when no test ended
@@ -218,6 +222,8 @@ class Findings:
     groups: dict[str, list[int]] = field(default_factory=dict)
     #: Tests whose outcome under -n 2 with the findings still differed from serial.
     not_fixed: list[str] = field(default_factory=list)
+    #: Candidate pairs past the cap (not overlapped).
+    uncapped: int = 0
 
 
 class MissingFinder:
@@ -245,6 +251,8 @@ class MissingFinder:
         #: A probe was stopped (its time ran out, or no test ended for too long).
         self.killed = False
         self.serial: dict[str, Result] = {}
+        #: Each path two tests or more wrote in the serial pass, with its writers.
+        self.writers: dict[str, list[int]] = {}
         self.found = Findings({}, set(), [], [])
         self.pool: queue.Queue[Sandbox] = queue.Queue()
         self.counter = 0
@@ -407,13 +415,18 @@ class MissingFinder:
             touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
             edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
             linked = ordered(edges)
-            pairs = conflict_candidates(touches, linked, MAX_PAIRS)
+            every = conflict_candidates(touches, linked, len(ids) ** 2, PAIRS_PER_PATH)
             if one:
-                pairs = [p for p in pairs if len(ids) - 1 in p[:2]]
+                every = [p for p in every if len(ids) - 1 in p[:2]]
+            pairs = every[:MAX_PAIRS]
+            self.writers = writers(touches)
             write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that "
-                  "touch one path")
+                  "write one path"
+                  + (f" (the first {MAX_PAIRS} of {len(every)}, fewest writers of a path "
+                     "first)" if len(every) > MAX_PAIRS else ""))
             self.found.conflicts, self.found.unpaired = self._conflicts(ids, pairs, needs,
                                                                         write)
+            self.found.uncapped = len(every) - len(pairs)
             self.found.groups = _scoped(items[:len(ids)], self.found.conflicts)
             self._ended("conflicts")
         finally:
@@ -1030,8 +1043,9 @@ class MissingFinder:
         for i, j, p in found.conflicts:
             if i in grouped and j in grouped:
                 continue  # one worker runs them: no resource needed
-            record.resources.setdefault(resource_name(p, str(self.config.rootpath)),
-                                        []).extend([ids[i], ids[j]])
+            # Every test that wrote the path carries it, not only the pair overlapped.
+            users = record.resources.setdefault(resource_name(p, str(self.config.rootpath)), [])
+            users.extend(ids[k] for k in self.writers.get(p, [i, j]) if ids[k] not in users)
         return record
 
     def _report(self, items: list[pytest.Item], found: Findings, write: _Write,
@@ -1059,7 +1073,9 @@ class MissingFinder:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
                   f"(both use {path})")
-            write(f"    @pytest.mark.dag_resource({_quote(name)}) on each")
+            many = len(self.writers.get(path, ()))
+            write(f"    @pytest.mark.dag_resource({_quote(name)}) on each"
+                  + (f" of the {many} tests that write it" if many > 2 else ""))
         if found.unfinished:
             many = len(found.unfinished) != 1
             write(f"dagorder: the time budget ran out before "
@@ -1068,10 +1084,13 @@ class MissingFinder:
             for t in found.unfinished:
                 write(f"    {ids[t]}")
         if found.unpaired:
-            write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that touch one "
+            write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that write one "
                   "path not overlapped (stopped):")
             for i, j, path in found.unpaired:
                 write(f"    {ids[i]} and {ids[j]} ({path})")
+        if found.uncapped:
+            write(f"dagorder: {plural(found.uncapped, 'more pair')} of tests that write one "
+                  f"path not overlapped (at most {MAX_PAIRS}, at most {PAIRS_PER_PATH} a path)")
         if found.unchecked:
             write(f"dagorder: {plural(len(found.unchecked), 'test')} with declared "
                   "prerequisites not checked in a fresh process (stopped): their edges "
