@@ -82,7 +82,8 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
         "    @depends_on(\"test_a.py::test_write\")",
         "dagorder: test_b.py::test_env needs test_a.py::test_set_env",
         "    @depends_on(\"test_a.py::test_set_env\")",
-        "    # it reads what they leave in the process: under -n keep them on one worker:*",
+        "    # it reads what they leave in the process: declared, the edge keeps them on one "
+        "worker",
         "dagorder: test_b.py::test_x and test_c.py::test_y fail when run at the same time*",
         "    @pytest.mark.dag_resource(\"shared.txt\") on each",
         "dagorder: 2 missing prerequisites, 1 conflict in * s with * pytest processes;"

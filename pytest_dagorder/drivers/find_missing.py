@@ -434,7 +434,9 @@ class MissingFinder:
             edges_run.shutdown(wait=True)
         if edges_job.done() and edges_job.exception() is not None:
             raise edges_job.exception()  # type: ignore[misc]
-        if (self.found.needs or self.found.conflicts) and not self._stopped() and not one:
+        lifts = any(v.separable for v in self.found.verdicts)
+        if ((self.found.needs or self.found.conflicts or lifts) and not self._stopped()
+                and not one):
             self._ended("conflicts")
             self._verify(ids, serial, write)
         return True
@@ -1067,8 +1069,10 @@ class MissingFinder:
             for line in _declaration(style, ids[t], names):
                 write(f"    {line}")
             if t in found.same_process:
-                write(f"    # it reads what they leave in the process: under -n keep them on "
-                      f"one worker: @pytest.mark.xdist_group({_quote(_short(ids[t]))}) on each")
+                # No xdist_group to add: a declared edge keeps its tests in one
+                # process by default (only evidence lifts it, and this says not).
+                write("    # it reads what they leave in the process: declared, the edge "
+                      "keeps them on one worker")
         for i, j, path in found.conflicts:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
@@ -1284,10 +1288,6 @@ def _style(config: pytest.Config) -> str:
 def _quote(text: str) -> str:
     """A Python string literal in double quotes (the declarations are code to paste)."""
     return json.dumps(text)
-
-
-def _short(nodeid: str) -> str:
-    return nodeid.rsplit("::", 1)[-1]
 
 
 def _target(test: str, prerequisite: str) -> str:
