@@ -282,6 +282,23 @@ def test_a_lifted_edge_on_a_path_between_two_tests_of_a_group_joins_again() -> N
     assert labels == [f"{IN_M}; on a path between two tests of the group"] * 3
 
 
+def test_a_group_keeps_the_stretch_of_a_module_whose_fixtures_it_holds() -> None:
+    # m1: 0 1 2 (module fixtures), m2: 3, which depends on 0.  Serially 1 and
+    # 2 ran between 0 and 3 with 0's module fixture instance: they join.
+    modules = ["m1", "m1", "m1", "m2"]
+    requires = edges(4, {3: [0]})
+    why = "edges from m1 to m2; module fixtures of m1 between two tests of the group"
+    assert state_groups(modules, requires, edges(4), keeps=[True] * 4) == [why] * 4
+    # Without module fixtures (or marked as sharing nothing) they stay free.
+    assert state_groups(modules, requires, edges(4), keeps=[True, False, True, False]) == [
+        why, None, why, why]
+    assert state_groups(modules, requires, edges(4), [False, False, True, False],
+                        keeps=[True] * 4) == [why, why, None, why]
+    # Past the group's last test, a module's tests are not its concern.
+    assert state_groups(["m1", "m2", "m1"], edges(3, {1: [0]}), edges(3),
+                        keeps=[True] * 3) == ["edges from m1 to m2"] * 2 + [None]
+
+
 def test_two_chains_are_two_groups() -> None:
     labels = state_groups(["m1", "m2", "m1", "m2"], edges(4, {1: [0], 3: [2]}), edges(4))
     # Equal reasons, but no edge between the chains: affinity_groups keeps them apart.

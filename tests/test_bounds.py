@@ -132,8 +132,12 @@ def test_the_timeline_header_gives_the_staggered_bound_where_it_is_tighter() -> 
 
 def cost_of_one_group(pytester: pytest.Pytester, head: str = "") -> None:
     """A module whose tests form one group (an edge joins them) that also waits
-    for a slow test in another module; the other worker idles."""
+    for a slow test in another module (which states it shares nothing: its
+    edge joins nothing); the other worker idles."""
     make_modules(pytester, test_slow="""
+        pytestmark = pytest.mark.dag_shares_nothing
+
+
         def test_slow():
             mark("slow", 0.6)
     """, test_group=head + """

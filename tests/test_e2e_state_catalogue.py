@@ -604,16 +604,23 @@ def test_every_pattern_gives_its_serial_outcome_under_n(
         differ = {key: got.get(key) for key, outcome in expected.items()
                   if got.get(key) != outcome}
         assert not differ, (workers, differ, result.stdout.str()[-3000:])
-    # The cross-module chains are groups, and say why.
+    # The cross-module chains are groups, by their declared edges (what their
+    # tests share is said, not decided on), in serial order.
     result = dagtester.run("-n", "2", "--dag-explain", timeout=240)
     result.assert_outcomes(passed=total)
     result.stdout.fnmatch_lines([
         "dagorder: group of package_fixture/test_pack.py::test_pack (2 tests): "
-        "package fixture 'crate' of package_fixture",
+        "edges from package_fixture/test_pack.py to package_fixture/test_unpack.py; its "
+        "tests share package fixture 'crate' of package_fixture; they run in this order, "
+        "on one worker:",
         "dagorder: group of test_p_cross_module_chain_first.py::test_open (3 tests): "
-        "session fixture 'ledger'",
+        "edges from * its tests share session fixture 'ledger'; they run in this order*",
+        "    test_p_cross_module_chain_first.py::test_open",
+        "    test_p_cross_module_chain_middle.py::test_audit",
+        "    test_p_cross_module_chain_last.py::test_close",
         "dagorder: group of test_p_cross_module_environ_writer.py::test_configure (2 tests): "
-        "test_p_cross_module_environ_writer.py writes state its tests leave behind",
+        "edges from test_p_cross_module_environ_writer.py to "
+        "test_p_cross_module_environ_reader.py; they run in this order, on one worker:",
         "dagorder: no dependency left free*",
     ], consecutive=False)
     assert junit_key("test_busy.py::test_busy0") in expected
@@ -630,7 +637,7 @@ def test_with_affinity_none_a_failure_names_the_worker_of_its_prerequisite(
     assert result.parseoutcomes().get("failed", 0) > 0
     result.stdout.fnmatch_lines([
         "*- dagorder -*",
-        "prerequisite test_p_*.py::test_* ran on worker gw*, this test on gw*: if it reads "
-        "what that test left in the process, drop --dag-affinity=none (the default keeps "
-        "such tests on one worker)",
+        "prerequisite* test_p_*.py::test_* ran on worker gw*, this test on gw*: if it reads "
+        "what they left in the process, drop --dag-affinity=none (the default keeps every "
+        "declared edge's tests on one worker)",
     ], consecutive=False)

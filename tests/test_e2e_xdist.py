@@ -1002,13 +1002,13 @@ def shop():
 """
 
 
-def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_fixture(
+def test_default_affinity_keeps_every_declared_edge_in_one_process_in_serial_order(
         pytester: pytest.Pytester, dagtester: DagTester) -> None:
-    """--dag-affinity=state: every chain inside a module is a group, whatever
-    its source shows, and so is a chain across modules whose tests use one
-    session fixture; an edge across modules sharing none is left free, and
-    --dag-explain says so, with each group's reasons.  ``module`` keeps the
-    in-module chains only."""
+    """--dag-affinity=state: every declared edge keeps its tests together,
+    whatever their source shows or their fixtures share (a session fixture
+    they share is said, not decided on); --dag-explain says so, with each
+    group's reasons and its tests in the order they run.  ``module`` keeps
+    the in-module chains only."""
     dagtester.ini("testpaths = tests\n")
     pytester.mkdir("tests")
     (pytester.path / "tests" / "conftest.py").write_text(textwrap.dedent(SHOP_CONFTEST))
@@ -1019,18 +1019,24 @@ def test_default_affinity_keeps_every_module_chain_and_chains_through_a_session_
     result.assert_outcomes(passed=18)
     result.stdout.fnmatch_lines([
         "*affinity state (4 groups)*",
-        "dagorder: 4 affinity groups keep 9 of 18 tests on one worker each*"
-        "--dag-affinity=none lifts this*",
-        "dagorder: group of tests/test_free.py::test_root (3 tests): "
-        "edges inside tests/test_free.py",
-        "dagorder: group of tests/test_shop.py::test_stock (2 tests): "
-        "session fixture 'shop' of tests",
-        "dagorder: 1 dependency left free*",
-        "    tests/test_free.py::test_root -> tests/test_shop_read.py::test_unrelated",
+        "dagorder: 4 affinity groups keep 10 of 18 tests on one worker each, in serial "
+        "order (every declared edge keeps its two tests in one process); --dag-explain: "
+        "each group",
+        "dagorder: group of tests/test_free.py::test_root (4 tests): edges from "
+        "tests/test_free.py to tests/test_shop_read.py; edges inside tests/test_free.py; "
+        "they run in this order, on one worker:",
+        "    tests/test_free.py::test_root",
+        "    tests/test_free.py::test_left",
+        "    tests/test_free.py::test_right",
+        "    tests/test_shop_read.py::test_unrelated",
+        "dagorder: group of tests/test_shop.py::test_stock (2 tests): edges from "
+        "tests/test_shop.py to tests/test_shop_read.py; its tests share session fixture "
+        "'shop' of tests; they run in this order, on one worker:",
+        "dagorder: no dependency left free*",
     ], consecutive=False)
     ran = read_log(pytester)
     for a, b in (("first", "second"), ("put", "read"), ("root", "left"), ("root", "right"),
-                 ("stock", "listed")):
+                 ("stock", "listed"), ("root", "unrelated")):
         assert ran[a].pid == ran[b].pid and ran[b].start >= ran[a].end
     (pytester.path / LOG_NAME).unlink()
     result = dagtester.run("-n", "2", "--dag-affinity=module")
@@ -1123,9 +1129,9 @@ def client():
 
 def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
         pytester: pytest.Pytester, dagtester: DagTester) -> None:
-    """``dag_shares_nothing`` on a module frees its in-module edges; ini
-    ``dag_stateless_fixtures`` frees the edges a session fixture would join
-    across modules; the rest stays grouped, and --dag-explain lists both."""
+    """``dag_shares_nothing`` on a module frees its edges; ini
+    ``dag_stateless_fixtures`` lifts no edge (no group rests on a fixture):
+    the rest stays grouped, and --dag-explain lists the edge left free."""
     dagtester.ini("dag_stateless_fixtures = client\n")
     pytester.makeconftest(STATED_CONFTEST)
     make_modules(pytester, test_stated="""
@@ -1150,10 +1156,12 @@ def test_the_user_states_what_is_shared_nothing_per_module_and_per_fixture(
     result = dagtester.run("-n", "2", "--dag-explain")
     result.assert_outcomes(passed=14)
     result.stdout.fnmatch_lines([
-        "*affinity state (1 group)*",
-        "dagorder: group of test_kept.py::test_first (2 tests): edges inside test_kept.py",
-        "dagorder: 2 dependencies left free*",
-        "    test_api.py::test_get -> test_api_more.py::test_get_more",
+        "*affinity state (2 groups)*",
+        "dagorder: group of test_api.py::test_get (2 tests): edges from test_api.py to "
+        "test_api_more.py; they run in this order, on one worker:",
+        "dagorder: group of test_kept.py::test_first (2 tests): edges inside test_kept.py; "
+        "they run in this order, on one worker:",
+        "dagorder: 1 dependency left free*",
         "    test_stated.py::test_root -> test_stated.py::test_leaf",
     ], consecutive=False)
     serial = dagtester.run("-p", "no:xdist", "--dag-explain")

@@ -7,6 +7,8 @@ end to end; these pin what each policy promises the state machine.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_dagorder.core.graph import Graph
 from pytest_dagorder.core.placement import Rank, ReadyQueues, ResourceLimits
@@ -398,3 +400,92 @@ def test_module_runs_never_stall_a_run(seed: int) -> None:
                 if skip.task in tasks:
                     tasks.remove(skip.task)
     assert m.done
+
+
+# -- serial order inside a group, and fences -------------------------------------------
+
+
+@st.composite
+def ordered_runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], list[float]]:
+    """A graph whose edges lead back (a plan's), groups, and priorities."""
+    n = draw(st.integers(1, 14))
+    requires = [draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True)) if i else []
+                for i in range(n)]
+    groups = [draw(st.sampled_from([None, None, "G", "H"])) for _ in range(n)]
+    priority = [float(draw(st.integers(0, 9))) for _ in range(n)]
+    return requires, groups, priority
+
+
+def drive(machine: StateMachine, workers: int, data: st.DataObject) -> list[int]:
+    """Run ``machine`` to its end with ``workers`` workers that take batches ahead
+    and finish what they hold in order, mostly passing: the tasks in the order
+    they were handed out."""
+    names = [f"w{k}" for k in range(workers)]
+    for w in names:
+        machine.add_worker(w)
+    held: dict[str, list[int]] = {w: [] for w in names}
+    handed: list[int] = []
+    for _ in range(20 * len(machine.state) + 20):
+        if machine.done:
+            break
+        for w in names:
+            got = machine.take(w, data.draw(st.integers(1, 3)), speculate=True,
+                               next_group=data.draw(st.booleans()))
+            held[w] += got
+            handed += got
+        machine.validate()
+        busy = [w for w in names if held[w]]
+        assert busy, "nothing runs although tasks remain"
+        w = data.draw(st.sampled_from(busy))
+        task = held[w].pop(0)
+        if not machine.state[task].terminal:
+            machine.finished(task, data.draw(st.sampled_from(["passed"] * 5 + ["failed"])))
+        machine.pop_skipped()
+        machine.validate()
+    assert machine.done
+    return handed
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=ordered_runs(), workers=st.integers(1, 3), data=st.data())
+def test_a_group_hands_out_its_tests_in_serial_order_whatever_their_priority(
+        case: tuple[list[list[int]], list[str | None], list[float]], workers: int,
+        data: st.DataObject) -> None:
+    requires, groups, priority = case
+    machine = StateMachine(Graph.of_positions(requires), groups=groups, priority=priority)
+    handed = drive(machine, workers, data)
+    for members in machine.groups:
+        mine = [i for i in handed if i in members]
+        assert mine == sorted(mine), (members, handed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=ordered_runs(), workers=st.integers(1, 3), data=st.data())
+def test_a_fenced_test_is_handed_out_after_every_test_before_the_fence(
+        case: tuple[list[list[int]], list[str | None], list[float]], workers: int,
+        data: st.DataObject) -> None:
+    requires, _, priority = case
+    n = len(requires)
+    fences = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=2)))
+    machine = StateMachine(Graph.of_positions(requires), priority=priority,
+                           fences=fences, on_failure="skip")
+    handed = drive(machine, workers, data)
+    at = {task: k for k, task in enumerate(handed)}
+    for f in fences:
+        before = [at[i] for i in range(f) if i in at]
+        after = [at[i] for i in range(f, n) if i in at]
+        if before and after:
+            assert max(before) < min(after), (f, handed)
+
+
+def test_a_test_fenced_last_waits_for_every_other_to_be_handed_out() -> None:
+    # z is the most urgent, ready from the start, and fenced at its place:
+    # it goes only once a and b went (started, not ended).
+    graph = Graph.of_positions([[], [], []])
+    machine = StateMachine(graph, priority=[1.0, 2.0, 9.0], fences=[2], locality=False)
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [1]
+    assert machine.take("w2") == [0]
+    assert machine.take("w1") == [2]
+    machine.validate()

@@ -138,9 +138,26 @@ def state_groups(
     quiet: Sequence[bool] = (),
     *,
     lifted: Collection[tuple[int, int]] = (),
+    keeps: Sequence[bool] = (),
 ) -> list[str | None]:
+    """:func:`state_partition`'s labels."""
+    return state_partition(modules, requires, after, quiet, lifted=lifted, keeps=keeps)[0]
+
+
+def state_partition(
+    modules: Sequence[str | None],
+    requires: Sequence[Sequence[int]],
+    after: Sequence[Sequence[int]],
+    quiet: Sequence[bool] = (),
+    *,
+    lifted: Collection[tuple[int, int]] = (),
+    keeps: Sequence[bool] = (),
+) -> tuple[list[str | None], list[int | None]]:
     """Per task, its group under ``--dag-affinity=state`` as the reasons it was
-    formed (None: free), over tasks ``0 .. len(modules) - 1``.
+    formed (None: free), over tasks ``0 .. len(modules) - 1``; and per task,
+    its group's first task (None: free): labels may be equal for two groups,
+    and a test joined beside the edges (a module's stretch) has no edge to
+    its group, so it is the ids that say which tests form one.
 
     The rule: every declared edge (requires-pass or ordering-only) joins its
     two tasks, so a dependent runs in the process where its prerequisite
@@ -151,7 +168,11 @@ def state_groups(
     ``(prerequisite, dependent)`` in ``lifted`` (evidence showed the
     dependent passes in a fresh process) joins nothing.  Every task on a
     path between two tasks of one group then joins it too (see
-    :func:`_convex`).  A label lists the reasons of its group, sorted:
+    :func:`_convex`), and so does a test that holds one module-scoped
+    fixture instance with a task of the group between two of its tasks in
+    serial order (``keeps``: per task, it uses a fixture of module or
+    package scope; see :func:`_module_stretches`).  A label lists the
+    reasons of its group, sorted:
     equal for the tests of one group, readable as they are
     (``--dag-explain``).
     """
@@ -177,7 +198,16 @@ def state_groups(
                 in_module[i] = in_module[p] = True
             else:
                 across.append((p, i))
-    roots = _convex(sets, preds, _topological(preds), why) if free else sets.roots()
+    order: list[int] | None = None
+    while True:
+        if free:
+            order = order or _topological(preds)
+            roots = _convex(sets, preds, order, why)
+        else:
+            roots = sets.roots()
+        if not keeps or not _module_stretches(sets, roots, modules, keeps, quiet, why):
+            break
+        free = True  # joined beside the edges: a path may now leave a group
     reasons: dict[int, set[str]] = {}
     for i in range(n):
         if in_module[i]:
@@ -191,7 +221,7 @@ def state_groups(
     for i, reason in why:
         reasons.setdefault(roots[i], set()).add(reason)
     labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
-    return [labels.get(r) for r in roots]
+    return [labels.get(r) for r in roots], [r if r in labels else None for r in roots]
 
 
 def _across(prerequisite: str | None, dependent: str | None) -> str:
@@ -204,6 +234,50 @@ def _across(prerequisite: str | None, dependent: str | None) -> str:
 #: Why a test joins a group it shares nothing with: a path from one of the
 #: group's tests to another runs through it.
 BETWEEN = "on a path between two tests of the group"
+
+
+def _module_stretches(sets: DisjointSets, roots: Sequence[int], modules: Sequence[str | None],
+                      keeps: Sequence[bool], quiet: Sequence[bool],
+                      why: list[tuple[int, str]]) -> bool:
+    """Join to each group the tests of a module it holds that run, serially,
+    between the group's first test of that module and its last test; True
+    if any joined.
+
+    Serially a module's tests run in one stretch, with one instance of its
+    module fixtures: a group that leaves the module for a test of another
+    (a dependent that reads what the module's fixture committed in its
+    teardown) would otherwise leave the module's next tests to set the
+    fixture up again, elsewhere, without what the group's test put there.
+    Only tests that use a fixture of module scope (``keeps``) and do not
+    say they share nothing."""
+    first: dict[tuple[int, str], int] = {}
+    last: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for r in roots:
+        size[r] = size.get(r, 0) + 1
+    for i, r in enumerate(roots):
+        if size[r] < 2:
+            continue
+        last[r] = i
+        m = modules[i]
+        if m is not None and keeps[i]:
+            first.setdefault((r, m), i)
+    if not first:
+        return False
+    spans: dict[str, list[tuple[int, int, int]]] = {}
+    for (r, m), start in first.items():
+        if last[r] > start:
+            spans.setdefault(m, []).append((start, last[r], r))
+    joined = False
+    for i, m in enumerate(modules):
+        if m is None or not keeps[i] or (quiet and quiet[i]) or m not in spans:
+            continue
+        for start, end, r in spans[m]:
+            if start < i < end and roots[i] != r and sets.find(i) != sets.find(r):
+                sets.union(i, r)
+                why.append((i, f"module fixtures of {m} between two tests of the group"))
+                joined = True
+    return joined
 
 
 def _convex(sets: DisjointSets, preds: Sequence[Sequence[int]], order: Sequence[int],
@@ -279,10 +353,13 @@ def affinity_groups(
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
     explicit: Sequence[str | None] = (),
+    joined: Sequence[int | None] = (),
 ) -> list[str | None]:
     """A group label per task (None: free), over tasks ``0 .. len(scopes) - 1``.
 
-    An edge inside a scope joins its tasks; so does an explicit label.
+    An edge inside a scope joins its tasks; so does an explicit label, and
+    an equal entry of ``joined`` (a partition made already, see
+    :func:`state_partition`).
     Labels are the id of the group's first task, so they are stable
     across runs and independent of hashing.
     """
@@ -297,6 +374,11 @@ def affinity_groups(
             if p < n and scopes[p] == scope:
                 union(i, p)
     first_with = sets.join_labels(explicit)
+    if joined:
+        first: dict[int, int] = {}
+        for i, key in enumerate(joined):
+            if key is not None:
+                union(i, first.setdefault(key, i))
     roots = sets.roots()
     size: dict[int, int] = {}
     for r in roots:

@@ -210,11 +210,12 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
         # the tests after the plan): the declared order wins.
         notes.append("runtime depends() modules not chained: their order contradicts an edge")
         graph = _graph(facts, after, known)
-    state = (state_labels(facts)
-             if mode == "state" and facts.graph else [None] * n)
+    state, joined = (state_labels(facts)
+                     if mode == "state" and facts.graph else ([None] * n, []))
     scopes = {"state": state, "module": facts.module_scopes,
               "class": facts.class_scopes}.get(mode, [None] * n)
-    groups = affinity.affinity_groups(scopes, graph.requires[:n], graph.after[:n], explicit)
+    groups = affinity.affinity_groups(scopes, graph.requires[:n], graph.after[:n], explicit,
+                                      joined)
     groups += [None] * (len(graph) - n)
     # affinity none: tests share no process state, so a released test
     # need not prefer the worker that released it; priority alone decides.
@@ -270,7 +271,8 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
                                    held_by_fixtures(facts, run.machine.groups,
                                                     settings.stateless_fixtures)))
     if settings.explain:
-        header += explain_lines(run, facts, mode, groups, explicit, state)
+        header += explain_lines(run, facts, mode, groups, explicit, state,
+                                settings.stateless_fixtures)
 
 
 def fences(ordinals: Sequence[int | None]) -> list[int]:
@@ -309,15 +311,17 @@ def note_lines(facts: Facts) -> list[str]:
     return lines
 
 
-def state_labels(facts: Facts) -> list[str | None]:
+def state_labels(facts: Facts) -> tuple[list[str | None], list[int | None]]:
     """Per test, its group under ``--dag-affinity=state`` as the reasons it was
     formed, or None (the rule: ``core/affinity.state_groups``): every
     declared edge joins its tests, but those of a test marked
-    ``dag_shares_nothing`` and those evidence lifted (``facts.lifted``)."""
+    ``dag_shares_nothing`` and those evidence lifted (``facts.lifted``); a
+    group keeps the stretch of a module whose fixtures it holds.  With, per
+    test, its group's first test (see ``core/affinity.state_partition``)."""
     n = len(facts.ids)
     quiet = facts.shares_nothing if any(facts.shares_nothing) else ()
-    return affinity.state_groups(facts.module_scopes, facts.requires[:n], facts.afters()[:n],
-                                 quiet, lifted=facts.lifted)
+    return affinity.state_partition(facts.module_scopes, facts.requires[:n], facts.afters()[:n],
+                                 quiet, lifted=facts.lifted, keeps=facts.module_fixtures)
 
 
 def _groups_line(run: DagRun, known: Mapping[int, float], workers: int, mode: AffinityMode,
@@ -372,7 +376,8 @@ def held_by_fixtures(facts: Facts, groups: Sequence[Sequence[int]],
 
 def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
                   labels: Sequence[str | None], explicit: Sequence[str | None],
-                  state: Sequence[str | None]) -> list[str]:
+                  state: Sequence[str | None],
+                  stateless: frozenset[str] = frozenset()) -> list[str]:
     """``--dag-explain``: every group with why it was formed, every edge left free."""
     n = run.n_run
     g = run.graph
@@ -385,7 +390,8 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
                 if reason not in why:
                     why.append(reason)
         # What the tests are seen to share: said, never decided on.
-        why += [f"its tests share {key}" for key in held_by_fixtures(facts, [members])]
+        why += [f"its tests share {key}"
+                for key in held_by_fixtures(facts, [members], stateless)]
         lines.append(wording.explain_group(ids[members[0]], [ids[k] for k in members], why))
     free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
             if p < n and (labels[i] is None or labels[i] != labels[p])]
