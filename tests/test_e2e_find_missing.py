@@ -78,6 +78,8 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: serial pass: 8 passed in * s; screening 7 tests",
+        "dagorder: checking the findings: the selection under -n 2 with them",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
         "dagorder: test_b.py::test_read needs test_a.py::test_write",
         "    @depends_on(\"test_a.py::test_write\")",
         "dagorder: test_b.py::test_env needs test_a.py::test_set_env",
