@@ -1073,10 +1073,18 @@ class MissingFinder:
                 # process by default (only evidence lifts it, and this says not).
                 write("    # it reads what they leave in the process: declared, the edge "
                       "keeps them on one worker")
+        group_of = {k: name for name, members in found.groups.items() for k in members}
         for i, j, path in found.conflicts:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
                   f"(both use {path})")
+            group = group_of.get(i)
+            if group is not None and group == group_of.get(j):
+                # One grouping per group, said once per conflict that made it.
+                write(f"    the path lives in a fixture its {len(found.groups[group])} tests "
+                      f"share: keep them on one worker, "
+                      f"@pytest.mark.xdist_group({_quote(group)}) on each")
+                continue
             many = len(self.writers.get(path, ()))
             write(f"    @pytest.mark.dag_resource({_quote(name)}) on each"
                   + (f" of the {many} tests that write it" if many > 2 else ""))
@@ -1099,10 +1107,6 @@ class MissingFinder:
             write(f"dagorder: {plural(len(found.unchecked), 'test')} with declared "
                   "prerequisites not checked in a fresh process (stopped): their edges "
                   "stay kept")
-        for name, members in found.groups.items():
-            write(f"dagorder: the state of {name} lives in a fixture its "
-                  f"{plural(len(members), 'test')} share: keep them on one worker, "
-                  f"@pytest.mark.xdist_group({_quote(name)}) on each")
         if found.not_fixed:
             write(f"dagorder: with the findings, -n 2 still gave other outcomes than the "
                   f"serial run for {plural(len(found.not_fixed), 'test')} (not fixed):")
