@@ -283,7 +283,7 @@ def test_declared_edges_get_verdicts_that_a_changed_file_voids(dagtester: DagTes
     result = dagtester.run("-n", "2", "--dag-edges", "edges.json")
     result.stdout.fnmatch_lines([
         "dagorder: 0 of 2 edges free by evidence from edges.json (2 stale: a file they rest "
-        "on changed; renew with pytest --dag-find-missing -n 2 --dag-edges edges.json)"])
+        "on changed; renew with pytest --dag-find-missing -n 2 --dag-edges=edges.json)"])
 
 
 def test_an_edges_file_that_cannot_be_written_is_said_before_the_search(

@@ -50,7 +50,7 @@ def test_a_changed_module_or_conftest_on_the_path_voids_the_verdict(tmp_path: Pa
     assert lifted == ()
     assert note is not None and note[1:4] == (0, 2, 2)
     assert "2 stale" in evidence.header_line(note)
-    assert "renew with pytest --dag-find-missing -n 2 --dag-edges edges.json" in \
+    assert "renew with pytest --dag-find-missing -n 2 --dag-edges=edges.json" in \
         evidence.header_line(note)
 
 
@@ -86,7 +86,7 @@ def test_the_header_carries_the_evidence_line() -> None:
                   evidence=("e.json", 3, 5, 1, ()))
     assert note_lines(facts) == [
         "dagorder: 3 of 5 edges free by evidence from e.json (1 stale: a file they rest on "
-        "changed; renew with pytest --dag-find-missing -n 2 --dag-edges e.json)"]
+        "changed; renew with pytest --dag-find-missing -n 2 --dag-edges=e.json)"]
 
 
 def test_lifted_positions_cross_the_wire_and_follow_a_reorder() -> None:

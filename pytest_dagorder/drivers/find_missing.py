@@ -739,9 +739,9 @@ class MissingFinder:
         if config.pluginmanager.has_plugin("_cov"):
             args += ["--no-cov"]
         if edges is not None:
-            args += ["--dag-edges", str(edges)]
+            args += [f"--dag-edges={edges}"]
         elif self.settings.edges_path is not None:
-            args += ["--dag-edges", str(_inside(self.settings.edges_path, root, sandbox.root))]
+            args += [f"--dag-edges={_inside(self.settings.edges_path, root, sandbox.root)}"]
         args += _forwarded(config.invocation_params.args)
         args += _collection_options(config)
         args += [str(sandbox.root / nid) for nid in ids]

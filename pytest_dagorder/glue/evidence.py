@@ -124,7 +124,7 @@ def header_line(note: EvidenceNote) -> str:
             f"{os.path.basename(path)}")
     if stale:
         line += (f" ({stale} stale: a file they rest on changed; renew with "
-                 f"pytest --dag-find-missing -n 2 --dag-edges {path})")
+                 f"pytest --dag-find-missing -n 2 --dag-edges={path})")
     return line
 
 
