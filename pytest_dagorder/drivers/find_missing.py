@@ -103,6 +103,14 @@ POLL: Final = 0.2
 _Write = Callable[[str], None]
 
 
+class ProbeTimedOut(SearchStopped):
+    """A probe of a search ran past its time: the test is left unsearched (reported)."""
+
+
+#: The key a probe's results carry when the probe was stopped by its time.
+KILLED: Final = "\0killed"
+
+
 class ProbeError(Exception):
     """A probe process could not run the tests at all (its output's tail in ``args[0]``)."""
 
@@ -224,6 +232,8 @@ class Findings:
     not_fixed: list[str] = field(default_factory=list)
     #: Candidate pairs past the cap (not overlapped).
     uncapped: int = 0
+    #: Tests whose search stopped on a probe that ran past its time.
+    timed_out: list[int] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -364,6 +374,7 @@ class MissingFinder:
         write("dagorder: serial pass: running the selection once, in one process")
         began = time.monotonic()
         serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        serial.pop(KILLED, None)  # self.killed says it
         took = time.monotonic() - began
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
@@ -585,7 +596,11 @@ class MissingFinder:
                         raise SearchStopped
                     runs = [probes_ex.submit(
                         self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
-                    return [r.result().get(ids[t], FAILED).outcome == "passed" for r in runs]
+                    answers = [r.result() for r in runs]
+                    if any(KILLED in a and ids[t] not in a for a in answers):
+                        # A timeout is not an answer: the test is left unsearched.
+                        raise ProbeTimedOut
+                    return [a.get(ids[t], FAILED).outcome == "passed" for a in answers]
                 return probes
 
             try:
@@ -616,6 +631,9 @@ class MissingFinder:
             for t, fut in futures.items():
                 try:
                     found = fut.result()
+                except ProbeTimedOut:
+                    self.found.timed_out.append(t)
+                    continue
                 except SearchStopped:
                     unfinished.append(t)
                     continue
@@ -814,6 +832,8 @@ class MissingFinder:
         with self.lock:
             self.live.discard(proc)
         results = self._read(out, sandbox, into)
+        if code == -1 and not self.stop.is_set():
+            results[KILLED] = FAILED
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -863,10 +883,13 @@ class MissingFinder:
         server = self._server(sandbox)
         if server is not None:
             out = self._out(sandbox)
-            self._ask(sandbox, server, [{
+            killed = self._ask(sandbox, server, [{
                 "ids": self._with_declared(ids), "out": str(out), "trace": trace,
                 "alone": list(alone), "alone_limit": alone_limit}], limit, idle, out)
-            return self._read(out, sandbox, into)
+            found = self._read(out, sandbox, into)
+            if killed and not self.stop.is_set():
+                found[KILLED] = FAILED  # stopped by its time: see _search
+            return found
         proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
                                 alone_limit=alone_limit)
         return self._collect(proc, out, sandbox, limit=limit, idle=idle, into=into)
@@ -927,7 +950,7 @@ class MissingFinder:
             self.live.discard(server.proc)
 
     def _ask(self, sandbox: Sandbox, server: Server, runs: list[dict[str, object]],
-             limit: float | None, idle: float | None = None, out: Path | None = None) -> None:
+             limit: float | None, idle: float | None = None, out: Path | None = None) -> bool:
         """One request to the server, waited for as ``_collect`` waits for a probe; a
         server that does not answer in time is stopped (and started anew next time)."""
         seconds = self.timeout if limit is None else limit
@@ -936,7 +959,7 @@ class MissingFinder:
             os.write(server.ask, (json.dumps(request) + "\n").encode())
         except OSError:  # it died (a collection error): its log says why
             self._dead(sandbox, server)
-            return
+            return False
         began = time.monotonic()
         end = began + seconds + PROBE_TIMEOUT_ALLOWANCE
         size, moved = -1, began
@@ -946,15 +969,15 @@ class MissingFinder:
                 chunk = os.read(server.answers, 4096)
                 if not chunk:
                     self._dead(sandbox, server)
-                    return
+                    return False
                 server.pending += chunk
                 if b"\n" in server.pending:
                     answer, _, server.pending = server.pending.partition(b"\n")
-                    if json.loads(answer).get("killed"):
-                        self.killed = True
+                    killed = bool(json.loads(answer).get("killed"))
+                    self.killed |= killed
                     with self.lock:
                         self.probes_run += 1
-                    return
+                    return killed
             now = time.monotonic()
             if idle is not None and out is not None:
                 grown = out.stat().st_size if out.exists() else 0
@@ -965,7 +988,7 @@ class MissingFinder:
                     or (idle is not None and now - moved > idle)):
                 self.killed = True
                 self._drop(sandbox)
-                return
+                return True
 
     def _dead(self, sandbox: Sandbox, server: Server) -> None:
         """The server ended by itself: before any probe, it could not collect."""
@@ -1094,6 +1117,12 @@ class MissingFinder:
                   f"{plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
                   "searched:")
             for t in found.unfinished:
+                write(f"    {ids[t]}")
+        if found.timed_out:
+            write(f"dagorder: {plural(len(found.timed_out), 'test')} not searched: a probe "
+                  f"ran past its time ({self.timeout:.0f} s, {PROBE_TIMEOUT_FACTOR:g} x the "
+                  "serial pass) and was stopped:")
+            for t in found.timed_out:
                 write(f"    {ids[t]}")
         if found.unpaired:
             write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that write one "
