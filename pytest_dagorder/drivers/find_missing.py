@@ -497,14 +497,29 @@ class MissingFinder:
             return
         longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
         alone: dict[str, Result] = {}
-        sandbox = self.pool.get()
-        try:
-            sandbox.reset()
-            self._run(sandbox, ids, alone=[ids[k] for k in dependents], into=alone,
-                      alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
-                      limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(dependents))
-        finally:
-            self.pool.put(sandbox)
+
+        def check(chunk: list[int]) -> None:
+            # The serial run only up to the chunk's last test: its tests are checked.
+            found: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
+                          into=found,
+                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                          limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
+            finally:
+                self.pool.put(sandbox)
+            with self.lock:
+                alone.update(found)
+
+        # Split in runs of the serial order, one per probe slot: each is a serial
+        # prefix with its tests alone, so the slots the screening frees share it.
+        count = max(1, min(self.slots, len(dependents)))
+        size = -(-len(dependents) // count)
+        chunks = [dependents[k:k + size] for k in range(0, len(dependents), size)]
+        with cf.ThreadPoolExecutor(len(chunks)) as ex:
+            list(ex.map(check, chunks))
         prints = evidence.Fingerprints(self.config.rootpath)
         verdicts: list[edges_file.Verdict] = []
         n = len(ids)
