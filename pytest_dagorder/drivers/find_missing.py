@@ -261,6 +261,7 @@ class MissingFinder:
         #: A probe was stopped (its time ran out, or no test ended for too long).
         self.killed = False
         self.serial: dict[str, Result] = {}
+        self.edges_run: cf.ThreadPoolExecutor | None = None
         #: Each path two tests or more wrote in the serial pass, with its writers.
         self.writers: dict[str, list[int]] = {}
         self.found = Findings({}, set(), [], [])
@@ -312,6 +313,9 @@ class MissingFinder:
                 done, stopped = True, "interrupted"
             finally:
                 self._kill_all()
+                if self.edges_run is not None:
+                    # Its probes are stopped: it ends at once, with the verdicts so far.
+                    self.edges_run.shutdown(wait=True)
         if not done:
             return True
         self._report(items, self.found, write, time.monotonic() - began, stopped)
@@ -402,7 +406,7 @@ class MissingFinder:
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
-        edges_run = cf.ThreadPoolExecutor(1)
+        edges_run = self.edges_run = cf.ThreadPoolExecutor(1)
         # Beside the screening, in a sandbox of its own; its verdicts go straight
         # into the findings (written even if Ctrl-C ends the search later).
         edges_job = edges_run.submit(self._edges_pass, ids, serial, dependents, write)
