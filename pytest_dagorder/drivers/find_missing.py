@@ -542,7 +542,7 @@ class MissingFinder:
                 verdicts.append(edges_file.Verdict(ids[d], ids[p], same, probe,
                                                    prints.of((ids[p], ids[d]))))
         free = sum(v.separable for v in verdicts)
-        write(f"dagorder: declared edges: {free} of {plural(len(verdicts), 'edge')} "
+        write(f"dagorder: declared edges: {free:,} of {plural(len(verdicts), 'edge')} "
               "separable (the test passed in a fresh process after its prerequisites ran "
               "in another)"
               + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
@@ -1169,7 +1169,7 @@ class MissingFinder:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
         free = sum(v.separable for v in found.verdicts)
-        checked = (f", {free} of {plural(len(found.verdicts), 'declared edge')} separable"
+        checked = (f", {free:,} of {plural(len(found.verdicts), 'declared edge')} separable"
                    if found.verdicts else "")
         write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
               f"{plural(len(found.conflicts), 'conflict')}{checked} "

@@ -120,10 +120,10 @@ def lifted(path: Path, root: Path, ids: Sequence[str], requires: Sequence[Sequen
 def header_line(note: EvidenceNote) -> str:
     """``N of M edges free by evidence from FILE (K stale)``, and how to renew it."""
     path, free, total, stale, _ = note
-    line = (f"dagorder: {free} of {total} edge{'s' * (total != 1)} free by evidence from "
+    line = (f"dagorder: {free:,} of {total:,} edge{'s' * (total != 1)} free by evidence from "
             f"{os.path.basename(path)}")
     if stale:
-        line += (f" ({stale} stale: a file they rest on changed; renew with "
+        line += (f" ({stale:,} stale: a file they rest on changed; renew with "
                  f"pytest --dag-find-missing -n 2 --dag-edges={path})")
     return line
 
