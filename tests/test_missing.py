@@ -166,9 +166,12 @@ def test_pairs_that_share_a_written_path_and_no_edge_are_candidates() -> None:
         Touches(writes=frozenset({"/r/db"})),
     ]
     linked = ordered([[], [0], [], [], [], []])  # 1 -> 0 is an edge: they never overlap
+    # Ranked: the path fewer tests write first.
     assert conflict_candidates(touches, linked, 100) == [
-        (0, 2, "/r/out.txt"), (1, 2, "/r/out.txt"), (4, 5, "/r/db")]
-    assert conflict_candidates(touches, linked, 1) == [(0, 2, "/r/out.txt")]
+        (4, 5, "/r/db"), (0, 2, "/r/out.txt"), (1, 2, "/r/out.txt")]
+    assert conflict_candidates(touches, linked, 1) == [(4, 5, "/r/db")]
+    assert conflict_candidates(touches, linked, 100, per_path=1) == [
+        (4, 5, "/r/db"), (0, 2, "/r/out.txt")]
 
 
 def test_ordered_follows_paths_either_way() -> None:

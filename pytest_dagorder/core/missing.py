@@ -165,30 +165,43 @@ def ordered(edges: Sequence[Sequence[int]]) -> Callable[[int, int], bool]:
 
 
 def conflict_candidates(touches: Sequence[Touches], linked: Callable[[int, int], bool],
-                        limit: int) -> list[tuple[int, int, str]]:
+                        limit: int, per_path: int | None = None) -> list[tuple[int, int, str]]:
     """Pairs ``(i, j, path)``, ``i < j``, that may not run at the same time.
 
     Both write ``path`` (a test that only reads what another writes is
     ordered after it if it needs it, and otherwise reads other rows or
-    parts of it), and no edge orders them (``linked``).  In test order, at
-    most ``limit`` of them; the path is the first shared one in sorted order.
+    parts of it), and no edge orders them (``linked``).  Ranked: paths that
+    fewer tests write first (a path every test writes, a log or a cache, is
+    the least likely to be a clash), then in test order; at most
+    ``per_path`` pairs of one path (a clash on it makes every writer carry
+    it, see :func:`writers`), at most ``limit`` in all.
     """
-    by_path: dict[str, list[int]] = {}
-    for k, t in enumerate(touches):
-        for path in t.writes | t.reads:
-            by_path.setdefault(path, []).append(k)
-    pairs: dict[tuple[int, int], str] = {}
-    for path in sorted(by_path):
-        users = by_path[path]
+    writers_of = writers(touches)
+    ranked: list[tuple[int, int, int, str]] = []
+    seen: set[tuple[int, int]] = set()
+    for path in sorted(writers_of, key=lambda p: (len(writers_of[p]), p)):
+        users = writers_of[path]
+        taken = 0
         for x, i in enumerate(users):
             for j in users[x + 1:]:
-                if (i, j) in pairs:
+                if (i, j) in seen or linked(i, j):
                     continue
-                if path not in touches[i].writes or path not in touches[j].writes:
-                    continue
-                if not linked(i, j):
-                    pairs[(i, j)] = path
-    return [(i, j, pairs[(i, j)]) for i, j in sorted(pairs)][:limit]
+                if per_path is not None and taken >= per_path:
+                    break
+                seen.add((i, j))
+                ranked.append((len(users), i, j, path))
+                taken += 1
+    ranked.sort(key=lambda r: (r[0], r[1], r[2]))
+    return [(i, j, path) for _, i, j, path in ranked[:limit]]
+
+
+def writers(touches: Sequence[Touches]) -> dict[str, list[int]]:
+    """Each path written by two tests or more, with those tests in order."""
+    by_path: dict[str, list[int]] = {}
+    for k, t in enumerate(touches):
+        for path in t.writes:
+            by_path.setdefault(path, []).append(k)
+    return {path: ks for path, ks in by_path.items() if len(ks) > 1}
 
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -142,7 +142,7 @@ _SCALARS: dict[str, type] = {"graph": bool, "ordering_failure": str, "deselected
                              "shard_left": int, "complete": bool, "pulled_back": int,
                              "lf_blocked": int}
 #: The fields that are a tuple of this many values, or None.
-_RECORDS = {"edges_file": 5, "shard": 8}
+_RECORDS = {"edges_file": 5, "shard": 8, "evidence": 5}
 
 
 def decode(raw: object) -> Facts:
@@ -184,6 +184,12 @@ def _facts(fields: Any) -> Facts:
             raise ValueError(f"{name}: positions out of range")
     if any(kind not in (None, "file", "module") for kind in fields["documents"]):
         raise ValueError("an unknown document kind")
+    lifted = fields["lifted"]
+    if type(lifted) is not tuple or any(
+            type(pair) is not tuple or len(pair) != 2
+            or any(type(p) is not int or not 0 <= p < positions for p in pair)
+            for pair in lifted):
+        raise ValueError("lifted: pairs of positions")
     return Facts(**fields)
 
 

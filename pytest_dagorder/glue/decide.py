@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
-    from . import dag_run
+    from . import dag_run, evidence
     from .dag_run import DagRun
 else:
     # Only for a run that schedules through the core (see loading.py).
@@ -45,6 +45,7 @@ else:
     published = Later("pytest_dagorder.core.published")
     core_graph = Later("pytest_dagorder.core.graph")
     dag_run = Later("pytest_dagorder.glue.dag_run")
+    evidence = Later("pytest_dagorder.glue.evidence")
     migration_wording = Later("pytest_dagorder.migration.wording")
 
 #: Which driver the run is for: one process (``serial``) or xdist's workers.
@@ -300,6 +301,8 @@ def note_lines(facts: Facts) -> list[str]:
         lines.append(glue_wording.lf_blocked_line(facts.lf_blocked))
     if facts.edges_file is not None:
         lines.append(edges_file_line(*facts.edges_file))
+    if facts.evidence is not None:
+        lines.append(evidence.header_line(facts.evidence))
     if facts.shard is not None:
         k, n, tests, of, seconds, big, cut, rerun = facts.shard
         lines.append(glue_wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
@@ -393,6 +396,8 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
     free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
             if p < n and (labels[i] is None or labels[i] != labels[p])]
     lines.append(glue_wording.explain_free(free, mode))
+    if facts.evidence is not None:
+        lines += evidence.explained(facts.evidence, facts.lifted, ids)
     return lines
 
 

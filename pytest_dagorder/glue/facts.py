@@ -31,16 +31,19 @@ from .internals import requested_fixtures, wide_fixtures
 from .loading import Later
 from .markers import SHARES_NOTHING
 from .resources import NONE
+from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import affinity
     from ..core.affinity import DocumentKind
     from ..migration import order
-    from . import sharding
+    from . import evidence, sharding
+    from .evidence import EvidenceNote
     from .planning import EdgesFileNote, Plan
     from .sharding import ShardNote
 else:
     affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
+    evidence = Later("pytest_dagorder.glue.evidence")  # only where an edges file is read
     order = Later("pytest_dagorder.migration.order")  # only where a test has an order mark
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
 
@@ -150,6 +153,8 @@ class Facts:
     #: Declared edges (prerequisite, dependent) by position that evidence in the
     #: edges file showed separable (``glue/evidence.py``): not joined by the rule.
     lifted: tuple[tuple[int, int], ...] = ()
+    #: What the edges file's verdicts said (None: it holds none).
+    evidence: EvidenceNote | None = None
 
     def afters(self) -> Sequence[tuple[int, ...]]:
         """The ``run_after`` edges of every position (none where ``after`` is empty)."""
@@ -200,6 +205,12 @@ class Facts:
             moved["requires"] = [tuple(to[p] for p in self.requires[k]) for k in back]
             if self.after:
                 moved["after"] = [tuple(to[p] for p in self.after[k]) for k in back]
+            if self.lifted:
+                moved["lifted"] = tuple((to[p], to[d]) for p, d in self.lifted)
+            if self.evidence is not None and self.evidence[4]:
+                path, free, total, stale, kept = self.evidence
+                moved["evidence"] = (path, free, total, stale,
+                                     tuple((to[p], to[d], why) for p, d, why in kept))
         return replace(self, **moved)
 
 
@@ -363,6 +374,11 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
                 fixtures = state_facts(planned, requires, after or [()] * len(requires))
                 if any(f != [] for f in fixtures):
                     fields.update(fixtures=fixtures)
+            edges_path = settings_of(config).edges_path
+            if full and edges_path is not None and edges_path.is_file():
+                lifted, note = evidence.lifted(edges_path, config.rootpath, ids, requires,
+                                               after or [()] * len(requires))
+                fields.update(lifted=lifted, evidence=note)
         if plan.needs:
             needs = [plan.needs.get(id(it), NONE) for it in planned]
             fields.update(resources=[list(x.resources) for x in needs],
