@@ -157,6 +157,9 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings,
     # Only the core can withhold what follows a failure: a suite that
     # declares nothing gets a run with no edges when --dag-on-failure=stop.
     if decided.problems or not (facts.graph or settings.on_failure == "stop"):
+        if not decided.problems and facts.edges_file is not None:
+            # An edges file that added nothing (or is not there) still says so.
+            decided.header.append(edges_file_line(*facts.edges_file))
         return
     n = len(facts.ids)
     n_all = n + len(facts.outside)

@@ -193,6 +193,10 @@ def problems(config: pytest.Config) -> list[str]:
     if path is None:
         return out
     read = _read_once(config, path)
+    if not read.exists:
+        out.append(f"dagorder: no durations file at {path} yet " + (
+            "(this run writes it)" if settings.store_durations
+            else "(--dag-store-durations writes one)"))
     if read.problem is not None:
         out.append(f"dagorder: warning: durations file {str(path)!r} ignored: {read.problem}; "
                    "this run goes on without recorded durations")
@@ -223,6 +227,14 @@ def refuse_unread(config: pytest.Config) -> None:
     path = settings.durations_path
     if path is None or not settings.store_durations:
         return
+    if not path.parent.is_dir():
+        # Never made: a typo in the path would write outside the project.
+        missing = path.parent
+        while not missing.parent.is_dir() and missing.parent != missing:
+            missing = missing.parent
+        raise pytest.UsageError(
+            f"--dag-store-durations cannot write durations file {str(path)!r}: directory "
+            f"{str(missing)!r} does not exist; create it, or name a file in an existing one")
     read = _read_once(config, path)
     if read.whole:
         return
@@ -311,7 +323,6 @@ def write_file(path: Path, record: Mapping[str, float], layout: Layout = Layout(
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(layout.dump(record).encode("utf-8"))
         os.replace(tmp, path)
     except OSError as exc:
@@ -343,10 +354,17 @@ def store(config: pytest.Config, measured: Mapping[str, float],
                       f"changed during the run and cannot be read whole now ({why})")
         return
     layout = now.layout if now.exists else Layout()
-    problem = write_file(path, merged(now.records, measured, suite), layout)
+    record = merged(now.records, measured, suite)
+    problem = write_file(path, record, layout)
     if problem is not None:
         _warn(config, problem)
-    elif settings.shard is not None:
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.ensure_newline()
+        terminal.write_line(f"dagorder: durations of {plural(len(measured), 'test')} written to "
+                            f"{path} ({plural(len(record), 'record')} in the file)")
+    if settings.shard is not None:
         _split_file_written(config, path)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from ..core.wording import plural, some_of
@@ -57,13 +58,15 @@ def groups_header(groups: int, held: int, tests: int,
                   cost: tuple[float, float, float] | None) -> str:
     """What affinity groups keep together; ``cost``: (cost, bound with them, without)
     by the recorded durations, if there are any."""
-    weighed = ("" if cost is None else
+    # Groups that cost nothing (rounded): no figure informs.
+    weighed = ("" if cost is None or round(cost[0], 2) == 0 else
                f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
                f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
     keep = "keeps" if groups == 1 else "keep"
+    each = "" if groups == 1 else " each"
     return (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
             f"{plural(tests, 'test')} "
-            f"on one worker each (a dependent may read what its prerequisites left in the "
+            f"on one worker{each} (a dependent may read what its prerequisites left in the "
             f"process){weighed}; if the tests share no process state, --dag-affinity=none "
             "lifts this (--dag-explain: why each group formed)")
 
@@ -252,3 +255,22 @@ def exclusive_header(tests: int) -> str:
     """The tests marked ``dag_exclusive``: nothing else runs beside them."""
     return (f"dagorder: {plural(tests, 'test')} run alone (dag_exclusive): nothing else "
             "runs meanwhile")
+
+
+#: A rootdir and its ini file (None: none).
+RootAndIni = tuple[Path, Path | None]
+
+
+def path_value_taken(option: str, value: str,
+                     moved: tuple[RootAndIni, RootAndIni] | None) -> str:
+    """``option value`` (space form) whose value pytest took for a test path:
+    among the test paths (``moved`` None), or where it looked for the rootdir
+    (``moved``: the rootdir and ini file found, and those meant)."""
+    if moved is None:
+        where = "collects it as a test path"
+    else:
+        (root, ini), (meant_root, meant_ini) = moved
+        where = (f"looked for the rootdir there: rootdir {root} instead of {meant_root}, "
+                 f"ini file {ini or 'none'} instead of {meant_ini or 'none'}")
+    return (f"{option} {value}: pytest takes a value in this form for a test path too, and "
+            f"{where}; write {option}={value}")
