@@ -207,3 +207,35 @@ def test_no_fair_share_line_for_a_component_outside_the_part(dagtester: DagTeste
     for k in (1, 2):
         result = dagtester.run(f"--dag-shard={k}/2", "-k", "test_x or test_y")
         assert "largest component" not in result.stdout.str(), result.stdout.str()
+
+
+# -- the summary groups stopped tests by their cause, not by parsing a reason ---------
+
+
+def test_a_stop_after_a_parameter_id_with_a_colon_is_summarised_whole(
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_stop="""
+        @pytest.mark.parametrize("x", ["a: b"])
+        def test_a(x):
+            mark("test_a")
+            assert 0
+
+
+        @depends_on("test_a")
+        def test_b():
+            mark("test_b")
+
+
+        @depends_on("test_b")
+        def test_c():
+            mark("test_c")
+
+
+        @run_after("test_a")
+        def test_d():
+            mark("test_d")
+    """)
+    result = dagtester.run("--dag-on-failure=stop")
+    result.assert_outcomes(failed=1, skipped=3)
+    result.stdout.fnmatch_lines(["run stopped after test_a[a: b] failed: 1 test not started"])
+    result.stdout.no_fnmatch_line("b] failed: *")

@@ -123,7 +123,9 @@ class Skip:
     reason, see :func:`blocked_skip`); the driver must not report it twice.
     ``failed``: not a skip but a failure without running (a checked task, see
     :attr:`.Graph.checked`): the checked prerequisites that did not pass, for
-    the driver to word.
+    the driver to word.  ``cause``: for a skip with no root, the stop or
+    cancellation that started it, as its own reason worded it (the summary
+    groups by it; a reason is never parsed back).
     """
 
     task: int
@@ -133,6 +135,7 @@ class Skip:
     root_outcome: str | None
     remote: bool = False
     failed: tuple[int, ...] = ()
+    cause: str = ""
 
 
 def blocked_skip(
@@ -152,7 +155,7 @@ def blocked_skip(
     if upstream is not None:
         if upstream.root is None:
             return Skip(task, wording.prerequisite_skipped_for(p, upstream.reason), prereq,
-                        None, None)
+                        None, None, cause=upstream.cause or upstream.reason)
         root, outcome = upstream.root, upstream.root_outcome
         assert outcome is not None
         reason = wording.prerequisite_skipped(p, name(root), outcome)
@@ -578,7 +581,7 @@ class StateMachine:
         first = len(self._new_skips)
         for i in range(len(self.state)):
             if self.state[i] in (State.WAITING, State.READY):
-                self._skip(i, Skip(i, reason, None, None, None), None)
+                self._skip(i, Skip(i, reason, None, None, None, cause=reason), None)
         # Dependents skipped along the way count too.
         return [skip.task for skip in self._new_skips[first:]]
 
@@ -739,7 +742,8 @@ class StateMachine:
                 else:
                     # After a stop, every task not started is skipped for the stop's reason.
                     skip = (self._blocked(d, i) if self._stopped is None
-                            else Skip(d, self._stopped, None, None, None))
+                            else Skip(d, self._stopped, None, None, None,
+                                      cause=self._stopped))
                     self._record_skip(skip)
                     work.append((d, State.SKIPPED))
             for d in g.followers[i]:
