@@ -400,6 +400,12 @@ def save(config: pytest.Config, measured: Mapping[str, float],
 SPLIT_KEY = "dagorder/split"
 
 
+def _split_key(parts: int) -> str:
+    """One entry per number of parts: loops of different N in one checkout
+    (``--dag-shard 1/2``, then 1/3 .. 3/3, then 2/2) each keep their own split."""
+    return f"{SPLIT_KEY}/{parts}"
+
+
 @dataclass(frozen=True)
 class SplitBasis:
     """What ``--dag-shard`` cuts by: the durations, and whether the loop began with
@@ -439,7 +445,7 @@ def _entry(config: pytest.Config, parts: int) -> dict[str, Any] | None:
     cache = getattr(config, "cache", None)
     if cache is None:
         return None
-    entry = cache.get(SPLIT_KEY, None)
+    entry = cache.get(_split_key(parts), None)
     if (not isinstance(entry, dict) or entry.get("parts") != parts
             or entry.get("source") != _source(config)
             or not isinstance(entry.get("ran"), list)
@@ -471,7 +477,7 @@ def split_basis(config: pytest.Config) -> SplitBasis:
         ran = {k}
     cache = getattr(config, "cache", None)
     if cache is not None:
-        cache.set(SPLIT_KEY, {"parts": n, "source": _source(config), "ran": sorted(ran),
+        cache.set(_split_key(n), {"parts": n, "source": _source(config), "ran": sorted(ran),
                               "file": digest, "lastfailed": basis.failures_at_start,
                               "durations": basis.durations})
     config.stash[_BASIS] = basis
@@ -484,7 +490,7 @@ def _split_file_written(config: pytest.Config, path: Path) -> None:
     cache = getattr(config, "cache", None)
     entry = _entry(config, shard[1]) if shard is not None else None
     if cache is not None and entry is not None:
-        cache.set(SPLIT_KEY, {**entry, "file": _digest(path)})
+        cache.set(_split_key(shard[1]), {**entry, "file": _digest(path)})
 
 
 def _sound(raw: object) -> dict[str, float]:
