@@ -488,8 +488,10 @@ def _split_file_written(config: pytest.Config, path: Path) -> None:
     """This loop wrote the file: its next part still cuts by the loop's durations."""
     shard = settings_of(config).shard
     cache = getattr(config, "cache", None)
-    entry = _entry(config, shard[1]) if shard is not None else None
-    if cache is not None and entry is not None:
+    if shard is None or cache is None:
+        return
+    entry = _entry(config, shard[1])
+    if entry is not None:
         cache.set(_split_key(shard[1]), {**entry, "file": _digest(path)})
 
 
