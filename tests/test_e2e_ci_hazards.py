@@ -239,3 +239,81 @@ def test_a_stop_after_a_parameter_id_with_a_colon_is_summarised_whole(
     result.assert_outcomes(failed=1, skipped=3)
     result.stdout.fnmatch_lines(["run stopped after test_a[a: b] failed: 1 test not started"])
     result.stdout.no_fnmatch_line("b] failed: *")
+
+
+# -- --dag-strict: what the originals skip through is a collection error ---------------
+
+STRICT_CASES = {
+    "dependency-unknown": """
+        @pytest.mark.dependency()
+        def test_a():
+            mark("test_a")
+
+
+        @pytest.mark.dependency(depends=["test_nope"])
+        def test_b():
+            mark("test_b")
+    """,
+    "dependency-cycle": """
+        @pytest.mark.dependency(depends=["test_b"])
+        def test_a():
+            mark("test_a")
+
+
+        @pytest.mark.dependency(depends=["test_a"])
+        def test_b():
+            mark("test_b")
+    """,
+    "dependency-unreadable": """
+        @pytest.mark.dependency()
+        def test_a():
+            mark("test_a")
+
+
+        @pytest.mark.dependency(depends=["test_a"], bogus=1)
+        def test_b():
+            mark("test_b")
+    """,
+    "depends-unknown": """
+        def test_a():
+            mark("test_a")
+
+
+        @pytest.mark.depends(on=["test_nope"])
+        def test_b():
+            mark("test_b")
+    """,
+    "order-unknown": """
+        def test_a():
+            mark("test_a")
+
+
+        @pytest.mark.order(after="test_nope")
+        def test_b():
+            mark("test_b")
+    """,
+}
+
+
+@pytest.mark.parametrize("case", list(STRICT_CASES))
+def test_strict_makes_what_the_originals_skip_through_a_collection_error(
+        dagtester: DagTester, case: str) -> None:
+    dagtester.modules(test_m=STRICT_CASES[case])
+    lenient = dagtester.run("-W", "ignore::pytest.PytestWarning")
+    assert lenient.ret == pytest.ExitCode.OK, lenient.stdout.str()
+    for strict in (["--dag-strict"], ["-o", "dag_strict=true"]):
+        result = dagtester.run(*strict)
+        assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+        result.stdout.fnmatch_lines(["*--dag-strict: an error here*",
+                                     "*Interrupted: 1 error during collection*"])
+        assert dagtester.ran() == {}
+
+
+@pytest.mark.dag_modes("serial")
+def test_help_says_every_path_option_is_relative_to_the_rootdir(dagtester: DagTester) -> None:
+    text = " ".join(" ".join(dagtester.run("--help").outlines).split())
+    for option in ("--dag-durations=PATH", "--dag-edges=PATH", "--dag-graph=PATH",
+                   "--dag-timeline=PATH"):
+        own = text.split(option, 1)[1].split(" --", 1)[0]
+        assert "relative to the rootdir" in own, (option, own)
+    assert "--dag-strict" in text and "dag_strict" in text

@@ -87,6 +87,9 @@ class Settings:
     #: Seconds without a test reporting before the run says where it waits
     #: (--dag-stall-report / ini dag_stall_report); 0: never.
     stall_report: float = 300.0
+    #: --dag-strict / ini dag_strict: what the originals skip through (a name
+    #: that matches nothing, a cycle, a marker they cannot read) is a collection error.
+    strict: bool = False
 
     @property
     def cuts_or_records(self) -> bool:
@@ -179,6 +182,15 @@ def addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dag_stall_report", "Default for --dag-stall-report (seconds)",
                   default="300")
+    group.addoption(
+        "--dag-strict",
+        action="store_true",
+        default=None,
+        help="Make a collection error (exit status 2) of what pytest-dependency, "
+        "pytest-depends and pytest-order skip or warn through: a name that matches "
+        "nothing, a cycle, a marker they cannot read (default: ini dag_strict)",
+    )
+    parser.addini("dag_strict", "Default for --dag-strict", type="bool", default=False)
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     _add_find_options(group, parser)
@@ -198,6 +210,7 @@ def configure(config: pytest.Config) -> Settings:
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
         explain=bool(config.getoption("dag_explain", False)),
+        strict=bool(config.getoption("dag_strict", None) or config.getini("dag_strict")),
         stateless_fixtures=frozenset(map(str, config.getini("dag_stateless_fixtures"))),
         limits=MappingProxyType({
             **_limits(config.getini("dag_limits"), "ini dag_limits"),

@@ -274,3 +274,9 @@ def path_value_taken(option: str, value: str,
                  f"ini file {ini or 'none'} instead of {meant_ini or 'none'}")
     return (f"{option} {value}: pytest takes a value in this form for a test path too, and "
             f"{where}; write {option}={value}")
+
+
+def strict_problem(what: str) -> str:
+    """--dag-strict: what the original plugin would skip or warn through, as an error."""
+    return (f"{what} (--dag-strict: an error here; the original plugin would skip or warn "
+            "and go on)")
