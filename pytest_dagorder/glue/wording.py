@@ -185,7 +185,8 @@ def _span(seconds: float) -> str:
 def stall_head(seconds: float) -> str:
     """First line of the stall report (--dag-stall-report)."""
     return (f"pytest-dagorder: no test has reported for {_span(seconds)}; still waiting "
-            "(this is said once; --dag-stall-report=0 turns it off)")
+            "(said again only after another test reports and the run goes quiet again; "
+            "--dag-stall-report=0 turns it off)")
 
 
 def stall_worker(worker: str, test: str | None, running: float | None,
@@ -201,6 +202,11 @@ def stall_worker(worker: str, test: str | None, running: float | None,
 
 def stall_stack_head(worker: str) -> str:
     return f"stack of {worker} (faulthandler, every thread, most recent call first):"
+
+
+def stall_serial_stack_head(worker: str) -> str:
+    """Serially the watching thread writes the stacks, leaving its own out."""
+    return f"stack of {worker} (every thread but the watch's, most recent call first):"
 
 
 def stall_no_stack(worker: str, why: str) -> str:
