@@ -317,3 +317,49 @@ def test_help_says_every_path_option_is_relative_to_the_rootdir(dagtester: DagTe
         own = text.split(option, 1)[1].split(" --", 1)[0]
         assert "relative to the rootdir" in own, (option, own)
     assert "--dag-strict" in text and "dag_strict" in text
+
+
+# -- a worker crash: state a passed prerequisite left died with the worker ------------
+
+
+@pytest.mark.dag_modes("xdist")
+def test_a_dependent_whose_prerequisites_state_died_in_a_crash_is_skipped_naming_it(
+        dagtester: DagTester) -> None:
+    """test_store passed on the worker that test_boom then crashed: test_read
+    would read STORE in a fresh worker and fail blaming placement; it is skipped
+    naming the crash instead, and test_free runs."""
+    dagtester.modules(test_m="""
+        STORE = {}
+
+
+        def test_store():
+            mark("test_store")
+            STORE["x"] = 1
+
+
+        @depends_on("test_store")
+        def test_boom():
+            mark("test_boom")
+            os._exit(1)
+
+
+        @depends_on("test_store")
+        def test_read():
+            mark("test_read")
+            assert STORE["x"] == 1
+
+
+        def test_free():
+            mark("test_free")
+    """)
+    result = dagtester.run("-rs", "--dag-affinity=module")
+    ran = dagtester.ran()
+    assert "test_read" not in ran, result.stdout.str()
+    assert "test_free" in ran and "test_store" in ran
+    result.stdout.fnmatch_lines([
+        "SKIPPED ?1? test_m.py:*: prerequisite test_store passed on a worker that crashed since "
+        "(worker gw* crashed running test_m.py::test_boom): the process state it left "
+        "died with it*"])
+    result.stdout.fnmatch_lines(["worker gw* crashed running test_m.py::test_boom: "
+                                 "1 test not started"])
+    result.stdout.no_fnmatch_line("*KeyError*")

@@ -343,6 +343,8 @@ class StateMachine:
         self._checks: Mapping[int, Sequence[int]] = graph.checked
         #: Checked tasks that failed without running, by task (see the graph's ``checked``).
         self.fails: dict[int, Skip] = {}
+        #: Passed tasks of an affinity group, by the worker they ran on (see :meth:`lost`).
+        self._passed_on: dict[int, Worker] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
         self._history: dict[int, list[Transition]] | None = {} if history else None
@@ -414,6 +416,28 @@ class StateMachine:
             # take() admits nothing after a stop: a task put back would never run.
             self.stop(self._stopped)
         return back
+
+    def lost(self, worker: Worker, cause: str) -> list[int]:
+        """``worker`` crashed (``cause`` says how): the process state its passed
+        tasks left died with it.
+
+        A task not started yet that waits on such a task of its own affinity
+        group (the group says it may read that state) is skipped with a reason
+        naming the crash, rather than run elsewhere without the state; its
+        dependents follow.  Returns the tasks skipped now.
+        """
+        groups = self._groups
+        first = len(self._new_skips)
+        if groups is None:
+            return []
+        g = self.graph
+        for p in sorted(t for t, w in self._passed_on.items() if w == worker):
+            group = groups.of[p]
+            for d in (*g.dependents[p], *g.followers[p]):
+                if self.state[d] in (State.WAITING, State.READY) and groups.of[d] is group:
+                    reason = wording.prerequisite_state_lost(self._name(p), cause)
+                    self._skip(d, Skip(d, reason, p, None, None, cause=cause), None)
+        return [skip.task for skip in self._new_skips[first:]]
 
     def claim(self, task: int, worker: Worker) -> None:
         """Start a specific READY task on ``worker`` (a driver that fixes the order)."""
@@ -566,6 +590,9 @@ class StateMachine:
             self._running_on[worker].discard(task)
             self._placement.ended(task)
         self.outcome[task] = outcome
+        if (worker is not None and outcome == "passed" and self._groups is not None
+                and self._groups.of[task] is not None):
+            self._passed_on[task] = worker
         self._set_terminal(task, State.PASSED if outcome == "passed" else State.FAILED, worker)
         if outcome != "passed" and self.on_failure == "stop":
             self.stop(wording.stopped_after(self._name(task), outcome))
