@@ -21,6 +21,7 @@ plain xdist's, and the controller says so in one line.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -42,7 +43,7 @@ with assertion_rewriting_paused():
 if TYPE_CHECKING:
     from .distributed import controller, worker, xdist_internals
     from .drivers import find_missing, serial
-    from .glue import dag_fixture, durations, sharding
+    from .glue import dag_fixture, durations, edges_file, sharding
     from .glue.dag_fixture import Dag
 else:
     controller = Later("pytest_dagorder.distributed.controller")
@@ -52,6 +53,7 @@ else:
     serial = Later("pytest_dagorder.drivers.serial")
     dag_fixture = Later("pytest_dagorder.glue.dag_fixture")
     durations = Later("pytest_dagorder.glue.durations")
+    edges_file = Later("pytest_dagorder.glue.edges_file")
     sharding = Later("pytest_dagorder.glue.sharding")
 
 
@@ -116,6 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
     found = settings.configure(config)
+    if not hasattr(config, "workerinput"):
+        settings.check_path_values(config)
+        if found.edges_path is not None:
+            _check_edges_file(config, found.edges_path)
     if found.durations_path is not None or found.shard is not None:
         _durations_configure(config)
     migration.configure(config)
@@ -177,6 +183,16 @@ def _durations_configure(config: pytest.Config) -> None:
     durations.refuse_unread(config)
     if settings.settings_of(config).shard is not None:
         durations.split_basis(config)
+
+
+def _check_edges_file(config: pytest.Config, path: Path) -> None:
+    """An edges file that cannot be read is a usage error before any process
+    collects: serially and under ``-n`` alike (a worker's collection error
+    would be xdist's INTERNALERROR, the reason never shown)."""
+    try:
+        edges_file.read(path)
+    except edges_file.EdgesFileError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _register_worker(config: pytest.Config) -> None:

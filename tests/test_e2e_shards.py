@@ -568,3 +568,25 @@ def test_the_matrix_recipe_runs_every_test_once_in_separate_checkouts(
         junit.update(cases)
     assert ran_lines(pytester) == ALL_18
     assert len(junit) == 18
+
+
+#: LOOP_MODULE whose ``solo`` takes the seconds $SLEEP_<module> names.
+WEIGHED_MODULE = LOOP_MODULE.replace(
+    'mark(f"{__name__}::solo")',
+    'mark(f"{__name__}::solo", float(os.environ.get(f"SLEEP_{__name__}", "0")))')
+
+
+def test_loops_of_different_part_counts_in_one_checkout_each_add_up(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1/2, then the loop 1/3 .. 3/3, then 2/2: each N-loop runs every test once,
+    though the durations the 3-loop recorded would cut another 2-split."""
+    dagtester.modules(**{f"test_m{i}": WEIGHED_MODULE for i in range(1, 7)})
+    monkeypatch.setenv("SLEEP_test_m1", "0.4")
+    dagtester.run(cache=True, keep_log=True).assert_outcomes(passed=18)
+    ran_lines(dagtester.pytester)
+    two = loop(dagtester, 2, order=[1])
+    monkeypatch.setenv("SLEEP_test_m1", "0")
+    monkeypatch.setenv("SLEEP_test_m6", "0.4")
+    assert loop(dagtester, 3) == ALL_18
+    assert sorted([*two, *loop(dagtester, 2, order=[2])]) == ALL_18
+

@@ -373,6 +373,33 @@ STORE_THEN_USE = """
 
 FILES = ("test_a", "test_b", "test_c", "test_d")
 
+#: A module of what declares nothing to this plugin: tests of a file and of
+#: a class, and an ``xdist_group``.
+UNDECLARED_SHAPES = """
+    import pytest
+
+
+    def test_1():
+        pass
+
+
+    def test_2():
+        pass
+
+
+    @pytest.mark.xdist_group("g")
+    def test_3():
+        pass
+
+
+    class TestKind:
+        def test_4(self):
+            pass
+
+        def test_5(self):
+            pass
+"""
+
 
 def store_then_use(dagtester: DagTester, *args: str) -> pytest.RunResult:
     dagtester.modules(**dict.fromkeys(FILES, STORE_THEN_USE))
@@ -402,6 +429,26 @@ def test_installed_is_not_opted_in_xdist_schedules_a_suite_that_declares_nothing
         # queue, never its first two.
         assert ran["test_a.create"].pid == ran["test_a.use"].pid != ran["test_c.create"].pid
     result.stdout.fnmatch_lines(["*PASSED test_a.py::test_2_use*"])
+
+
+@pytest.mark.autoload
+@pytest.mark.parametrize(("dist", "scheduler"), [
+    ("load", "LoadScheduling"), ("loadfile", "LoadFileScheduling"),
+    ("loadscope", "LoadScopeScheduling"), ("loadgroup", "LoadGroupScheduling"),
+    ("worksteal", "WorkStealingScheduling"), ("each", "EachScheduling"),
+    ("no", "LoadScheduling")])  # xdist makes "no" under -n its "load"
+def test_installed_is_not_opted_in_for_any_dist_mode(
+        dagtester: DagTester, dist: str, scheduler: str) -> None:
+    """Files of several tests, classes, a document and ``xdist_group`` marks are
+    xdist's own business, not declarations: xdist's scheduler, no header."""
+    dagtester.modules(**dict.fromkeys(FILES, UNDECLARED_SHAPES))
+    dagtester.pytester.makefile(".txt", doc=">>> 1 + 1\n2\n>>> 2 + 2\n4\n")
+    result = dagtester.run("-v", "--dist", dist, "--doctest-glob=doc.txt")
+    result.stdout.fnmatch_lines([f"scheduling tests via {scheduler}"])
+    result.stdout.no_fnmatch_line("dagorder: * tests*")
+    result.stdout.no_fnmatch_line("*affinity group*")
+    # 5 tests a file and the document, on each worker under "each".
+    result.assert_outcomes(passed=21 * (2 if dist == "each" else 1))
 
 
 @pytest.mark.autoload

@@ -158,3 +158,26 @@ def test_a_suite_that_declares_nothing_is_not_watched(
     result = dagtester.run(*args, "--dag-stall-report=1", own_process=why)
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_serial_report_says_true_and_leaves_its_own_frames_out(
+        dagtester: DagTester) -> None:
+    """Two quiet spells with a test reporting between them: two reports, and the
+    first line never claims it is said once; the watch's thread is not shown."""
+    twice = STUCK.replace("        time.sleep(4)  # the line the stack shows", (
+        "        time.sleep(4)  # the line the stack shows\n\n\n"
+        "    @depends_on(\"test_stuck\")\n"
+        "    def test_stuck_again():\n"
+        "        time.sleep(4)"))
+    dagtester.modules(test_m=twice)
+    result = dagtester.run("--dag-stall-report=1",
+                           own_process="the report is written to descriptor 2")
+    result.assert_outcomes(passed=4)
+    err = result.stderr.str()
+    assert err.count(HEAD) == 2, err
+    assert "said once" not in err, err
+    assert "said again only after another test reports" in err, err
+    assert "dagorder-stall-watch" not in err and "in _watch" not in err, err
+    assert "glue/stall.py" not in err.replace("\\", "/"), err
+    assert f'test_m.py", line {stuck_line(dagtester)} in test_stuck' in err
+

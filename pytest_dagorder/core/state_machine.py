@@ -124,7 +124,9 @@ class Skip:
     reason, see :func:`blocked_skip`); the driver must not report it twice.
     ``failed``: not a skip but a failure without running (a checked task, see
     :attr:`.Graph.checked`): the checked prerequisites that did not pass, for
-    the driver to word.
+    the driver to word.  ``cause``: for a skip with no root, the stop or
+    cancellation that started it, as its own reason worded it (the summary
+    groups by it; a reason is never parsed back).
     """
 
     task: int
@@ -134,6 +136,7 @@ class Skip:
     root_outcome: str | None
     remote: bool = False
     failed: tuple[int, ...] = ()
+    cause: str = ""
 
 
 def blocked_skip(
@@ -153,7 +156,7 @@ def blocked_skip(
     if upstream is not None:
         if upstream.root is None:
             return Skip(task, wording.prerequisite_skipped_for(p, upstream.reason), prereq,
-                        None, None)
+                        None, None, cause=upstream.cause or upstream.reason)
         root, outcome = upstream.root, upstream.root_outcome
         assert outcome is not None
         reason = wording.prerequisite_skipped(p, name(root), outcome)
@@ -351,6 +354,8 @@ class StateMachine:
         self._checks: Mapping[int, Sequence[int]] = graph.checked
         #: Checked tasks that failed without running, by task (see the graph's ``checked``).
         self.fails: dict[int, Skip] = {}
+        #: Passed tasks of an affinity group, by the worker they ran on (see :meth:`lost`).
+        self._passed_on: dict[int, Worker] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
         self._history: dict[int, list[Transition]] | None = {} if history else None
@@ -424,6 +429,28 @@ class StateMachine:
             # take() admits nothing after a stop: a task put back would never run.
             self.stop(self._stopped)
         return back
+
+    def lost(self, worker: Worker, cause: str) -> list[int]:
+        """``worker`` crashed (``cause`` says how): the process state its passed
+        tasks left died with it.
+
+        A task not started yet that waits on such a task of its own affinity
+        group (the group says it may read that state) is skipped with a reason
+        naming the crash, rather than run elsewhere without the state; its
+        dependents follow.  Returns the tasks skipped now.
+        """
+        groups = self._groups
+        first = len(self._new_skips)
+        if groups is None:
+            return []
+        g = self.graph
+        for p in sorted(t for t, w in self._passed_on.items() if w == worker):
+            group = groups.of[p]
+            for d in (*g.dependents[p], *g.followers[p]):
+                if self.state[d] in (State.WAITING, State.READY) and groups.of[d] is group:
+                    reason = wording.prerequisite_state_lost(self._name(p), cause)
+                    self._skip(d, Skip(d, reason, p, None, None, cause=cause), None)
+        return [skip.task for skip in self._new_skips[first:]]
 
     def claim(self, task: int, worker: Worker) -> None:
         """Start a specific READY task on ``worker`` (a driver that fixes the order)."""
@@ -583,6 +610,9 @@ class StateMachine:
             self._running_on[worker].discard(task)
             self._placement.ended(task)
         self.outcome[task] = outcome
+        if (worker is not None and outcome == "passed" and self._groups is not None
+                and self._groups.of[task] is not None):
+            self._passed_on[task] = worker
         self._set_terminal(task, State.PASSED if outcome == "passed" else State.FAILED, worker)
         if outcome != "passed" and self.on_failure == "stop":
             self.stop(wording.stopped_after(self._name(task), outcome))
@@ -598,7 +628,7 @@ class StateMachine:
         first = len(self._new_skips)
         for i in range(len(self.state)):
             if self.state[i] in (State.WAITING, State.READY):
-                self._skip(i, Skip(i, reason, None, None, None), None)
+                self._skip(i, Skip(i, reason, None, None, None, cause=reason), None)
         # Dependents skipped along the way count too.
         return [skip.task for skip in self._new_skips[first:]]
 
@@ -759,7 +789,8 @@ class StateMachine:
                 else:
                     # After a stop, every task not started is skipped for the stop's reason.
                     skip = (self._blocked(d, i) if self._stopped is None
-                            else Skip(d, self._stopped, None, None, None))
+                            else Skip(d, self._stopped, None, None, None,
+                                      cause=self._stopped))
                     self._record_skip(skip)
                     work.append((d, State.SKIPPED))
             for d in g.followers[i]:

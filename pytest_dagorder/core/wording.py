@@ -72,6 +72,17 @@ def stopped_after(task: str, outcome: str) -> str:
     return f"run stopped after {task} {PHRASES[outcome]}"
 
 
+def worker_crashed(worker: str, test: str) -> str:
+    """Why state a worker's tests left is gone: the worker crashed running ``test``."""
+    return f"worker {worker} crashed running {test}"
+
+
+def prerequisite_state_lost(prereq: str, cause: str) -> str:
+    """A prerequisite that passed in a worker process that has crashed since."""
+    return (f"prerequisite {prereq} passed on a worker that crashed since ({cause}): "
+            "the process state it left died with it")
+
+
 def not_run_yet(prereq: str) -> str:
     """Serial run: another plugin moved a test before one of its prerequisites."""
     return f"prerequisite {prereq} has not run yet (tests were reordered)"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from ..glue import wording as glue_wording
-from ..glue.decide import plain_run
+from ..glue.decide import declares_something, plain_run
 from ..glue.declarations import Problem
 from ..glue.facts import Facts
 from ..glue.loading import Later
@@ -164,7 +164,11 @@ class DagController:
                 except wire.WireError as exc:
                     self._refuse_version(node, nodes, exc)
                 dist = self.config.getvalue("dist")
-                plain = self.hellos[node] = plain_run(census, settings_of(self.config), dist)
+                found = settings_of(self.config)
+                # Installed, not asked for, nothing declared: xdist's own
+                # scheduler runs it (XdistUnlessDeclared), with no barrier.
+                plain = self.hellos[node] = plain_run(census, found, dist) or not (
+                    found.asked or declares_something(census))
                 if not plain and dist in DAG_MODES:
                     # Before any test of the worker: see DagWorker._install.
                     channel.send(wire.BARRIERS)
@@ -347,18 +351,33 @@ class GuardedScheduling(ForwardingScheduling):
     def _target(self) -> Scheduling:
         return self._inner
 
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        self._inner.add_node_collection(node, collection)
+        if self._checked:
+            return
+        # Checked at the first collection, before xdist names the scheduler
+        # (-v): a suite the guard lets through is xdist's own from then on.
+        try:
+            self._check(node, passable=True)
+        except WorkerGone:
+            return  # the next worker's collection is checked
+        hand_over_scheduler(self._controller.config, self, self._inner)
+
     def schedule(self) -> None:
         if not self._checked:
-            self._checked = True
-            nodes = list(self._inner.nodes)
-            payload = self._controller.receive_payload(nodes[0], nodes)
-            problems = [Problem(n, m) for n, m in payload.problems]
-            if payload.graph or problems:
-                declared = problems[0].nodeid if problems else _first_declaring(payload)
-                refused = xdist_wording.dist_refused(self._dist, declared)
-                problems.insert(0, Problem(declared, refused))
-                abort(self._controller.config, nodes, problems)
+            self._check(next(iter(self._inner.nodes)))
         self._inner.schedule()
+
+    def _check(self, node: WorkerController, *, passable: bool = False) -> None:
+        nodes = list(self._inner.nodes)
+        payload = self._controller.receive_payload(node, nodes, passable=passable)
+        self._checked = True
+        problems = [Problem(n, m) for n, m in payload.problems]
+        if payload.graph or problems:
+            declared = problems[0].nodeid if problems else _first_declaring(payload)
+            refused = xdist_wording.dist_refused(self._dist, declared)
+            problems.insert(0, Problem(declared, refused))
+            abort(self._controller.config, nodes, problems)
 
     def __getattr__(self, name: str) -> Any:
         # Anything else xdist's scheduler has (a pytest_handlecrashitem may look).

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from ..core import wording as core_wording
 from ..core.pacing import Pacing
 from ..core.published import Relay
 from ..glue import durations, sharding
@@ -396,6 +397,9 @@ class DependencyScheduling:
             running_at = self.ledger.running_at
             for i in machine.remove_worker(node):
                 running_at.pop(i, None)
+            if crashed is not None:
+                machine.lost(node, core_wording.worker_crashed(
+                    str(node.gateway.id), run.nodeids[crashed]))
         # A crashed test: xdist reports it as soon as this returns, and the
         # skips it caused follow that report (our logreport hook emits them),
         # so the prerequisite's line comes first.  Otherwise emit them now.

@@ -239,7 +239,7 @@ class DagRun:
             if skip.task not in self.reported:
                 continue
             if skip.root is None:
-                stops.setdefault(skip.reason.split(": ")[-1], []).append(skip.task)
+                stops.setdefault(skip.cause or skip.reason, []).append(skip.task)
             else:
                 blocked.setdefault(skip.root, []).append(skip.task)
         sections = [

@@ -105,6 +105,20 @@ def plain_run(census: Census, settings: Settings, dist: str) -> bool:
     return settings.affinity == "none" or c.widest_document < 2
 
 
+def declares_something(census: Census) -> bool:
+    """Whether a suite declares anything this plugin acts on: an edge (its own
+    markers or a foreign plugin's), a resource or exclusive test, a ``dag``
+    user, a runtime ``depends()``, or a problem with one of them.
+
+    A run that did not ask for the plugin (see ``settings.asks_for_plugin``)
+    and declares nothing is xdist's, in every ``--dist`` mode: an
+    ``xdist_group``, a file ``--dist loadfile`` keeps whole or a document is
+    xdist's own business, not a declaration.
+    """
+    c = census
+    return bool(c.graph or c.problems or c.needs or c.dag_users or c.runtime_depends)
+
+
 def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
            driver: Driver = "xdist", dist: str = "load", workers: int = 0,
            names: Callable[[], Sequence[str]] | None = None) -> Decisions:
@@ -144,6 +158,9 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings,
     # Only the core can withhold what follows a failure: a suite that
     # declares nothing gets a run with no edges when --dag-on-failure=stop.
     if decided.problems or not (facts.graph or settings.on_failure == "stop"):
+        if not decided.problems and facts.edges_file is not None:
+            # An edges file that added nothing (or is not there) still says so.
+            decided.header.append(edges_file_line(*facts.edges_file))
         return
     n = len(facts.ids)
     n_all = n + len(facts.outside)

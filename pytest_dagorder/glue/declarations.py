@@ -112,6 +112,8 @@ class Resolution:
     declared: int = 0  # number of markers seen: zero means "no DAG here"
     unknown: list[str] = field(default_factory=list)  # string targets that named nothing
     skips: dict[int, str] = field(default_factory=dict)  # item index -> run-time skip reason
+    #: The skips a foreign reader or a cycle it skips through decided (--dag-strict).
+    foreign: set[int] = field(default_factory=set)
 
 
 class ForeignReader(Protocol):
@@ -481,6 +483,7 @@ def resolve_items(
             unknown.update(dict.fromkeys(found.unknown))
             if found.skip is not None and i not in res.skips:
                 res.skips[i] = found.skip
+                res.foreign.add(i)
     res.unknown = list(unknown)
     if lenient:
         _skip_cycles(res, lenient, index)
@@ -499,6 +502,7 @@ def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index
         if i not in res.skips:
             res.skips[i] = migration_wording.foreign_cycle(
                 index.items[i].name, ids[p], [ids[k] for k in cycle])
+            res.foreign.add(i)
 
 
 def _resolve_mark(

@@ -193,6 +193,10 @@ def problems(config: pytest.Config) -> list[str]:
     if path is None:
         return out
     read = _read_once(config, path)
+    if not read.exists:
+        out.append(f"dagorder: no durations file at {path} yet " + (
+            "(this run writes it)" if settings.store_durations
+            else "(--dag-store-durations writes one)"))
     if read.problem is not None:
         out.append(f"dagorder: warning: durations file {str(path)!r} ignored: {read.problem}; "
                    "this run goes on without recorded durations")
@@ -223,6 +227,14 @@ def refuse_unread(config: pytest.Config) -> None:
     path = settings.durations_path
     if path is None or not settings.store_durations:
         return
+    if not path.parent.is_dir():
+        # Never made: a typo in the path would write outside the project.
+        missing = path.parent
+        while not missing.parent.is_dir() and missing.parent != missing:
+            missing = missing.parent
+        raise pytest.UsageError(
+            f"--dag-store-durations cannot write durations file {str(path)!r}: directory "
+            f"{str(missing)!r} does not exist; create it, or name a file in an existing one")
     read = _read_once(config, path)
     if read.whole:
         return
@@ -311,7 +323,6 @@ def write_file(path: Path, record: Mapping[str, float], layout: Layout = Layout(
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(layout.dump(record).encode("utf-8"))
         os.replace(tmp, path)
     except OSError as exc:
@@ -343,10 +354,17 @@ def store(config: pytest.Config, measured: Mapping[str, float],
                       f"changed during the run and cannot be read whole now ({why})")
         return
     layout = now.layout if now.exists else Layout()
-    problem = write_file(path, merged(now.records, measured, suite), layout)
+    record = merged(now.records, measured, suite)
+    problem = write_file(path, record, layout)
     if problem is not None:
         _warn(config, problem)
-    elif settings.shard is not None:
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.ensure_newline()
+        terminal.write_line(f"dagorder: durations of {plural(len(measured), 'test')} written to "
+                            f"{path} ({plural(len(record), 'record')} in the file)")
+    if settings.shard is not None:
         _split_file_written(config, path)
 
 
@@ -380,6 +398,12 @@ def save(config: pytest.Config, measured: Mapping[str, float],
 # workers after the controller wrote it at configure).
 
 SPLIT_KEY = "dagorder/split"
+
+
+def _split_key(parts: int) -> str:
+    """One entry per number of parts: loops of different N in one checkout
+    (``--dag-shard 1/2``, then 1/3 .. 3/3, then 2/2) each keep their own split."""
+    return f"{SPLIT_KEY}/{parts}"
 
 
 @dataclass(frozen=True)
@@ -421,7 +445,7 @@ def _entry(config: pytest.Config, parts: int) -> dict[str, Any] | None:
     cache = getattr(config, "cache", None)
     if cache is None:
         return None
-    entry = cache.get(SPLIT_KEY, None)
+    entry = cache.get(_split_key(parts), None)
     if (not isinstance(entry, dict) or entry.get("parts") != parts
             or entry.get("source") != _source(config)
             or not isinstance(entry.get("ran"), list)
@@ -453,7 +477,7 @@ def split_basis(config: pytest.Config) -> SplitBasis:
         ran = {k}
     cache = getattr(config, "cache", None)
     if cache is not None:
-        cache.set(SPLIT_KEY, {"parts": n, "source": _source(config), "ran": sorted(ran),
+        cache.set(_split_key(n), {"parts": n, "source": _source(config), "ran": sorted(ran),
                               "file": digest, "lastfailed": basis.failures_at_start,
                               "durations": basis.durations})
     config.stash[_BASIS] = basis
@@ -464,9 +488,11 @@ def _split_file_written(config: pytest.Config, path: Path) -> None:
     """This loop wrote the file: its next part still cuts by the loop's durations."""
     shard = settings_of(config).shard
     cache = getattr(config, "cache", None)
-    entry = _entry(config, shard[1]) if shard is not None else None
-    if cache is not None and entry is not None:
-        cache.set(SPLIT_KEY, {**entry, "file": _digest(path)})
+    if shard is None or cache is None:
+        return
+    entry = _entry(config, shard[1])
+    if entry is not None:
+        cache.set(_split_key(shard[1]), {**entry, "file": _digest(path)})
 
 
 def _sound(raw: object) -> dict[str, float]:

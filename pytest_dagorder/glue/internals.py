@@ -206,6 +206,37 @@ def ini_keys(config: pytest.Config) -> frozenset[str]:
     return frozenset(keys)
 
 
+def rootdir_for(config: pytest.Config, args: Sequence[str]) -> tuple[Path, Path | None] | None:
+    """The rootdir and ini file pytest finds for this command line with ``args``
+    as its test paths, or None where that cannot be told.
+
+    pytest finds the rootdir before any plugin has added its options, so the
+    value of ``--dag-edges PATH`` (space form) counts there as a test path.
+    ``_pytest.config.findpaths.determine_setup`` (keyword arguments; pytest 9
+    added ``override_ini`` and a fourth result) answers what it finds with
+    and without it.  Fallback, where it is gone or takes other arguments:
+    None (nothing is said).
+    """
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        kwargs: dict[str, Any] = {
+            "inifile": config.getoption("inifilename", None),
+            "args": list(args),
+            "rootdir_cmd_arg": config.getoption("rootdir", None) or None,
+            "invocation_dir": config.invocation_params.dir,
+        }
+        if "override_ini" in inspect.signature(determine_setup).parameters:
+            kwargs["override_ini"] = config.getoption("override_ini", None)
+        found = determine_setup(**kwargs)
+        rootpath, inipath = found[0], found[1]
+    except Exception:
+        return None
+    if not isinstance(rootpath, Path) or not (inipath is None or isinstance(inipath, Path)):
+        return None
+    return rootpath, inipath
+
+
 def _relay_holds(config: pytest.Config, name: str) -> bool:
     """Whether pluggy's hook relay keeps the caller of hook ``name`` as a plain attribute."""
     relay = config.pluginmanager.hook

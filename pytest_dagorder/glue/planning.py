@@ -20,6 +20,7 @@ import pytest
 from .. import migration
 from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
+from . import wording as glue_wording
 from .declarations import (
     ForeignReader,
     MarkerCensus,
@@ -78,6 +79,8 @@ class Resolved:
     universe: list[pytest.Item] = field(default_factory=list)
     links: list[tuple[int, ...]] = field(default_factory=list)
     broken: set[str] = field(default_factory=set)
+    #: ``id()`` of the items of ``skips`` a foreign reader skips (--dag-strict).
+    foreign: set[int] = field(default_factory=set)
     errors: list[Problem] = field(default_factory=list)
 
 
@@ -190,8 +193,9 @@ def make_plan(
         universe.extend(extra)
         res = resolve_items(universe, readers, failed, census)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
+    foreign = {id(universe[i]) for i in res.foreign}
     if not res.declared:
-        return Resolved(list(selected), None, skips=skips, universe=universe)
+        return Resolved(list(selected), None, skips=skips, universe=universe, foreign=foreign)
     n_sel = len(selected)
     run = list(range(n_sel))
     if broken:
@@ -247,6 +251,7 @@ def make_plan(
         universe=universe,
         links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
         broken=broken_now,
+        foreign=foreign,
     )
 
 
@@ -500,6 +505,9 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     # (then each worker's plan must carry the problem alike).
     shown = getattr(config, "workerinput", {}).get("workerid", FIRST_WORKER) == FIRST_WORKER
     for text, path, line, nodeid in migration.reader_warnings(readers):
+        if settings.strict:
+            problems.append(Problem(nodeid, glue_wording.strict_problem(text)))
+            continue
         try:
             if shown:
                 warnings.warn_explicit(text, pytest.PytestWarning, path, line)
@@ -522,6 +530,9 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         blocked = blocked_last_time(config)
         lf_blocked = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
     for item, reason in plan.skips:
+        if settings.strict and id(item) in plan.foreign:
+            problems.append(Problem(item.nodeid, glue_wording.strict_problem(reason)))
+            continue
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not problems:
         items[:] = plan.items

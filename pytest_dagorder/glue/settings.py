@@ -8,6 +8,9 @@ types below, whose members are also the option choices.
 
 from __future__ import annotations
 
+import itertools
+import os
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 import pytest
 
 from ..core.states import FAILURE_POLICIES, FailurePolicy
-from .internals import ini_keys
+from .internals import ini_keys, rootdir_for
 from .loading import Later
 
 if TYPE_CHECKING:
@@ -86,6 +89,9 @@ class Settings:
     #: Seconds without a test reporting before the run says where it waits
     #: (--dag-stall-report / ini dag_stall_report); 0: never.
     stall_report: float = 300.0
+    #: --dag-strict / ini dag_strict: what the originals skip through (a name
+    #: that matches nothing, a cycle, a marker they cannot read) is a collection error.
+    strict: bool = False
 
     @property
     def cuts_or_records(self) -> bool:
@@ -179,6 +185,15 @@ def addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dag_stall_report", "Default for --dag-stall-report (seconds)",
                   default="300")
+    group.addoption(
+        "--dag-strict",
+        action="store_true",
+        default=None,
+        help="Make a collection error (exit status 2) of what pytest-dependency, "
+        "pytest-depends and pytest-order skip or warn through: a name that matches "
+        "nothing, a cycle, a marker they cannot read (default: ini dag_strict)",
+    )
+    parser.addini("dag_strict", "Default for --dag-strict", type="bool", default=False)
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     _add_find_options(group, parser)
@@ -198,6 +213,7 @@ def configure(config: pytest.Config) -> Settings:
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
         explain=bool(config.getoption("dag_explain", False)),
+        strict=bool(config.getoption("dag_strict", None) or config.getini("dag_strict")),
         stateless_fixtures=frozenset(map(str, config.getini("dag_stateless_fixtures"))),
         limits=MappingProxyType({
             **_limits(config.getini("dag_limits"), "ini dag_limits"),
@@ -210,11 +226,60 @@ def configure(config: pytest.Config) -> Settings:
     return settings
 
 
+#: The options that name a file; each is relative to the rootdir.
+PATH_OPTIONS = ("--dag-edges", "--dag-durations", "--dag-graph", "--dag-timeline")
+
+
+def check_path_values(config: pytest.Config) -> None:
+    """A path option's value that pytest also took for a test path: a usage error.
+
+    pytest finds the rootdir (and the ini file whose settings apply) before
+    any plugin has added its options: in ``--dag-edges PATH``, the space
+    form, ``PATH`` counts there as a test path.  A value that moved the
+    rootdir, or that is among the test paths, would silently change what
+    runs; ``--dag-edges=PATH`` is never misread.
+    """
+    try:
+        tokens = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+                  *map(str, config.invocation_params.args)]
+    except ValueError:
+        return  # pytest itself refuses such PYTEST_ADDOPTS
+    given = [(name, value) for name, value in itertools.pairwise(tokens)
+             if name in PATH_OPTIONS and not value.startswith("-")]
+    if not given:
+        return
+    paths = [str(a) for a in config.getoption("file_or_dir", None) or ()]
+    for name, value in given:
+        if value in paths:
+            raise pytest.UsageError(glue_wording.path_value_taken(name, value, None))
+    seen = rootdir_for(config, [*paths, *(value for _, value in given)])
+    meant = rootdir_for(config, paths)
+    if seen is None or meant is None or seen == meant or seen != (
+            config.rootpath, config.inipath):
+        return
+    name, value = given[0]
+    raise pytest.UsageError(glue_wording.path_value_taken(name, value, (seen, meant)))
+
+
+def _one_path(value: object, key: str) -> str:
+    """An ini key that names one file: a list (TOML) or several lines is a usage error."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else None
+    if text is None and isinstance(value, (list, tuple)) and len(value) == 1:
+        text = str(value[0])
+    if text is None or len(text.strip().splitlines()) > 1:
+        raise pytest.UsageError(
+            f"ini {key} = {value!r} is not one path; name one file, e.g. {key} = "
+            f"{'.test_durations' if key == 'dag_durations' else 'dag-edges.json'}")
+    return text.strip()
+
+
 def _ci_settings(config: pytest.Config) -> dict[str, Any]:
     """The durations file and the shard (see durations.py and sharding.py)."""
     path: Path | None = None
     option = config.getoption("dag_durations", None)
-    ini = str(config.getini("dag_durations") or "").strip()
+    ini = _one_path(config.getini("dag_durations"), "dag_durations")
     if option:
         # The rootdir, not the current directory: a part run from tests/ must
         # read the file every other part reads.
@@ -322,8 +387,8 @@ def _add_find_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
         "--dag-edges",
         default=None,
         metavar="PATH",
-        help="Read extra edges and resources from this JSON file; --dag-find-missing "
-        "writes what it finds there (default: ini dag_edges)",
+        help="Read extra edges and resources from this JSON file (relative to the "
+        "rootdir); --dag-find-missing writes what it finds there (default: ini dag_edges)",
     )
     group.addoption(
         "--dag-find-missing",
@@ -349,9 +414,11 @@ def _find_settings(config: pytest.Config) -> dict[str, Any]:
     """The edges file and --dag-find-missing's settings, checked."""
     path: Path | None = None
     option = config.getoption("dag_edges", None)
-    ini = str(config.getini("dag_edges") or "").strip()
+    ini = _one_path(config.getini("dag_edges"), "dag_edges")
     if option:
-        path = config.invocation_params.dir / str(option)
+        # The rootdir, as every path option: run from a subfolder, the
+        # edges file and the durations file are read where every run reads them.
+        path = config.rootpath / str(option)
     elif ini:
         path = (config.inipath.parent if config.inipath else config.rootpath) / ini
     find = config.getoption("dag_find_missing", None)

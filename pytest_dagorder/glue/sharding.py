@@ -11,7 +11,7 @@ under ``-n`` every worker cuts the same part and xdist sees one collection.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from math import fsum
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -134,8 +134,10 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
     out = [items[i] for i in range(run) if not mine[i]]
     timed = any(nid in recorded for nid in ids)
     seconds = fsum(w[id(items[i])] for i in keep) if timed else None
+    at = {id(it): u for u, it in enumerate(universe)}
+    selected = {at[id(items[i])] for i in keep if id(items[i]) in at}
     note: ShardNote = (k, n, len(keep), run, seconds,
-                       oversized(n, split, timed=seconds is not None),
+                       oversized(n, split, selected, timed=seconds is not None),
                        len(split.members(k - 1)) > 0, done)
     if not out:
         return whole._replace(note=note)
@@ -201,10 +203,15 @@ def _restricted(g: Edges, keep: Sequence[int], run: int) -> Edges:
     return Edges([*requires, *[()] * len(outside)], [*after, *[()] * len(outside)])
 
 
-def oversized(n: int, split: Partition, *, timed: bool) -> tuple[str, int, float | None] | None:
+def oversized(n: int, split: Partition, selected: Container[int], *,
+              timed: bool) -> tuple[str, int, float | None] | None:
     """The component heavier than a fair share of ``n`` parts, as (first node id,
-    tests, recorded seconds; None where nothing is recorded); None if none is."""
+    tests, recorded seconds; None where nothing is recorded); None if none is,
+    or if none of its tests is among ``selected`` (this part's run, as
+    positions in the split): a part it is not in is not made longer by it."""
     largest = split.largest
     if largest is None or n < 2 or largest.weight <= split.total / n:
+        return None
+    if not any(i in selected for i in largest.members):
         return None
     return largest.key, len(largest.members), largest.weight if timed else None

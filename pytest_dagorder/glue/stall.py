@@ -219,7 +219,7 @@ class SerialStall:
     """The serial driver's watch: the same report, for the one process running the tests.
 
     Registered as a plugin for a run the serial driver schedules.  Here the
-    watch's own thread writes the stack (``faulthandler.dump_traceback``), so
+    watch's own thread writes the stacks of the other threads (``other_stacks``), so
     faulthandler's one timer stays free for the process's other users (pytest's
     ``faulthandler_timeout``, a conftest's own); a test that holds the
     interpreter in a C loop therefore gets no report serially.  The report goes
@@ -260,6 +260,29 @@ class SerialStall:
             return
         bar = "!" * 30
         text = "\n".join(["", f"{bar} stall (pytest-dagorder) {bar}", *lines,
-                          wording.stall_stack_head(self.name), ""])
+                          wording.stall_serial_stack_head(self.name), other_stacks(), ""])
         os.write(out, text.encode("utf-8", "replace"))
-        faulthandler.dump_traceback(file=out, all_threads=True)
+
+
+def other_stacks() -> str:
+    """Every thread's stack but the calling one's (the watch's own frames inform
+    nobody), most recent call first, as faulthandler writes them."""
+    own = threading.get_ident()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    blocks = []
+    for ident, frame in sys._current_frames().items():
+        if ident == own:
+            continue
+        calls = [f'  File "{f.f_code.co_filename}", line {f.f_lineno} in {f.f_code.co_name}'
+                 for f in _outward(frame)]
+        blocks.append("\n".join([f"Thread {ident:#x} ({names.get(ident, 'unnamed')}), most "
+                                 "recent call first:", *calls]))
+    return "\n\n".join(blocks)
+
+
+def _outward(frame: Any) -> list[Any]:
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out

@@ -60,7 +60,7 @@ def configure(config: pytest.Config) -> None:
 def _checked(config: pytest.Config, raw: str, option: str, suffixes: Sequence[str]) -> Path:
     path = Path(raw)
     if not path.is_absolute():
-        path = config.invocation_params.dir / path
+        path = config.rootpath / path  # as every path option (settings.PATH_OPTIONS)
     suffix = path.suffix.lower()
     if suffix not in suffixes:
         raise pytest.UsageError(

@@ -25,16 +25,16 @@ def addoption(group: Any) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="Write the test graph to PATH, format by suffix: .dot, .mmd or .json "
-        "(repeatable; works with --collect-only)",
+        help="Write the test graph to PATH (relative to the rootdir), format by suffix: "
+        ".dot, .mmd or .json (repeatable; works with --collect-only)",
     )
     group.addoption(
         "--dag-timeline",
         action="append",
         default=[],
         metavar="PATH",
-        help="Write the run as a per-worker timeline to PATH: a self-contained HTML "
-        "page (.html) or a Chrome trace (.json) (repeatable)",
+        help="Write the run as a per-worker timeline to PATH (relative to the rootdir): "
+        "a self-contained HTML page (.html) or a Chrome trace (.json) (repeatable)",
     )
 
 

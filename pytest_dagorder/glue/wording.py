@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from ..core.wording import plural, some_of
@@ -67,11 +68,13 @@ def groups_header(groups: int, held: int, tests: int,
     needed, and ``--dag-affinity=none`` unless ``fixtures`` (the fixture
     instances two tests of one group share) hold some together."""
     keep = "keeps" if groups == 1 else "keep"
+    each = "" if groups == 1 else " each"
     why = ("every declared edge keeps its two tests in one process" if affinity == "state"
            else f"edges inside a {affinity} keep their tests in one process")
     line = (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
-            f"{plural(tests, 'test')} on one worker each, in serial order ({why})")
-    if cost is None:
+            f"{plural(tests, 'test')} on one worker{each}, in serial order ({why})")
+    # Groups that cost nothing (rounded): no figure informs.
+    if cost is None or round(cost[0], 2) == 0:
         return f"{line}; --dag-explain: each group"
     line += (f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule beats "
              f"{cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
@@ -207,7 +210,8 @@ def _span(seconds: float) -> str:
 def stall_head(seconds: float) -> str:
     """First line of the stall report (--dag-stall-report)."""
     return (f"pytest-dagorder: no test has reported for {_span(seconds)}; still waiting "
-            "(this is said once; --dag-stall-report=0 turns it off)")
+            "(said again only after another test reports and the run goes quiet again; "
+            "--dag-stall-report=0 turns it off)")
 
 
 def stall_worker(worker: str, test: str | None, running: float | None,
@@ -223,6 +227,11 @@ def stall_worker(worker: str, test: str | None, running: float | None,
 
 def stall_stack_head(worker: str) -> str:
     return f"stack of {worker} (faulthandler, every thread, most recent call first):"
+
+
+def stall_serial_stack_head(worker: str) -> str:
+    """Serially the watching thread writes the stacks, leaving its own out."""
+    return f"stack of {worker} (every thread but the watch's, most recent call first):"
 
 
 def stall_no_stack(worker: str, why: str) -> str:
@@ -277,3 +286,28 @@ def exclusive_header(tests: int) -> str:
     """The tests marked ``dag_exclusive``: nothing else runs beside them."""
     return (f"dagorder: {plural(tests, 'test')} run alone (dag_exclusive): nothing else "
             "runs meanwhile")
+
+
+#: A rootdir and its ini file (None: none).
+RootAndIni = tuple[Path, Path | None]
+
+
+def path_value_taken(option: str, value: str,
+                     moved: tuple[RootAndIni, RootAndIni] | None) -> str:
+    """``option value`` (space form) whose value pytest took for a test path:
+    among the test paths (``moved`` None), or where it looked for the rootdir
+    (``moved``: the rootdir and ini file found, and those meant)."""
+    if moved is None:
+        where = "collects it as a test path"
+    else:
+        (root, ini), (meant_root, meant_ini) = moved
+        where = (f"looked for the rootdir there: rootdir {root} instead of {meant_root}, "
+                 f"ini file {ini or 'none'} instead of {meant_ini or 'none'}")
+    return (f"{option} {value}: pytest takes a value in this form for a test path too, and "
+            f"{where}; write {option}={value}")
+
+
+def strict_problem(what: str) -> str:
+    """--dag-strict: what the original plugin would skip or warn through, as an error."""
+    return (f"{what} (--dag-strict: an error here; the original plugin would skip or warn "
+            "and go on)")
