@@ -649,7 +649,6 @@ def test_other():
 
 
 @needs("testmon", "pytest-testmon")
-@pytest.mark.dag_modes("serial")  # under -n its selection is lost: docs/neighbours.rst
 def test_testmon_selection_brings_its_prerequisites(dagtester: DagTester) -> None:
     dagtester.modules(test_tm=TESTMON_SUITE)
     lib = dagtester.path / "lib.py"
@@ -664,8 +663,13 @@ def test_testmon_selection_brings_its_prerequisites(dagtester: DagTester) -> Non
     for body in ("2 - 1", "3 - 2"):
         lib.write_text(TESTMON_LIB.replace("1", body), encoding="utf-8")
         result = dagtester.run(*testmon, cache=True, own_process=why)
-        result.assert_outcomes(passed=2)
-        assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
+        if dagtester.xdist:
+            # It records too little under -n (docs/neighbours.rst): more runs, never fewer.
+            assert {"setup", "uses_lib"} <= set(dagtester.ran())
+            assert result.parseoutcomes().keys() <= {"passed", "deselected"}
+        else:
+            result.assert_outcomes(passed=2)
+            assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
 
 
 # -- a plugin reading xdist's options early (pytest-cov does) -------------------------------
