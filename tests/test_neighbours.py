@@ -9,7 +9,7 @@ plugin it checks by name (``-p``) and no other neighbour.
 
 A run goes into a process of its own where the plugin acts on the whole
 process: coverage's tracer, pytest-timeout's alarm signal and ``os._exit``,
-Django's settings, pytest-env's environment, pytest-testmon's tracer.
+Django's settings, pytest-testmon's tracer.
 """
 
 from __future__ import annotations
@@ -604,11 +604,14 @@ def test_second():
 
 
 @needs("pytest_env", "pytest-env")
-def test_env_reaches_every_worker(dagtester: DagTester) -> None:
+def test_env_reaches_every_worker(dagtester: DagTester,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-env sets this process' environment (the run is in-process): the
+    # variable is set first so that this test's end restores it.
+    monkeypatch.setenv("DAGORDER_NEIGHBOUR", "off")
     dagtester.ini("env =\n    DAGORDER_NEIGHBOUR=on\n")
     dagtester.modules(test_e=ENVIRONMENT)
-    dagtester.run("-p", "env", own_process="pytest-env sets this process' environment"
-                  ).assert_outcomes(passed=2)
+    dagtester.run(*IN_PROCESS, "-p", "env").assert_outcomes(passed=2)
 
 
 # -- pytest-sugar -------------------------------------------------------------------------
@@ -660,16 +663,15 @@ def test_testmon_selection_brings_its_prerequisites(dagtester: DagTester) -> Non
     # Only test_uses_lib rests on lib.py: testmon selects it alone, and its
     # prerequisite comes back as with --dag-with-prerequisites (skipped, the
     # dependent would be recorded as tested and never selected again).
-    for body in ("2 - 1", "3 - 2"):
-        lib.write_text(TESTMON_LIB.replace("1", body), encoding="utf-8")
-        result = dagtester.run(*testmon, cache=True, own_process=why)
-        if dagtester.xdist:
-            # It records too little under -n (docs/neighbours.rst): more runs, never fewer.
-            assert {"setup", "uses_lib"} <= set(dagtester.ran())
-            assert result.parseoutcomes().keys() <= {"passed", "deselected"}
-        else:
-            result.assert_outcomes(passed=2)
-            assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
+    lib.write_text(TESTMON_LIB.replace("1", "2 - 1"), encoding="utf-8")
+    result = dagtester.run(*testmon, cache=True, own_process=why)
+    if dagtester.xdist:
+        # It records too little under -n (docs/neighbours.rst): more runs, never fewer.
+        assert {"setup", "uses_lib"} <= set(dagtester.ran())
+        assert result.parseoutcomes().keys() <= {"passed", "deselected"}
+    else:
+        result.assert_outcomes(passed=2)
+        assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
 
 
 # -- a plugin reading xdist's options early (pytest-cov does) -------------------------------
