@@ -21,6 +21,7 @@ plain xdist's, and the controller says so in one line.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,8 +58,9 @@ else:
     sharding = Later("pytest_dagorder.glue.sharding")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Generator[None, None, None]:
     """pytest-dependency, pytest-depends and pytest-order are blocked here, before
     their ``pytest_configure`` (see migration.takeover).
 
@@ -69,11 +71,22 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     are known in time.  ``pytest_plugins = ["xdist"]`` would not do: on
     pytest 8 it registers xdist's package (no hooks) under the name its
     entry point needs, so ``-n`` would be lost even with autoload on.
+
+    pytest parsed the known options before this hook: xdist's are added to
+    that early namespace, for the plugins whose own hook of this name reads
+    them (pytest-cov decides there whether the run is distributed; its
+    implementation is ``tryfirst`` too, hence a wrapper here, ahead of it
+    whatever the order of the ``-p`` options).
     """
     migration.take_over_early(early_config)
     if getattr(early_config.known_args_namespace, "dag_find_missing", None) is not None:
         # The probes' environment: as the command started, before any conftest changed it.
         early_config.stash[settings.ENVIRONMENT] = dict(os.environ)
+    _bring_xdist(early_config, parser, args)
+    return (yield)
+
+
+def _bring_xdist(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     pm = early_config.pluginmanager
     if pm.has_plugin("xdist") or pm.is_blocked("xdist"):
         return
@@ -83,6 +96,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         return
     if not pm.is_registered(xdist.plugin):
         pm.register(xdist.plugin, "xdist")
+        known = early_config.known_args_namespace
+        for name, value in vars(parser.parse_known_args(args)).items():
+            if not hasattr(known, name):
+                setattr(known, name, value)
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:

@@ -34,16 +34,30 @@ LOG_NAME = "ran.log"
 HYPOTHESIS_PLUGIN = "hypothesispytest"
 
 
+#: The entry points of the plugins of the ``neighbours`` extra (pytest-benchmark
+#: apart: :func:`base_args` blocks it in every inner run).  Several act merely by
+#: being installed (pytest-randomly shuffles, pytest-sugar rewrites the output,
+#: pytest-asyncio warns, an error under ``filterwarnings = error``): an inner run
+#: that loads every installed plugin blocks them all, as pyproject's ``addopts``
+#: blocks those that would act in this suite's own run; tests/test_neighbours.py
+#: loads each by name.
+NEIGHBOURS = ("randomly", "sugar", "asyncio", "django", "env", "pytest-testmon", "timeout",
+              "pytest_cov", "html", "html_fixtures", "metadata", "pytest-bdd", "pytest_mock")
+
+
 def base_args(*, cache: bool = False) -> list[str]:
     """Options every inner run gets: no cache (unless ``cache``); no pytest-benchmark
     where it exists; the plugin by name where plugin autoload is off (the root
     conftest turns it off for tests not marked ``autoload``), and otherwise
-    every installed plugin but hypothesis' (:data:`HYPOTHESIS_PLUGIN`)."""
+    every installed plugin but hypothesis' (:data:`HYPOTHESIS_PLUGIN`) and the
+    neighbours' (:data:`NEIGHBOURS`)."""
     args = [] if cache else ["-p", "no:cacheprovider"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "dagorder"]
     else:
         args += ["-p", f"no:{HYPOTHESIS_PLUGIN}"]
+        for name in NEIGHBOURS:
+            args += ["-p", f"no:{name}"]
     if importlib.util.find_spec("pytest_benchmark") is not None:
         args += ["-p", "no:benchmark"]
     return args

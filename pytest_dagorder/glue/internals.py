@@ -639,6 +639,12 @@ def resuming(config: pytest.Config) -> bool:
     return bool(config.getoption("lf", False) or config.getoption("stepwise", False))
 
 
+def testmon_selects(config: pytest.Config) -> bool:
+    """Whether pytest-testmon narrows the run to the tests its changes affect
+    (``--testmon``; its ``config.testmon_config``, read here only)."""
+    return bool(getattr(getattr(config, "testmon_config", None), "select", False))
+
+
 @contextmanager
 def assertion_rewriting_paused() -> Iterator[None]:
     """Import what is imported inside as plain Python, not through pytest's assertion rewriter.

@@ -36,6 +36,7 @@ from .internals import (
     file_in_tree,
     fill_locations,
     resuming,
+    testmon_selects,
     undo_deselected,
 )
 from .loading import Later
@@ -488,7 +489,11 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
             collected,
             # --lf and --sw re-run where the last run failed: a failed dependent
             # needs its prerequisites again, whether they failed or passed.
-            with_prerequisites=settings.with_prerequisites or resuming(config),
+            # pytest-testmon's selection likewise: a dependent it selects and
+            # this run skipped would be recorded as tested, its changes then
+            # never selected again.
+            with_prerequisites=(settings.with_prerequisites or resuming(config)
+                                or testmon_selects(config)),
             narrowed=(any("::" in str(a) for a in config.args)
                       or bool(config.getoption("lf", False))),
             readers=readers,
