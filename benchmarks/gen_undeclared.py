@@ -279,7 +279,9 @@ def check(where: Path) -> bool:
     """The verdicts of ``edges.json`` in ``where`` against the generator's truth."""
     truth = json.loads((where / "truth.json").read_text())
     edges = json.loads((where / "edges.json").read_text())
-    by_pair = {(e["test"], e["after"]): e for e in edges.get("edges", [])}
+    # Verdicts live in the file's "verdicts" list (an entry of "edges" may say it too).
+    by_pair = {(e["test"], e["after"]): e
+               for e in [*edges.get("edges", []), *edges.get("verdicts", [])]}
     right = wrong = unknown = 0
     for d in truth["declared"]:
         entry = by_pair.get((d["test"], d["after"]))
