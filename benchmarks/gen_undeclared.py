@@ -185,7 +185,8 @@ def generate(where: Path, seed: int = 43) -> dict[str, object]:
         roles[reader] = (kind, "read", key)
         declares[reader] = writer
         truth["declared"].append({"test": nid(reader), "after": nid(writer), "kind": kind,
-                                  "separable": not kind.startswith("proc-")})
+                                  "separable": not kind.startswith("proc-"),
+                                  "same_process": kind.startswith("proc-")})
     for m in range(MODULES):
         parts = [HEAD]
         for t in range(PER_MODULE):
