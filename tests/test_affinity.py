@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dagorder.core.affinity import affinity_groups, shared_keys, state_groups
-from pytest_dagorder.core.state_writes import module_writes
 
 Edges = list[list[int]]
 
@@ -217,74 +216,74 @@ def test_cross_scope_edges_change_nothing(
         scopes, intra(requires), intra(after), explicit)
 
 
-# ---------------------------------------------------------------- shared state
+# ---------------------------------------------------------------- the rule: every edge
 
 
 SHOP = frozenset({"session fixture 'shop'"})
-NONE: frozenset[str] = frozenset()
+IN_M = "edges inside m"
 
 
 @pytest.mark.parametrize(
-    ("modules", "requires", "shared", "opaque", "expected"),
+    ("modules", "requires", "after", "expected"),
     [
-        pytest.param(["m", "m", "m"], {1: [0], 2: [0]}, [NONE] * 3, (),
-                     ["edges inside m"] * 3, id="every-in-module-edge-joins"),
-        pytest.param(["m1", "m2"], {1: [0]}, [NONE] * 2, (), [None, None],
-                     id="cross-module-edge-sharing-nothing-is-free"),
-        pytest.param(["m1", "m2"], {1: [0]}, [SHOP, SHOP], (),
-                     ["session fixture 'shop'"] * 2, id="one-session-fixture-joins-modules"),
-        pytest.param(["m1", "m2", "m3"], {1: [0], 2: [1]}, [SHOP, NONE, SHOP], (),
-                     ["session fixture 'shop'"] * 3, id="the-tests-between-join-too"),
-        pytest.param(["m1", "m2", "m3"], {1: [0], 2: [1]}, [SHOP, SHOP, NONE], (),
-                     ["session fixture 'shop'"] * 2 + [None], id="past-the-last-user-is-free"),
-        pytest.param(["m1", "m2", "m3", "m4"], {1: [0], 3: [2]}, [SHOP] * 4, (),
-                     ["session fixture 'shop'"] * 4, id="two-chains-two-groups"),
-        pytest.param(["m1", "m2"], {1: [0]}, [NONE] * 2, ["m1 writes", None],
-                     ["m1 writes"] * 2, id="an-opaque-prerequisite-joins"),
-        pytest.param(["m1", "m2"], {1: [0]}, [NONE] * 2, [None, "m2 writes"],
-                     [None, None], id="an-opaque-dependent-leaves-nothing-behind"),
-        pytest.param(["m1", "m1", "m2"], {1: [0], 2: [1]}, [SHOP, NONE, SHOP], (),
-                     ["edges inside m1; session fixture 'shop'"] * 3,
-                     id="reasons-add-up"),
-        pytest.param(["m1", "m2", "m1"], {1: [0], 2: [0, 1]}, [NONE] * 3, (),
-                     ["edges inside m1; on a path between two tests of the group"] * 3,
-                     id="a-path-out-of-a-group-and-back-joins-it"),
+        pytest.param(["m", "m", "m"], {1: [0], 2: [0]}, {}, [IN_M] * 3,
+                     id="every-in-module-edge-joins"),
+        pytest.param(["m1", "m2"], {1: [0]}, {}, ["edges from m1 to m2"] * 2,
+                     id="a-cross-module-edge-joins-whatever-they-share"),
+        pytest.param(["m1", "m2"], {}, {1: [0]}, ["edges from m1 to m2"] * 2,
+                     id="an-ordering-only-edge-joins-too"),
+        pytest.param(["m1", "m2", "m1"], {1: [0], 2: [1]}, {},
+                     ["edges from m1 to m2; edges from m2 to m1"] * 3,
+                     id="a-chain-through-a-third-module-is-one-group"),
+        pytest.param([None, "m"], {1: [0]}, {}, ["edges between tests of no module"] * 2,
+                     id="a-test-of-no-module-joins"),
+        pytest.param(["m1", "m1", "m2", "m2"], {1: [0], 3: [2]}, {},
+                     ["edges inside m1"] * 2 + ["edges inside m2"] * 2,
+                     id="two-chains-two-labels"),
+        pytest.param(["m", "m"], {1: [0, 5]}, {}, [IN_M] * 2,
+                     id="edges-to-deselected-prerequisites-are-ignored"),
+        pytest.param(["m", "m"], {}, {}, [None, None], id="no-edge-no-group"),
     ],
 )
 def test_state_groups(modules: list[str | None], requires: dict[int, list[int]],
-                      shared: list[frozenset[str]], opaque: list[str | None],
-                      expected: list[str | None]) -> None:
+                      after: dict[int, list[int]], expected: list[str | None]) -> None:
     n = len(modules)
-    assert state_groups(modules, edges(n, requires), edges(n), shared, opaque) == expected
+    assert state_groups(modules, edges(n, requires), edges(n, after)) == expected
 
 
 @pytest.mark.parametrize(
-    ("quiet", "shared", "expected"),
+    ("quiet", "lifted", "expected"),
     [
-        pytest.param([True, True, False], [NONE] * 3, [None, None, None],
-                     id="a-quiet-end-frees-the-in-module-edges"),
-        pytest.param([False, False, True], [NONE] * 3, ["edges inside m"] * 2 + [None],
-                     id="others-still-join"),
-        pytest.param([True, True, True], [SHOP, SHOP, NONE],
-                     ["session fixture 'shop'"] * 2 + [None],
-                     id="a-fixture-they-request-still-joins"),
+        pytest.param([True, False, False], (), [None, IN_M, IN_M],
+                     id="a-quiet-test-is-joined-by-none-of-its-edges"),
+        pytest.param([False, True, False], (), [None, None, None],
+                     id="a-quiet-middle-frees-both-edges"),
+        pytest.param([False, False, False], [(0, 1)], [None, IN_M, IN_M],
+                     id="a-lifted-edge-joins-nothing"),
+        pytest.param([False, False, False], [(1, 0)], [IN_M] * 3,
+                     id="lifted-pairs-are-prerequisite-then-dependent"),
+        pytest.param([False, False, False], [(0, 1), (1, 2)], [None] * 3,
+                     id="every-edge-lifted"),
     ],
 )
-def test_quiet_tests(quiet: list[bool], shared: list[frozenset[str]],
-                     expected: list[str | None]) -> None:
+def test_only_statements_and_evidence_lift_an_edge(
+        quiet: list[bool], lifted: list[tuple[int, int]], expected: list[str | None]) -> None:
     # 0 <- 1 <- 2, in one module.
-    assert state_groups(["m"] * 3, edges(3, {1: [0], 2: [1]}), edges(3), shared, (),
-                        quiet) == expected
+    assert state_groups(["m"] * 3, edges(3, {1: [0], 2: [1]}), edges(3), quiet,
+                        lifted=lifted) == expected
 
 
-def test_a_quiet_prerequisites_opaque_module_joins_nothing() -> None:
-    assert state_groups(["m1", "m2"], edges(2, {1: [0]}), edges(2), [NONE] * 2,
-                        ["m1 writes", None], [True, False]) == [None, None]
+def test_a_lifted_edge_on_a_path_between_two_tests_of_a_group_joins_again() -> None:
+    # 0 -> 1 -> 2 and 0 -> 2: lifting both edges of 1 leaves it on a path
+    # between 0 and 2, which another edge joins: the group could never start
+    # without it (it would wait for 1, which waits for it).
+    labels = state_groups(["m"] * 3, edges(3, {1: [0], 2: [0, 1]}), edges(3),
+                          lifted=[(0, 1), (1, 2)])
+    assert labels == [f"{IN_M}; on a path between two tests of the group"] * 3
 
 
-def test_two_chains_sharing_a_fixture_are_two_groups() -> None:
-    labels = state_groups(["m1", "m2", "m3", "m4"], edges(4, {1: [0], 3: [2]}), edges(4),
-                          [SHOP] * 4)
+def test_two_chains_are_two_groups() -> None:
+    labels = state_groups(["m1", "m2", "m1", "m2"], edges(4, {1: [0], 3: [2]}), edges(4))
     # Equal reasons, but no edge between the chains: affinity_groups keeps them apart.
     assert affinity_groups(labels, edges(4, {1: [0], 3: [2]}), edges(4)) == [
         "group-0", "group-0", "group-2", "group-2"]
@@ -299,15 +298,20 @@ def acyclic(case: tuple[list[str | None], Edges, Edges, list[str | None]]) -> tu
 
 
 @settings(max_examples=200, deadline=None)
-@given(case=inputs())
-def test_no_path_leaves_a_state_group_and_comes_back(
-    case: tuple[list[str | None], Edges, Edges, list[str | None]],
+@given(case=inputs(), data=st.data())
+def test_every_edge_not_lifted_joins_and_no_path_leaves_a_group_and_comes_back(
+    case: tuple[list[str | None], Edges, Edges, list[str | None]], data: st.DataObject,
 ) -> None:
     scopes, requires, after = acyclic(case)
     n = len(scopes)
-    labels = affinity_groups(
-        state_groups(scopes, requires, after, [SHOP if i % 4 == 0 else NONE for i in range(n)]),
-        requires, after)
+    every = [(p, i) for i in range(n) for p in (*requires[i], *after[i])]
+    lifted = data.draw(st.sets(st.sampled_from(every)) if every else st.just(set()))
+    quiet = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    labels = affinity_groups(state_groups(scopes, requires, after, quiet, lifted=lifted),
+                             requires, after)
+    for p, i in every:
+        if (p, i) not in lifted and not quiet[i] and not quiet[p]:
+            assert labels[i] is not None and labels[i] == labels[p], (p, i, labels)
     # Reference: every task between two tasks of one group is in it.
     reach = [{i} for i in range(n)]
     for i in range(n):
@@ -330,9 +334,7 @@ def test_state_keeps_at_least_what_module_keeps(
     scopes, requires, after, _ = case
     n = len(scopes)
     by_module = affinity_groups(scopes, requires, after)
-    by_state = affinity_groups(
-        state_groups(scopes, requires, after, [SHOP if i % 3 == 0 else NONE for i in range(n)]),
-        requires, after)
+    by_state = affinity_groups(state_groups(scopes, requires, after), requires, after)
     for i in range(n):
         for j in range(n):
             if by_module[i] is not None and by_module[i] == by_module[j]:
@@ -357,51 +359,3 @@ def test_shared_keys_of_a_quiet_test_name_module_and_class_instances() -> None:
     fix = [("box", "module", "t.py"), ("c", "class", "t.py")]
     assert shared_keys(fix, class_id="t.py::A", narrow=True) == {
         "module fixture 'box' of t.py", "class fixture 'c' of t.py::A"}
-
-
-WRITES = [
-    pytest.param("STATE = {}\ndef test_a():\n    STATE['x'] = 1\n", True, set(),
-                 id="item-of-a-module-name"),
-    pytest.param("X = 0\ndef test_a():\n    global X\n    X = 1\n", True, set(), id="global"),
-    pytest.param("SEEN = []\ndef test_a():\n    SEEN.append(1)\n", True, set(), id="mutator-call"),
-    pytest.param("import os\ndef test_a():\n    os.environ['A'] = '1'\n", True, set(),
-                 id="imported-module"),
-    pytest.param("class TestA:\n    def test_a(self):\n        TestA.x = 1\n", True, set(),
-                 id="class-attribute-by-name"),
-    pytest.param("class TestA:\n    def test_a(self):\n        type(self).x = 1\n", True, set(),
-                 id="class-attribute-through-type"),
-    pytest.param("class TestA:\n    def test_a(self):\n        self.__class__.x = 1\n", True,
-                 set(), id="class-attribute-through-dunder-class"),
-    pytest.param("class TestA:\n    store = {}\n    def test_a(self):\n"
-                 "        self.store['k'] = 1\n", True, set(),
-                 id="class-container-through-self"),
-    pytest.param("def test_a(request):\n    request.module.x = 1\n", True, set(),
-                 id="request-module"),
-    pytest.param("def test_a(request):\n    setattr(request.cls, 'x', 1)\n", True, set(),
-                 id="setattr-on-a-class"),
-    pytest.param("class TestA:\n    def test_a(self):\n        self.x = 1\n", False, set(),
-                 id="instance-attribute-is-the-tests-own"),
-    pytest.param("def test_a():\n    d = {}\n    d['x'] = 1\n    d.update(y=2)\n", False, set(),
-                 id="local-object"),
-    pytest.param("def test_a(shared):\n    shared['id'] = 1\n", False, {"shared"},
-                 id="written-into-a-parameter"),
-    pytest.param("def test_a(client):\n    client.put('/x')\n    client.post('/y')\n", False,
-                 set(), id="http-calls-are-not-mutators"),
-    pytest.param("def test_a():\n    out = []\n    def add():\n        out.append(1)\n    add()\n",
-                 False, set(), id="nested-function-writes-an-enclosing-local"),
-    pytest.param("def test_a():\n    f = lambda x: x.append(1)\n    f([])\n", False, set(),
-                 id="lambda-argument"),
-    pytest.param("DATA = [1, 2]\ndef test_a():\n    assert sorted(DATA) == DATA\n", False, set(),
-                 id="reads-only"),
-]
-
-
-@pytest.mark.parametrize(("source", "module_state", "params"), WRITES)
-def test_module_writes(source: str, module_state: bool, params: set[str]) -> None:
-    found = module_writes(source)
-    assert found is not None
-    assert (found.module_state, set(found.into_params)) == (module_state, params)
-
-
-def test_module_writes_of_unparsable_source_is_unknown() -> None:
-    assert module_writes("def (:\n") is None

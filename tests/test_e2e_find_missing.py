@@ -77,7 +77,7 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
     result = dagtester.run(*FIND, "--dag-edges", "edges.json")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "dagorder: serial pass: 8 passed; screening 7 tests",
+        "dagorder: serial pass: 8 passed in * s; screening 7 tests",
         "dagorder: test_b.py::test_read needs test_a.py::test_write",
         "    @depends_on(\"test_a.py::test_write\")",
         "dagorder: test_b.py::test_env needs test_a.py::test_set_env",
@@ -218,9 +218,94 @@ def test_a_spent_budget_lists_the_tests_left_unsearched(dagtester: DagTester) ->
     make_suite(dagtester)
     result = dagtester.run(*FIND, "--dag-find-budget=0.001")
     assert result.ret == 0, result.stdout.str()
+    # The serial pass runs whatever the budget; nothing after it starts.
     result.stdout.fnmatch_lines([
-        "dagorder: the time budget ran out before 2 tests were searched:",
-        "    test_b.py::test_read",
-        "    test_b.py::test_env",
+        "dagorder: serial pass: 8 passed in * s; screening 7 tests",
+        "dagorder: the time budget ran out: what was found so far is reported; phases not "
+        "finished: screening, search, conflicts",
+        "dagorder: the time budget ran out before 7 tests were searched:",
+        "    test_a.py::test_set_env",
     ])
     assert " needs " not in result.stdout.str()
+
+
+#: Two declared chains: test_get reads a module global test_set filled (it needs
+#: their process), test_read a file test_write wrote (it does not).
+DECLARED = """
+    import pathlib
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def test_set():
+        STATE["x"] = 1
+
+    @depends_on("test_set")
+    def test_get():
+        assert STATE["x"] == 1
+
+    def test_write():
+        (HERE / "f.txt").write_text("1")
+
+    @depends_on("test_write")
+    def test_read():
+        assert (HERE / "f.txt").read_text() == "1"
+"""
+
+
+def test_declared_edges_get_verdicts_that_a_changed_file_voids(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_d=textwrap.dedent(DECLARED))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*checking 2 tests with declared prerequisites in a fresh process",
+        "dagorder: declared edges: 1 of 2 edges separable*",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 1 of 2 declared edges separable*"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["after"], v["test"], v["separable"]) for v in verdicts] == [
+        ("test_d.py::test_set", "test_d.py::test_get", False),
+        ("test_d.py::test_write", "test_d.py::test_read", True)]
+    assert verdicts[0]["probe"].startswith("test_d.py::test_get failed in a fresh process")
+    assert not (dagtester.path / "f.txt").exists()
+    result = dagtester.run("-n", "2", "--dag-edges", "edges.json", "--dag-explain")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        "dagorder: 1 of 2 edges free by evidence from edges.json",
+        "dagorder: lifted by evidence*: test_d.py::test_write -> test_d.py::test_read",
+        "dagorder: kept by evidence: test_d.py::test_set -> test_d.py::test_get "
+        "(test_d.py::test_get failed in a fresh process*)"])
+    # A changed module voids what rested on it: the edges are kept again.
+    with (dagtester.path / "test_d.py").open("a") as f:
+        f.write("\n# changed\n")
+    result = dagtester.run("-n", "2", "--dag-edges", "edges.json")
+    result.stdout.fnmatch_lines([
+        "dagorder: 0 of 2 edges free by evidence from edges.json (2 stale: a file they rest "
+        "on changed; renew with pytest --dag-find-missing -n 2 --dag-edges edges.json)"])
+
+
+def test_an_edges_file_that_cannot_be_written_is_said_before_the_search(
+        dagtester: DagTester) -> None:
+    make_suite(dagtester)
+    (dagtester.path / "out").write_text("a file, not a folder")
+    result = dagtester.run(*FIND, "--dag-edges", "out/edges.json")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["dagorder: cannot write the edges file *edges.json (*out is "
+                                 "not a folder); name another with --dag-edges PATH"])
+    assert "serial pass" not in result.stdout.str()
+
+
+def test_a_rootdir_package_keeps_its_doctest_ids_in_the_probes(dagtester: DagTester) -> None:
+    # With an __init__.py in the rootdir pytest names the package after its
+    # folder: a probe's copy must resolve the same node ids.
+    make_suite(dagtester)
+    dagtester.pytester.makepyfile(__init__="", lib='''
+        def double(x):
+            """
+            >>> double(2)
+            4
+            """
+            return 2 * x
+    ''')
+    result = dagtester.run(*FIND, "--doctest-modules")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: serial pass: 9 passed in * s*"])

@@ -153,14 +153,19 @@ def test_a_start_the_placement_refuses_changes_nothing() -> None:
     s.validate()
 
 
-def test_a_group_is_queued_under_its_first_ready_member() -> None:
+def test_a_group_is_queued_under_its_most_urgent_member_and_runs_in_serial_order() -> None:
     # Free task f (path 2) against group {a (path 1), b (path 3)}: the group
-    # waits in the heap under a's rank, the first member released, so f goes first.
+    # waits in the heap under b's rank, its most urgent member, so it goes
+    # first; inside it a goes before b (serial order), whatever their ranks.
     g = Graph.build([("a", []), ("b", []), ("f", [])])
     s = StateMachine(g, groups=["m", "m", None], priority=[1.0, 3.0, 2.0])
     s.add_worker("w")
+    assert s.take("w", 2) == [0, 1]
+    s.validate()
+    assert s.take("w") == []  # bound to its group until its tests ended
+    s.finished(0, "passed")
+    s.finished(1, "passed")
     assert s.take("w") == [2]
-    assert s.take("w", 2) == [1, 0]
     s.validate()
 
 

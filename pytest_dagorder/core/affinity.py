@@ -5,18 +5,16 @@ Pure (no pytest): tests connected by dependency edges *inside one scope*
 (module globals, class attributes, module/class fixtures) is there for the
 next.  Explicit labels (``xdist_group``) join their tests too.
 
-Under ``--dag-affinity=state`` (the default) the groups keep every state a
-dependent may read, as far as the plan can tell (see :func:`state_groups`):
-every edge inside a module, and the edges across modules along which tests
-use one session- or package-scoped fixture instance.  Reading a module's
-source may add groups (``state_writes.py``), never remove them.  Edges left
-free are those the plan can rule out; ``--dag-affinity=none`` is the
-user's statement that nothing is shared.
+Under ``--dag-affinity=state`` (the default) the rule is safe without
+reading any code (see :func:`state_groups`): every declared edge keeps its
+two tests in one process, unless the user stated otherwise
+(``dag_shares_nothing``; ``--dag-affinity=none`` for the whole suite) or
+evidence lifted that edge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 from .disjoint import DisjointSets
@@ -114,15 +112,15 @@ WIDE_SCOPES = ("session", "package")
 
 def shared_keys(fixtures: Sequence[tuple[str, str, str]], *,
                 class_id: str | None = None, narrow: bool = False) -> frozenset[str]:
-    """The fixture instances one test may share with tests of other modules, as keys.
+    """The fixture instances one test may share with other tests, as keys.
 
     ``fixtures``: what the test requests (by name, directly or through other
     fixtures) as (name, scope, where defined).  A session- or package-scoped
     fixture is one instance per worker process: whatever one test leaves in
     it, a later test that uses it reads, whichever module it sits in.  With
-    ``narrow`` (the test's edges inside its module do not join it), module-
-    and class-scoped ones count too (a class's per ``class_id``).  Each key
-    is also the reason its groups are formed.
+    ``narrow``, module- and class-scoped ones count too (a class's per
+    ``class_id``).  Explanation only (``--dag-explain``, the header's
+    advice): no key decides a group.
     """
     keys: set[str] = set()
     for name, scope, where in fixtures:
@@ -137,76 +135,70 @@ def state_groups(
     modules: Sequence[str | None],
     requires: Sequence[Sequence[int]],
     after: Sequence[Sequence[int]],
-    shared: Sequence[frozenset[str]],
-    opaque: Sequence[str | None] = (),
     quiet: Sequence[bool] = (),
+    *,
+    lifted: Collection[tuple[int, int]] = (),
 ) -> list[str | None]:
     """Per task, its group under ``--dag-affinity=state`` as the reasons it was
     formed (None: free), over tasks ``0 .. len(modules) - 1``.
 
-    Serial pytest runs a chain in one process, so a dependent may read what
-    its prerequisites left there.  What the plan cannot rule out is kept:
-
-    * every edge inside a module joins its tests (module globals, class
-      attributes, module and class fixtures, helpers the module imports);
-    * across modules, every edge on a path between two tests that use one
-      session- or package-scoped fixture instance (``shared``, see
-      :func:`shared_keys`): the two tests and the tests between them;
-    * across modules, every edge from a prerequisite whose ``opaque`` reason
-      says what it leaves cannot be ruled out (its module's code writes
-      state that outlives a test, or its fixtures could not be read).
-    * every task on a path between two tasks of one group (see :func:`_convex`).
-
-    A ``quiet`` test (the user stated it shares nothing) is joined by none
-    of its edges inside its module, nor by an opaque reason of its own;
-    only a fixture instance it requests joins it.  A label lists the
-    reasons of its group, sorted: equal for the tests of one group, readable
-    as they are (``--dag-explain``).
+    The rule: every declared edge (requires-pass or ordering-only) joins its
+    two tasks, so a dependent runs in the process where its prerequisite
+    ran, whatever it reads there (module globals, fixtures of any scope,
+    ``request.config``, the environment, a library's state): nothing here
+    reads code.  Only statements lift an edge: a ``quiet`` task (the user
+    said it shares nothing) is joined by none of its edges, and an edge
+    ``(prerequisite, dependent)`` in ``lifted`` (evidence showed the
+    dependent passes in a fresh process) joins nothing.  Every task on a
+    path between two tasks of one group then joins it too (see
+    :func:`_convex`).  A label lists the reasons of its group, sorted:
+    equal for the tests of one group, readable as they are
+    (``--dag-explain``).
     """
     n = len(modules)
     sets = DisjointSets(n)
     union = sets.union
     why: list[tuple[int, str]] = []
     preds = [[p for p in (*requires[i], *after[i]) if p < n] for i in range(n)]
+    lift = lifted if isinstance(lifted, (set, frozenset)) else set(lifted)
     # Joined by an edge inside its module: the reason is named once per
     # test below, not once per edge (a large suite has hundreds of thousands).
     in_module = [False] * n
-    crossing: list[tuple[int, int]] = []
-    unjoined: list[tuple[int, int]] = []  # crossing, and the edges of quiet tests
+    across: list[tuple[int, int]] = []
+    free = False  # some edge lifted: a path may leave a group and come back
     for i in range(n):
         here = modules[i]
         for p in preds[i]:
-            if quiet and (quiet[i] or quiet[p]):
-                unjoined.append((p, i))
-            elif here is not None and modules[p] == here:
-                union(i, p)
+            if (quiet and (quiet[i] or quiet[p])) or (lift and (p, i) in lift):
+                free = True
+                continue
+            union(i, p)
+            if here is not None and modules[p] == here:
                 in_module[i] = in_module[p] = True
             else:
-                crossing.append((p, i))
-                unjoined.append((p, i))
-    if unjoined:
-        order = _topological(preds)
-        if opaque:
-            for p, i in crossing:
-                reason = opaque[p]
-                if reason is not None:
-                    union(i, p)
-                    why.append((i, reason))
-        for p, i, keys in _on_shared_paths(preds, order, shared, unjoined):
-            union(i, p)
-            why += [(i, key) for key in keys]
-        roots = _convex(sets, preds, order, why)
-    else:
-        # Every edge joins its tests: a path never leaves a group.
-        roots = sets.roots()
+                across.append((p, i))
+    roots = _convex(sets, preds, _topological(preds), why) if free else sets.roots()
     reasons: dict[int, set[str]] = {}
     for i in range(n):
         if in_module[i]:
             reasons.setdefault(roots[i], set()).add(f"edges inside {modules[i]}")
+    named: set[tuple[int, str | None, str | None]] = set()
+    for p, i in across:
+        key = (roots[i], modules[p], modules[i])
+        if key not in named:  # few module pairs per group, many edges
+            named.add(key)
+            reasons.setdefault(key[0], set()).add(_across(key[1], key[2]))
     for i, reason in why:
         reasons.setdefault(roots[i], set()).add(reason)
     labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
     return [labels.get(r) for r in roots]
+
+
+def _across(prerequisite: str | None, dependent: str | None) -> str:
+    """The reason an edge between two modules (or tests of no module) gives."""
+    if prerequisite is None or dependent is None:
+        return "edges between tests of no module"
+    return f"edges from {prerequisite} to {dependent}"
 
 
 #: Why a test joins a group it shares nothing with: a path from one of the
@@ -260,41 +252,6 @@ def _grouped_roots(roots: Sequence[int]) -> list[int]:
     for r in roots:
         size[r] = size.get(r, 0) + 1
     return sorted(r for r, k in size.items() if k > 1)
-
-
-def _on_shared_paths(
-    preds: Sequence[Sequence[int]], order: Sequence[int], shared: Sequence[frozenset[str]],
-    edges: Sequence[tuple[int, int]],
-) -> list[tuple[int, int, list[str]]]:
-    """The ``edges`` (p, i) on a path between two tasks with a common key, with those keys.
-
-    An edge lies on such a path exactly when some task up to ``p`` (itself
-    included) and some task from ``i`` on hold the key: one pass down the
-    graph and one up, the keys as bits.
-    """
-    names = sorted({key for keys in shared for key in keys})
-    if not names:
-        return []
-    bit = {key: 1 << k for k, key in enumerate(names)}
-    own = [sum(bit[key] for key in keys) for keys in shared]
-    up = list(own)
-    for i in order:
-        for p in preds[i]:
-            up[i] |= up[p]
-    down = list(own)
-    for i in reversed(order):
-        for p in preds[i]:
-            down[p] |= down[i]
-    found: list[tuple[int, int, list[str]]] = []
-    named: dict[int, list[str]] = {}  # few distinct key sets: name each once
-    for p, i in edges:
-        common = up[p] & down[i]
-        if common:
-            keys = named.get(common)
-            if keys is None:
-                keys = named[common] = [key for key in names if common & bit[key]]
-            found.append((p, i, keys))
-    return found
 
 
 def _topological(preds: Sequence[Sequence[int]]) -> list[int]:

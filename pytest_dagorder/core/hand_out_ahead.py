@@ -15,7 +15,7 @@ from typing import final
 
 from .graph import Graph
 from .module_runs import ModuleRuns
-from .placement import Group, Rank
+from .placement import Fences, Group, Rank
 from .states import TERMINAL, State, Worker
 
 
@@ -38,6 +38,7 @@ class HandOutAhead:
         group_of: Sequence[Group | None] | None,
         constrained: Callable[[int], bool] | None,
         runs: ModuleRuns | None = None,
+        groups: Sequence[Group] = (),
     ) -> None:
         self._graph = graph
         self._rank = rank
@@ -47,19 +48,22 @@ class HandOutAhead:
         self._group_of = group_of
         self._constrained = constrained
         self._runs = runs
-        self._spans: set[int] | None = None
+        self._groups = groups
+        #: Set where some test is fenced (see ``placement.Fences``).
+        self.fences: Fences | None = None
 
     def successor(self, worker: Worker) -> int | None:
         """The most urgent free WAITING task whose open prerequisites all run on ``worker``."""
         g, state, rank = self._graph, self._state, self._rank
         of, constrained = self._group_of, self._constrained
-        runs = self._runs
+        runs, fences = self._runs, self.fences
         best: int | None = None
         for r in self._running_on[worker]:
             for d in (*g.dependents[r], *g.followers[r]):
                 if (state[d] is not State.WAITING
                         or (of is not None and of[d] is not None)
                         or (constrained is not None and constrained(d))
+                        or (fences is not None and not fences.open(d))
                         or (runs is not None and not runs.allowed(d, worker))
                         or (best is not None and rank[best] <= rank[d])):
                     continue
@@ -69,47 +73,35 @@ class HandOutAhead:
 
     def group_tasks(self, worker: Worker, gid: int, limit: int,
                     hold: Callable[[int], None], *, same_module: bool = False) -> list[int]:
-        """Up to ``limit`` tasks of group ``gid`` whose open prerequisites all run on
-        ``worker``, most urgent first, each passed to ``hold`` as it is found (a
-        held task's own dependents then qualify in turn).  ``same_module``: only
-        tasks of the module ``worker`` is in (a group of several modules)."""
-        g, state, rank = self._graph, self._state, self._rank
-        of, constrained = self._group_of, self._constrained
+        """Up to ``limit`` tasks of group ``gid`` to hold behind what ``worker`` runs,
+        in the group's serial order: from its first member not yet handed
+        out, each passed to ``hold`` as it is found, up to the first that
+        is READY (the placement's to hand out, in turn) or does not wait
+        only on tasks running on ``worker``.  ``same_module``: only while
+        they are of the module ``worker`` is in (a group of several modules)."""
+        of, constrained, state = self._group_of, self._constrained, self._state
         assert of is not None  # a worker is bound to a group only where groups exist
-        if self._runs is not None and self._runs_across(gid):
-            return self._by_module(worker, gid, limit, hold, same_module)
-        # Only a running task with a WAITING successor can lead anywhere, and
-        # holding tasks never makes another WAITING: the others are dropped
-        # before sorting (a worker may run a batch of a thousand, nearly all
-        # of them with their successors held already, and this runs per batch).
-        waiting = State.WAITING
-        seeds: list[int] = []
-        for r in self._running_on[worker]:
-            for d in g.dependents[r]:
-                if state[d] is waiting:
-                    seeds.append(r)
-                    break
-            else:
-                for d in g.followers[r]:
-                    if state[d] is waiting:
-                        seeds.append(r)
-                        break
-        frontier = sorted(seeds, key=rank.__getitem__)
+        group = self._groups[gid]
+        members = group.serial
+        runs = self._runs
+        here = runs.current(worker) if same_module and runs is not None else None
         out: list[int] = []
-        k = 0
-        while k < len(frontier) and len(out) < limit:
-            r = frontier[k]
+        k = group.cursor
+        waiting = State.WAITING
+        while k < len(members) and len(out) < limit:
+            d = members[k]
             k += 1
-            for d in sorted((*g.dependents[r], *g.followers[r]), key=rank.__getitem__):
-                group = of[d]
-                if (len(out) >= limit or state[d] is not State.WAITING
-                        or group is None or group.gid != gid
-                        or (constrained is not None and constrained(d))
-                        or not self._waits_only_on(d, worker)):
-                    continue
-                hold(d)
-                out.append(d)
-                frontier.append(d)
+            s = state[d]
+            if s is not waiting:
+                if s is State.READY:
+                    break
+                continue  # running or terminal: handed out already
+            if ((constrained is not None and constrained(d))
+                    or (here is not None and runs is not None and runs.module[d] != here)
+                    or not self._waits_only_on(d, worker)):
+                break
+            hold(d)
+            out.append(d)
         return out
 
     def waits_here(self, worker: Worker, module: int) -> bool:
@@ -125,48 +117,6 @@ class HandOutAhead:
                         and self._waits_only_on(d, worker)):
                     return True
         return False
-
-    def _runs_across(self, gid: int) -> bool:
-        """Whether group ``gid`` spans modules (found once per run)."""
-        if self._spans is None:
-            of = self._group_of
-            assert of is not None
-            self._spans = {group.gid for group in of if group is not None and group.spans}
-        return gid in self._spans
-
-    def _by_module(self, worker: Worker, gid: int, limit: int,
-                   hold: Callable[[int], None], same_module: bool) -> list[int]:
-        """:meth:`group_tasks` for a group of several modules: module by module,
-        the worker's current module first while any of it qualifies."""
-        g, state, rank = self._graph, self._state, self._rank
-        of, constrained, runs = self._group_of, self._constrained, self._runs
-        assert of is not None and runs is not None
-        waiting = State.WAITING
-
-        def qualifies(d: int) -> bool:
-            group = of[d]
-            return (state[d] is waiting and group is not None and group.gid == gid
-                    and not (constrained is not None and constrained(d))
-                    and self._waits_only_on(d, worker))
-
-        found = {d for r in self._running_on[worker]
-                 for d in (*g.dependents[r], *g.followers[r]) if qualifies(d)}
-        out: list[int] = []
-        here = runs.current(worker)
-        if same_module:
-            found = {d for d in found if runs.module[d] == here}
-        while found and len(out) < limit:
-            here = runs.current(worker)
-            d = min(found, key=lambda t: (runs.module[t] != here, rank[t]))
-            if same_module and runs.module[d] != here:
-                break
-            found.discard(d)
-            if not qualifies(d):
-                continue
-            hold(d)
-            out.append(d)
-            found.update(e for e in (*g.dependents[d], *g.followers[d]) if qualifies(e))
-        return out
 
     def _waits_only_on(self, d: int, worker: Worker) -> bool:
         """Whether every open prerequisite of ``d`` is running on ``worker``.

@@ -31,10 +31,11 @@ always there.
   shortest makespan when tasks share no process state.
 * :class:`AffinityGroups` (wraps the queues, when there are groups):
   a group is startable once every prerequisite it has outside itself is
-  terminal; it is queued in the global heap under the rank of its first
-  ready task; the worker that takes it runs only the group's tasks until
-  all are terminal, or (``take(next_group=True)``) until it holds all that
-  is left of the group.  Groups whose outside prerequisites would form a cycle
+  terminal; it is queued in the global heap under the rank of its most
+  urgent task; the worker that takes it runs only the group's tasks, in
+  serial order (index order: the order a serial run uses), until all are
+  terminal, or (``take(next_group=True)``) until it holds all that is left
+  of the group.  Groups whose outside prerequisites would form a cycle
   between groups are dissolved into free tasks (the only way such a group
   could ever start).
 * :class:`ResourceLimits` (when some task uses a resource): a task whose
@@ -43,6 +44,14 @@ always there.
   or when a task may start beyond its prerequisites belongs here.
 * :class:`Exclusive` (when some task runs alone): outermost; parks a task
   that runs alone until nothing else runs.
+
+* :class:`Fences` (inside the queues, when some test is fenced): a task
+  after a fence in serial order is handed out only once every task before
+  the fence has been, as xdist's own queue hands tests out in order
+  (pytest-order's ``order(-1)``: after every other test has been handed
+  out).  Not a completion edge: it waits for starts, not ends, and joins no
+  group.  A started group hands out its members across a fence (it is one
+  unit; its first member waits at the fence).
 
 Handing out ahead (``take(speculate=True)`` and ``ahead()``) is not a
 placement: it picks WAITING tasks from the state machine's own record of
@@ -74,6 +83,8 @@ from .states import TERMINAL, State, Worker, check
 Rank = tuple[float, int]
 
 _READY = State.READY
+#: Not yet handed out: what a group's serial order waits for.
+_OPEN = (State.WAITING, State.READY)
 #: Above every rank's first field: "no candidate" where ranks are compared.
 _NONE = float("inf")
 
@@ -120,14 +131,81 @@ class Placement(Protocol):
         """Check this policy's invariants (raise AssertionError)."""
 
 
+@final
+class Fences:
+    """Handed out in order across fences (see the module docstring).
+
+    ``segment[i]``: the stretch of the serial order task ``i`` lies in,
+    between two fences (0 before the first); a task may be handed out once
+    every task of an earlier stretch has been (started, or terminal without
+    starting).  Handed out counts once: a task put back does not close a
+    fence again, as xdist's queue never takes a test back.
+    """
+
+    __slots__ = ("_handed", "_left", "_open", "_segment")
+
+    def __init__(self, segment: Sequence[int]) -> None:
+        self._segment = segment
+        self._left = [0] * (max(segment, default=0) + 1)
+        for k in segment:
+            self._left[k] += 1
+        self._handed = bytearray(len(segment))
+        self._open = 0  # the first stretch with a task not yet handed out
+        self._advance()
+
+    @staticmethod
+    def of(fences: Sequence[int], n: int) -> Fences | None:
+        """The fences before the tasks at positions ``fences`` (each in ``1 .. n - 1``;
+        others mean nothing) over ``n`` tasks; None if none fences anything."""
+        cut = sorted({f for f in fences if 0 < f < n})
+        if not cut:
+            return None
+        segment = [0] * n
+        k = 0
+        for i in range(n):
+            while k < len(cut) and cut[k] <= i:
+                k += 1
+            segment[i] = k
+        return Fences(segment)
+
+    def open(self, task: int) -> bool:
+        """Whether ``task`` may be handed out now."""
+        return self._segment[task] <= self._open
+
+    def allows(self, task: int, worker: Worker) -> bool:
+        """:meth:`open`, as the queues' ``allowed`` filters are called."""
+        return self._segment[task] <= self._open
+
+    def handed(self, task: int) -> None:
+        """``task`` started, or became terminal without starting."""
+        if not self._handed[task]:
+            self._handed[task] = 1
+            self._left[self._segment[task]] -= 1
+            self._advance()
+
+    def _advance(self) -> None:
+        left, last = self._left, len(self._left) - 1
+        while self._open < last and not left[self._open]:
+            self._open += 1
+
+    def validate(self, state: Sequence[State]) -> None:
+        for i, s in enumerate(state):
+            if s is State.RUNNING or s.terminal:
+                check(bool(self._handed[i]), f"task {i} was handed out but not counted")
+            if self._handed[i]:
+                continue
+            check(self._segment[i] >= self._open, f"task {i} is behind the open fence")
+
+
 class ReadyQueues:
     """Per-worker local queues, one global heap, stealing (see the module docstring)."""
 
     def __init__(self, rank: Sequence[Rank], state: Sequence[State], *, locality: bool,
-                 runs: ModuleRuns | None = None) -> None:
+                 runs: ModuleRuns | None = None, fences: Fences | None = None) -> None:
         self._rank = rank
         self._state = state
         self._locality = locality
+        self.fences = fences
         # Module runs (None: no test keeps module fixtures): per module, its
         # free tasks released, by index (a heap; may hold stale ones).  Index
         # order is the run's order: inside a module, a worker runs what is
@@ -194,9 +272,10 @@ class ReadyQueues:
         heapq.heappush(self._heap, rank)
 
     def next_for(self, worker: Worker) -> int | None:
-        runs = self._runs
+        runs, fences = self._runs, self.fences
         if runs is None:
-            return self._next(worker, None)
+            return (self._next(worker, None) if fences is None
+                    else self._next_allowed(worker, fences.allows))
         held = runs.holding(worker)
         if held >= 0:
             # A worker holding a module's fixtures goes on with that module
@@ -205,11 +284,16 @@ class ReadyQueues:
             i = self._pop_module(held)
             if i is not None:
                 return i
-        i = self._next_allowed(worker, runs.allowed)
+        allowed: Callable[[int, Worker], bool] = runs.allowed
+        idle: Callable[[int, Worker], bool] = runs.allowed_idle
+        if fences is not None:
+            allowed = _both(fences.allows, runs.allowed)
+            idle = _both(fences.allows, runs.allowed_idle)
+        i = self._next_allowed(worker, allowed)
         if i is None:
             # Nothing else for it: come back to a module it left rather
             # than idle, unless an idle worker can take that (ModuleRuns).
-            i = self._next_allowed(worker, runs.allowed_idle)
+            i = self._next_allowed(worker, idle)
         # Priority picks the module; inside it the worker starts where serial
         # pytest would (see _of_module).
         return None if i is None else self._first_of_module(i)
@@ -287,12 +371,15 @@ class ReadyQueues:
     def started(self, task: int, worker: Worker) -> None:
         if self._runs is not None:
             self._runs.started(task, worker)
+        if self.fences is not None:
+            self.fences.handed(task)
 
     def ended(self, task: int) -> None:
         pass
 
     def settled(self, task: int) -> None:
-        pass
+        if self.fences is not None:
+            self.fences.handed(task)
 
     def has_ready(self) -> bool:
         state = self._state
@@ -311,7 +398,8 @@ class ReadyQueues:
         return False
 
     def validate(self) -> None:
-        pass
+        if self.fences is not None:
+            self.fences.validate(self._state)
 
     def _live(self, task: int) -> bool:
         """Whether the heap entry of ``task`` still stands for something to run."""
@@ -352,9 +440,13 @@ class ReadyQueues:
         ready = self._of_module.get(m)
         state = self._state
         while ready:
-            i = heapq.heappop(ready)
-            if state[i] is _READY:
-                return i
+            i = ready[0]
+            if state[i] is not _READY:
+                heapq.heappop(ready)
+            elif self.fences is not None and not self.fences.open(i):
+                return None  # behind a fence: so is the rest of the module, later in order
+            else:
+                return heapq.heappop(ready)
         return None
 
     def _first_of_module(self, i: int) -> int:
@@ -370,7 +462,8 @@ class ReadyQueues:
         state = self._state
         while ready and state[ready[0]] is not _READY:
             heapq.heappop(ready)
-        if not ready or ready[0] >= i:
+        if not ready or ready[0] >= i or (self.fences is not None
+                                          and not self.fences.open(ready[0])):
             return i
         first = heapq.heappop(ready)
         # ``i`` was taken off the heap or a local queue: it waits in the heap again.
@@ -406,6 +499,12 @@ class ReadyQueues:
 
 def _ignore(task: int) -> None:
     pass
+
+
+def _both(first: Callable[[int, Worker], bool],
+          then: Callable[[int, Worker], bool]) -> Callable[[int, Worker], bool]:
+    """A filter that allows what ``first`` and ``then`` both allow."""
+    return lambda task, worker: first(task, worker) and then(task, worker)
 
 
 class _Wrapping:
@@ -465,8 +564,17 @@ class Group:
     #: Members neither terminal nor running (held or not): at 0 the group's
     #: worker holds all that is left of it (see AffinityGroups.let_go).
     unstarted: int
-    #: Ranks of members released while the group was startable (a heap; may hold stale ones).
-    ready: list[Rank] = field(default_factory=list)
+    #: The rank the group is queued under: its most urgent member's.
+    rank: Rank = (0.0, 0)
+    #: The members in serial order: the graph's stable topological order,
+    #: which is index order wherever every edge leads back (a plan's graph).
+    serial: list[int] = field(default_factory=list)
+    #: Members released while the group was startable, by their place in
+    #: ``serial`` (a heap; may hold stale ones): only the first is handed out.
+    ready: list[int] = field(default_factory=list)
+    #: Where in ``serial`` the first member neither running nor terminal may
+    #: be (none before it is; see AffinityGroups._first_open).
+    cursor: int = 0
     #: Whether the global heap holds an entry for the group.
     queued: bool = False
     #: The worker bound to the group, if any, and what that worker already ran
@@ -482,12 +590,23 @@ class AffinityGroups(_Wrapping):
     """Wraps the :class:`ReadyQueues`: a group's tasks go to one worker, contiguously.
 
     Free tasks go to the queues as they are.  A startable, unbound group is
-    queued in the queues' global heap under the rank of its first ready
+    queued in the queues' global heap under the rank of its most urgent
     member (an entry of a grouped task stands for its group, see
     :meth:`ReadyQueues.stand_in`);
     taking that entry binds the worker, which then takes only the group's
     tasks until all are terminal, and nothing while they run elsewhere
     (:meth:`let_go` ends the binding once the worker holds all that is left).
+
+    Inside a group, tasks are handed out in serial order, never by rank: a
+    member goes only once every member before it in index order (the
+    plan's order, which every edge follows) is running or terminal.  A
+    suite that passes serially may rely on that order beyond its declared
+    edges (one module fixture that a chain of tests edits, each declaring
+    only some of what it relies on); priority picks *which group* a worker
+    takes, not the order inside it.  The first open member of a started
+    group never waits on anything but members before it (its outside
+    prerequisites ended before the group started), so the order cannot
+    stall a group.
     """
 
     def __init__(
@@ -519,7 +638,15 @@ class AffinityGroups(_Wrapping):
                 members.setdefault(of[i], []).append(i)
         #: Per task, its group (None: a free task).
         self.of: list[Group | None] = [None] * n
+        self._pos = [-1] * n  # a member's place in its group's serial order
         self.groups: list[Group] = []
+        place: list[int] = []
+        if members:
+            topo = graph.topo  # index order, at no cost, where every edge leads back
+            if topo != tuple(range(n)):
+                place = [0] * n
+                for k, i in enumerate(topo):
+                    place[i] = k
         self._outside_of: dict[int, list[Group]] = {}
         # Number the surviving groups densely, in order of their first task.
         for old in sorted(members, key=lambda k: members[k][0]):
@@ -527,13 +654,17 @@ class AffinityGroups(_Wrapping):
             inside = set(tasks)
             outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
                               if p not in inside})
-            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks))
+            group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks),
+                          rank=min(rank[i] for i in tasks),
+                          serial=sorted(tasks, key=place.__getitem__) if place else tasks)
             runs = queues.runs
             if runs is not None:
                 group.spans = len({runs.module[i] for i in tasks}) > 1
             self.groups.append(group)
             for i in tasks:
                 self.of[i] = group
+            for k, i in enumerate(group.serial):
+                self._pos[i] = k
             for p in outside:
                 self._outside_of.setdefault(p, []).append(group)
         self._bound: dict[Worker, Group] = {}
@@ -634,6 +765,10 @@ class AffinityGroups(_Wrapping):
                 del self._bound[group.worker]
                 group.worker = None
                 group.over = frozenset()
+            elif group.worker is None and not group.outside_left:
+                # Skipped before its turn: the member after it may be the
+                # first to go now, released while this one still waited.
+                self._queue(group)
         for waiting in self._outside_of.get(task, ()):
             waiting.outside_left -= 1
             if not waiting.outside_left:
@@ -642,7 +777,8 @@ class AffinityGroups(_Wrapping):
                         self._offer(waiting, m)
 
     def has_ready(self) -> bool:
-        return self._queues.has_ready() or any(g.ready for g in self._bound.values())
+        return self._queues.has_ready() or any(
+            self._next_ready(g) is not None for g in self._bound.values())
 
     def let_go(self, worker: Worker) -> bool:
         """End ``worker``'s binding early if it runs or holds all that is left of its group.
@@ -674,42 +810,62 @@ class AffinityGroups(_Wrapping):
             idle = [i for i in open_ if self._state[i] is not State.RUNNING]
             check(group.unstarted == len(idle),
                   f"group {group.gid}: {group.unstarted} counted unstarted, {len(idle)} are")
+            behind = -1  # a member not yet handed out: none after it runs
+            for i in group.serial:
+                if self._state[i] in _OPEN:
+                    behind = i if behind < 0 else behind
+                elif self._state[i] is State.RUNNING:
+                    check(behind < 0, f"group {group.gid}: {i} runs before {behind}, "
+                                      "ahead of it in serial order")
         self._queues.validate()
 
     def _offer(self, group: Group, i: int) -> None:
         """Put READY member ``i`` where its group's worker will find it."""
+        # Put back (its worker left) or handed back (parked by a limit): the
+        # first open member may be this one again.
+        group.cursor = min(group.cursor, self._pos[i])
         if group.outside_left:
             return  # offered when the group becomes startable
-        heapq.heappush(group.ready, self._rank[i])
+        heapq.heappush(group.ready, self._pos[i])
         if group.worker is None:
             self._queue(group)
 
     def _queue(self, group: Group) -> None:
-        if group.ready and not group.queued and group.worker is None:
-            group.queued = True
-            self._queues.push_entry(group.ready[0])
+        if not group.queued and group.worker is None:
+            first = self._next_ready(group)
+            if first is not None:
+                group.queued = True
+                self._queues.push_entry((group.rank[0], first))
+
+    def _first_open(self, group: Group) -> int:
+        """Where in its serial order the group's first member is that is neither
+        running nor terminal (``len(serial)``: every one is)."""
+        serial, state, k = group.serial, self._state, group.cursor
+        while k < len(serial) and state[serial[k]] not in _OPEN:
+            k += 1
+        group.cursor = k
+        return k
+
+    def _next_ready(self, group: Group) -> int | None:
+        """The member to hand out next: the first open one, if it is READY and
+        offered (not parked by a limit)."""
+        ready, state, serial = group.ready, self._state, group.serial
+        while ready and state[serial[ready[0]]] is not _READY:
+            heapq.heappop(ready)
+        if not ready or ready[0] != self._first_open(group):
+            return None
+        return serial[ready[0]]
 
     def _pop_member(self, group: Group) -> int | None:
-        ready, state = group.ready, self._state
+        i = self._next_ready(group)
+        if i is None:
+            return None
         runs = self._queues.runs
-        if group.spans and runs is not None and group.worker is not None:
-            # Module by module, as xdist's loadgroup sends a group: the
-            # module the worker is in first, while any of it is ready.
-            here = runs.current(group.worker)
-            module = runs.module
-            mine = [e for e in ready if state[e[1]] is _READY and module[e[1]] == here]
-            if mine:
-                entry = min(mine)
-                ready.remove(entry)
-                heapq.heapify(ready)
-                return entry[1]
-            if self._stay:
-                return None
-        while ready:
-            i = heapq.heappop(ready)[1]
-            if state[i] is _READY:
-                return i
-        return None
+        if (self._stay and group.spans and runs is not None and group.worker is not None
+                and runs.module[i] != runs.current(group.worker)):
+            return None  # the next module's first task: the caller decides when
+        heapq.heappop(group.ready)
+        return i
 
     def _bind(self, group: Group, worker: Worker) -> None:
         current = self._bound.get(worker)
@@ -730,10 +886,7 @@ class AffinityGroups(_Wrapping):
             return self._state[task] is _READY
         # Drop entries of members that ended while queued (a "deselected" report):
         # binding a worker to a group with nothing left would idle it for good.
-        ready, state = group.ready, self._state
-        while ready and state[ready[0][1]] is not _READY:
-            heapq.heappop(ready)
-        return bool(ready) and group.worker is None
+        return group.worker is None and self._next_ready(group) is not None
 
     def _dropped(self, task: int) -> None:
         """The queues dropped the stale heap entry of ``task``."""

@@ -69,6 +69,7 @@ from .module_runs import ModuleRuns
 from .placement import (
     AffinityGroups,
     Exclusive,
+    Fences,
     Placement,
     Rank,
     ReadyQueues,
@@ -227,6 +228,7 @@ class PlacementChain:
     runs: ModuleRuns | None
     #: Tasks never handed out ahead (None: no such task).
     constrained: Callable[[int], bool] | None
+    fences: Fences | None = None
 
 
 def placement_chain(
@@ -242,6 +244,7 @@ def placement_chain(
     exclusive: Sequence[bool] | None,
     modules: Sequence[Hashable | None] | None,
     module_fixtures: Sequence[bool] | None,
+    fences: Sequence[int] = (),
 ) -> PlacementChain:
     """The ready queues, each other policy wrapping the one before, outermost last.
 
@@ -260,7 +263,8 @@ def placement_chain(
         of = runs.module
         runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
             of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
-    queues = ReadyQueues(rank, state, locality=locality, runs=runs)
+    fenced = Fences.of(fences, n) if fences else None
+    queues = ReadyQueues(rank, state, locality=locality, runs=runs, fences=fenced)
     placement: Placement = queues
     affinity: AffinityGroups | None = None
     if groups is not None:
@@ -279,7 +283,7 @@ def placement_chain(
     if graph.checked:
         # Held ahead, a checked task's worker may not know every checked outcome.
         constrained = _or_checked(graph.checked, constrained)
-    return PlacementChain(placement, affinity, runs, constrained)
+    return PlacementChain(placement, affinity, runs, constrained, fenced)
 
 
 @final
@@ -299,6 +303,7 @@ class StateMachine:
         modules: Sequence[Hashable | None] | None = None,
         module_fixtures: Sequence[bool] | None = None,
         history: bool = False,
+        fences: Sequence[int] = (),
     ) -> None:
         """``history``: keep every task's moves and their causes (:meth:`history`),
         for a driver that explains a run; off, nothing is recorded.
@@ -314,6 +319,12 @@ class StateMachine:
         decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
         Such a task is never handed out ahead (its worker may not know those
         outcomes).
+
+        ``fences``: positions before which serial order is kept in hand-out
+        (see :class:`~.placement.Fences`): a task at or past one is handed
+        out only once every task before it has been (pytest-order's
+        ``order(-1)`` test, fenced at its own position, goes after every
+        other test has gone).
         """
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
@@ -353,7 +364,7 @@ class StateMachine:
         chain = placement_chain(
             graph, self._rank, self.state, self._running_on, locality=locality,
             resources=resources, limits=limits, groups=groups, exclusive=exclusive,
-            modules=modules, module_fixtures=module_fixtures)
+            modules=modules, module_fixtures=module_fixtures, fences=fences)
         self._placement = chain.placement
         self._groups = chain.groups
         #: Which module each worker is in (None: no module keeps fixtures).
@@ -363,7 +374,9 @@ class StateMachine:
             None if self._groups is None else self._groups.of,
             chain.constrained,
             self.runs,
+            () if self._groups is None else self._groups.groups,
         )
+        self._ahead.fences = chain.fences
         for i in range(n):
             if not self._pending[i]:
                 self._make_ready(i, "free")
@@ -452,27 +465,34 @@ class StateMachine:
             return self._take_by_module(worker, limit)
         out: list[int] = []
         next_for = self._placement.next_for
-        while len(out) < limit and self._stopped is None:
-            if worker not in self._workers:
-                raise KeyError(worker)
-            i = next_for(worker)
-            if i is None:
-                break
-            if self._leaves_early(worker, i):
-                # Back to the queues; the worker asks again once those ended.
-                self._placement.released((i,), None)
-                break
-            self._start(i, worker)
-            out.append(i)
-            if speculate and self._groups is not None and self._groups.spans(worker):
-                # Bound just now to a group of several modules.
-                return out + self._take_by_module(worker, limit - len(out))
-        if speculate and len(out) < limit and self._stopped is None:
+        while True:
+            while len(out) < limit and self._stopped is None:
+                if worker not in self._workers:
+                    raise KeyError(worker)
+                i = next_for(worker)
+                if i is None:
+                    break
+                if self._leaves_early(worker, i):
+                    # Back to the queues; the worker asks again once those ended.
+                    self._placement.released((i,), None)
+                    return out
+                self._start(i, worker)
+                out.append(i)
+                if speculate and self._groups is not None and self._groups.spans(worker):
+                    # Bound just now to a group of several modules.
+                    return out + self._take_by_module(worker, limit - len(out))
+            if not speculate or len(out) >= limit or self._stopped is not None:
+                return out
             gid = self.bound_group(worker)
-            if gid is not None and self._groups is not None and self._groups.unstarted(gid):
-                out += self._ahead.group_tasks(worker, gid, limit - len(out),
-                                               lambda d: self._hold(d, worker))
-        return out
+            if gid is None or self._groups is None or not self._groups.unstarted(gid):
+                return out
+            # The group's next members in serial order, held up to the first
+            # READY one, which the placement then hands out in its turn.
+            held = self._ahead.group_tasks(worker, gid, limit - len(out),
+                                           lambda d: self._hold(d, worker))
+            if not held:
+                return out
+            out += held
 
     def _leaves_early(self, worker: Worker, task: int) -> bool:
         """Whether starting ``task`` next would take ``worker`` out of the module

@@ -192,9 +192,11 @@ def group_name(first: str, label: str | None) -> str:
 
 
 def explain_group(first: str, members: Sequence[str], reasons: Sequence[str]) -> str:
-    """--dag-explain: one group, its tests and why it formed."""
+    """--dag-explain: one group, why it formed and its tests, in the order they run
+    (the serial order: one worker hands them out in it)."""
     why = "; ".join(reasons) or "edges between its tests"
-    return (f"dagorder: group of {first} ({plural(len(members), 'test')}): {why}\n"
+    return (f"dagorder: group of {first} ({plural(len(members), 'test')}): {why}; "
+            "they run in this order, on one worker:\n"
             + "\n".join(f"    {m}" for m in members))
 
 

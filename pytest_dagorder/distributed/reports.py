@@ -17,6 +17,8 @@ from .skips import SkipEmitter
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
+#: How many prerequisites that ran elsewhere a failure's hint names.
+MOST_NAMED = 3
 #: Most prerequisites looked at for a failed test's note (one report's worth of work).
 MOST_LOOKED_AT = 10_000
 #: Most side-channel messages taken from one worker per report or barrier.
@@ -64,13 +66,16 @@ class ReportFeed:
         self.ledger.settled(i)
         return i
 
-    def elsewhere(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
-        """For a failed report: the nearest prerequisite of its test that ran on
-        another worker, as (its node id, that worker, this worker); else None.
+    def elsewhere(self, report: pytest.TestReport) -> tuple[list[tuple[str, str]], str] | None:
+        """For a failed report: the prerequisites of its test (direct or not) that
+        ran on another worker, nearest first (up to :data:`MOST_NAMED`), each
+        as (its node id, that worker), and this worker; else None.
 
-        A dependent that fails there may have missed state its prerequisite
-        left in its own process.  Looked for only on failures: breadth first
-        over the test's prerequisites, not past one that ran elsewhere.
+        A dependent that fails there may have missed state one of them left
+        in its own process; the nearest is not always the one that left it
+        (``a1 -> b -> a2``: ``a2`` may read what ``a1`` left), so each is
+        named.  Looked for only on failures: breadth first over the test's
+        prerequisites.
         """
         node = getattr(report, "node", None)
         if not report.failed or node is None or not self.ran_on:
@@ -82,7 +87,8 @@ class ReportFeed:
         g = self.run.graph
         seen = {i}
         frontier = [i]
-        while frontier and len(seen) < MOST_LOOKED_AT:
+        found: list[tuple[str, str]] = []
+        while frontier and len(seen) < MOST_LOOKED_AT and len(found) < MOST_NAMED:
             ahead: list[int] = []
             for t in frontier:
                 for p in (*g.requires[t], *g.after[t]):
@@ -90,11 +96,11 @@ class ReportFeed:
                         continue
                     seen.add(p)
                     where = self.ran_on.get(p)
-                    if where is not None and where != here:
-                        return self.run.nodeids[p], where, here
+                    if where is not None and where != here and len(found) < MOST_NAMED:
+                        found.append((self.run.nodeids[p], where))
                     ahead.append(p)
             frontier = ahead
-        return None
+        return (found, here) if found else None
 
     def index_of(self, report: pytest.TestReport) -> int | None:
         """Which test ``report`` is about: node ids may repeat (--keep-duplicates).

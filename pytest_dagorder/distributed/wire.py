@@ -136,13 +136,13 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "xdist_groups": (str, type(None)), "resources": (list,), "exclusive": (bool,),
     "shares_nothing": (bool,), "runtime_depends": (bool,), "dag_users": (bool,),
     "documents": (str, type(None)), "module_fixtures": (bool,),
-    "fixtures": (list, type(None)), "writes_state": (str,),
+    "fixtures": (list, type(None)), "ordinals": (int, type(None)),
 }
 _SCALARS: dict[str, type] = {"graph": bool, "ordering_failure": str, "deselected": int,
                              "shard_left": int, "complete": bool, "pulled_back": int,
                              "lf_blocked": int}
 #: The fields that are a tuple of this many values, or None.
-_RECORDS = {"edges_file": 5, "shard": 8}
+_RECORDS = {"edges_file": 5, "shard": 8, "evidence": 5}
 
 
 def decode(raw: object) -> Facts:
@@ -184,13 +184,19 @@ def _facts(fields: Any) -> Facts:
             raise ValueError(f"{name}: positions out of range")
     if any(kind not in (None, "file", "module") for kind in fields["documents"]):
         raise ValueError("an unknown document kind")
+    lifted = fields["lifted"]
+    if type(lifted) is not tuple or any(
+            type(pair) is not tuple or len(pair) != 2
+            or any(type(p) is not int or not 0 <= p < positions for p in pair)
+            for pair in lifted):
+        raise ValueError("lifted: pairs of positions")
     return Facts(**fields)
 
 
 #: The per-test fields (checked for their length).
 PER_TEST = ("locations", "module_scopes", "class_scopes", "xdist_groups", "resources",
             "exclusive", "shares_nothing", "runtime_depends", "dag_users", "documents",
-            "module_fixtures", "fixtures")
+            "module_fixtures", "fixtures", "ordinals")
 
 
 def _checked(raw: object) -> dict[str, Any]:

@@ -36,17 +36,20 @@ add, and written to the ``--dag-edges`` file when one is named.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import json
 import os
 import queue
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -62,7 +65,8 @@ from ..core.missing import (
     resource_name,
 )
 from ..core.wording import plural
-from ..glue import edges_file
+from ..glue import edges_file, evidence
+from ..glue.internals import wide_fixtures
 from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
 
@@ -79,10 +83,18 @@ OVERLAP_ATTEMPTS: Final = 2
 #: At most this many candidate pairs are overlapped (the closest in order first).
 MAX_PAIRS: Final = 200
 #: A probe that runs longer than this many serial passes (plus a start-up
-#: allowance) is stopped and counts as failed.
+#: allowance) is stopped and counts as failed.  The serial pass itself has no
+#: such limit (nothing measured it yet): it is stopped only when no test ended
+#: for ``SERIAL_IDLE`` seconds, and that is reported as a timeout.
 PROBE_TIMEOUT_FACTOR: Final = 3.0
-PROBE_TIMEOUT_FLOOR: Final = 60.0
+PROBE_TIMEOUT_ALLOWANCE: Final = 30.0
+SERIAL_IDLE: Final = 600.0
+#: A test run alone in the edge pass may take this many times its serial
+#: duration (plus the allowance) before it is stopped.
+ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
+POLL: Final = 0.2
 
 _Write = Callable[[str], None]
 
@@ -97,6 +109,7 @@ class Result:
     touches: Touches
     #: The test changed the environment or a module-level value below the rootdir.
     state: bool = False
+    seconds: float = 0.0
 
 
 FAILED: Final = Result("failed", Touches())
@@ -107,8 +120,10 @@ class Sandbox:
 
     def __init__(self, origin: Path, where: Path) -> None:
         self.origin = origin
-        self.root = where / "root"
-        self.tmp = where / "tmp"
+        # The copy's folder has the original's name: with an ``__init__.py`` in
+        # the rootdir, pytest names the package after it (node ids of doctests).
+        self.root = where / (origin.name or "root")
+        self.tmp = where / ".dagorder-tmp"
         shutil.copytree(origin, self.root, symlinks=True, ignore=_ignored)
         self.files: dict[str, tuple[int, int]] = {}
         self.dirs: set[str] = set()
@@ -118,6 +133,8 @@ class Sandbox:
             else:
                 self.files[rel] = (st.st_size, st.st_mtime_ns)
         self.tmp.mkdir()
+        #: The collected process that forks this sandbox's probes (None: not started).
+        self.server: Server | None = None
 
     def _walk(self) -> list[tuple[str, os.stat_result | None]]:
         out: list[tuple[str, os.stat_result | None]] = []
@@ -163,13 +180,44 @@ def _ignored(dirpath: str, names: list[str]) -> list[str]:
 
 
 @dataclass
+class Server:
+    """A probe process that collected the selection and forks one child per probe
+    (``probe_plugin._serve``): requests go to ``ask``, answers come on ``answers``."""
+
+    proc: subprocess.Popen[bytes]
+    ask: int
+    answers: int
+    log: Path
+    #: Bytes of an answer read so far.
+    pending: bytes = b""
+
+
+#: Whether probes can be forked from a collected process (else each is a new one).
+FORKS: Final = hasattr(os, "fork")
+
+
+@dataclass
 class Findings:
-    """What the search found, by position in the serial order."""
+    """What the search found, by position in the serial order (so far: it is
+    reported and written as it is when the budget or Ctrl-C ends the search)."""
 
     needs: dict[int, list[int]]
     same_process: set[int]
     conflicts: list[tuple[int, int, str]]
     unfinished: list[int]
+    #: The phases that ended.
+    phases: list[str] = field(default_factory=list)
+    #: Evidence about the declared edges (the edge pass).
+    verdicts: list[edges_file.Verdict] = field(default_factory=list)
+    #: Candidate pairs not overlapped (the budget, the cap), and tests with
+    #: declared prerequisites the edge pass did not reach.
+    unpaired: list[tuple[int, int, str]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    #: Group name -> its tests: those sharing a fixture instance with a test of a
+    #: conflict (the state lives in the fixture: its users stay on one worker).
+    groups: dict[str, list[int]] = field(default_factory=dict)
+    #: Tests whose outcome under -n 2 with the findings still differed from serial.
+    not_fixed: list[str] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -189,7 +237,15 @@ class MissingFinder:
         self.processes = 0
         self.left = 0
         self.deadline = float("inf")
-        self.timeout = PROBE_TIMEOUT_FLOOR
+        #: Until the serial pass measured the suite, a probe is bounded only by
+        #: the budget and by its tests' progress (see ``_collect``).
+        self.timeout = float("inf")
+        self.stop = threading.Event()
+        self.live: set[subprocess.Popen[bytes]] = set()
+        #: A probe was stopped (its time ran out, or no test ended for too long).
+        self.killed = False
+        self.serial: dict[str, Result] = {}
+        self.found = Findings({}, set(), [], [])
         self.pool: queue.Queue[Sandbox] = queue.Queue()
         self.counter = 0
         self.workdir: Path | None = None
@@ -212,25 +268,72 @@ class MissingFinder:
         items = list(session.items)
         if not items:
             return True
+        target = self.settings.edges_path
+        if target is not None and (why := _unwritable(target)):
+            # Said before the search, not after it: hours of probes for nothing.
+            write(f"dagorder: cannot write the edges file {target} ({why}); "
+                  "name another with --dag-edges PATH")
+            session.testsfailed = 1
+            return True
         began = time.monotonic()
         budget = self.settings.find_budget
         if budget is not None:
             self.deadline = began + budget
-        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work:
+        self.found = Findings({}, set(), [], [])
+        stopped = ""
+        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work, \
+                self._stoppable():
             self.workdir = Path(work)
             try:
-                found = self._find(session, items, write)
+                done = self._find(session, items, write)
             except ProbeError as exc:
                 write(f"dagorder: a probe could not run the tests:\n{exc.args[0]}")
                 session.testsfailed = 1
                 return True
-        if found is None:
+            except KeyboardInterrupt:
+                done, stopped = True, "interrupted"
+            finally:
+                self._kill_all()
+        if not done:
             return True
-        self._report(items, found, write, time.monotonic() - began)
+        self._report(items, self.found, write, time.monotonic() - began, stopped)
         return True
 
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """Ctrl-C (or a SIGTERM) sets the stop flag first, so that every probe
+        thread ends its probe and returns; then the search unwinds."""
+        def stop(signum: int, frame: object) -> None:
+            self.stop.set()
+            raise KeyboardInterrupt
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in before:
+            signal.signal(sig, stop)
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def _stopped(self) -> bool:
+        return self.stop.is_set() or time.monotonic() > self.deadline
+
+    def _kill_all(self) -> None:
+        self.stop.set()
+        for sandbox in self.sandboxes:
+            self._drop(sandbox)
+        with self.lock:
+            live = list(self.live)
+        for proc in live:
+            _kill(proc)
+
     def _find(self, session: pytest.Session, items: list[pytest.Item],
-              write: _Write) -> Findings | None:
+              write: _Write) -> bool:
+        """The search, into ``self.found``; False: nothing to report (refused)."""
         ids = [it.nodeid for it in items]
         one = self.settings.find_missing
         if one:
@@ -250,10 +353,22 @@ class MissingFinder:
         write(f"dagorder: finding missing declarations of "
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
+        write("dagorder: serial pass: running the selection once, in one process")
         began = time.monotonic()
-        serial = self._probe(ids, trace=True)
-        self.timeout = max(PROBE_TIMEOUT_FLOOR,
-                           PROBE_TIMEOUT_FACTOR * (time.monotonic() - began))
+        serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        took = time.monotonic() - began
+        self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
+        self.found.phases.append("serial pass")
+        if self.stop.is_set() and len(serial) < len(ids):
+            raise KeyboardInterrupt
+        if len(serial) < len(ids) and self.killed:
+            running = ids[len(serial)]
+            write(f"dagorder: the serial pass was stopped, a timeout: no test ended for "
+                  f"{SERIAL_IDLE:.0f} s ({len(serial)} of {plural(len(ids), 'test')} had "
+                  f"ended; running: {running}); deselect that test, or find its hang "
+                  "(--dag-stall-report in a plain run)")
+            session.testsfailed = 1
+            return False
         failing = [nid for nid in ids if serial.get(nid, FAILED).outcome
                    in ("failed", "xpassed")]
         if failing:
@@ -262,29 +377,132 @@ class MissingFinder:
             for nid in failing:
                 write(f"    {nid}")
             session.testsfailed = len(failing)
-            return None
+            return False
         self._drop_leftovers(serial, write)
+        self.serial = serial
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
-        write(f"dagorder: serial pass: {len(passed)} passed; "
-              f"screening {plural(len(targets), 'test')}")
-        suspects = self._screen(ids, targets) if not one else targets
-        write(f"dagorder: {plural(len(suspects), 'test')} "
-              f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before them; "
-              "searching")
-        hints = {t: _hints(ids, serial, t) for t in suspects}
-        needs, unfinished = self._search(ids, suspects, hints, write)
-        same = self._same_process(ids, needs, serial)
-        needs = implied(needs, declared, keep=lambda t, p: t in same)
-        touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
-        edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
-        linked = ordered(edges)
-        pairs = conflict_candidates(touches, linked, MAX_PAIRS)
-        if one:
-            pairs = [p for p in pairs if len(ids) - 1 in p[:2]]
-        write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that touch one path")
-        conflicts = self._conflicts(ids, pairs, needs)
-        return Findings(needs, same, conflicts, unfinished)
+        dependents = [] if one else self._dependents(ids)
+        edges_run = cf.ThreadPoolExecutor(1)
+        # Beside the screening, in a sandbox of its own; its verdicts go straight
+        # into the findings (written even if Ctrl-C ends the search later).
+        edges_job = edges_run.submit(self._edges_pass, ids, serial, dependents, write)
+        try:
+            write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
+                  f"screening {plural(len(targets), 'test')}"
+                  + (f"; checking {plural(len(dependents), 'test')} with declared "
+                     "prerequisites in a fresh process" if dependents else ""))
+            suspects = self._screen(ids, targets) if not one else targets
+            self._ended("screening")
+            write(f"dagorder: {plural(len(suspects), 'test')} "
+                  f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
+                  "them; searching")
+            hints = {t: _hints(ids, serial, t) for t in suspects}
+            needs, unfinished = self._search(ids, suspects, hints, write)
+            self.found.unfinished += unfinished
+            same = self._same_process(ids, needs, serial)
+            needs = implied(needs, declared, keep=lambda t, p: t in same)
+            self.found.needs, self.found.same_process = needs, same
+            self._ended("search")
+            touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
+            edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
+            linked = ordered(edges)
+            pairs = conflict_candidates(touches, linked, MAX_PAIRS)
+            if one:
+                pairs = [p for p in pairs if len(ids) - 1 in p[:2]]
+            write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that "
+                  "touch one path")
+            self.found.conflicts, self.found.unpaired = self._conflicts(ids, pairs, needs,
+                                                                        write)
+            self.found.groups = _scoped(items[:len(ids)], self.found.conflicts)
+            self._ended("conflicts")
+        finally:
+            # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
+            edges_run.shutdown(wait=True)
+        if edges_job.done() and edges_job.exception() is not None:
+            raise edges_job.exception()  # type: ignore[misc]
+        if (self.found.needs or self.found.conflicts) and not self._stopped() and not one:
+            self._ended("conflicts")
+            self._verify(ids, serial, write)
+        return True
+
+    def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
+        """The findings checked before they are given: the selection under ``-n 2``
+        with them, against the serial outcomes."""
+        write("dagorder: checking the findings: the selection under -n 2 with them")
+        sandbox = self.pool.get()
+        try:
+            sandbox.reset()
+            edges = sandbox.tmp.parent / "found-edges.json"
+            edges.unlink(missing_ok=True)
+            if self.settings.edges_path is not None and self.settings.edges_path.is_file():
+                shutil.copyfile(self.settings.edges_path, edges)
+            edges_file.write(edges, self._record(ids, self.found))
+            proc, out = self._spawn(sandbox, ids, workers=2, edges=edges)
+            got = self._collect(proc, out, sandbox, limit=self.timeout)
+        finally:
+            self.pool.put(sandbox)
+        differ = [nid for nid in ids if got.get(nid, FAILED).outcome
+                  != serial.get(nid, FAILED).outcome]
+        self.found.not_fixed = differ
+        if not differ:
+            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+
+    def _ended(self, phase: str) -> None:
+        """``phase`` ran to its end (not if the budget or Ctrl-C cut it)."""
+        if not self._stopped():
+            self.found.phases.append(phase)
+
+    def _dependents(self, ids: list[str]) -> list[int]:
+        """The tests with a declared prerequisite in the selection."""
+        n = len(ids)
+        return [k for k in range(n) if any(p < n for p in self.declared[k])]
+
+    def _edges_pass(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
+                    write: _Write) -> None:
+        """Each test with a declared prerequisite, run alone in a fresh process right
+        before its place in a serial run (the files of the tests before it in
+        place): one probe for them all (see ``probe_plugin.py``)."""
+        if not dependents:
+            return
+        if not FORKS:
+            write("dagorder: declared edges not checked: the check forks processes, "
+                  "which this platform cannot")
+            return
+        longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
+        alone: dict[str, Result] = {}
+        sandbox = self.pool.get()
+        try:
+            sandbox.reset()
+            self._run(sandbox, ids, alone=[ids[k] for k in dependents], into=alone,
+                      alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                      limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(dependents))
+        finally:
+            self.pool.put(sandbox)
+        prints = evidence.Fingerprints(self.config.rootpath)
+        verdicts: list[edges_file.Verdict] = []
+        n = len(ids)
+        left = 0
+        for d in dependents:
+            got = alone.get(ids[d])
+            if got is None:
+                left += 1
+                continue
+            wanted = serial.get(ids[d], FAILED).outcome
+            same = got.outcome == wanted
+            probe = "" if same else (
+                f"{ids[d]} {got.outcome} in a fresh process after its prerequisites ran "
+                f"in another (serially: {wanted})")
+            for p in sorted(q for q in set(self.declared[d]) if q < n):
+                verdicts.append(edges_file.Verdict(ids[d], ids[p], same, probe,
+                                                   prints.of((ids[p], ids[d]))))
+        free = sum(v.separable for v in verdicts)
+        write(f"dagorder: declared edges: {free} of {plural(len(verdicts), 'edge')} "
+              "separable (the test passed in a fresh process after its prerequisites ran "
+              "in another)"
+              + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
+        self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
+        self.found.verdicts = verdicts
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -324,10 +542,19 @@ class MissingFinder:
     def _screen(self, ids: list[str], targets: list[int]) -> list[int]:
         count = max(1, min(len(targets), self.slots * BATCHES_PER_SLOT))
         batches = [targets[k::count] for k in range(count)]
+
+        def screen(batch: list[int]) -> dict[str, Result] | None:
+            if self._stopped():
+                return None
+            return self._probe([ids[k] for k in reversed(batch)])
+
         with cf.ThreadPoolExecutor(self.slots) as ex:
-            runs = list(ex.map(lambda b: self._probe([ids[k] for k in reversed(b)]), batches))
-        return [k for b, run in zip(batches, runs, strict=True) for k in b
-                if run.get(ids[k], FAILED).outcome != "passed"]
+            runs = list(ex.map(screen, batches))
+        # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
+        self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
+                                        if run is None for k in b)
+        return [k for b, run in zip(batches, runs, strict=True) if run is not None
+                for k in b if run.get(ids[k], FAILED).outcome != "passed"]
 
     def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
                 write: _Write) -> tuple[dict[int, list[int]], list[int]]:
@@ -339,7 +566,7 @@ class MissingFinder:
         def search(t: int) -> list[int]:
             def over(among: Sequence[int]) -> Callable[[Sequence[Sequence[int]]], list[bool]]:
                 def probes(subsets: Sequence[Sequence[int]]) -> list[bool]:
-                    if time.monotonic() > self.deadline:
+                    if self._stopped():
                         raise SearchStopped
                     runs = [probes_ex.submit(
                         self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
@@ -402,7 +629,9 @@ class MissingFinder:
             return None
 
         def check(t: int) -> bool:
-            sandbox = self.pool.get_nowait()
+            if self._stopped():
+                return True  # unknown: kept on one worker (safe)
+            sandbox = self.pool.get()
             try:
                 sandbox.reset()
                 self._run(sandbox, [ids[k] for k in needs[t]])
@@ -419,7 +648,9 @@ class MissingFinder:
         return {t for t, same in known.items() if same}
 
     def _conflicts(self, ids: list[str], pairs: list[tuple[int, int, str]],
-                   needs: dict[int, list[int]]) -> list[tuple[int, int, str]]:
+                   needs: dict[int, list[int]], write: _Write
+                   ) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+        """The pairs that failed when overlapped, and those left (the budget, Ctrl-C)."""
         def chain(t: int) -> list[str]:
             seen: set[int] = set()
             stack = [t]
@@ -430,12 +661,14 @@ class MissingFinder:
                         stack.append(p)
             return [ids[k] for k in sorted(seen)] + [ids[t]]
 
-        def clash(pair: tuple[int, int, str]) -> bool:
+        done = [0]
+
+        def clash(pair: tuple[int, int, str]) -> bool | None:
             i, j, _ = pair
             for _ in range(OVERLAP_ATTEMPTS):
-                if time.monotonic() > self.deadline:
-                    return False
-                sandbox = self.pool.get_nowait()
+                if self._stopped():
+                    return None
+                sandbox = self.pool.get()
                 try:
                     sandbox.reset()
                     runs = self._together(sandbox, [(chain(i), ids[i]), (chain(j), ids[j])])
@@ -444,25 +677,40 @@ class MissingFinder:
                 if any(r.get(nid, FAILED).outcome != "passed"
                        for r, nid in zip(runs, (ids[i], ids[j]), strict=True)):
                     return True
+            with self.lock:
+                done[0] += 1
             return False
 
         with cf.ThreadPoolExecutor(max(1, self.slots // 2)) as ex:
-            answers = list(ex.map(clash, pairs))
-        return [p for p, hit in zip(pairs, answers, strict=True) if hit]
+            futures = [ex.submit(clash, pair) for pair in pairs]
+            shown = -1
+            while True:
+                _, pending = cf.wait(futures, timeout=PROGRESS_EVERY)
+                if not pending:
+                    break
+                if done[0] != shown:
+                    write(f"dagorder: {done[0]} of {plural(len(pairs), 'pair')} overlapped")
+                    shown = done[0]
+            answers = [f.result() for f in futures]
+        hits = [p for p, hit in zip(pairs, answers, strict=True) if hit]
+        left = [p for p, hit in zip(pairs, answers, strict=True) if hit is None]
+        return hits, left
 
     # -- probes ------------------------------------------------------------------------
 
-    def _probe(self, ids: list[str], *, trace: bool = False) -> dict[str, Result]:
+    def _probe(self, ids: list[str], *, trace: bool = False,
+               idle: float | None = None) -> dict[str, Result]:
         """``ids`` in a fresh process, in a freshly reset copy of the rootdir."""
-        sandbox = self.pool.get_nowait()
+        sandbox = self.pool.get()
         try:
             sandbox.reset()
-            return self._run(sandbox, ids, trace=trace)
+            return self._run(sandbox, ids, trace=trace, idle=idle)
         finally:
             self.pool.put(sandbox)
 
     def _command(self, sandbox: Sandbox, ids: list[str], out: Path,
-                 basetemp: Path) -> tuple[list[str], Path]:
+                 basetemp: Path, *, workers: int = 0,
+                 edges: Path | None = None) -> tuple[list[str], Path]:
         config = self.config
         root = config.rootpath
         args = [sys.executable, "-m", "pytest", "-p", probe_plugin.__name__,
@@ -472,18 +720,23 @@ class MissingFinder:
         if config.inipath is not None:
             args += ["-c", str(_inside(config.inipath, root, sandbox.root))]
         if config.pluginmanager.has_plugin("xdist"):
-            args += ["-n", "0"]
+            args += ["-n", str(workers)]
         if config.pluginmanager.has_plugin("_cov"):
             args += ["--no-cov"]
-        if self.settings.edges_path is not None:
+        if edges is not None:
+            args += ["--dag-edges", str(edges)]
+        elif self.settings.edges_path is not None:
             args += ["--dag-edges", str(_inside(self.settings.edges_path, root, sandbox.root))]
         args += _forwarded(config.invocation_params.args)
+        args += _collection_options(config)
         args += [str(sandbox.root / nid) for nid in ids]
         cwd = _inside(config.invocation_params.dir, root, sandbox.root)
         return args, cwd if cwd.is_dir() else sandbox.root
 
     def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
-               barrier: str | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+               barrier: str | None = None, alone: Sequence[str] = (),
+               alone_limit: float = 0.0, workers: int = 0,
+               edges: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
         with self.lock:
             self.counter += 1
             n = self.counter
@@ -491,40 +744,61 @@ class MissingFinder:
         out = sandbox.tmp.parent / f"probe-{n}.jsonl"
         out.unlink(missing_ok=True)
         ids = self._with_declared(ids)
-        args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}")
-        env = {k: v for k, v in self.environment.items()
-               if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
-               and k not in ("PYTEST_CURRENT_TEST",)}
-        env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
-                    "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
+        args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}",
+                                  workers=workers, edges=edges)
+        env = self._environment(sandbox, out)
         if trace:
             env[probe_plugin.TRACE] = "1"
         if barrier is not None:
             env[probe_plugin.BARRIER] = barrier
+        if alone:
+            names = sandbox.tmp.parent / f"alone-{n}.txt"
+            names.write_text("\n".join(alone) + "\n", encoding="utf-8")
+            env[probe_plugin.ALONE] = str(names)
+            env[probe_plugin.ALONE_TIMEOUT] = str(alone_limit)
         log = (sandbox.tmp.parent / f"probe-{n}.log").open("wb")
         try:
+            # Its own process group: a stop ends the probe and every child it forked.
             proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
         finally:
             log.close()
+        with self.lock:
+            self.live.add(proc)
         return proc, out
 
-    def _collect(self, proc: subprocess.Popen[bytes], out: Path,
-                 sandbox: Sandbox) -> dict[str, Result]:
-        try:
-            code = proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-            code = -1
-        results: dict[str, Result] = {}
-        if out.exists():
-            for line in out.read_text(encoding="utf-8").splitlines():
-                rec = json.loads(line)
-                results[_relative(rec["id"], sandbox.root)] = Result(rec["outcome"], Touches(
-                    frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
-                    frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
-                    bool(rec.get("state")))
+    def _collect(self, proc: subprocess.Popen[bytes], out: Path, sandbox: Sandbox, *,
+                 limit: float | None = None, idle: float | None = None,
+                 into: dict[str, Result] | None = None) -> dict[str, Result]:
+        """The probe's records once it ended; stopped (and its records so far) when
+        its time (``limit``, else the measured timeout) or the budget runs out, when
+        no test ended for ``idle`` seconds, or on Ctrl-C.  ``into``: where the
+        records of tests run alone go."""
+        began = time.monotonic()
+        end = began + (self.timeout if limit is None else limit)
+        size, moved = -1, began
+        code: int | None = None
+        while code is None:
+            try:
+                code = proc.wait(timeout=POLL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if idle is not None:
+                grown = out.stat().st_size if out.exists() else 0
+                if grown != size:
+                    size, moved = grown, now
+            if (self.stop.is_set() or now > end
+                    or (idle is None and now > self.deadline)
+                    or (idle is not None and now - moved > idle)):
+                _kill(proc)
+                self.killed = True
+                code = -1
+        with self.lock:
+            self.live.discard(proc)
+        results = self._read(out, sandbox, into)
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -563,28 +837,216 @@ class MissingFinder:
             out.setdefault(k, None)
         return [self.ids[k] for k in out]
 
-    def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False
-             ) -> dict[str, Result]:
-        proc, out = self._spawn(sandbox, ids, trace=trace)
-        return self._collect(proc, out, sandbox)
+    def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
+             idle: float | None = None, limit: float | None = None,
+             alone: Sequence[str] = (), alone_limit: float = 0.0,
+             into: dict[str, Result] | None = None) -> dict[str, Result]:
+        # The serial pass (the one probe with ``idle``) runs whatever the budget:
+        # without it there is nothing to search.
+        if self.stop.is_set() or (idle is None and time.monotonic() > self.deadline):
+            return {}
+        server = self._server(sandbox)
+        if server is not None:
+            out = self._out(sandbox)
+            self._ask(sandbox, server, [{
+                "ids": self._with_declared(ids), "out": str(out), "trace": trace,
+                "alone": list(alone), "alone_limit": alone_limit}], limit, idle, out)
+            return self._read(out, sandbox, into)
+        proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
+                                alone_limit=alone_limit)
+        return self._collect(proc, out, sandbox, limit=limit, idle=idle, into=into)
+
+    # -- the probe server --------------------------------------------------------------
+
+    def _out(self, sandbox: Sandbox) -> Path:
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        out = sandbox.tmp.parent / f"probe-{n}.jsonl"
+        out.unlink(missing_ok=True)
+        return out
+
+    def _server(self, sandbox: Sandbox) -> Server | None:
+        """The sandbox's probe server, started if it is not running."""
+        if not FORKS:
+            return None
+        server = sandbox.server
+        if server is not None and server.proc.poll() is None:
+            return server
+        if server is not None:
+            self._drop(sandbox)
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+            self.processes += 1
+        where = sandbox.tmp.parent
+        dummy = where / f"server-{n}.jsonl"
+        # Outside the sandbox's tmp (which each reset empties): numbered per test.
+        args, cwd = self._command(sandbox, self.ids, dummy, where / f"basetemp-server-{n}")
+        requests_r, requests_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        env = self._environment(sandbox, dummy)
+        env[probe_plugin.SERVE] = f"{requests_r} {answers_w}"
+        log = where / f"server-{n}.log"
+        with log.open("wb") as f:
+            proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(requests_r, answers_w))
+        os.close(requests_r)
+        os.close(answers_w)
+        with self.lock:
+            self.live.add(proc)
+        sandbox.server = Server(proc, requests_w, answers_r, log)
+        return sandbox.server
+
+    def _drop(self, sandbox: Sandbox) -> None:
+        server = sandbox.server
+        if server is None:
+            return
+        sandbox.server = None
+        _kill(server.proc)
+        for fd in (server.ask, server.answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with self.lock:
+            self.live.discard(server.proc)
+
+    def _ask(self, sandbox: Sandbox, server: Server, runs: list[dict[str, object]],
+             limit: float | None, idle: float | None = None, out: Path | None = None) -> None:
+        """One request to the server, waited for as ``_collect`` waits for a probe; a
+        server that does not answer in time is stopped (and started anew next time)."""
+        seconds = self.timeout if limit is None else limit
+        request = {"runs": runs, "limit": seconds if seconds != float("inf") else 1e9}
+        try:
+            os.write(server.ask, (json.dumps(request) + "\n").encode())
+        except OSError:  # it died (a collection error): its log says why
+            self._dead(sandbox, server)
+            return
+        began = time.monotonic()
+        end = began + seconds + PROBE_TIMEOUT_ALLOWANCE
+        size, moved = -1, began
+        while True:
+            ready, _, _ = select.select([server.answers], [], [], POLL)
+            if ready:
+                chunk = os.read(server.answers, 4096)
+                if not chunk:
+                    self._dead(sandbox, server)
+                    return
+                server.pending += chunk
+                if b"\n" in server.pending:
+                    answer, _, server.pending = server.pending.partition(b"\n")
+                    if json.loads(answer).get("killed"):
+                        self.killed = True
+                    with self.lock:
+                        self.probes_run += 1
+                    return
+            now = time.monotonic()
+            if idle is not None and out is not None:
+                grown = out.stat().st_size if out.exists() else 0
+                if grown != size:
+                    size, moved = grown, now
+            if (self.stop.is_set() or now > end
+                    or (idle is None and now > self.deadline)
+                    or (idle is not None and now - moved > idle)):
+                self.killed = True
+                self._drop(sandbox)
+                return
+
+    def _dead(self, sandbox: Sandbox, server: Server) -> None:
+        """The server ended by itself: before any probe, it could not collect."""
+        code = server.proc.wait(timeout=30)
+        self._drop(sandbox)
+        if code not in (0, 1, 5):
+            tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
+            raise ProbeError(tail)
+
+    def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
+        env = {k: v for k, v in self.environment.items()
+               if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
+               and k not in ("PYTEST_CURRENT_TEST",)}
+        env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
+                    "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
+        return env
+
+    def _read(self, out: Path, sandbox: Sandbox,
+              into: dict[str, Result] | None = None) -> dict[str, Result]:
+        """The records a probe wrote (those of tests run alone go ``into``)."""
+        results: dict[str, Result] = {}
+        if not out.exists():
+            return results
+        for line in out.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # the last line of a probe stopped mid-write
+                continue
+            result = Result(rec["outcome"], Touches(
+                frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
+                frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
+                bool(rec.get("state")), float(rec.get("seconds", 0.0)))
+            nid = _relative(rec["id"], sandbox.root)
+            if rec.get("alone"):
+                if into is not None:
+                    into[nid] = result
+            else:
+                results[nid] = result
+        return results
 
     def _together(self, sandbox: Sandbox,
                   runs: list[tuple[list[str], str]]) -> list[dict[str, Result]]:
         """Each list in its own process, at once, both held before their last test."""
         line = sandbox.tmp / f"line-{self.counter}"
         line.mkdir()
+        server = self._server(sandbox)
+        if server is not None:
+            outs = [self._out(sandbox) for _ in runs]
+            self._ask(sandbox, server, [
+                {"ids": self._with_declared(ids), "out": str(out),
+                 "barrier": f"{line}|{len(runs)}|{held}"}
+                for (ids, held), out in zip(runs, outs, strict=True)], None)
+            return [self._read(out, sandbox) for out in outs]
         started = [self._spawn(sandbox, ids, barrier=f"{line}|{len(runs)}|{held}")
                    for ids, held in runs]
         return [self._collect(proc, out, sandbox) for proc, out in started]
 
     # -- the report --------------------------------------------------------------------
 
+    def _record(self, ids: list[str], found: Findings) -> edges_file.EdgesFile:
+        """What the edges file gets: found edges, resources, groups, and the verdicts."""
+        prints = evidence.Fingerprints(self.config.rootpath)
+        grouped = {k for members in found.groups.values() for k in members}
+        record = edges_file.EdgesFile(
+            [edges_file.FileEdge(ids[t], ids[p], t in found.same_process)
+             for t in sorted(found.needs) for p in found.needs[t]], {},
+            list(found.verdicts) + [
+                # A found edge carries its evidence too: through files only, or
+                # the probe that showed the test reads its prerequisites' process.
+                edges_file.Verdict(
+                    ids[t], ids[p], t not in found.same_process,
+                    "" if t not in found.same_process else
+                    f"{ids[t]} failed in a fresh process after its prerequisites ran "
+                    "in another", prints.of((ids[p], ids[t])))
+                for t in sorted(found.needs) for p in found.needs[t]],
+            {name: [ids[k] for k in members] for name, members in found.groups.items()})
+        for i, j, p in found.conflicts:
+            if i in grouped and j in grouped:
+                continue  # one worker runs them: no resource needed
+            record.resources.setdefault(resource_name(p, str(self.config.rootpath)),
+                                        []).extend([ids[i], ids[j]])
+        return record
+
     def _report(self, items: list[pytest.Item], found: Findings, write: _Write,
-                seconds: float) -> None:
+                seconds: float, stopped: str = "") -> None:
         ids = [it.nodeid for it in items]
         style = _style(self.config)
+        if stopped or time.monotonic() > self.deadline:
+            why = "interrupted" if stopped else "the time budget ran out"
+            left = [p for p in ("serial pass", "screening", "search", "conflicts")
+                    if p not in found.phases]
+            write(f"dagorder: {why}: what was found so far is reported"
+                  + (f"; phases not finished: {', '.join(left)}" if left else ""))
         if not found.needs and not found.conflicts:
-            write("dagorder: no missing prerequisite and no conflict found")
+            write("dagorder: no missing prerequisite and no conflict found"
+                  + (" so far" if stopped or time.monotonic() > self.deadline else ""))
         for t in sorted(found.needs):
             names = [ids[p] for p in found.needs[t]]
             write(f"dagorder: {ids[t]} needs {', '.join(names)}")
@@ -605,24 +1067,115 @@ class MissingFinder:
                   "searched:")
             for t in found.unfinished:
                 write(f"    {ids[t]}")
+        if found.unpaired:
+            write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that touch one "
+                  "path not overlapped (stopped):")
+            for i, j, path in found.unpaired:
+                write(f"    {ids[i]} and {ids[j]} ({path})")
+        if found.unchecked:
+            write(f"dagorder: {plural(len(found.unchecked), 'test')} with declared "
+                  "prerequisites not checked in a fresh process (stopped): their edges "
+                  "stay kept")
+        for name, members in found.groups.items():
+            write(f"dagorder: the state of {name} lives in a fixture its "
+                  f"{plural(len(members), 'test')} share: keep them on one worker, "
+                  f"@pytest.mark.xdist_group({_quote(name)}) on each")
+        if found.not_fixed:
+            write(f"dagorder: with the findings, -n 2 still gave other outcomes than the "
+                  f"serial run for {plural(len(found.not_fixed), 'test')} (not fixed):")
+            for nid in found.not_fixed:
+                write(f"    {nid}")
         target = self.settings.edges_path
         wrote = ""
-        if target is not None and (found.needs or found.conflicts):
-            record = edges_file.EdgesFile(
-                [edges_file.FileEdge(ids[t], ids[p], t in found.same_process)
-                 for t in sorted(found.needs) for p in found.needs[t]], {})
-            for i, j, p in found.conflicts:
-                record.resources.setdefault(resource_name(p, str(self.config.rootpath)),
-                                            []).extend([ids[i], ids[j]])
-            edges_file.write(target, record)
+        if target is not None and (found.needs or found.conflicts or found.verdicts):
+            edges_file.write(target, self._record(ids, found))
             wrote = f"; written to {target}"
-        elif found.needs or found.conflicts:
+        elif found.needs or found.conflicts or found.verdicts:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
+        free = sum(v.separable for v in found.verdicts)
+        checked = (f", {free} of {plural(len(found.verdicts), 'declared edge')} separable"
+                   if found.verdicts else "")
         write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
-              f"{plural(len(found.conflicts), 'conflict')} "
-              f"in {seconds:.1f} s with "
+              f"{plural(len(found.conflicts), 'conflict')}{checked} "
+              f"in {seconds:.1f} s with {plural(self.probes_run, 'probe')} in "
               f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
+
+
+def _scoped(items: Sequence[pytest.Item],
+            conflicts: Sequence[tuple[int, int, str]]) -> dict[str, list[int]]:
+    """Groups for the conflicts whose tests use a fixture of the project wider than a
+    test (module, class or package): the path may be the fixture's, alive between
+    its tests, so every test using one of those fixture instances of either test
+    stays on one worker (one group per connected set)."""
+    def keys(k: int) -> set[tuple[str, str, str]]:
+        out: set[tuple[str, str, str]] = set()
+        item = items[k]
+        for name, scope, where in wide_fixtures(item) or ():
+            if not where or scope not in ("module", "class", "package"):
+                continue
+            node = (item.getparent(pytest.Module) if scope == "module" else
+                    item.getparent(pytest.Class) if scope == "class" else None)
+            out.add((name, where, node.nodeid if node is not None else where))
+        return out
+
+    every = [keys(k) for k in range(len(items))]
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for i, j, _ in conflicts:
+        mine = every[i] | every[j]
+        if not mine:
+            continue  # a path the tests themselves write: a resource is enough
+        members = [k for k, ks in enumerate(every) if k in (i, j) or not ks.isdisjoint(mine)]
+        for k in members:
+            a, b = sorted((root(members[0]), root(k)))
+            parent.setdefault(a, a)
+            parent[b] = a
+    groups: dict[int, list[int]] = {}
+    for k in sorted(parent):
+        groups.setdefault(root(k), []).append(k)
+    return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
+    modules = sorted({items[k].nodeid.split("::", 1)[0] for k in members})
+    return modules[0] if len(modules) == 1 else f"{modules[0]} and {len(modules) - 1} more"
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a probe and every process it forked (its own process group)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+
+
+def _unwritable(path: Path) -> str:
+    """Why ``path`` cannot be written ("" if it can): checked before any probe runs."""
+    if path.exists():
+        if path.is_dir():
+            return "it is a folder"
+        try:
+            edges_file.read(path)
+        except edges_file.EdgesFileError as exc:
+            return str(exc).split(": ", 1)[-1].split("; ", 1)[0]
+        return "" if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) \
+            else "not writable"
+    folder = path.parent
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    return "" if os.access(folder, os.W_OK) else f"{folder} is not writable"
 
 
 def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:
@@ -666,6 +1219,24 @@ def _relative(path: str, root: Path) -> str:
 #: Options of the user's command line a probe keeps: plugins, ini overrides,
 #: warnings and how modules are imported.
 _KEPT: Final = ("-p", "-o", "--override-ini", "-W", "--pythonwarnings", "--import-mode")
+
+
+def _collection_options(config: pytest.Config) -> list[str]:
+    """The options (from the command line or the ini's ``addopts``) that change
+    which items a file holds and how they are named: a probe given node ids must
+    collect them as the user's session did."""
+    option = config.option
+    out: list[str] = []
+    if getattr(option, "doctestmodules", False):
+        out.append("--doctest-modules")
+    for glob in getattr(option, "doctestglob", None) or ():
+        out.append(f"--doctest-glob={glob}")
+    if getattr(option, "doctest_continue_on_failure", False):
+        out.append("--doctest-continue-on-failure")
+    mode = getattr(option, "importmode", None)
+    if mode:
+        out.append(f"--import-mode={mode}")
+    return out
 
 
 def _forwarded(args: Sequence[str]) -> list[str]:

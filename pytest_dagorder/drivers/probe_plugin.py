@@ -14,12 +14,23 @@ change, a file or folder made or removed), read otherwise: a test that
 opens a database and only queries it reads it.  Also recorded: whether the
 test changed the process's state a later test could read (the environment,
 module-level values of modules below the rootdir).
+
+Asked to (``DAGORDER_PROBE_ALONE``: a file of node ids), the probe also runs
+each of those tests a second time in a fresh process, right before its turn
+in the serial run, with the files the tests before it left in place: the
+serial run goes on in a child process, and before each such test it asks
+this process, which collected and ran nothing, to fork another child that
+runs the test alone (pytest-forked's route: a fork costs milliseconds where
+a new pytest process costs its start-up and collection).  Its record says
+``"alone": true``; that is the evidence whether the test reads what its
+prerequisites left in their process (``find_missing.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -27,7 +38,15 @@ from typing import Any, Final
 
 import pytest
 
+from ..glue.settings import DRIVER_NAME
+
 OUT: Final = "DAGORDER_PROBE_OUT"
+#: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.
+SERVE: Final = "DAGORDER_PROBE_SERVE"
+#: A file of node ids to run, also, each alone in a fresh process (see above).
+ALONE: Final = "DAGORDER_PROBE_ALONE"
+#: Seconds a test run alone may take before it is stopped (recorded as ``timeout``).
+ALONE_TIMEOUT: Final = "DAGORDER_PROBE_ALONE_TIMEOUT"
 TRACE: Final = "DAGORDER_PROBE_TRACE"
 #: ``<directory>|<processes>|<node id>``: wait, before that test's setup,
 #: until that many probe processes reached the line.
@@ -55,6 +74,9 @@ class ProbeReporter:
             sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev", "/proc", "/sys"})
         self.basetemp: str | None = None
         self.barrier = os.environ.get(BARRIER)
+        #: This process runs one test alone (its records say so).
+        self.is_alone = False
+        self.started = 0.0
         if self.tracing:
             sys.addaudithook(self._audit)
 
@@ -87,7 +109,28 @@ class ProbeReporter:
         if factory is not None:
             self.basetemp = str(factory.getbasetemp().resolve())
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> object:
+        alone = os.environ.get(ALONE)
+        serve = os.environ.get(SERVE)
+        if (alone is None and serve is None) or session.config.option.collectonly:
+            return None
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(
+                f"{session.testsfailed} error{'s' * (session.testsfailed != 1)} "
+                "during collection")
+        if serve is not None:
+            reading, writing = (int(fd) for fd in serve.split())
+            _serve(session, self, reading, writing)
+            return True
+        assert alone is not None
+        names = set(Path(alone).read_text(encoding="utf-8").splitlines())
+        limit = float(os.environ.get(ALONE_TIMEOUT, "60"))
+        _serial_with_alone(session, self, names, limit, list(session.items))
+        return True
+
     def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.started = time.monotonic()
         self.current = nodeid
         self.before = {}
         self.phases[nodeid] = []
@@ -115,7 +158,10 @@ class ProbeReporter:
         writes = sorted(p for p, was in self.before.items() if _changed(was, _stat(p)))
         line = {"id": nodeid, "outcome": outcome, "writes": writes,
                 "reads": sorted(self.before.keys() - set(writes)),
-                "state": self.state is not None and self._state() != self.state}
+                "state": self.state is not None and self._state() != self.state,
+                "seconds": round(time.monotonic() - self.started, 4)}
+        if self.is_alone:
+            line["alone"] = True
         with self.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         self.current = None
@@ -137,6 +183,147 @@ class ProbeReporter:
                 except Exception:  # a value whose repr fails counts by identity
                     values[f"{name}.{key}"] = f"id {id(value)}"
         return dict(os.environ), values
+
+
+def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
+           writing: int) -> None:
+    """Run probes for the finder, each in a child forked from this collected
+    process, which runs no test itself: a probe costs a fork, not a pytest start
+    and a collection.  One JSON request per line on ``reading``: ``{"runs":
+    [...], "limit": seconds}``, each run ``{"ids", "out", "trace", "barrier",
+    "alone", "alone_limit"}``; the runs of one request start at once (two tests
+    overlapped at a start line) and ``{"done": ...}`` answers when all ended (a
+    run past the limit is killed).  A child is as fresh as a new process: the
+    modules were imported by the collection, no fixture was set up."""
+    by_id: dict[str, pytest.Item] = {}
+    for item in session.items:
+        by_id.setdefault(item.nodeid, item)
+    with os.fdopen(reading, "rb") as requests:
+        for line in requests:
+            request = json.loads(line)
+            end = time.monotonic() + float(request["limit"])
+            children: list[int] = []
+            for run in request["runs"]:
+                items = [by_id[n] for n in run["ids"] if n in by_id]
+                reporter.out = Path(run["out"])
+                if run.get("alone"):
+                    _serial_with_alone(session, reporter, set(run["alone"]),
+                                       float(run["alone_limit"]), items)
+                    continue
+                children.append(_fork_run(session, reporter, items, run))
+            killed = False
+            for child in children:
+                while not os.waitpid(child, os.WNOHANG)[0]:
+                    if time.monotonic() > end:
+                        os.kill(child, signal.SIGKILL)
+                        os.waitpid(child, 0)
+                        killed = True
+                        break
+                    time.sleep(0.002)
+            os.write(writing, (json.dumps({"done": True, "killed": killed}) + "\n").encode())
+
+
+def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pytest.Item],
+              run: dict[str, Any]) -> int:
+    """``items`` in order, in a child; its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        return child
+    code = 0
+    try:
+        reporter.barrier = run.get("barrier")
+        if run.get("trace") and not reporter.tracing:
+            reporter.tracing = True
+            sys.addaudithook(reporter._audit)
+        for i, item in enumerate(items):
+            nextitem = items[i + 1] if i + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail or session.shouldstop:
+                break
+    except BaseException:  # a child never returns into pytest
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: set[str],
+                       limit: float, items: list[pytest.Item]) -> None:
+    """The serial run of ``items`` in a child; before each test of ``names``, that
+    test alone in another child forked from this process (which runs no test
+    itself)."""
+    asks_r, asks_w = os.pipe()
+    go_r, go_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:  # the serial run
+        os.close(asks_r)
+        os.close(go_w)
+        code = 0
+        try:
+            for i, item in enumerate(items):
+                if item.nodeid in names:
+                    os.write(asks_w, f"{i}\n".encode())
+                    if os.read(go_r, 1) != b"g":
+                        break
+                nextitem = items[i + 1] if i + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                if session.shouldfail or session.shouldstop:
+                    break
+        except BaseException:
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(asks_w)
+    os.close(go_r)
+    try:
+        with os.fdopen(asks_r, "rb") as asks:
+            for line in asks:
+                _alone(items[int(line)], reporter, limit)
+                os.write(go_w, b"g")
+    finally:
+        os.close(go_w)
+        os.waitpid(child, 0)
+
+
+def _alone(item: pytest.Item, reporter: ProbeReporter, limit: float) -> None:
+    """``item`` alone, in a child of this (collected, untouched) process."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        try:
+            # Its prerequisites ran in another process: the serial driver must
+            # not skip it for not having seen them.
+            runner = item.config.pluginmanager.get_plugin(DRIVER_NAME)
+            if runner is not None and hasattr(runner, "run"):
+                runner.run = None
+            reporter.is_alone = True
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+    end = time.monotonic() + limit
+    while True:
+        done, _ = os.waitpid(child, os.WNOHANG)
+        if done:
+            return
+        if time.monotonic() > end:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            line = {"id": item.nodeid, "outcome": "timeout", "writes": [], "reads": [],
+                    "state": False, "seconds": limit, "alone": True}
+            with reporter.out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+            return
+        time.sleep(0.002)
 
 
 def _stat(path: str) -> tuple[bool, bool, int, int] | None:
@@ -170,7 +357,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if out is None:
         return
     # A probe writes none of what a normal run leaves behind.
-    for name, value in (("dag_store_durations", False), ("xmlpath", None)):
+    # Nor a stall report: the finder bounds every probe itself.
+    for name, value in (("dag_store_durations", False), ("xmlpath", None),
+                        ("dag_stall_report", "0")):
         if hasattr(config.option, name):
             setattr(config.option, name, value)
     config.pluginmanager.register(ProbeReporter(config, Path(out)), "dagorder-probe")

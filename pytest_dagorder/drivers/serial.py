@@ -69,9 +69,13 @@ class SerialRunner(Planner):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        seconds = settings_of(session.config).stall_report
-        if self.run is None or seconds <= 0 or session.config.option.collectonly:
-            return  # a suite that declares nothing runs as without the plugin
+        found = settings_of(session.config)
+        seconds = found.stall_report
+        if (self.run is None or seconds <= 0 or session.config.option.collectonly
+                or found.find_missing is not None):
+            # A suite that declares nothing runs as without the plugin; the
+            # finder runs no test here (its probes are bounded by it).
+            return
         self.stall = stall.SerialStall(seconds, WORKER)
         session.config.pluginmanager.register(self.stall, "dagorder-stall")
 

@@ -89,6 +89,7 @@ class DagRun:
         module_fixtures: Sequence[bool] | None = None,
         history: bool = False,
         names: Callable[[], Sequence[str]] | None = None,
+        fences: Sequence[int] = (),
     ) -> None:
         """``checks``: by node id, prerequisites that must have passed, else the
         test fails without running; ``modules``, ``module_fixtures``: per test,
@@ -96,7 +97,8 @@ class DagRun:
         (see :class:`~..core.state_machine.StateMachine`); ``history``: keep
         each test's moves, for the summary to explain them (``--dag-explain``);
         ``names``: :func:`short_names` of ``nodeids``, where this process has
-        them already (asked for on first use)."""
+        them already (asked for on first use); ``fences``: positions serial
+        order is kept across in hand-out (see the state machine)."""
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
         if checks:
@@ -119,6 +121,7 @@ class DagRun:
             modules=modules,
             module_fixtures=module_fixtures,
             history=history,
+            fences=fences,
         )
         self.tracker = OutcomeTracker()
         #: The run collected its whole suite (see ``Plan.whole``): a durations

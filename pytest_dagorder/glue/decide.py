@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
-    from . import dag_run
+    from . import dag_run, evidence
     from .dag_run import DagRun
 else:
     # Only for a run that schedules through the core (see loading.py).
@@ -45,6 +45,7 @@ else:
     published = Later("pytest_dagorder.core.published")
     core_graph = Later("pytest_dagorder.core.graph")
     dag_run = Later("pytest_dagorder.glue.dag_run")
+    evidence = Later("pytest_dagorder.glue.evidence")
     migration_wording = Later("pytest_dagorder.migration.wording")
 
 #: Which driver the run is for: one process (``serial``) or xdist's workers.
@@ -209,7 +210,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
         # the tests after the plan): the declared order wins.
         notes.append("runtime depends() modules not chained: their order contradicts an edge")
         graph = _graph(facts, after, known)
-    state = (state_labels(facts, settings.stateless_fixtures)
+    state = (state_labels(facts)
              if mode == "state" and facts.graph else [None] * n)
     scopes = {"state": state, "module": facts.module_scopes,
               "class": facts.class_scopes}.get(mode, [None] * n)
@@ -229,7 +230,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
                  resources=resources, limits=settings.limits, exclusive=alone,
                  checks=dict(facts.fail_checks), modules=modules,
                  module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None,
-                 history=settings.explain)
+                 history=settings.explain, fences=fences(facts.ordinals))
     decided.run = run
     run.whole = decided.whole
     run.group_names = [_group_label(facts, explicit, members) for members in run.machine.groups]
@@ -265,9 +266,29 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if alone is not None:
         header.append(glue_wording.exclusive_header(sum(alone)))
     if run.machine.groups and mode != "none":
-        header.append(_groups_line(run, known, workers))
+        header.append(_groups_line(run, known, workers, mode,
+                                   held_by_fixtures(facts, run.machine.groups,
+                                                    settings.stateless_fixtures)))
     if settings.explain:
         header += explain_lines(run, facts, mode, groups, explicit, state)
+
+
+def fences(ordinals: Sequence[int | None]) -> list[int]:
+    """The positions before which hand-out keeps serial order, from pytest-order's
+    ordinals (per test, in the plan's order).
+
+    pytest-order sorts a test with a negative ordinal (``order(-1)``,
+    ``"last"``) towards the end and one with an ordinal from 0 up
+    (``"first"``) towards the start; xdist's own queue then hands them out
+    in that order.  A test sorted to the end is handed out only after every
+    test before it (a fence at its position), a test sorted to the start
+    before every test after it (a fence past it).
+    """
+    out: list[int] = []
+    for k, value in enumerate(ordinals):
+        if value is not None:
+            out.append(k if value < 0 else k + 1)
+    return out
 
 
 def note_lines(facts: Facts) -> list[str]:
@@ -278,6 +299,8 @@ def note_lines(facts: Facts) -> list[str]:
         lines.append(glue_wording.lf_blocked_line(facts.lf_blocked))
     if facts.edges_file is not None:
         lines.append(edges_file_line(*facts.edges_file))
+    if facts.evidence is not None:
+        lines.append(evidence.header_line(facts.evidence))
     if facts.shard is not None:
         k, n, tests, of, seconds, big, cut, rerun = facts.shard
         lines.append(glue_wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
@@ -286,45 +309,21 @@ def note_lines(facts: Facts) -> list[str]:
     return lines
 
 
-def state_labels(facts: Facts, stateless: frozenset[str] = frozenset()) -> list[str | None]:
+def state_labels(facts: Facts) -> list[str | None]:
     """Per test, its group under ``--dag-affinity=state`` as the reasons it was
-    formed, or None (the rule: ``core/affinity.state_groups``).
-
-    ``stateless``: the fixtures the user said carry nothing (ini
-    ``dag_stateless_fixtures``).  A test whose fixtures are unknown, or whose
-    module writes state and has an edge to another module, keeps its
-    cross-module edges.
-    """
+    formed, or None (the rule: ``core/affinity.state_groups``): every
+    declared edge joins its tests, but those of a test marked
+    ``dag_shares_nothing`` and those evidence lifted (``facts.lifted``)."""
     n = len(facts.ids)
-    modules = facts.module_scopes
-    afters = facts.afters()
-    crossing: set[int] = set()
-    for i in range(n):
-        for p in (*facts.requires[i], *afters[i]):
-            if p < n and (modules[p] is None or modules[p] != modules[i]):
-                crossing.update((i, p))
-    quiet = list(facts.shares_nothing) or [False] * n
-    writes = set(facts.writes_state)
-    keys = [frozenset[str]()] * n
-    opaque: list[str | None] = [None] * n
-    for i, fixtures in enumerate(facts.fixtures):
-        if fixtures is None:
-            opaque[i] = f"fixtures of {facts.ids[i]} unknown"
-            continue
-        if fixtures:
-            keys[i] = affinity.shared_keys([f for f in fixtures if f[0] not in stateless],
-                                  class_id=facts.class_scopes[i] if quiet[i] else None,
-                                  narrow=quiet[i])
-    for i in crossing:
-        scope = modules[i]
-        if opaque[i] is None and scope is not None and scope in writes:
-            opaque[i] = f"{scope} writes state its tests leave behind"
-    return affinity.state_groups(modules, facts.requires, afters, keys, opaque,
-                        quiet if any(quiet) else ())
+    quiet = facts.shares_nothing if any(facts.shares_nothing) else ()
+    return affinity.state_groups(facts.module_scopes, facts.requires[:n], facts.afters()[:n],
+                                 quiet, lifted=facts.lifted)
 
 
-def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
-    """What the affinity groups hold and, from recorded durations, cost; how to lift it."""
+def _groups_line(run: DagRun, known: Mapping[int, float], workers: int, mode: AffinityMode,
+                 fixtures: Sequence[str]) -> str:
+    """What the affinity groups hold and, from recorded durations, cost; how to
+    learn which are needed, and, unless a fixture holds some together, how to lift them."""
     groups = run.machine.groups
     held = sum(len(members) for members in groups)
     cost: tuple[float, float, float] | None = None
@@ -337,7 +336,38 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int) -> str:
         label = {i: k for k, members in enumerate(groups) for i in members}
         b = bounds.bounds(took, edges, label, workers)
         cost = (b.cost, b.grouped_bound, b.bound)
-    return glue_wording.groups_header(len(groups), held, run.n_run, cost)
+    return glue_wording.groups_header(len(groups), held, run.n_run, cost, mode, fixtures)
+
+
+def held_by_fixtures(facts: Facts, groups: Sequence[Sequence[int]],
+                     stateless: frozenset[str] = frozenset()) -> list[str]:
+    """The fixture instances that two tests of one group share (sorted): a
+    group they hold together is not one ``--dag-affinity=none`` could lift.
+
+    Explanation only: no group rests on it.  Two tests of one module that
+    both use a module- or package-scoped fixture share it (pytest resolved
+    their closures); a fixture of ``dag_stateless_fixtures`` does not count.
+    """
+    found: set[str] = set()
+    fixtures, keeps, modules = facts.fixtures, facts.module_fixtures, facts.module_scopes
+    for members in groups:
+        seen: set[str] = set()
+        by_module: set[str] = set()
+        for k in members:
+            if k >= len(facts.ids):
+                continue
+            if keeps and keeps[k] and modules[k] is not None:
+                if modules[k] in by_module:
+                    found.add(f"a module fixture of {modules[k]}")
+                by_module.add(str(modules[k]))
+            own = fixtures[k] if fixtures and k < len(fixtures) else None
+            if not own:
+                continue
+            keys = affinity.shared_keys([f for f in own if f[0] not in stateless],
+                                        class_id=facts.class_scopes[k], narrow=True)
+            found |= keys & seen
+            seen |= keys
+    return sorted(found)
 
 
 def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
@@ -354,10 +384,14 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
             for reason in _reasons(facts, mode, k, explicit[k], state[k]):
                 if reason not in why:
                     why.append(reason)
+        # What the tests are seen to share: said, never decided on.
+        why += [f"its tests share {key}" for key in held_by_fixtures(facts, [members])]
         lines.append(wording.explain_group(ids[members[0]], [ids[k] for k in members], why))
     free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
             if p < n and (labels[i] is None or labels[i] != labels[p])]
     lines.append(glue_wording.explain_free(free, mode))
+    if facts.evidence is not None:
+        lines += evidence.explained(facts.evidence, facts.lifted, ids)
     return lines
 
 

@@ -24,23 +24,27 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..migration import fail_checks, ordering_failed
+from ..migration import ORDER_MARK, fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
 from .dag_fixture import uses_dag
 from .internals import requested_fixtures, wide_fixtures
 from .loading import Later
 from .markers import SHARES_NOTHING
 from .resources import NONE
+from .settings import settings_of
 
 if TYPE_CHECKING:
-    from ..core import affinity, state_writes
+    from ..core import affinity
     from ..core.affinity import DocumentKind
-    from . import sharding
+    from ..migration import order
+    from . import evidence, sharding
+    from .evidence import EvidenceNote
     from .planning import EdgesFileNote, Plan
     from .sharding import ShardNote
 else:
     affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
-    state_writes = Later("pytest_dagorder.core.state_writes")
+    evidence = Later("pytest_dagorder.glue.evidence")  # only where an edges file is read
+    order = Later("pytest_dagorder.migration.order")  # only where a test has an order mark
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
 
 Location = tuple[str, int | None, str]
@@ -121,13 +125,15 @@ class Facts:
     #: Per test: it uses a fixture of module or package scope (a module
     #: switch tears it down; unknown counts as yes).
     module_fixtures: list[bool] = field(default_factory=list)
+    #: Per test: its pytest-order ordinal (``order(-1)``, ``"last"``; None:
+    #: none), where some test has one: where the plan put it is kept in
+    #: hand-out (see ``decide.fences``).
+    ordinals: list[int | None] = field(default_factory=list)
     #: Per test with an edge: the fixtures wider than function scope it
     #: requests, (name, scope, where defined); None: unknown.  Gathered only
-    #: under ``--dag-affinity=state``.
+    #: under ``--dag-affinity=state``, for what is said about a group (no
+    #: group rests on it).
     fixtures: list[list[tuple[str, str, str]] | None] = field(default_factory=list)
-    #: Modules (node ids) with an edge to another module whose source writes
-    #: state that outlives a test (or could not be read).
-    writes_state: list[str] = field(default_factory=list)
     #: How many collected tests the collection deselected (``-k``, ``-m``,
     #: ``--dag-shard``, ...), and how many of those ``--dag-shard`` left to
     #: other parts.
@@ -144,6 +150,11 @@ class Facts:
     lf_blocked: int = 0
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None
+    #: Declared edges (prerequisite, dependent) by position that evidence in the
+    #: edges file showed separable (``glue/evidence.py``): not joined by the rule.
+    lifted: tuple[tuple[int, int], ...] = ()
+    #: What the edges file's verdicts said (None: it holds none).
+    evidence: EvidenceNote | None = None
 
     def afters(self) -> Sequence[tuple[int, ...]]:
         """The ``run_after`` edges of every position (none where ``after`` is empty)."""
@@ -194,6 +205,12 @@ class Facts:
             moved["requires"] = [tuple(to[p] for p in self.requires[k]) for k in back]
             if self.after:
                 moved["after"] = [tuple(to[p] for p in self.after[k]) for k in back]
+            if self.lifted:
+                moved["lifted"] = tuple((to[p], to[d]) for p, d in self.lifted)
+            if self.evidence is not None and self.evidence[4]:
+                path, free, total, stale, kept = self.evidence
+                moved["evidence"] = (path, free, total, stale,
+                                     tuple((to[p], to[d], why) for p, d, why in kept))
         return replace(self, **moved)
 
 
@@ -201,7 +218,7 @@ class Facts:
 #: (``in_order`` reorders them; the graph's lists follow the positions).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
                    "resources", "exclusive", "shares_nothing", "runtime_depends", "dag_users",
-                   "documents", "module_fixtures", "fixtures")
+                   "documents", "module_fixtures", "fixtures", "ordinals")
 
 
 def census_of(ids: Sequence[str], modules: Sequence[str | None],
@@ -283,40 +300,21 @@ def module_fixture_users(items: Sequence[pytest.Item]) -> list[bool]:
     return out
 
 
-def state_facts(items: Sequence[pytest.Item], modules: Sequence[str | None],
-                requires: Sequence[Sequence[int]], after: Sequence[Sequence[int]]) -> tuple[
-                    list[list[tuple[str, str, str]] | None], list[str]]:
-    """What ``--dag-affinity=state`` reads of ``items`` (graph positions
-    ``0 .. len(items) - 1``): per test, the fixtures it requests (only for
-    tests with an edge; others: none), and the modules with an edge to
-    another module whose source writes state (only those are read)."""
+def state_facts(items: Sequence[pytest.Item], requires: Sequence[Sequence[int]],
+                after: Sequence[Sequence[int]]) -> list[list[tuple[str, str, str]] | None]:
+    """Per test of ``items`` (graph positions ``0 .. len(items) - 1``), the
+    fixtures it requests, for tests with an edge (others: none): what is said
+    about a group under ``--dag-affinity=state`` (no group rests on it)."""
     n = len(items)
     touched: set[int] = set()
-    crossing: set[int] = set()
     for i in range(n):
         for p in (*requires[i], *after[i]):
             if p < n:
                 touched.update((i, p))
-                if modules[p] is None or modules[p] != modules[i]:
-                    crossing.update((i, p))
     fixtures: list[list[tuple[str, str, str]] | None] = [[] for _ in range(n)]
-    writes: dict[str, bool] = {}
     for i in sorted(touched):
         fixtures[i] = requested_fixtures(items[i])
-        scope = modules[i]
-        if i in crossing and scope is not None and scope not in writes:
-            module = items[i].getparent(pytest.Module)
-            writes[scope] = module is not None and _writes_state(module)
-    return fixtures, [scope for scope, found in writes.items() if found]
-
-
-def _writes_state(module: pytest.Module) -> bool:
-    """Whether ``module``'s source writes state that outlives a test (yes if unreadable)."""
-    try:
-        found = state_writes.module_writes(module.path.read_bytes())
-    except OSError:
-        return True
-    return found is None or found.module_state
+    return fixtures
 
 
 def graph_of(plan: Plan, planned: Sequence[pytest.Item], ids: Sequence[str]) -> tuple[
@@ -373,15 +371,22 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             requires, after, outside = graph_of(plan, planned, ids)
             fields.update(graph=True, requires=requires, after=after, outside=outside)
             if full and affinity == "state":
-                fixtures, writes = state_facts(planned, modules, requires,
-                                               after or [()] * len(requires))
+                fixtures = state_facts(planned, requires, after or [()] * len(requires))
                 if any(f != [] for f in fixtures):
                     fields.update(fixtures=fixtures)
-                fields.update(writes_state=writes)
+            edges_path = settings_of(config).edges_path
+            if full and edges_path is not None and edges_path.is_file():
+                lifted, note = evidence.lifted(edges_path, config.rootpath, ids, requires,
+                                               after or [()] * len(requires))
+                fields.update(lifted=lifted, evidence=note)
         if plan.needs:
             needs = [plan.needs.get(id(it), NONE) for it in planned]
             fields.update(resources=[list(x.resources) for x in needs],
                           exclusive=[x.exclusive for x in needs])
+        if full and ORDER_MARK in plan.marker_names:
+            ordinals = [order.ordinal_of(it) for it in planned]
+            if any(o is not None for o in ordinals):
+                fields.update(ordinals=ordinals)
         if full and SHARES_NOTHING in plan.marker_names:
             fields.update(shares_nothing=[
                 it.get_closest_marker(SHARES_NOTHING) is not None for it in planned])

@@ -78,8 +78,10 @@ class Settings:
     #: --dag-explain: the header lists every group with its reasons, and the free edges;
     #: the summary, each test's moves (the core keeps them only then).
     explain: bool = False
-    #: ini dag_stateless_fixtures: session and package fixtures that carry
-    #: nothing from one test to another (a read-only client, a setting).
+    #: ini dag_stateless_fixtures: fixtures that carry nothing from one test
+    #: to another (a read-only client, a setting).  No group rests on a
+    #: fixture, so they lift nothing: they only do not count as holding a
+    #: group together where the header and --dag-explain say so.
     stateless_fixtures: frozenset[str] = frozenset()
     #: Seconds without a test reporting before the run says where it waits
     #: (--dag-stall-report / ini dag_stall_report); 0: never.
@@ -107,10 +109,10 @@ def addoption(parser: pytest.Parser) -> None:
         "--dag-affinity",
         choices=AFFINITY_MODES,
         default=None,
-        help="Keep tests on one worker where a dependent may read what its prerequisites "
-        "left in the process (state: every chain inside a module and chains across "
-        "modules through one session or package fixture), only chains inside a module, "
-        "only inside a class, or never (default: ini dag_affinity, else state)",
+        help="Keep tests on one worker, in serial order, where a dependent may read what "
+        "its prerequisites left in the process (state: every declared edge), only along "
+        "edges inside a module, only inside a class, or never (default: ini dag_affinity, "
+        "else state)",
     )
     group.addoption(
         "--dag-on-failure",
@@ -163,8 +165,9 @@ def addoption(parser: pytest.Parser) -> None:
         help="List every affinity group with the reason it was formed, and every "
         "dependency left free (under -n); after the run, why tests waited or did not run",
     )
-    parser.addini("dag_stateless_fixtures", "Session and package fixtures that carry no "
-                  "state from one test to another: tests using them are not kept together",
+    parser.addini("dag_stateless_fixtures", "Fixtures that carry no state from one test to "
+                  "another: not named as holding an affinity group together (they lift no "
+                  "edge; dag_shares_nothing does)",
                   type="args", default=[])
     group.addoption(
         "--dag-stall-report",

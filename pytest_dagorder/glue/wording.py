@@ -53,19 +53,38 @@ def group_cost(cost: float, wall: float, grouped: float, plain: float,
             "state, --dag-affinity=none (or dag.publish for what they pass on) lifts it")
 
 
+#: The share by which groups must raise the lower bound before the header
+#: says how to learn which are needed (below it, a short header).
+ADVICE_SHARE: Final = 0.10
+
+
 def groups_header(groups: int, held: int, tests: int,
-                  cost: tuple[float, float, float] | None) -> str:
-    """What affinity groups keep together; ``cost``: (cost, bound with them, without)
-    by the recorded durations, if there are any."""
-    weighed = ("" if cost is None else
-               f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule "
-               f"beats {cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
+                  cost: tuple[float, float, float] | None, affinity: str = "state",
+                  fixtures: Sequence[str] = ()) -> str:
+    """What affinity groups keep together, in serial order; ``cost``: (cost, bound
+    with them, without) by the recorded durations, if there are any.  Where
+    they cost over :data:`ADVICE_SHARE`, the command that learns which are
+    needed, and ``--dag-affinity=none`` unless ``fixtures`` (the fixture
+    instances two tests of one group share) hold some together."""
     keep = "keeps" if groups == 1 else "keep"
-    return (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
-            f"{plural(tests, 'test')} "
-            f"on one worker each (a dependent may read what its prerequisites left in the "
-            f"process){weighed}; if the tests share no process state, --dag-affinity=none "
-            "lifts this (--dag-explain: why each group formed)")
+    why = ("every declared edge keeps its two tests in one process" if affinity == "state"
+           else f"edges inside a {affinity} keep their tests in one process")
+    line = (f"dagorder: {plural(groups, 'affinity group')} {keep} {held} of "
+            f"{plural(tests, 'test')} on one worker each, in serial order ({why})")
+    if cost is None:
+        return f"{line}; --dag-explain: each group"
+    line += (f"; by the recorded durations they cost {cost[0]:.2f} s (no schedule beats "
+             f"{cost[1]:.2f} s with them, {cost[2]:.2f} s without)")
+    if cost[0] <= ADVICE_SHARE * cost[2]:
+        return f"{line}; --dag-explain: each group"
+    line += ("; --dag-find-missing learns which of them a dependent needs (a probe runs "
+             "it in a fresh process)")
+    if fixtures:
+        held_by = some_of(list(fixtures))
+        return (f"{line}; {held_by} {'holds' if len(fixtures) == 1 else 'hold'} tests of a "
+                "group together (--dag-explain: each group)")
+    return (f"{line}; if the tests share no process state, --dag-affinity=none lifts this "
+            "(--dag-explain: each group)")
 
 
 #: --dag-explain in a serial run: one process, nothing to keep together.
@@ -82,8 +101,8 @@ def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
     elif affinity != "state":
         why = f"--dag-affinity={affinity} keeps only edges inside a {affinity}"
     else:
-        why = ("no module, shared session or package fixture or written state links "
-               "them, or the user stated they share none")
+        why = ("the user stated a test shares nothing (dag_shares_nothing), or evidence "
+               "showed the dependent passes in a fresh process")
     count = plural(len(edges), "dependency", "dependencies")
     return (f"dagorder: {count} left free "
             f"({why}):\n" + "\n".join(f"    {p} -> {d}" for p, d in edges))
@@ -93,19 +112,25 @@ def explain_free(edges: Sequence[tuple[str, str]], affinity: str) -> str:
 ELSEWHERE_TITLE = "dagorder"
 
 
-def ran_elsewhere(prerequisite: str, worker: str, here: str, affinity: str) -> str:
-    """A failed test whose prerequisite ran in another worker process, and the remedy."""
+def ran_elsewhere(prerequisites: Sequence[tuple[str, str]], here: str, affinity: str) -> str:
+    """A failed test whose prerequisites (node id, worker; nearest first) ran in
+    other worker processes, and the remedy, which the test cannot already follow."""
     if affinity == "none":
-        remedy = ("if it reads what that test left in the process, drop --dag-affinity=none "
-                  "(the default keeps such tests on one worker)")
+        remedy = ("if it reads what they left in the process, drop --dag-affinity=none "
+                  "(the default keeps every declared edge's tests on one worker)")
     elif affinity != "state":
-        remedy = (f"if it reads what that test left in the process, --dag-affinity=state "
-                  f"(the default) keeps more together than {affinity}")
+        remedy = (f"if it reads what they left in the process, --dag-affinity=state "
+                  f"(the default) keeps every declared edge's tests on one worker, "
+                  f"{affinity} only those inside a {affinity}")
     else:
-        remedy = ("if it reads what that test left in the process, have both request one "
-                  "session fixture holding it, or pass it with dag.publish")
-    return (f"prerequisite {prerequisite} ran on worker {worker}, this test on {here}: "
-            f"{remedy}")
+        remedy = ("the default keeps every declared edge's tests on one worker, so an edge "
+                  "between them was lifted by a dag_shares_nothing mark or by evidence "
+                  "(--dag-explain lists the edges left free); if it reads what they left "
+                  "in the process, take that mark off, or learn the evidence again "
+                  "(--dag-find-missing)")
+    ran = "; ".join(f"{nid} ran on worker {worker}" for nid, worker in prerequisites)
+    named = "prerequisite" if len(prerequisites) == 1 else "prerequisites"
+    return f"{named} {ran}, this test on {here}: {remedy}"
 
 
 def pulled_back_line(pulled: int, tests: int) -> str:
