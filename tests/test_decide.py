@@ -50,10 +50,9 @@ def test_a_chain_in_one_module_is_one_group_and_the_header_counts_it() -> None:
     assert decided.header == [
         "dagorder: 4 tests, 2 dependencies, longest chain 3; xdist scheduling, "
         "affinity module (1 group); critical path by test counts",
-        "dagorder: 1 affinity group keeps 3 of 4 tests on one worker each (a dependent "
-        "may read what its prerequisites left in the process); if the tests share no "
-        "process state, --dag-affinity=none lifts this (--dag-explain: why each group "
-        "formed)"]
+        "dagorder: 1 affinity group keeps 3 of 4 tests on one worker each, in serial "
+        "order (edges inside a module keep their tests in one process); --dag-explain: "
+        "each group"]
 
 
 def test_the_header_weighs_the_groups_by_recorded_durations() -> None:
@@ -70,9 +69,9 @@ def test_the_header_weighs_the_groups_by_recorded_durations() -> None:
         decided.header[-1]
 
 
-def test_explain_names_each_groups_reasons_and_the_free_edges() -> None:
-    # c and d (two modules) use one session fixture; b -> c crosses modules
-    # and shares nothing.
+def test_explain_names_each_groups_reasons_its_order_and_the_free_edges() -> None:
+    # a -> b -> c -> d across three modules: one group, whatever they share
+    # (c and d use one session fixture: said, not decided on).
     shop = [("shop", "session", "")]
     p = payload({"a": "", "b": "a", "c": "b", "d": "c", "e": ""},
                 modules={"c": "test_n.py", "d": "test_p.py", "e": "test_o.py"},
@@ -80,13 +79,36 @@ def test_explain_names_each_groups_reasons_and_the_free_edges() -> None:
                 xdist_groups=[None, None, None, None, "solo"])
     decided = decide(p, settings(affinity="state", explain=True), {})
     text = "\n".join(decided.header)
-    assert "dagorder: group of test_m.py::test_a (2 tests): edges inside test_m.py\n" \
-        "    test_m.py::test_a\n    test_m.py::test_b" in text
-    assert "group of test_n.py::test_c (2 tests): session fixture 'shop'\n" \
-        "    test_n.py::test_c\n    test_p.py::test_d" in text
+    assert ("dagorder: group of test_m.py::test_a (4 tests): edges from test_m.py to "
+            "test_n.py; edges from test_n.py to test_p.py; edges inside test_m.py; its tests "
+            "share session fixture 'shop'; they run in this order, on one worker:\n"
+            "    test_m.py::test_a\n    test_m.py::test_b\n    test_n.py::test_c\n"
+            "    test_p.py::test_d") in text
     assert "group of test_o.py::test_e (1 test): xdist_group 'solo'" in text
-    assert "1 dependency left free" in text
-    assert "    test_m.py::test_b -> test_n.py::test_c" in text
+    assert "no dependency left free: every edge keeps its tests together" in text
+    # The user's statement lifts c's edges: the two left free are listed.
+    quiet = decide(Facts(**{**p.__dict__, "shares_nothing": [False, False, True, False,
+                                                                False]}),
+                   settings(affinity="state", explain=True), {})
+    text = "\n".join(quiet.header)
+    assert "group of test_m.py::test_a (2 tests): edges inside test_m.py; they run" in text
+    assert ("2 dependencies left free (the user stated a test shares nothing "
+            "(dag_shares_nothing), or evidence showed the dependent passes in a fresh "
+            "process):\n    test_m.py::test_b -> test_n.py::test_c\n"
+            "    test_n.py::test_c -> test_p.py::test_d") in text
+
+
+def test_a_group_runs_in_serial_order_whatever_the_ranks() -> None:
+    # One module fixture edited by a chain: c declares only a, yet serially
+    # it ran after b.  The recorded durations make c the most urgent.
+    p = payload({"a": "", "b": "a", "c": "a", "d": ""})
+    recorded = {p.ids[0]: 0.1, p.ids[1]: 0.1, p.ids[2]: 5.0, p.ids[3]: 0.1}
+    decided = decide(p, settings(affinity="state"), recorded, workers=2)
+    machine = decided.run.machine
+    machine.add_worker("w")
+    assert machine.take("w", 3) == [0]
+    machine.finished(0, "passed")
+    assert machine.take("w", 3) == [1, 2]
 
 
 def test_affinity_none_makes_no_group() -> None:
@@ -193,26 +215,73 @@ def test_explain_under_module_says_why_cross_module_edges_are_free() -> None:
             "module):\n    test_m.py::test_b -> test_n.py::test_c") in text
 
 
-def test_state_groups_are_formed_from_the_fixture_and_source_facts() -> None:
+def test_state_groups_rest_on_declared_edges_only() -> None:
     spec = {"a": "", "b": "a", "c": "", "d": "c", "e": "", "f": "e"}
     modules = {"b": "test_n.py", "d": "test_n.py", "f": "test_n.py"}
-    # a -> b crosses modules and shares nothing; c's module writes state its
-    # tests leave behind; e's fixtures are unknown: those two edges keep their tests.
-    p = payload(spec, modules=modules, fixtures=[[], [], [], [], None, []])
-    assert payload_groups(p) == [[4, 5]]
-    p = payload({**spec}, modules=modules, fixtures=[[], [], [], [], None, []],
-                writes_state=[MODULE])
-    decided = decide(p, settings(affinity="state", explain=True), {})
-    assert decided.run is not None
-    assert decided.run.machine.groups == [[0, 1], [2, 3], [4, 5]]
-    text = "\n".join(decided.header)
-    assert f"{MODULE} writes state its tests leave behind" in text
-    assert f"fixtures of {MODULE}::test_e unknown" in text
-    # The user's word: these fixtures carry nothing (dag_stateless_fixtures).
+    # Whatever the fixtures (none, unknown, one session fixture), each edge
+    # joins its tests: no reading of code decides a group.
     shop = [("shop", "session", "")]
-    p = payload({"a": "", "b": "a"}, modules={"b": "test_n.py"}, fixtures=[shop, shop])
-    assert payload_groups(p) == [[0, 1]]
-    assert payload_groups(p, stateless_fixtures=frozenset({"shop"})) == []
+    p = payload(spec, modules=modules, fixtures=[[], [], shop, shop, None, []])
+    assert payload_groups(p) == [[0, 1], [2, 3], [4, 5]]
+    # dag_stateless_fixtures lifts no edge (a fixture cannot say what else an
+    # edge carries); dag_shares_nothing and evidence do.
+    assert payload_groups(p, stateless_fixtures=frozenset({"shop"})) == [[0, 1], [2, 3], [4, 5]]
+    quiet = Facts(**{**p.__dict__, "shares_nothing": [False, True, False, False, False, False]})
+    assert payload_groups(quiet) == [[2, 3], [4, 5]]
+    lifted = Facts(**{**p.__dict__, "lifted": ((2, 3),)})
+    assert payload_groups(lifted) == [[0, 1], [4, 5]]
+    # Ordering-only edges join too.
+    after = payload({"a": "", "b": ""}, modules={"b": "test_n.py"}, after=[(), (0,)])
+    assert payload_groups(after) == [[0, 1]]
+
+
+def test_the_header_names_the_cost_the_finder_and_lifts_only_what_no_fixture_holds() -> None:
+    # b, c and d could run at once after a: grouped they cost 2 s of 4.
+    spec = {"a": "", "b": "a", "c": "a", "d": "a"}
+    recorded = {f"{MODULE}::test_{n}": 1.0 for n in spec}
+    line = decide(payload(spec), settings(affinity="state"), recorded, workers=4).header[-1]
+    assert line == (
+        "dagorder: 1 affinity group keeps 4 of 4 tests on one worker each, in serial order "
+        "(every declared edge keeps its two tests in one process); by the recorded "
+        "durations they cost 2.00 s (no schedule beats 4.00 s with them, 2.00 s without); "
+        "--dag-find-missing learns which of them a dependent needs (a probe runs it in a "
+        "fresh process); if the tests share no process state, --dag-affinity=none lifts "
+        "this (--dag-explain: each group)")
+    # Two of them share a module fixture: none would lift nothing they need.
+    held = payload(spec, module_fixtures=[True, True, False, False])
+    line = decide(held, settings(affinity="state"), recorded, workers=4).header[-1]
+    assert "--dag-affinity=none" not in line
+    assert line.endswith("; a module fixture of test_m.py holds tests of a group together "
+                         "(--dag-explain: each group)")
+    box = [("box", "session", "conftest.py")]
+    shared = payload(spec, fixtures=[box, [], [], box])
+    line = decide(shared, settings(affinity="state"), recorded, workers=4).header[-1]
+    assert "session fixture 'box' of conftest.py holds" in line
+    # ... unless the user said it carries nothing.
+    line = decide(shared, settings(affinity="state", stateless_fixtures=frozenset({"box"})),
+                  recorded, workers=4).header[-1]
+    assert "--dag-affinity=none lifts this" in line
+    # A small suite whose groups cost nothing keeps its header short.
+    chain = {"a": "", "b": "a"}
+    line = decide(payload(chain), settings(affinity="state"),
+                  {f"{MODULE}::test_{n}": 1.0 for n in chain}, workers=2).header[-1]
+    assert line.endswith("2.00 s without); --dag-explain: each group")
+
+
+def test_pytest_order_ordinals_fence_the_hand_out() -> None:
+    # pytest-order sorted z (order(-1)) last and f (order(0)) first; z is the
+    # most urgent by its recorded duration, yet goes only after every other.
+    p = payload({"f": "", "a": "", "b": "", "z": ""}, ordinals=[0, None, None, -1])
+    recorded = {p.ids[0]: 0.1, p.ids[1]: 0.1, p.ids[2]: 0.5, p.ids[3]: 9.0}
+    decided = decide(p, settings(affinity="none"), recorded, workers=2)
+    machine = decided.run.machine
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [0]  # the first: nothing goes before it
+    assert machine.take("w2") == [2]  # then by priority, up to the fence
+    assert machine.take("w2") == [1]
+    assert machine.take("w1") == [3]  # last, once every other test went
+    machine.validate()
 
 
 def payload_groups(p: Facts, **over: Any) -> list[list[int]]:

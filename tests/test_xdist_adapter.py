@@ -694,7 +694,7 @@ def test_the_facts_cross_as_execnet_values_and_come_back_equal() -> None:
         resources=[["db"], [], ["db", "mq"]], exclusive=[False, True, False],
         dag_users=[True, False, False], module_fixtures=[False, True, False],
         shares_nothing=[False, False, True], documents=["file", None, "module"],
-        fixtures=[[("shop", "session", "")], None, []], writes_state=["test_m.py"],
+        fixtures=[[("shop", "session", "")], None, []], ordinals=[0, None, -1],
         fail_checks=[(nodeid("c"), [nodeid("a")])], problems=[(nodeid("b"), "why")],
         shard=(1, 2, 1, 2, 1.0, None, True, False), edges_file=("e.json", True, 1, 0, 2),
         lf_blocked=1, complete=True, deselected=2)
@@ -715,7 +715,7 @@ def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest()
         fixtures=[None, [], [("s", "session", "")]],
         fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u",
         shard=(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
-        shard_left=1, writes_state=["test_m.py"])
+        shard_left=1, ordinals=[None, None, -1])
     moved = facts.in_order(list(reversed(facts.ids)))
     for f in dataclasses.fields(Facts):
         before, after = getattr(facts, f.name), getattr(moved, f.name)
@@ -1339,6 +1339,10 @@ def test_a_failure_names_the_prerequisite_that_ran_on_another_worker(
     # with them when its dependent is handed out.
     spec = {"a": "", "b": "", **{f"f{k}": "" for k in range(8)}, "c": "a", "d": "b"}
     payload = make_facts(spec, modules={"c": "test_n.py", "d": "test_n.py"})
+    if affinity == "state":
+        # The default keeps every declared edge's tests together: only a
+        # statement lifts one (here c and d say they share nothing).
+        payload = dataclasses.replace(payload, shares_nothing=[n in "cd" for n in spec])
     h: Harness = harness(payload, f"--dag-affinity={affinity}", policy="run")
     seen: list[pytest.TestReport] = []
     on_report = h.sched.on_report
@@ -1370,7 +1374,12 @@ def test_a_failure_names_the_prerequisite_that_ran_on_another_worker(
         if where[dependent] == where[prerequisite]:
             assert "dagorder" not in sections
             continue
-        assert sections["dagorder"].startswith(
+        said = sections["dagorder"]
+        assert said.startswith(
             f"prerequisite {nodeid(prerequisite)} ran on worker {where[prerequisite]}, "
-            f"this test on {where[dependent]}: if it reads what that test left")
-        assert ("--dag-affinity=none" in sections["dagorder"]) == (affinity == "none")
+            f"this test on {where[dependent]}: ")
+        assert ("--dag-affinity=none" in said) == (affinity == "none")
+        # Never advice the test may follow already (one session fixture, ...):
+        # under the default, the one way they came apart is a statement or evidence.
+        assert "session fixture" not in said
+        assert ("dag_shares_nothing" in said) == (affinity == "state")
