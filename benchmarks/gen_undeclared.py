@@ -248,7 +248,7 @@ def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
     found, found_s = pytest(where, "--dag-find-missing", "-n", "4", "--dag-edges", "edges.json")
     tail = found.stdout.strip().splitlines()[-3:]
     print("\n".join(tail), flush=True)
-    processes = re.search(r"with (\d+) pytest processes", found.stdout)
+    processes = re.search(r"(\d+) pytest processes", found.stdout)
     edges = json.loads((where / "edges.json").read_text())
     declared = {(d["test"], d["after"]) for d in truth.get("declared", [])}
     got = {(e["test"], e["after"]) for e in edges["edges"]} - declared

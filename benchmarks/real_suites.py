@@ -31,7 +31,10 @@ the plugin's default).  The machine is usually shared: take the best of
 several rounds (``--rounds``).
 
 Run: ``python benchmarks/real_suites.py --work DIR [--suites shapepy,pynurbs]
-[--rounds 3] [--source shapepy=PATH]``.
+[--rounds 3] [--source shapepy=PATH | --mirrors DIR]``.  ``--find`` runs the
+learning pass instead (``--dag-find-missing -n 2``, timed against a serial
+run; it writes ``WORK/NAME/edges.json``); ``--learned`` makes the ``-n 2``
+runs read that file.
 """
 
 from __future__ import annotations
@@ -350,12 +353,39 @@ def service(suite: Suite, work: Path, tree: Path, env: dict[str, str]) -> Iterat
         sh([*as_pg, "pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop"], check=False)
 
 
+def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str]) -> str:
+    """The learning pass (``--dag-find-missing -n 2``) against one serial run, wall times.
+
+    Writes ``WORK/NAME/edges.json`` (anew), which ``--learned`` then reads.
+    """
+    edges = work / suite.name / "edges.json"
+    edges.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as raw:
+        serial = pytest_run(python, tree, suite, ["-p", "no:dagorder", "-o",
+                                                  f"cache_dir={Path(raw) / 'cache'}"],
+                            Path(raw), env)
+    began = time.perf_counter()
+    done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args,
+               "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
+              cwd=tree / suite.cwd, env=env, check=False)
+    took = time.perf_counter() - began
+    (work / suite.name / "find.txt").write_text(done.stdout, encoding="utf-8")
+    said = [line for line in done.stdout.splitlines()
+            if line.startswith("dagorder:") and ("declared edges" in line or "probes in" in line
+                                                 or "budget" in line or "serial pass" in line)]
+    return (f"{suite.name}: finder {took:.1f} s (exit {done.returncode}) against serial "
+            f"{serial.seconds:.1f} s: {took / serial.seconds:.1f} x serial; output in "
+            f"{work / suite.name / 'find.txt'}\n  " + "\n  ".join(said))
+
+
 def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str | None,
-            work: Path, env: dict[str, str]) -> Rows:
+            work: Path, env: dict[str, str], learned: bool = False) -> Rows:
     rows = Rows()
     dag = ["-p", "dagorder", "-n", "2"]
     if affinity:
         dag.append(f"--dag-affinity={affinity}")
+    if learned:
+        dag.append(f"--dag-edges={work / suite.name / 'edges.json'}")
     for k in range(rounds):
         with tempfile.TemporaryDirectory() as raw:
             tmp = Path(raw)
@@ -436,6 +466,11 @@ def main() -> None:
     parser.add_argument("--mirrors", type=Path, default=None,
                         help="a folder of fetched mirrors (OWNER+NAME/repo): clone from there")
     parser.add_argument("--setup-only", action="store_true")
+    parser.add_argument("--find", action="store_true",
+                        help="run the learning pass (--dag-find-missing -n 2) and time it "
+                             "against a serial run; writes WORK/NAME/edges.json")
+    parser.add_argument("--learned", action="store_true",
+                        help="the -n 2 runs read WORK/NAME/edges.json (what --find learned)")
     args = parser.parse_args()
     sources = dict(s.split("=", 1) for s in args.source)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -451,7 +486,11 @@ def main() -> None:
                       f"{tree / suite.cwd} && {python} -m pytest -p no:dagorder "
                       f"{' '.join(suite.args)}", flush=True)
                 continue
-            rows = measure(suite, python, tree, args.rounds, args.affinity, args.work, env)
+            if args.find:
+                print(find(suite, python, tree, args.work, env), flush=True)
+                continue
+            rows = measure(suite, python, tree, args.rounds, args.affinity, args.work, env,
+                           args.learned)
         print(report(suite, rows), flush=True)
 
 
