@@ -7,17 +7,29 @@ read in a later one, a row of a shared sqlite file, a module-level value of
 a helper module set in one module and read in another, an environment
 variable) and 3 pairs of tests that cannot run at the same time (two write
 and read back one output file, one pair empties and fills one sqlite table).
-``truth.json`` beside it lists them.
+Besides, 12 declared edges (``depends_on``) whose truth the generator knows:
+6 whose dependent reads what its prerequisite left in the process (a value
+of the helper module, a class attribute, an environment variable: they must
+keep one process) and 6 whose dependent does not (it reads a file the
+prerequisite wrote, which is in place whatever process ran it, or only needs
+the order: evidence may free them).  ``truth.json`` beside it lists them all.
 
     python benchmarks/gen_undeclared.py DIR              # write the suite
     python benchmarks/gen_undeclared.py DIR --measure    # and measure the finder
     python benchmarks/gen_undeclared.py DIR --measure --keep-edges   # only the -n 4 runs
+    python benchmarks/gen_undeclared.py DIR --check      # the edges.json there against the truth
 
 ``--measure``: one serial run (timed), ``--dag-find-missing -n 4 --dag-edges
 edges.json`` (timed; its pytest processes counted), the findings compared
 with ``truth.json`` (every one found, none extra), then ``--runs`` runs
 under ``-n 4`` with the edges file, each against the serial outcomes, and
 as many without it (to show the suite needs them).
+
+``--check``: reads ``edges.json`` in DIR (what ``--dag-find-missing`` wrote)
+and says, for each declared edge, whether its verdict (separable, or needs
+one process) is the truth; and which undeclared needs and conflicts it found.
+A verdict that frees an edge whose dependent reads in-process state is the
+wrong one that changes outcomes; keeping a separable edge only costs speed.
 """
 
 from __future__ import annotations
@@ -37,12 +49,19 @@ MODULES = 20
 PER_MODULE = 15
 KINDS = ("file",) * 4 + ("sqlite",) * 4 + ("global",) * 4 + ("env",) * 3
 CONFLICTS = ("file", "file", "sqlite")
+#: Declared edges: (kind, same module?).  The first three kinds leave their
+#: value in the process (must stay grouped); the last two do not.
+DECLARED = (("proc-global", True), ("proc-global", False), ("proc-class", True),
+            ("proc-class", False), ("proc-env", True), ("proc-env", False),
+            ("decl-file", True), ("decl-file", False), ("decl-file", False),
+            ("decl-order", True), ("decl-order", False), ("decl-order", False))
 #: Each test's own work, as an integration test waits on a service.
 SLEEP = 0.01
 WINDOW = 0.15
 
 HEAD = '''import json, os, pathlib, sqlite3, time
 import suite_state
+from pytest_dagorder import depends_on
 ROOT = pathlib.Path(__file__).parent
 '''
 
@@ -79,6 +98,23 @@ def body(role: tuple[str, ...] | None, name: str) -> str:
         lines += [f'    os.environ["SUITE_{key.upper()}"] = "{key}"']
     elif kind == "env":
         lines += [f'    assert os.environ.get("SUITE_{key.upper()}") == "{key}"']
+    elif kind == "proc-global" and side == "write":
+        lines += [f'    suite_state.put("{key}", "{key}")']
+    elif kind == "proc-global":
+        lines += [f'    assert suite_state.get("{key}") == "{key}"']
+    elif kind == "proc-class" and side == "write":
+        lines += [f'    suite_state.Registry.entries.append("{key}")']
+    elif kind == "proc-class":
+        lines += [f'    assert "{key}" in suite_state.Registry.entries']
+    elif kind == "proc-env" and side == "write":
+        lines += [f'    os.environ["DECL_{key.upper()}"] = "{key}"']
+    elif kind == "proc-env":
+        lines += [f'    assert os.environ.get("DECL_{key.upper()}") == "{key}"']
+    elif kind == "decl-file" and side == "write":
+        lines += ['    (ROOT / "data").mkdir(exist_ok=True)',
+                  f'    (ROOT / "data" / "{key}.txt").write_text("{key}")']
+    elif kind == "decl-file":
+        lines += [f'    assert (ROOT / "data" / "{key}.txt").read_text() == "{key}"']
     elif kind == "conflict-file":
         lines += [f'    path = ROOT / "out" / "{key}.txt"',
                   '    path.parent.mkdir(exist_ok=True)',
@@ -104,7 +140,8 @@ def generate(where: Path, seed: int = 43) -> dict[str, object]:
     (where / "pytest.ini").write_text("[pytest]\n")
     (where / "suite_state.py").write_text(
         "_STATE = {}\n\n\ndef put(key, value):\n    _STATE[key] = value\n\n\n"
-        "def get(key):\n    return _STATE.get(key)\n")
+        "def get(key):\n    return _STATE.get(key)\n\n\n"
+        "class Registry:\n    entries = []\n")
     free = [(m, t) for m in range(MODULES) for t in range(PER_MODULE)]
     rng.shuffle(free)
     roles: dict[tuple[int, int], tuple[str, ...]] = {}
@@ -131,11 +168,31 @@ def generate(where: Path, seed: int = 43) -> dict[str, object]:
         b = take(MODULES // 2, MODULES)
         roles[a] = roles[b] = (f"conflict-{kind}", "both", f"report{k}")
         truth["conflicts"].append({"tests": [nid(a), nid(b)], "kind": kind})
+    truth["declared"] = []
+    declares: dict[tuple[int, int], tuple[int, int]] = {}
+    for k, (kind, same) in enumerate(DECLARED):
+        if same:
+            # Two free tests of one module, the writer first in collection (serial) order.
+            writer, reader = next(((m, t), (m2, t2)) for m, t in free for m2, t2 in free
+                                  if m2 == m and t2 > t)
+            free.remove(writer)
+            free.remove(reader)
+        else:
+            writer = take(0, MODULES - 1)
+            reader = take(writer[0] + 1, MODULES)
+        key = f"d{k}"
+        roles[writer] = (kind, "write", key)
+        roles[reader] = (kind, "read", key)
+        declares[reader] = writer
+        truth["declared"].append({"test": nid(reader), "after": nid(writer), "kind": kind,
+                                  "separable": not kind.startswith("proc-"),
+                                  "same_process": kind.startswith("proc-")})
     for m in range(MODULES):
         parts = [HEAD]
         for t in range(PER_MODULE):
             name = f"test_t{t:02d}"
-            parts.append(f"\ndef {name}():\n{body(roles.get((m, t)), f'm{m:02d}.{name}')}\n")
+            mark = f'@depends_on("{nid(declares[(m, t)])}")\n' if (m, t) in declares else ""
+            parts.append(f"\n{mark}def {name}():\n{body(roles.get((m, t)), f'm{m:02d}.{name}')}\n")
         (where / f"test_m{m:02d}.py").write_text("\n".join(parts))
     (where / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return truth
@@ -169,7 +226,7 @@ def outcomes(text: str) -> dict[str, str]:
                                                         text, re.M)}
 
 
-def measure(where: Path, runs: int, *, find: bool = True) -> None:
+def measure(where: Path, runs: int, *, find: bool = True, workers: str = "4") -> None:
     truth = json.loads((where / "truth.json").read_text())
     clean(where)
     serial, serial_s = pytest(where, "-rA", "-q")
@@ -179,7 +236,9 @@ def measure(where: Path, runs: int, *, find: bool = True) -> None:
           f"in {serial_s:.1f} s ({serial_cpu:.1f} s CPU)", flush=True)
     if find:
         find_and_compare(where, truth, serial_s, serial_cpu)
-    check_runs(where, base, runs)
+    if find:
+        check(where)
+    check_runs(where, base, runs, workers)
 
 
 def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
@@ -189,9 +248,10 @@ def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
     found, found_s = pytest(where, "--dag-find-missing", "-n", "4", "--dag-edges", "edges.json")
     tail = found.stdout.strip().splitlines()[-3:]
     print("\n".join(tail), flush=True)
-    processes = re.search(r"with (\d+) pytest processes", found.stdout)
+    processes = re.search(r"(\d+) pytest processes", found.stdout)
     edges = json.loads((where / "edges.json").read_text())
-    got = {(e["test"], e["after"]) for e in edges["edges"]}
+    declared = {(d["test"], d["after"]) for d in truth.get("declared", [])}
+    got = {(e["test"], e["after"]) for e in edges["edges"]} - declared
     want = {(n["test"], n["after"]) for n in truth["needs"]}
     got_pairs = {tuple(sorted(r["tests"])) for r in edges["resources"]}
     want_pairs = {tuple(sorted(c["tests"])) for c in truth["conflicts"]}
@@ -203,17 +263,70 @@ def find_and_compare(where: Path, truth: dict[str, list[dict[str, object]]],
           f"{LAST_CPU[0] / serial_cpu:.1f} x its CPU time", flush=True)
 
 
-def check_runs(where: Path, base: dict[str, str], runs: int) -> None:
+def verdict(entry: dict[str, object]) -> bool | None:
+    """An edges-file entry's verdict: True separable, False one process, None none given."""
+    for key in ("separable", "free"):
+        if isinstance(entry.get(key), bool):
+            return bool(entry[key])
+    said = entry.get("verdict")
+    if isinstance(said, dict):
+        said = said.get("verdict") or said.get("kind")
+    if isinstance(said, str):
+        return said.lower().replace("-", "_").replace(" ", "_") in ("separable", "free")
+    return None
+
+
+def check(where: Path) -> bool:
+    """The verdicts of ``edges.json`` in ``where`` against the generator's truth."""
+    truth = json.loads((where / "truth.json").read_text())
+    edges = json.loads((where / "edges.json").read_text())
+    # Verdicts live in the file's "verdicts" list (an entry of "edges" may say it too).
+    by_pair = {(e["test"], e["after"]): e
+               for e in [*edges.get("edges", []), *edges.get("verdicts", [])]}
+    right = wrong = unknown = 0
+    for d in truth["declared"]:
+        entry = by_pair.get((d["test"], d["after"]))
+        said = verdict(entry) if entry is not None else None
+        if said is None:
+            # No verdict on a declared edge: the default keeps it (safe, not free).
+            unknown += 1
+            mark = "no verdict (kept)"
+        elif said == d["separable"]:
+            right += 1
+            mark = "right"
+        else:
+            wrong += 1
+            mark = "WRONG: frees in-process state" if said else "wrong: keeps a separable edge"
+        said_text = {None: "-", True: "separable", False: "one process"}[said]
+        print(f"  {d['kind']:<12} {d['after']} -> {d['test']}: truth "
+              f"{'separable' if d['separable'] else 'one process'}, verdict {said_text}: {mark}")
+    unsafe = sum(1 for d in truth["declared"] if not d["separable"]
+                 and verdict(by_pair.get((d["test"], d["after"])) or {}) is True)
+    got = {(e["test"], e["after"]) for e in edges.get("edges", [])
+           if (e["test"], e["after"]) not in {(d["test"], d["after"]) for d in truth["declared"]}}
+    want = {(n["test"], n["after"]) for n in truth["needs"]}
+    got_pairs = {tuple(sorted(r["tests"])) for r in edges.get("resources", [])}
+    want_pairs = {tuple(sorted(c["tests"])) for c in truth["conflicts"]}
+    print(f"declared edges: {right} right, {wrong} wrong ({unsafe} unsafe), {unknown} without a "
+          f"verdict, of {len(truth['declared'])}; undeclared needs: {len(got & want)} of "
+          f"{len(want)} found, {len(got - want)} extra; conflicts: "
+          f"{len(got_pairs & want_pairs)} of {len(want_pairs)} found, "
+          f"{len(got_pairs - want_pairs)} extra", flush=True)
+    return unsafe == 0 and not (want - got)
+
+
+def check_runs(where: Path, base: dict[str, str], runs: int, workers: str = "4") -> None:
     if runs < 1:
         return
-    for label, extra, count in (("with the edges file", ["--dag-edges", "edges.json"], runs),
-                                ("without it", [], max(1, runs // 4))):
-        same = 0
-        for _ in range(count):
-            clean(where)
-            done, _s = pytest(where, "-n", "4", "-rA", "-q", *extra)
-            same += outcomes(done.stdout) == base
-        print(f"-n 4 {label}: serial outcomes in {same} of {count} runs", flush=True)
+    for n in workers.split(","):
+        for label, extra, count in (("with the edges file", ["--dag-edges", "edges.json"], runs),
+                                    ("without it", [], max(1, runs // 4))):
+            same = 0
+            for _ in range(count):
+                clean(where)
+                done, _s = pytest(where, "-n", n, "-rA", "-q", *extra)
+                same += outcomes(done.stdout) == base
+            print(f"-n {n} {label}: serial outcomes in {same} of {count} runs", flush=True)
     clean(where)
 
 
@@ -225,10 +338,16 @@ def main() -> None:
     parser.add_argument("--keep-edges", action="store_true",
                         help="with --measure: check the runs against the edges.json there, "
                         "without finding again")
+    parser.add_argument("--workers", default="4",
+                        help="with --measure: the -n of the runs, comma-separated (2,3)")
+    parser.add_argument("--check", action="store_true",
+                        help="only compare the edges.json in WHERE with truth.json there")
     args = parser.parse_args()
+    if args.check:
+        sys.exit(0 if check(args.where) else 1)
     generate(args.where)
     if args.measure:
-        measure(args.where, args.runs, find=not args.keep_edges)
+        measure(args.where, args.runs, find=not args.keep_edges, workers=args.workers)
 
 
 if __name__ == "__main__":

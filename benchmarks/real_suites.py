@@ -31,12 +31,16 @@ the plugin's default).  The machine is usually shared: take the best of
 several rounds (``--rounds``).
 
 Run: ``python benchmarks/real_suites.py --work DIR [--suites shapepy,pynurbs]
-[--rounds 3] [--source shapepy=PATH]``.
+[--rounds 3] [--source shapepy=PATH | --mirrors DIR]``.  ``--find`` runs the
+learning pass instead (``--dag-find-missing -n 2``, timed against a serial
+run; it writes ``WORK/NAME/edges.json``); ``--learned`` makes the ``-n 2``
+runs read that file.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -46,6 +50,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +74,12 @@ class Suite:
     env: tuple[tuple[str, str], ...] = ()
     #: Its own requirements files (paths in the checkout).
     requirement_files: tuple[str, ...] = ()
+    #: Folder (in the checkout) its CI runs pytest from.
+    cwd: str = ""
+    #: A server its tests need, started for the runs on loopback (see :func:`service`).
+    service: str = ""
+    #: Commands run once in ``cwd`` after the service is up (the suite's own set-up steps).
+    prepare: tuple[tuple[str, ...], ...] = ()
 
 
 PLUGINS = ("pytest-dependency==0.6.1", "pytest-order", "pytest-timeout")
@@ -127,6 +138,33 @@ SUITES = {s.name: s for s in (
     Suite("bpypolyskel", "prochitecture/bpypolyskel", "bd1ce5b2e9dc2028595e6a3e116926e1c58e45dd",
           ("mathutils==3.3.0", "pytest-dependency==0.6.1", "pytest-timeout"),
           ("tests", *NO_TIMEOUT), generated=(("__init__.py", ""),)),
+    # pytest-dependency: the 21 tests of test_03_photoidx.py edit one index
+    # file through a chain of CLI calls (a module fixture's folder), each
+    # declaring only some of the tests whose edits it relies on.  Its build
+    # writes the package's __init__.py; the tests run the script from its
+    # folder.  PySide2 is for the GUI only, which no test imports.
+    Suite("photoidx", "RKrahl/photoidx", "b7771de183bc09fc0ef1d89e778e7db2f7868b58",
+          ("pytest-dependency==0.6.1", "PyYAML", "ExifRead", "packaging"),
+          ("tests",), (".",),
+          generated=(("photoidx/__init__.py",
+                      '"""Maintain indices for photo collections"""\n__version__ = "0"\n'),),
+          env=(("BUILD_SCRIPTS_DIR", "scripts"),)),
+    # No declarations; a module fixture creates an sqlite file at a fixed path
+    # that the 22 tests of its module use.  Its CI: ``pip install -e .[cicd]``
+    # (linters left out here), pytest from the root (its testpaths).
+    Suite("ensembl-genomio", "Ensembl/ensembl-genomio", "ce248b0a9fd35060be903108dc367bbc4875f582",
+          ("pytest-datadir", "pytest-dependency==0.6.1", "pytest-mock", "deepdiff"),
+          (), editable=True),
+    # pytest-dependency with pytest-order's --order-dependencies, against a
+    # PostgreSQL database its CI migrates first (the commit before the one
+    # that dropped the declarations).  Its CI deselects the ``data`` tests.
+    Suite("wikibase-metadata", "wmde/wikibase-metadata", "79f2a94cce33100645cfc57550973487253fd315",
+          ("pytest-dependency==0.6.1", "pytest-order", "pytest-asyncio", "pytest-mock",
+           "freezegun", "psycopg2-binary", "alembic-postgresql-enum"),
+          ("-m", "not data", "--order-dependencies"), ("backend",),
+          requirement_files=("backend/requirements.txt",), cwd="backend",
+          env=(("SETTINGS_FILE", "backend/test-settings.ini"),), service="postgres",
+          prepare=(("alembic", "upgrade", "head"),)),
 )}
 
 
@@ -136,11 +174,28 @@ def sh(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = Non
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def checkout(suite: Suite, work: Path, sources: dict[str, str]) -> Path:
+def origin(suite: Suite, sources: dict[str, str], mirrors: Path | None) -> str:
+    """Where to clone from: ``--source``, else a mirror of ``--mirrors``, else GitHub.
+
+    A mirror is a bare git directory ``MIRRORS/owner+name/repo`` (the layout
+    of a fetched snapshot); ``--source`` takes such a directory, its parent,
+    or any clone.
+    """
+    given = sources.get(suite.name)
+    if given is None and mirrors is not None:
+        given = str(mirrors / suite.repo.replace("/", "+"))
+    if given is None:
+        return f"https://github.com/{suite.repo}"
+    path = Path(given)
+    if (path / "repo").is_dir() and not (path / "HEAD").exists() and not (path / ".git").exists():
+        path = path / "repo"
+    return str(path)
+
+
+def checkout(suite: Suite, work: Path, source: str) -> Path:
     dest = work / suite.name / "src"
     if not dest.exists():
-        origin = sources.get(suite.name, f"https://github.com/{suite.repo}")
-        sh(["git", "clone", "-q", origin, str(dest)])
+        sh(["git", "clone", "-q", source, str(dest)])
     sh(["git", "checkout", "-q", suite.commit], cwd=dest)
     for path, text in suite.generated:
         (dest / path).write_text(text, encoding="utf-8")
@@ -201,7 +256,7 @@ def pytest_run(python: Path, tree: Path, suite: Suite, extra: list[str], tmp: Pa
     dag = "dagorder" in extra
     if dag:
         cmd.append(f"--dag-timeline={timeline}")
-    done = sh(cmd, cwd=tree, env=env, check=False)
+    done = sh(cmd, cwd=tree / suite.cwd, env=env, check=False)
     found = SECONDS.findall(done.stdout.splitlines()[-1] if done.stdout else "")
     if done.returncode not in (0, 1) or not found:
         raise SystemExit(f"{suite.name}: {' '.join(cmd)} exited {done.returncode}:\n"
@@ -250,17 +305,87 @@ def _junit(path: Path) -> tuple[dict[str, str], float]:
     return outcomes, total
 
 
-def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str | None,
-            work: Path) -> Rows:
-    rows = Rows()
+def suite_env(suite: Suite, python: Path, tree: Path) -> dict[str, str]:
+    """The environment of the suite's runs: its venv first on PATH, its paths, its variables."""
     env = dict(os.environ)
+    env["PATH"] = os.pathsep.join((str(python.parent), env.get("PATH", "")))
     if suite.paths:
         env["PYTHONPATH"] = os.pathsep.join(str(tree / p) for p in suite.paths)
     env.pop("PYTEST_ADDOPTS", None)
     env.update((key, str(tree / value)) for key, value in suite.env)
+    return env
+
+
+PG_PORT = 54329
+
+
+@contextlib.contextmanager
+def service(suite: Suite, work: Path, tree: Path, env: dict[str, str]) -> Iterator[None]:
+    """Start the suite's server on loopback for its runs (and run its ``prepare`` steps).
+
+    ``postgres``: a cluster under ``WORK/NAME/pg`` owned by the ``postgres``
+    user (the server refuses root), trust authentication, listening on
+    127.0.0.1 only; the database ``db_test`` made anew each time, its URL in
+    ``DATABASE_URL``.
+    """
+    if suite.service != "postgres":
+        yield
+        return
+    data = work / suite.name / "pg"
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    if not data.exists():
+        data.mkdir(parents=True)
+        shutil.chown(data, "postgres", "postgres")
+        sh([*as_pg, "initdb", "-D", str(data), "-U", "postgres", "--auth=trust"],
+           env=dict(env, PATH=env["PATH"] + ":/usr/lib/postgresql/15/bin"))
+    opts = f"-p {PG_PORT} -k {data} -c listen_addresses=127.0.0.1"
+    sh([*as_pg, "pg_ctl", "-D", str(data), "-o", opts, "-w", "-t", "60", "-l",
+        str(data / "log"), "start"])
+    try:
+        psql = ["psql", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-q", "-c"]
+        sh([*psql, "DROP DATABASE IF EXISTS db_test"])
+        sh([*psql, "CREATE DATABASE db_test"])
+        env["DATABASE_URL"] = f"postgresql+asyncpg://postgres:postgres@127.0.0.1:{PG_PORT}/db_test"
+        for step in suite.prepare:
+            sh(list(step), cwd=tree / suite.cwd, env=env)
+        yield
+    finally:
+        sh([*as_pg, "pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop"], check=False)
+
+
+def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str]) -> str:
+    """The learning pass (``--dag-find-missing -n 2``) against one serial run, wall times.
+
+    Writes ``WORK/NAME/edges.json`` (anew), which ``--learned`` then reads.
+    """
+    edges = work / suite.name / "edges.json"
+    edges.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as raw:
+        serial = pytest_run(python, tree, suite, ["-p", "no:dagorder", "-o",
+                                                  f"cache_dir={Path(raw) / 'cache'}"],
+                            Path(raw), env)
+    began = time.perf_counter()
+    done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args,
+               "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
+              cwd=tree / suite.cwd, env=env, check=False)
+    took = time.perf_counter() - began
+    (work / suite.name / "find.txt").write_text(done.stdout, encoding="utf-8")
+    said = [line for line in done.stdout.splitlines()
+            if line.startswith("dagorder:") and ("declared edges" in line or "probes in" in line
+                                                 or "budget" in line or "serial pass" in line)]
+    return (f"{suite.name}: finder {took:.1f} s (exit {done.returncode}) against serial "
+            f"{serial.seconds:.1f} s: {took / serial.seconds:.1f} x serial; output in "
+            f"{work / suite.name / 'find.txt'}\n  " + "\n  ".join(said))
+
+
+def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str | None,
+            work: Path, env: dict[str, str], learned: bool = False) -> Rows:
+    rows = Rows()
     dag = ["-p", "dagorder", "-n", "2"]
     if affinity:
         dag.append(f"--dag-affinity={affinity}")
+    if learned:
+        dag.append(f"--dag-edges={work / suite.name / 'edges.json'}")
     for k in range(rounds):
         with tempfile.TemporaryDirectory() as raw:
             tmp = Path(raw)
@@ -336,21 +461,37 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--affinity", default=None)
     parser.add_argument("--source", action="append", default=[],
-                        help="NAME=PATH: clone this suite from PATH instead of GitHub")
+                        help="NAME=PATH: clone this suite from PATH (a clone, a bare git "
+                             "directory, or a fetched mirror's folder) instead of GitHub")
+    parser.add_argument("--mirrors", type=Path, default=None,
+                        help="a folder of fetched mirrors (OWNER+NAME/repo): clone from there")
     parser.add_argument("--setup-only", action="store_true")
+    parser.add_argument("--find", action="store_true",
+                        help="run the learning pass (--dag-find-missing -n 2) and time it "
+                             "against a serial run; writes WORK/NAME/edges.json")
+    parser.add_argument("--learned", action="store_true",
+                        help="the -n 2 runs read WORK/NAME/edges.json (what --find learned)")
     args = parser.parse_args()
     sources = dict(s.split("=", 1) for s in args.source)
     args.work.mkdir(parents=True, exist_ok=True)
     for name in args.suites.split(","):
         suite = SUITES[name]
         started = time.perf_counter()
-        tree = checkout(suite, args.work, sources)
+        tree = checkout(suite, args.work, origin(suite, sources, args.mirrors))
         python = venv(suite, args.work, tree)
-        if args.setup_only:
-            print(f"{name}: ready in {time.perf_counter() - started:.0f} s", flush=True)
-            continue
-        print(report(suite, measure(suite, python, tree, args.rounds, args.affinity, args.work)),
-              flush=True)
+        env = suite_env(suite, python, tree)
+        with service(suite, args.work, tree, env):
+            if args.setup_only:
+                print(f"{name}: ready in {time.perf_counter() - started:.0f} s; serial: cd "
+                      f"{tree / suite.cwd} && {python} -m pytest -p no:dagorder "
+                      f"{' '.join(suite.args)}", flush=True)
+                continue
+            if args.find:
+                print(find(suite, python, tree, args.work, env), flush=True)
+                continue
+            rows = measure(suite, python, tree, args.rounds, args.affinity, args.work, env,
+                           args.learned)
+        print(report(suite, rows), flush=True)
 
 
 if __name__ == "__main__":
