@@ -137,7 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
     found = settings.configure(config)
     if not hasattr(config, "workerinput"):
         settings.check_path_values(config)
-        if found.edges_path is not None:
+        # The finder writes the file: it says itself, before its search,
+        # what keeps it from reading or writing there.
+        if found.edges_path is not None and found.find_missing is None:
             _check_edges_file(config, found.edges_path)
     if found.durations_path is not None or found.shard is not None:
         _durations_configure(config)

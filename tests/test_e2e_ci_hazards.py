@@ -155,8 +155,8 @@ def test_a_small_suites_header_is_two_lines_at_most(dagtester: DagTester) -> Non
     result.assert_outcomes(passed=3)
     header = [line for line in result.stdout.lines if line.startswith("dagorder:")]
     assert len(header) <= 2, header
-    result.stdout.fnmatch_lines(["dagorder: 1 affinity group keeps 2 of 3 tests on one worker "
-                                 "(a dependent*"])
+    result.stdout.fnmatch_lines(["dagorder: 1 affinity group keeps 2 of 3 tests on one worker, "
+                                 "in serial order*"])
     assert "0.00 s" not in result.stdout.str()
     assert "on one worker each" not in result.stdout.str()
 

@@ -146,10 +146,9 @@ def sybil_documents() -> dict[str, str]:
             "test_notes.txt": ">>> n = 1\n>>> n + 1\n2\n"}
 
 
-@pytest.mark.parametrize("n", [
-    "2", "3",
-    # Installed, not asked for by name: documents are groups the plugin forms.
-    pytest.param("2", marks=pytest.mark.autoload, id="2-installed")])
+# Installed and not asked for, a suite whose only "declaration" is its
+# documents is xdist's to schedule (tests/test_pay_for_use.py).
+@pytest.mark.parametrize("n", ["2", "3"])
 def test_sybil_documents_run_whole_whatever_their_collector_claims(
         pytester: pytest.Pytester, dagtester: DagTester, n: str) -> None:
     """Sybil's items claim their file as a module (``getparent(pytest.Module)``)."""

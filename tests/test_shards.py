@@ -253,6 +253,10 @@ def test_merging_keeps_other_tests_unless_the_whole_suite_ran() -> None:
 def test_the_file_is_sorted_one_entry_a_line_and_rewrites_stably(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "d.json"
     rec = merged({}, {"b::x": 1.0, "a::y": 0.25}, None)
+    # A folder that is not there is never made (a typo would write elsewhere).
+    assert "not written" in str(write_file(path, rec))
+    assert not path.parent.exists()
+    path.parent.mkdir()
     assert write_file(path, rec) is None
     text = path.read_text(encoding="utf-8")
     assert text.splitlines() == ["{", '  "a::y": 0.25,', '  "b::x": 1.0', "}"]
