@@ -106,8 +106,17 @@ CASES: list[tuple[Callable[[], str], str]] = [
                                 [(wording.group_name("t.py::test_a", None), 40, 9.8)]),
      "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
      "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
-     "t.py::test_a (40 tests, 9.80 s).  If these tests share no process state, "
-     "--dag-affinity=none (or dag.publish for what they pass on) lifts it"),
+     "t.py::test_a (40 tests, 9.80 s).  --dag-find-missing learns which of their edges "
+     "a dependent needs; if these tests share no process state, --dag-affinity=none (or "
+     "dag.publish for what they pass on) lifts it"),
+    # A group a fixture instance holds together: none would split it, never advised.
+    (lambda: glue_wording.group_cost(3.1, 14.2, 13.9, 10.8,
+                                [(wording.group_name("t.py::test_a", None), 40, 9.8)],
+                                ["module fixture 'index' of t.py"]),
+     "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
+     "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
+     "t.py::test_a (40 tests, 9.80 s).  --dag-find-missing learns which of their edges "
+     "a dependent needs; module fixture 'index' of t.py holds tests of a group together"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
     (lambda: glue_wording.xdist_header(5, 4, 3, "module", 2, 0, 5),

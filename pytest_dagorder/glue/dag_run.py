@@ -130,6 +130,9 @@ class DagRun:
         #: Per group of ``machine.groups``, how users named it (an xdist_group,
         #: a document); None: by its first test.
         self.group_names: list[str | None] | None = None
+        #: The fixture instances that hold tests of a group together (then
+        #: ``--dag-affinity=none`` is never advised: it would split them).
+        self.held_by: tuple[str, ...] = ()
         # Seconds per test (all phases), recorded for the next run's priorities.
         self.elapsed: dict[int, float] = {}
         # The run's wall time, from here to the last time a test's time came
@@ -353,7 +356,8 @@ def group_cost_line(run: DagRun, workers: int) -> str | None:
     named = [(wording.group_name(run.nodeids[groups[k][0]], names[k] if names else None),
               size, secs)
              for k, size, secs in b.groups_on_path if isinstance(k, int)]
-    return glue_wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named)
+    return glue_wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named,
+                                   run.held_by)
 
 
 def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,

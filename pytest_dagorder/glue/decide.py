@@ -284,9 +284,10 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if alone is not None:
         header.append(glue_wording.exclusive_header(sum(alone)))
     if run.machine.groups and mode != "none":
-        header.append(_groups_line(run, known, workers, mode,
-                                   held_by_fixtures(facts, run.machine.groups,
-                                                    settings.stateless_fixtures)))
+        held = held_by_fixtures(facts, run.machine.groups, settings.stateless_fixtures)
+        # The end-of-run summary gives the same advice as the header.
+        run.held_by = tuple(held)
+        header.append(_groups_line(run, known, workers, mode, held))
     if settings.explain:
         header += explain_lines(run, facts, mode, groups, explicit, state,
                                 settings.stateless_fixtures)

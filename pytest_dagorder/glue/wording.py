@@ -42,16 +42,24 @@ def unused_limits_warning(unused: Sequence[str]) -> str:
 
 
 def group_cost(cost: float, wall: float, grouped: float, plain: float,
-               groups: Sequence[tuple[str, int, float]]) -> str:
+               groups: Sequence[tuple[str, int, float]], fixtures: Sequence[str] = ()) -> str:
     """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
-    run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path."""
+    run; ``groups``: (:func:`group_name`, tests, seconds) of those on the critical path;
+    ``fixtures``: the fixture instances that hold tests of a group together (then
+    ``--dag-affinity=none``, which would split them, is not advised)."""
     named = "; ".join(f"{name} ({plural(size, 'test')}, {secs:.2f} s)"
                       for name, size, secs in groups[:3])
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
-    return (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
+    line = (f"dagorder: affinity groups cost at least {cost:.2f} s of this {wall:.2f} s run "
             f"(no schedule beats {grouped:.2f} s with them, {plain:.2f} s without);\n"
-            f"  on the critical path: {named}{more}.  If these tests share no process "
-            "state, --dag-affinity=none (or dag.publish for what they pass on) lifts it")
+            f"  on the critical path: {named}{more}.  --dag-find-missing learns which of "
+            "their edges a dependent needs")
+    if fixtures:
+        held_by = some_of(list(fixtures))
+        return (f"{line}; {held_by} {'holds' if len(fixtures) == 1 else 'hold'} tests of a "
+                "group together")
+    return (f"{line}; if these tests share no process state, --dag-affinity=none (or "
+            "dag.publish for what they pass on) lifts it")
 
 
 #: The share by which groups must raise the lower bound before the header
