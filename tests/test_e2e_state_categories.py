@@ -149,10 +149,11 @@ CATEGORIES: dict[str, dict[str, str]] = {
     },
     "config_pluginmanager": {
         "test_c_pluginmanager_1_register.py": """
-            import types
+            class CataloguePlugin:
+                pass  # hashable, as pluggy 1.5 needs of a plugin object
 
             def test_register(request):
-                request.config.pluginmanager.register(types.SimpleNamespace(), "catalogue-plugin")
+                request.config.pluginmanager.register(CataloguePlugin(), "catalogue-plugin")
         """,
         "test_c_pluginmanager_2_lookup.py": """
             @depends_on("test_c_pluginmanager_1_register.py::test_register")
