@@ -41,6 +41,13 @@ def unused_limits_warning(unused: Sequence[str]) -> str:
             "(check the name in --dag-limit / dag_limits)")
 
 
+def held_together(fixtures: Sequence[str]) -> str:
+    """The clause naming the fixture instances that hold tests of a group together
+    (where they do, ``--dag-affinity=none`` is never advised: it would split them)."""
+    verb = "holds" if len(fixtures) == 1 else "hold"
+    return f"{some_of(list(fixtures))} {verb} tests of a group together"
+
+
 def group_cost(cost: float, wall: float, grouped: float, plain: float,
                groups: Sequence[tuple[str, int, float]], fixtures: Sequence[str] = ()) -> str:
     """Affinity groups raised the lower bound by ``cost`` seconds of a ``wall``-second
@@ -55,9 +62,7 @@ def group_cost(cost: float, wall: float, grouped: float, plain: float,
             f"  on the critical path: {named}{more}.  --dag-find-missing learns which of "
             "their edges a dependent needs")
     if fixtures:
-        held_by = some_of(list(fixtures))
-        return (f"{line}; {held_by} {'holds' if len(fixtures) == 1 else 'hold'} tests of a "
-                "group together")
+        return f"{line}; {held_together(fixtures)}"
     return (f"{line}; if these tests share no process state, --dag-affinity=none (or "
             "dag.publish for what they pass on) lifts it")
 
@@ -91,9 +96,7 @@ def groups_header(groups: int, held: int, tests: int,
     line += ("; --dag-find-missing learns which of them a dependent needs (a probe runs "
              "it in a fresh process)")
     if fixtures:
-        held_by = some_of(list(fixtures))
-        return (f"{line}; {held_by} {'holds' if len(fixtures) == 1 else 'hold'} tests of a "
-                "group together (--dag-explain: each group)")
+        return f"{line}; {held_together(fixtures)} (--dag-explain: each group)"
     return (f"{line}; if the tests share no process state, --dag-affinity=none lifts this "
             "(--dag-explain: each group)")
 
