@@ -277,6 +277,8 @@ def test_declared_edges_get_verdicts_that_a_changed_file_voids(dagtester: DagTes
         "dagorder: lifted by evidence*: test_d.py::test_write -> test_d.py::test_read",
         "dagorder: kept by evidence: test_d.py::test_set -> test_d.py::test_get "
         "(test_d.py::test_get failed in a fresh process*)"])
+    # A file of verdicts alone is said by that line, not also as "0 edges and 0 resources".
+    result.stdout.no_fnmatch_line("*edges and 0 resources from*")
     # A changed module voids what rested on it: the edges are kept again.
     with (dagtester.path / "test_d.py").open("a") as f:
         f.write("\n# changed\n")

@@ -317,7 +317,7 @@ def note_lines(facts: Facts) -> list[str]:
     lines: list[str] = []
     if facts.lf_blocked:
         lines.append(glue_wording.lf_blocked_line(facts.lf_blocked))
-    if facts.edges_file is not None:
+    if facts.edges_file is not None and not _verdicts_only(facts):
         lines.append(edges_file_line(*facts.edges_file))
     if facts.evidence is not None:
         lines.append(evidence.header_line(facts.evidence))
@@ -327,6 +327,15 @@ def note_lines(facts: Facts) -> list[str]:
             k, n, tests, of, seconds, None if big is None else wording.Oversized(*big),
             selected_elsewhere=cut))
     return lines
+
+
+def _verdicts_only(facts: Facts) -> bool:
+    """The edges file added no edge or resource and named no missing test, but
+    holds verdicts: the evidence line says all there is to say of it."""
+    if facts.evidence is None or facts.edges_file is None:
+        return False
+    _, found, edges, resources, stale = facts.edges_file
+    return found and not (edges or resources or stale)
 
 
 def state_labels(facts: Facts) -> tuple[list[str | None], list[int | None]]:

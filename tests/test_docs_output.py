@@ -1,0 +1,122 @@
+"""The walk-through pages show what their commands print today.
+
+Each page is a tutorial read top to bottom: a code block with a ``:caption:``
+is a file of the project (written when it is reached, so a later block of the
+same name replaces it), and each ``$ pytest ...`` line of a ``console`` block
+is run there, in that order.  Every line shown under a command must appear in
+what it printed, in the same order, up to the figures that change from run to
+run (seconds, the widths of pytest's rules and progress columns, the
+project's folder, which the pages write as ``/tmp/<page>``); ``...`` stands for
+lines left out.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import base_args
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PAGES = ("recipe.rst", "faq.rst")
+#: The pages' projects have pytest-dependency beside this plugin; the other
+#: originals this suite installs (``[test]``) would join the takeover line.
+PAGE_ONLY = ("-p", "no:depends", "-p", "no:pytest_order")
+#: Seconds a command of a page may take (a bounded wait, never a hang).
+TIMEOUT = 180.0
+
+_DIRECTIVE = re.compile(r"^\.\. code-block:: (\w+)\s*$")
+
+
+def steps(page: str) -> list[tuple[str, str, list[str]]]:
+    """The page's blocks in order: ("file", name, lines) or ("console", "", lines)."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    out: list[tuple[str, str, list[str]]] = []
+    i = 0
+    while i < len(lines):
+        found = _DIRECTIVE.match(lines[i])
+        i += 1
+        if not found:
+            continue
+        caption = ""
+        while i < len(lines) and lines[i].startswith("   :"):
+            if lines[i].startswith("   :caption: "):
+                caption = lines[i][len("   :caption: "):].strip()
+            i += 1
+        body: list[str] = []
+        while i < len(lines) and (not lines[i] or lines[i].startswith("   ")):
+            body.append(lines[i][3:])
+            i += 1
+        while body and not body[-1]:
+            body.pop()
+        while body and not body[0]:
+            body.pop(0)
+        if caption:
+            out.append(("file", caption, body))
+        elif found.group(1) == "console":
+            out.append(("console", "", body))
+    return out
+
+
+def commands(block: list[str]) -> list[tuple[list[str], list[str]]]:
+    """Each ``$ pytest`` command of a console block with the lines shown under it."""
+    out: list[tuple[list[str], list[str]]] = []
+    for line in block:
+        if line.startswith("$ "):
+            words = shlex.split(line[2:])
+            assert words[0] == "pytest", f"only pytest commands are run: {line}"
+            out.append((words[1:], []))
+        else:
+            out[-1][1].append(line)
+    return out
+
+
+def normal(line: str, folder: str, path: Path) -> str:
+    """``line`` without what differs from run to run."""
+    line = line.replace(folder, str(path))
+    line = re.sub(r"\d+\.\d+ ?s\b", "<s>", line)
+    line = re.sub(r"\d+ probes? in \d+ pytest process(es)?", "<probes>", line)
+    line = re.sub(r"={2,}", "==", line)
+    return " ".join(line.split())
+
+
+def shown_in(shown: list[str], printed: list[str]) -> str | None:
+    """The first shown line not printed (in order), or None."""
+    at = 0
+    for line in shown:
+        if not line or line == "...":
+            continue
+        while at < len(printed) and printed[at] != line:
+            at += 1
+        if at == len(printed):
+            return line
+        at += 1
+    return None
+
+
+@pytest.mark.autoload  # the takeover of pytest-dependency is part of what is shown
+@pytest.mark.parametrize("page", PAGES)
+def test_the_page_shows_what_its_commands_print(page: str, tmp_path: Path) -> None:
+    folder = f"/tmp/{page.removesuffix('.rst')}"
+    ran = 0
+    for kind, name, body in steps(page):
+        if kind == "file":
+            target = tmp_path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("\n".join(body) + "\n", encoding="utf-8")
+            continue
+        for args, shown in commands(body):
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", *base_args(cache=True), *PAGE_ONLY, *args],
+                cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+            printed = [normal(x, folder, tmp_path) for x in done.stdout.splitlines()]
+            missing = shown_in([normal(x, folder, tmp_path) for x in shown], printed)
+            assert missing is None, (
+                f"{page}: `pytest {shlex.join(args)}` did not print\n  {missing}\n"
+                f"it printed:\n{done.stdout}{done.stderr}")
+            ran += 1
+    assert ran >= 2, f"{page}: no command was run"
