@@ -120,3 +120,16 @@ def test_the_page_shows_what_its_commands_print(page: str, tmp_path: Path) -> No
                 f"it printed:\n{done.stdout}{done.stderr}")
             ran += 1
     assert ran >= 2, f"{page}: no command was run"
+
+
+README = DOCS.parent / "README.md"
+
+
+def test_the_readme_table_lists_every_option_and_ini_key(pytester: pytest.Pytester) -> None:
+    shown = pytester.runpytest_subprocess("-p", "dagorder", "--help")
+    names = set(re.findall(r"(?<![\w-])(--dag-[a-z-]+|dag_[a-z_]+)\b", shown.stdout.str()))
+    assert "--dag-affinity" in names and "dag_strict" in names  # the help was read
+    table = "\n".join(line for line in README.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("| "))
+    listed = set(re.findall(r"`(--dag-[a-z-]+|dag_[a-z_]+)", table))
+    assert sorted(names - listed) == []
