@@ -36,7 +36,7 @@ LATE: Final[dict[str, str]] = {
     "pytest_dagorder.glue.dag_fixture": "a test that requests the dag fixture",
     "pytest_dagorder.glue.dag_run": "a run that schedules through the core",
     "pytest_dagorder.glue.stall": "a serial run's stall report",
-    "pytest_dagorder.glue.edges_file": "--dag-edges-file",
+    "pytest_dagorder.glue.edges_file": "--dag-edges (or ini dag_edges)",
     "pytest_dagorder.glue.evidence": "an edges file read by an xdist worker",
     "pytest_dagorder.glue.visual": "--dag-graph or --dag-timeline",
     "pytest_dagorder.glue.wording": "a message naming an option (here: a bad --dag-shard)",
