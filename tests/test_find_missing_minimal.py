@@ -112,3 +112,44 @@ def test_no_advice_for_a_conflict_the_suites_markers_settle(dagtester: DagTester
     assert "on each" not in result.stdout.str()
     written = json.loads((dagtester.path / "edges.json").read_text())
     assert written.get("groups", []) == [] and written.get("resources", []) == []
+
+
+#: test_d passes in a fresh process (the edge pass calls its edge separable) but,
+#: under xdist, only in the process test_p ran in: the -n 2 check of the findings
+#: sees it fail while test_p's worker holds test_q, and keeps the edge again.
+FRESH_BUT_NOT_UNDER_N = """
+    import os, pathlib, time
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def test_p():
+        STATE["p"] = 1
+        (HERE / "pid.txt").write_text(str(os.getpid()))
+
+    @depends_on("test_p")
+    def test_q():
+        assert STATE["p"] == 1
+        time.sleep(1.5)
+
+    @depends_on("test_p")
+    def test_d():
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            assert (HERE / "pid.txt").read_text() == str(os.getpid())
+"""
+
+
+def test_an_edge_the_n2_check_needs_is_kept_again(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FRESH_BUT_NOT_UNDER_N))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 1 of 2 edges separable*",
+        "dagorder: -n 2 gave other outcomes for 1 test; keeping 1 declared edge evidence had "
+        "lifted next to them, and checking again",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 0 of 2 declared edges separable*"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [
+        ("test_f.py::test_q", False), ("test_f.py::test_d", False)]
+    assert "-n 2 with this edge lifted gave other outcomes" in verdicts[1]["probe"]

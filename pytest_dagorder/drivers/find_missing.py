@@ -55,6 +55,7 @@ from typing import Final
 
 import pytest
 
+from ..core.affinity import state_partition
 from ..core.missing import (
     SearchStopped,
     Touches,
@@ -68,6 +69,7 @@ from ..core.missing import (
 from ..core.wording import plural
 from ..glue import edges_file, evidence
 from ..glue.internals import wide_fixtures
+from ..glue.markers import RESOURCE
 from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
 
@@ -234,6 +236,10 @@ class Findings:
     uncapped: int = 0
     #: Tests whose search stopped on a probe that ran past its time.
     timed_out: list[int] = field(default_factory=list)
+    #: Conflicts that need no advice: the default keeps both tests on one worker
+    #: (kept declared edges join them), or the suite already keeps them apart or
+    #: together (a shared ``dag_resource`` or ``xdist_group``); with the reason.
+    settled: dict[tuple[int, int, str], str] = field(default_factory=dict)
 
 
 class MissingFinder:
@@ -449,6 +455,7 @@ class MissingFinder:
             edges_run.shutdown(wait=True)
         if edges_job.done() and edges_job.exception() is not None:
             raise edges_job.exception()  # type: ignore[misc]
+        self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
         if ((self.found.needs or self.found.conflicts or lifts) and not self._stopped()
                 and not one):
@@ -456,10 +463,67 @@ class MissingFinder:
             self._verify(ids, serial, write)
         return True
 
+    def _minimal(self, items: Sequence[pytest.Item]) -> None:
+        """No advice the suite does not need: a conflict whose tests the default
+        already keeps on one worker (declared edges no verdict lifts join them),
+        or that the suite's own markers already keep apart or together, gets
+        none; a group of fixture users the default keeps whole is not written."""
+        found = self.found
+        n = len(items)
+        free = {(self.order[v.after], self.order[v.test]) for v in found.verdicts
+                if v.separable and v.after in self.order and v.test in self.order}
+        modules = [it.nodeid.split("::", 1)[0] for it in items]
+        keeps = [any(scope in ("module", "package") for _, scope, _ in wide_fixtures(it) or ())
+                 for it in items]
+        roots = state_partition(modules, self.declared[:n], [[] for _ in range(n)],
+                                lifted=free, keeps=keeps)[1]
+
+        def marks(k: int) -> tuple[set[str], set[str]]:
+            item = items[k]
+            resources = {str(a) for m in item.iter_markers(RESOURCE) for a in m.args}
+            labels = {str(m.args[0]) if m.args else str(m.kwargs.get("name", ""))
+                      for m in item.iter_markers("xdist_group")}
+            return resources, labels
+
+        for conflict in found.conflicts:
+            i, j, _ = conflict
+            (res_i, lab_i), (res_j, lab_j) = marks(i), marks(j)
+            if roots[i] is not None and roots[i] == roots[j]:
+                found.settled[conflict] = ("the default keeps both on one worker (their "
+                                           "declared edges join them)")
+            elif res_i & res_j:
+                found.settled[conflict] = (f"both carry dag_resource("
+                                           f"{_quote(sorted(res_i & res_j)[0])}) already")
+            elif lab_i & lab_j:
+                found.settled[conflict] = (f"both carry xdist_group("
+                                           f"{_quote(sorted(lab_i & lab_j)[0])}) already")
+        for name, members in list(found.groups.items()):
+            first = roots[members[0]]
+            labels = [marks(k)[1] for k in members]
+            if ((first is not None and all(roots[k] == first for k in members))
+                    or set.intersection(*labels)):
+                del found.groups[name]
+
     def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
         """The findings checked before they are given: the selection under ``-n 2``
-        with them, against the serial outcomes."""
+        with them, against the serial outcomes.  Where it differs, the declared
+        edges the findings lift next to a test that differed are kept again (the
+        fresh-process probe passed, the run did not: the run's evidence wins) and
+        the check runs once more; what still differs is named, not fixed."""
         write("dagorder: checking the findings: the selection under -n 2 with them")
+        differ = self._check_n2(ids, serial)
+        rekept = self._rekeep(differ, serial) if differ else []
+        if rekept:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
+                  "next to them, and checking again")
+            differ = self._check_n2(ids, serial)
+        self.found.not_fixed = differ
+        if not differ:
+            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+
+    def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
+        """The tests whose outcome under ``-n 2`` with the findings differs from serial."""
         sandbox = self.pool.get()
         try:
             sandbox.reset()
@@ -472,11 +536,30 @@ class MissingFinder:
             got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
             self.pool.put(sandbox)
-        differ = [nid for nid in ids if got.get(nid, FAILED).outcome
-                  != serial.get(nid, FAILED).outcome]
-        self.found.not_fixed = differ
-        if not differ:
-            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+        return [nid for nid in ids if got.get(nid, FAILED).outcome
+                != serial.get(nid, FAILED).outcome]
+
+    def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
+        """Turn back to "one process" each separable verdict whose dependent
+        differed, or shares a module with a test that differed (a module's
+        fixtures are shared by its tests, edges or not); the verdicts changed."""
+        modules = {nid.split("::", 1)[0] for nid in differ}
+        wrong = set(differ)
+        changed: list[edges_file.Verdict] = []
+        out: list[edges_file.Verdict] = []
+        for v in self.found.verdicts:
+            if v.separable and (v.test in wrong or v.test.split("::", 1)[0] in modules
+                                or v.after.split("::", 1)[0] in modules):
+                want = serial.get(v.test, FAILED).outcome
+                v = edges_file.Verdict(
+                    v.test, v.after, False,
+                    f"{v.test} passed in a fresh process after its prerequisites ran in "
+                    f"another, but -n 2 with this edge lifted gave other outcomes "
+                    f"(serially: {want})", v.fingerprint)
+                changed.append(v)
+            out.append(v)
+        self.found.verdicts = out
+        return changed
 
     def _ended(self, phase: str) -> None:
         """``phase`` ran to its end (not if the budget or Ctrl-C cut it)."""
@@ -1085,8 +1168,8 @@ class MissingFinder:
                 for t in sorted(found.needs) for p in found.needs[t]],
             {name: [ids[k] for k in members] for name, members in found.groups.items()})
         for i, j, p in found.conflicts:
-            if i in grouped and j in grouped:
-                continue  # one worker runs them: no resource needed
+            if (i in grouped and j in grouped) or (i, j, p) in found.settled:
+                continue  # one worker runs them, or the suite keeps them apart: nothing to add
             # Every test that wrote the path carries it, not only the pair overlapped.
             users = record.resources.setdefault(resource_name(p, str(self.config.rootpath)), [])
             users.extend(ids[k] for k in self.writers.get(p, [i, j]) if ids[k] not in users)
@@ -1116,13 +1199,21 @@ class MissingFinder:
                 write("    # it reads what they leave in the process: declared, the edge "
                       "keeps them on one worker")
         group_of = {k: name for name, members in found.groups.items() for k in members}
+        advised: set[str] = set()
         for i, j, path in found.conflicts:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
                   f"(both use {path})")
+            if (i, j, path) in found.settled:
+                write(f"    nothing to add: {found.settled[(i, j, path)]}")
+                continue
             group = group_of.get(i)
             if group is not None and group == group_of.get(j):
-                # One grouping per group, said once per conflict that made it.
+                # One grouping per group: advised at its first conflict, named after.
+                if group in advised:
+                    write(f"    the group {_quote(group)} above keeps them on one worker")
+                    continue
+                advised.add(group)
                 write(f"    the path lives in a fixture its {len(found.groups[group])} tests "
                       f"share: keep them on one worker, "
                       f"@pytest.mark.xdist_group({_quote(group)}) on each")
