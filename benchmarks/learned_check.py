@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_undeclared import clean
-from real_suites import ROOT, SUITES, Run, Suite, pytest_run, service, sh, suite_env
+from real_suites import PG_PORT, ROOT, SUITES, Run, Suite, pytest_run, service, sh, suite_env
 
 PLAN = "2c,2c,2c,2w,2w,3c,3c,3c,3w,3w"
 #: Tests deselected on both sides, per suite: they fail serially on this machine.
@@ -43,16 +43,24 @@ DESELECT = {"ensembl-genomio": (
 PLANTED = Suite("planted", "", "", (), ())
 
 
-def fresh(suite: Suite, tree: Path) -> None:
-    """The planted suite's runs each start as a checkout (what the last one wrote removed)."""
+def fresh(suite: Suite, tree: Path, env: dict[str, str]) -> None:
+    """Each run starts as a checkout: the planted suite without what the last run
+    wrote; a suite with a database server with its database made anew (its
+    tests commit rows a second run would find)."""
     if suite is PLANTED:
         clean(tree)
+    if suite.service == "postgres":
+        psql = ["psql", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-q", "-c"]
+        sh([*psql, "DROP DATABASE IF EXISTS db_test WITH (FORCE)"])
+        sh([*psql, "CREATE DATABASE db_test"])
+        for step in suite.prepare:
+            sh(list(step), cwd=tree / suite.cwd, env=env)
 
 
 def learn(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Path,
           extra: tuple[str, ...], keep: Path) -> str:
     edges.unlink(missing_ok=True)
-    fresh(suite, tree)
+    fresh(suite, tree, env)
     began = time.perf_counter()
     done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args, *extra,
                "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
@@ -70,7 +78,7 @@ def check(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Pa
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as raw:
         tmp = Path(raw)
-        fresh(suite, tree)
+        fresh(suite, tree, env)
         serial = pytest_run(python, tree, suite,
                             ["-p", "no:dagorder", "-o", f"cache_dir={tmp / 'serial-cache'}",
                              *extra], tmp, env)
@@ -82,7 +90,7 @@ def check(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Pa
             cache = tmp / f"cache-{n}"
             if not warm:
                 shutil.rmtree(cache, ignore_errors=True)
-            fresh(suite, tree)
+            fresh(suite, tree, env)
             run: Run = pytest_run(python, tree, suite,
                                   ["-p", "dagorder", "-n", n, f"--dag-edges={edges}",
                                    "-o", f"cache_dir={cache}", *extra], tmp, env)
