@@ -153,3 +153,38 @@ def test_an_edge_the_n2_check_needs_is_kept_again(dagtester: DagTester) -> None:
     assert [(v["test"], v["separable"]) for v in verdicts] == [
         ("test_f.py::test_q", False), ("test_f.py::test_d", False)]
     assert "-n 2 with this edge lifted gave other outcomes" in verdicts[1]["probe"]
+
+
+#: test_d fails in a fresh process, but needs only test_p1 in its process (a
+#: module global); test_p2's file is in place whatever process wrote it.
+TWO_PREREQUISITES = """
+    import pathlib
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def test_p1():
+        STATE["x"] = 1
+
+    def test_p2():
+        (HERE / "f.txt").write_text("1")
+
+    @depends_on("test_p1", "test_p2")
+    def test_d():
+        assert STATE["x"] == 1
+        assert (HERE / "f.txt").read_text() == "1"
+"""
+
+
+def test_a_failing_dependent_keeps_only_the_edge_it_needs(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_t=textwrap.dedent(TWO_PREREQUISITES))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: declared edges: 1 of 2 edges separable*"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["after"], v["separable"]) for v in verdicts] == [
+        ("test_t.py::test_p1", False), ("test_t.py::test_p2", True)]
+    assert verdicts[0]["probe"].startswith("test_t.py::test_d failed in a fresh process")
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json", "--dag-explain")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["dagorder: 1 of 2 edges free by evidence from edges.json"])

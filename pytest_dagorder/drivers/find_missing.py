@@ -276,6 +276,7 @@ class MissingFinder:
         self.workdir: Path | None = None
         self.sandboxes: list[Sandbox] = []
         self.ids: list[str] = []
+        self.items: list[pytest.Item] = []
         self.order: dict[str, int] = {}
         self.declared: list[list[int]] = []
         # A conftest may have started a service for this session and named it in
@@ -373,6 +374,7 @@ class MissingFinder:
         declared = self._declared(len(ids))
         self.order = {nid: k for k, nid in enumerate(ids)}
         self.ids, self.declared = ids, declared
+        self.items = items[:len(ids)]
         assert self.workdir is not None
         self.sandboxes = [Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
                           for k in range(self.slots)]
@@ -621,16 +623,71 @@ class MissingFinder:
             probe = "" if same else (
                 f"{ids[d]} {got.outcome} in a fresh process after its prerequisites ran "
                 f"in another (serially: {wanted})")
-            for p in sorted(q for q in set(self.declared[d]) if q < n):
-                verdicts.append(edges_file.Verdict(ids[d], ids[p], same, probe,
-                                                   prints.of((ids[p], ids[d]))))
+            direct = sorted(q for q in set(self.declared[d]) if q < n)
+            # A dependent that needs its process may need only some of its
+            # prerequisites there: the others' edges are separable.
+            needs = set(direct) if same or len(direct) < 2 else \
+                self._needed_direct(ids, serial, d, direct)
+            for p in direct:
+                verdicts.append(edges_file.Verdict(
+                    ids[d], ids[p], same or p not in needs, "" if same or p not in needs
+                    else probe, prints.of((ids[p], ids[d]))))
         free = sum(v.separable for v in verdicts)
         write(f"dagorder: declared edges: {free:,} of {plural(len(verdicts), 'edge')} "
               "separable (the test passed in a fresh process after its prerequisites ran "
-              "in another)"
+              "in another, or with only the others in its process)"
               + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
         self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
         self.found.verdicts = verdicts
+
+    def _needed_direct(self, ids: list[str], serial: dict[str, Result], d: int,
+                       direct: list[int]) -> set[int]:
+        """Which of ``d``'s direct prerequisites it needs in its process (it failed
+        in a fresh one): each in turn is left out of the tests run in ``d``'s
+        process (those declared edges join to it) while the serial prefix runs
+        in two processes taking turns, the rest in the other, their files in
+        place; one whose absence leaves every outcome as serially is not needed.
+        Kept without a probe: one another path of declared edges joins to ``d``
+        anyway, or that shares a module or class fixture instance with it (the
+        state may live in the fixture, one instance per process)."""
+        needs = set(direct)
+        mine = _wide_instances(self.items[d])
+        for p in direct:
+            if self._stopped() or not mine.isdisjoint(_wide_instances(self.items[p])):
+                continue
+            lane = self._joined(d, {q for q in direct if q not in needs or q == p})
+            if p in lane:
+                continue
+            got: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                got = self._run(sandbox, ids[:d + 1], lane=[ids[k] for k in sorted(lane)],
+                                limit=2 * self.timeout)
+            finally:
+                self.pool.put(sandbox)
+            if all(got.get(nid, FAILED).outcome == serial.get(nid, FAILED).outcome
+                   for nid in ids[:d + 1]):
+                needs.discard(p)
+        return needs
+
+    def _joined(self, d: int, without: set[int]) -> set[int]:
+        """The tests up to ``d`` that declared edges join to it (either way), less
+        its edges to ``without``."""
+        near: dict[int, list[int]] = {}
+        for k in range(d + 1):
+            for q in self.declared[k]:
+                if q <= d and not (k == d and q in without):
+                    near.setdefault(k, []).append(q)
+                    near.setdefault(q, []).append(k)
+        seen = {d}
+        stack = [d]
+        while stack:
+            for v in near.get(stack.pop(), ()):
+                if v not in seen:
+                    seen.add(v)
+                    stack.append(v)
+        return seen
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -977,7 +1034,8 @@ class MissingFinder:
     def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
              idle: float | None = None, limit: float | None = None,
              alone: Sequence[str] = (), alone_limit: float = 0.0,
-             into: dict[str, Result] | None = None) -> dict[str, Result]:
+             into: dict[str, Result] | None = None,
+             lane: Sequence[str] = ()) -> dict[str, Result]:
         # The serial pass (the one probe with ``idle``) runs whatever the budget:
         # without it there is nothing to search.
         if self.stop.is_set() or (idle is None and time.monotonic() > self.deadline):
@@ -987,7 +1045,8 @@ class MissingFinder:
             out = self._out(sandbox)
             killed = self._ask(sandbox, server, [{
                 "ids": self._with_declared(ids), "out": str(out), "trace": trace,
-                "alone": list(alone), "alone_limit": alone_limit}], limit, idle, out)
+                "alone": list(alone), "alone_limit": alone_limit, "lane": list(lane)}],
+                limit, idle, out)
             found = self._read(out, sandbox, into)
             if killed and not self.stop.is_set():
                 found[KILLED] = FAILED  # stopped by its time: see _search
@@ -1274,18 +1333,7 @@ def _scoped(items: Sequence[pytest.Item],
     test (module, class or package): the path may be the fixture's, alive between
     its tests, so every test using one of those fixture instances of either test
     stays on one worker (one group per connected set)."""
-    def keys(k: int) -> set[tuple[str, str, str]]:
-        out: set[tuple[str, str, str]] = set()
-        item = items[k]
-        for name, scope, where in wide_fixtures(item) or ():
-            if not where or scope not in ("module", "class", "package"):
-                continue
-            node = (item.getparent(pytest.Module) if scope == "module" else
-                    item.getparent(pytest.Class) if scope == "class" else None)
-            out.add((name, where, node.nodeid if node is not None else where))
-        return out
-
-    every = [keys(k) for k in range(len(items))]
+    every = [_wide_instances(it) for it in items]
     parent: dict[int, int] = {}
 
     def root(x: int) -> int:
@@ -1306,6 +1354,19 @@ def _scoped(items: Sequence[pytest.Item],
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _wide_instances(item: pytest.Item) -> set[tuple[str, str, str]]:
+    """The project fixture instances wider than a test (module, class, package)
+    that ``item`` uses: (name, where defined, the node holding the instance)."""
+    out: set[tuple[str, str, str]] = set()
+    for name, scope, where in wide_fixtures(item) or ():
+        if not where or scope not in ("module", "class", "package"):
+            continue
+        node = (item.getparent(pytest.Module) if scope == "module" else
+                item.getparent(pytest.Class) if scope == "class" else None)
+        out.add((name, where, node.nodeid if node is not None else where))
+    return out
 
 
 def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
