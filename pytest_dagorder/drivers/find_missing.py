@@ -55,6 +55,7 @@ from typing import Final
 
 import pytest
 
+from ..core.affinity import state_partition
 from ..core.missing import (
     SearchStopped,
     Touches,
@@ -68,6 +69,7 @@ from ..core.missing import (
 from ..core.wording import plural
 from ..glue import edges_file, evidence
 from ..glue.internals import wide_fixtures
+from ..glue.markers import RESOURCE
 from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from . import probe_plugin
 
@@ -234,6 +236,10 @@ class Findings:
     uncapped: int = 0
     #: Tests whose search stopped on a probe that ran past its time.
     timed_out: list[int] = field(default_factory=list)
+    #: Conflicts that need no advice: the default keeps both tests on one worker
+    #: (kept declared edges join them), or the suite already keeps them apart or
+    #: together (a shared ``dag_resource`` or ``xdist_group``); with the reason.
+    settled: dict[tuple[int, int, str], str] = field(default_factory=dict)
 
 
 class MissingFinder:
@@ -270,6 +276,7 @@ class MissingFinder:
         self.workdir: Path | None = None
         self.sandboxes: list[Sandbox] = []
         self.ids: list[str] = []
+        self.items: list[pytest.Item] = []
         self.order: dict[str, int] = {}
         self.declared: list[list[int]] = []
         # A conftest may have started a service for this session and named it in
@@ -367,6 +374,7 @@ class MissingFinder:
         declared = self._declared(len(ids))
         self.order = {nid: k for k, nid in enumerate(ids)}
         self.ids, self.declared = ids, declared
+        self.items = items[:len(ids)]
         assert self.workdir is not None
         self.sandboxes = [Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
                           for k in range(self.slots)]
@@ -449,6 +457,7 @@ class MissingFinder:
             edges_run.shutdown(wait=True)
         if edges_job.done() and edges_job.exception() is not None:
             raise edges_job.exception()  # type: ignore[misc]
+        self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
         if ((self.found.needs or self.found.conflicts or lifts) and not self._stopped()
                 and not one):
@@ -456,10 +465,67 @@ class MissingFinder:
             self._verify(ids, serial, write)
         return True
 
+    def _minimal(self, items: Sequence[pytest.Item]) -> None:
+        """No advice the suite does not need: a conflict whose tests the default
+        already keeps on one worker (declared edges no verdict lifts join them),
+        or that the suite's own markers already keep apart or together, gets
+        none; a group of fixture users the default keeps whole is not written."""
+        found = self.found
+        n = len(items)
+        free = {(self.order[v.after], self.order[v.test]) for v in found.verdicts
+                if v.separable and v.after in self.order and v.test in self.order}
+        modules = [it.nodeid.split("::", 1)[0] for it in items]
+        keeps = [any(scope in ("module", "package") for _, scope, _ in wide_fixtures(it) or ())
+                 for it in items]
+        roots = state_partition(modules, self.declared[:n], [[] for _ in range(n)],
+                                lifted=free, keeps=keeps)[1]
+
+        def marks(k: int) -> tuple[set[str], set[str]]:
+            item = items[k]
+            resources = {str(a) for m in item.iter_markers(RESOURCE) for a in m.args}
+            labels = {str(m.args[0]) if m.args else str(m.kwargs.get("name", ""))
+                      for m in item.iter_markers("xdist_group")}
+            return resources, labels
+
+        for conflict in found.conflicts:
+            i, j, _ = conflict
+            (res_i, lab_i), (res_j, lab_j) = marks(i), marks(j)
+            if roots[i] is not None and roots[i] == roots[j]:
+                found.settled[conflict] = ("the default keeps both on one worker (their "
+                                           "declared edges join them)")
+            elif res_i & res_j:
+                found.settled[conflict] = (f"both carry dag_resource("
+                                           f"{_quote(sorted(res_i & res_j)[0])}) already")
+            elif lab_i & lab_j:
+                found.settled[conflict] = (f"both carry xdist_group("
+                                           f"{_quote(sorted(lab_i & lab_j)[0])}) already")
+        for name, members in list(found.groups.items()):
+            first = roots[members[0]]
+            labels = [marks(k)[1] for k in members]
+            if ((first is not None and all(roots[k] == first for k in members))
+                    or set.intersection(*labels)):
+                del found.groups[name]
+
     def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
         """The findings checked before they are given: the selection under ``-n 2``
-        with them, against the serial outcomes."""
+        with them, against the serial outcomes.  Where it differs, the declared
+        edges the findings lift next to a test that differed are kept again (the
+        fresh-process probe passed, the run did not: the run's evidence wins) and
+        the check runs once more; what still differs is named, not fixed."""
         write("dagorder: checking the findings: the selection under -n 2 with them")
+        differ = self._check_n2(ids, serial)
+        rekept = self._rekeep(differ, serial) if differ else []
+        if rekept:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
+                  "next to them, and checking again")
+            differ = self._check_n2(ids, serial)
+        self.found.not_fixed = differ
+        if not differ:
+            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+
+    def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
+        """The tests whose outcome under ``-n 2`` with the findings differs from serial."""
         sandbox = self.pool.get()
         try:
             sandbox.reset()
@@ -472,11 +538,30 @@ class MissingFinder:
             got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
             self.pool.put(sandbox)
-        differ = [nid for nid in ids if got.get(nid, FAILED).outcome
-                  != serial.get(nid, FAILED).outcome]
-        self.found.not_fixed = differ
-        if not differ:
-            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+        return [nid for nid in ids if got.get(nid, FAILED).outcome
+                != serial.get(nid, FAILED).outcome]
+
+    def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
+        """Turn back to "one process" each separable verdict whose dependent
+        differed, or shares a module with a test that differed (a module's
+        fixtures are shared by its tests, edges or not); the verdicts changed."""
+        modules = {nid.split("::", 1)[0] for nid in differ}
+        wrong = set(differ)
+        changed: list[edges_file.Verdict] = []
+        out: list[edges_file.Verdict] = []
+        for v in self.found.verdicts:
+            if v.separable and (v.test in wrong or v.test.split("::", 1)[0] in modules
+                                or v.after.split("::", 1)[0] in modules):
+                want = serial.get(v.test, FAILED).outcome
+                v = edges_file.Verdict(
+                    v.test, v.after, False,
+                    f"{v.test} passed in a fresh process after its prerequisites ran in "
+                    f"another, but -n 2 with this edge lifted gave other outcomes "
+                    f"(serially: {want})", v.fingerprint)
+                changed.append(v)
+            out.append(v)
+        self.found.verdicts = out
+        return changed
 
     def _ended(self, phase: str) -> None:
         """``phase`` ran to its end (not if the budget or Ctrl-C cut it)."""
@@ -538,16 +623,71 @@ class MissingFinder:
             probe = "" if same else (
                 f"{ids[d]} {got.outcome} in a fresh process after its prerequisites ran "
                 f"in another (serially: {wanted})")
-            for p in sorted(q for q in set(self.declared[d]) if q < n):
-                verdicts.append(edges_file.Verdict(ids[d], ids[p], same, probe,
-                                                   prints.of((ids[p], ids[d]))))
+            direct = sorted(q for q in set(self.declared[d]) if q < n)
+            # A dependent that needs its process may need only some of its
+            # prerequisites there: the others' edges are separable.
+            needs = set(direct) if same or len(direct) < 2 else \
+                self._needed_direct(ids, serial, d, direct)
+            for p in direct:
+                verdicts.append(edges_file.Verdict(
+                    ids[d], ids[p], same or p not in needs, "" if same or p not in needs
+                    else probe, prints.of((ids[p], ids[d]))))
         free = sum(v.separable for v in verdicts)
         write(f"dagorder: declared edges: {free:,} of {plural(len(verdicts), 'edge')} "
               "separable (the test passed in a fresh process after its prerequisites ran "
-              "in another)"
+              "in another, or with only the others in its process)"
               + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
         self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
         self.found.verdicts = verdicts
+
+    def _needed_direct(self, ids: list[str], serial: dict[str, Result], d: int,
+                       direct: list[int]) -> set[int]:
+        """Which of ``d``'s direct prerequisites it needs in its process (it failed
+        in a fresh one): each in turn is left out of the tests run in ``d``'s
+        process (those declared edges join to it) while the serial prefix runs
+        in two processes taking turns, the rest in the other, their files in
+        place; one whose absence leaves every outcome as serially is not needed.
+        Kept without a probe: one another path of declared edges joins to ``d``
+        anyway, or that shares a module or class fixture instance with it (the
+        state may live in the fixture, one instance per process)."""
+        needs = set(direct)
+        mine = _wide_instances(self.items[d])
+        for p in direct:
+            if self._stopped() or not mine.isdisjoint(_wide_instances(self.items[p])):
+                continue
+            lane = self._joined(d, {q for q in direct if q not in needs or q == p})
+            if p in lane:
+                continue
+            got: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                got = self._run(sandbox, ids[:d + 1], lane=[ids[k] for k in sorted(lane)],
+                                limit=2 * self.timeout)
+            finally:
+                self.pool.put(sandbox)
+            if all(got.get(nid, FAILED).outcome == serial.get(nid, FAILED).outcome
+                   for nid in ids[:d + 1]):
+                needs.discard(p)
+        return needs
+
+    def _joined(self, d: int, without: set[int]) -> set[int]:
+        """The tests up to ``d`` that declared edges join to it (either way), less
+        its edges to ``without``."""
+        near: dict[int, list[int]] = {}
+        for k in range(d + 1):
+            for q in self.declared[k]:
+                if q <= d and not (k == d and q in without):
+                    near.setdefault(k, []).append(q)
+                    near.setdefault(q, []).append(k)
+        seen = {d}
+        stack = [d]
+        while stack:
+            for v in near.get(stack.pop(), ()):
+                if v not in seen:
+                    seen.add(v)
+                    stack.append(v)
+        return seen
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -894,7 +1034,8 @@ class MissingFinder:
     def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
              idle: float | None = None, limit: float | None = None,
              alone: Sequence[str] = (), alone_limit: float = 0.0,
-             into: dict[str, Result] | None = None) -> dict[str, Result]:
+             into: dict[str, Result] | None = None,
+             lane: Sequence[str] = ()) -> dict[str, Result]:
         # The serial pass (the one probe with ``idle``) runs whatever the budget:
         # without it there is nothing to search.
         if self.stop.is_set() or (idle is None and time.monotonic() > self.deadline):
@@ -904,7 +1045,8 @@ class MissingFinder:
             out = self._out(sandbox)
             killed = self._ask(sandbox, server, [{
                 "ids": self._with_declared(ids), "out": str(out), "trace": trace,
-                "alone": list(alone), "alone_limit": alone_limit}], limit, idle, out)
+                "alone": list(alone), "alone_limit": alone_limit, "lane": list(lane)}],
+                limit, idle, out)
             found = self._read(out, sandbox, into)
             if killed and not self.stop.is_set():
                 found[KILLED] = FAILED  # stopped by its time: see _search
@@ -1085,8 +1227,8 @@ class MissingFinder:
                 for t in sorted(found.needs) for p in found.needs[t]],
             {name: [ids[k] for k in members] for name, members in found.groups.items()})
         for i, j, p in found.conflicts:
-            if i in grouped and j in grouped:
-                continue  # one worker runs them: no resource needed
+            if (i in grouped and j in grouped) or (i, j, p) in found.settled:
+                continue  # one worker runs them, or the suite keeps them apart: nothing to add
             # Every test that wrote the path carries it, not only the pair overlapped.
             users = record.resources.setdefault(resource_name(p, str(self.config.rootpath)), [])
             users.extend(ids[k] for k in self.writers.get(p, [i, j]) if ids[k] not in users)
@@ -1116,13 +1258,21 @@ class MissingFinder:
                 write("    # it reads what they leave in the process: declared, the edge "
                       "keeps them on one worker")
         group_of = {k: name for name, members in found.groups.items() for k in members}
+        advised: set[str] = set()
         for i, j, path in found.conflicts:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
                   f"(both use {path})")
+            if (i, j, path) in found.settled:
+                write(f"    nothing to add: {found.settled[(i, j, path)]}")
+                continue
             group = group_of.get(i)
             if group is not None and group == group_of.get(j):
-                # One grouping per group, said once per conflict that made it.
+                # One grouping per group: advised at its first conflict, named after.
+                if group in advised:
+                    write(f"    the group {_quote(group)} above keeps them on one worker")
+                    continue
+                advised.add(group)
                 write(f"    the path lives in a fixture its {len(found.groups[group])} tests "
                       f"share: keep them on one worker, "
                       f"@pytest.mark.xdist_group({_quote(group)}) on each")
@@ -1183,18 +1333,7 @@ def _scoped(items: Sequence[pytest.Item],
     test (module, class or package): the path may be the fixture's, alive between
     its tests, so every test using one of those fixture instances of either test
     stays on one worker (one group per connected set)."""
-    def keys(k: int) -> set[tuple[str, str, str]]:
-        out: set[tuple[str, str, str]] = set()
-        item = items[k]
-        for name, scope, where in wide_fixtures(item) or ():
-            if not where or scope not in ("module", "class", "package"):
-                continue
-            node = (item.getparent(pytest.Module) if scope == "module" else
-                    item.getparent(pytest.Class) if scope == "class" else None)
-            out.add((name, where, node.nodeid if node is not None else where))
-        return out
-
-    every = [keys(k) for k in range(len(items))]
+    every = [_wide_instances(it) for it in items]
     parent: dict[int, int] = {}
 
     def root(x: int) -> int:
@@ -1215,6 +1354,19 @@ def _scoped(items: Sequence[pytest.Item],
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _wide_instances(item: pytest.Item) -> set[tuple[str, str, str]]:
+    """The project fixture instances wider than a test (module, class, package)
+    that ``item`` uses: (name, where defined, the node holding the instance)."""
+    out: set[tuple[str, str, str]] = set()
+    for name, scope, where in wide_fixtures(item) or ():
+        if not where or scope not in ("module", "class", "package"):
+            continue
+        node = (item.getparent(pytest.Module) if scope == "module" else
+                item.getparent(pytest.Class) if scope == "class" else None)
+        out.add((name, where, node.nodeid if node is not None else where))
+    return out
 
 
 def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:

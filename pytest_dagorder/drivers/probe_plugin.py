@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -210,6 +211,9 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                     _serial_with_alone(session, reporter, set(run["alone"]),
                                        float(run["alone_limit"]), items)
                     continue
+                if run.get("lane"):
+                    _serial_in_lanes(session, reporter, set(run["lane"]), items, end)
+                    continue
                 children.append(_fork_run(session, reporter, items, run))
             killed = False
             for child in children:
@@ -290,6 +294,72 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
     finally:
         os.close(go_w)
         os.waitpid(child, 0)
+
+
+def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set[str],
+                     items: list[pytest.Item], end: float) -> None:
+    """``items`` in the serial order, taking turns in two processes forked from this
+    one: the tests of ``lane`` in one, the others in the other (each tears down
+    toward its own next test, as a worker does).  Whether a dependent needs
+    only some of its prerequisites in its process: those go into its lane,
+    the rest run in the other one, their files in place.  Every wait ends by
+    ``end`` (a process that does not answer is killed)."""
+    mine = [[k for k, it in enumerate(items) if (it.nodeid in lane) == (side == 1)]
+            for side in (0, 1)]
+    pipes = [(os.pipe(), os.pipe()) for _ in mine]  # (orders, answers) per lane
+    children: list[int] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for side, own in enumerate(mine):
+        child = os.fork()
+        if child == 0:
+            (orders_r, _), (_, answers_w) = pipes[side]
+            for fd in {fd for pair in pipes for ends in pair for fd in ends} - {orders_r,
+                                                                              answers_w}:
+                os.close(fd)  # the parent's ends and the other lane's: EOF reaches it
+            nexts = dict(zip(own, [*own[1:], None], strict=True))
+            code = 0
+            try:
+                runner = items[0].config.pluginmanager.get_plugin(DRIVER_NAME)
+                if runner is not None and hasattr(runner, "run"):
+                    runner.run = None  # prerequisites run in the other lane
+                with os.fdopen(orders_r, "rb") as orders:
+                    for line in orders:
+                        k = int(line)
+                        following = nexts[k]
+                        nextitem = items[following] if following is not None else None
+                        items[k].config.hook.pytest_runtest_protocol(item=items[k],
+                                                                     nextitem=nextitem)
+                        os.write(answers_w, b"d")
+            except BaseException:
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        children.append(child)
+    for (orders_r, _), (_, answers_w) in pipes:
+        os.close(orders_r)
+        os.close(answers_w)
+    try:
+        for k, item in enumerate(items):
+            (_, orders_w), (answers_r, _) = pipes[1 if item.nodeid in lane else 0]
+            os.write(orders_w, f"{k}\n".encode())
+            left = end - time.monotonic()
+            ready = select.select([answers_r], [], [], max(0.0, left))[0] if left > 0 else []
+            if not ready or os.read(answers_r, 1) != b"d":
+                break  # past its time, or the lane died: the rest is not run
+    finally:
+        for (_, orders_w), (answers_r, _) in pipes:
+            os.close(orders_w)
+            os.close(answers_r)
+        for child in children:
+            while not os.waitpid(child, os.WNOHANG)[0]:
+                if time.monotonic() > end:
+                    os.kill(child, signal.SIGKILL)
+                    os.waitpid(child, 0)
+                    break
+                time.sleep(0.002)
 
 
 def _alone(item: pytest.Item, reporter: ProbeReporter, limit: float) -> None:

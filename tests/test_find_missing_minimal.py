@@ -1,0 +1,190 @@
+"""``--dag-find-missing`` gives no advice the suite does not need: one grouping per
+group, nothing where the default already keeps the tests on one worker, nothing
+the suite's own markers already say."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from support.dagtester import DagTester
+
+pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
+FIND = ("--dag-find-missing", "-n", "2")
+
+#: A module fixture sets up a file at a fixed path that three tests of the module
+#: each overwrite and read back: two conflicts (two pairs of one path), one group.
+FIXTURE_FILE = """
+    import pathlib, time
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def db():
+        (HERE / "db.txt").write_text("x")
+        yield HERE / "db.txt"
+
+    def test_one(db):
+        db.write_text("one")
+        time.sleep(0.4)
+        assert db.read_text() == "one"
+
+    def test_two(db):
+        db.write_text("two")
+        time.sleep(0.4)
+        assert db.read_text() == "two"
+
+    def test_three(db):
+        db.write_text("three")
+        time.sleep(0.4)
+        assert db.read_text() == "three"
+"""
+
+
+def test_one_group_is_advised_once_whatever_the_conflicts_that_made_it(
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_db=textwrap.dedent(FIXTURE_FILE))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert out.count("fail when run at the same time") == 2, out
+    assert out.count('@pytest.mark.xdist_group("test_db.py") on each') == 1, out
+    result.stdout.fnmatch_lines(['    the group "test_db.py" above keeps them on one worker'])
+    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
+    assert groups == [{"name": "test_db.py", "tests": [
+        "test_db.py::test_one", "test_db.py::test_two", "test_db.py::test_three"]}]
+
+
+#: Two dependents read what their prerequisite left in the process (their
+#: declared edges stay), and both write one file and read it back: they clash
+#: when run at once, but the default already runs them on one worker.
+JOINED = """
+    import pathlib, time
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def test_set():
+        STATE["x"] = 1
+
+    @depends_on("test_set")
+    def test_b():
+        assert STATE["x"] == 1
+        (HERE / "out.txt").write_text("b")
+        time.sleep(0.4)
+        assert (HERE / "out.txt").read_text() == "b"
+
+    @depends_on("test_set")
+    def test_c():
+        assert STATE["x"] == 1
+        (HERE / "out.txt").write_text("c")
+        time.sleep(0.4)
+        assert (HERE / "out.txt").read_text() == "c"
+"""
+
+
+def test_no_resource_for_a_conflict_the_default_keeps_on_one_worker(
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_j=textwrap.dedent(JOINED))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: test_j.py::test_b and test_j.py::test_c fail when run at the same time*",
+        "    nothing to add: the default keeps both on one worker (their declared edges "
+        "join them)"])
+    assert "dag_resource" not in result.stdout.str()
+    written = json.loads((dagtester.path / "edges.json").read_text())
+    assert written.get("resources", []) == []
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json")
+    result.assert_outcomes(passed=3)
+
+
+def test_no_advice_for_a_conflict_the_suites_markers_settle(dagtester: DagTester) -> None:
+    marked = textwrap.dedent(FIXTURE_FILE)
+    for name in ("one", "two", "three"):
+        marked = marked.replace(f"def test_{name}(",
+                                f"@pytest.mark.xdist_group('db')\ndef test_{name}(")
+    dagtester.pytester.makepyfile(test_db=marked)
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(['    nothing to add: both carry xdist_group("db") already'])
+    assert "on each" not in result.stdout.str()
+    written = json.loads((dagtester.path / "edges.json").read_text())
+    assert written.get("groups", []) == [] and written.get("resources", []) == []
+
+
+#: test_d passes in a fresh process (the edge pass calls its edge separable) but,
+#: under xdist, only in the process test_p ran in: the -n 2 check of the findings
+#: sees it fail while test_p's worker holds test_q, and keeps the edge again.
+FRESH_BUT_NOT_UNDER_N = """
+    import os, pathlib, time
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def test_p():
+        STATE["p"] = 1
+        (HERE / "pid.txt").write_text(str(os.getpid()))
+
+    @depends_on("test_p")
+    def test_q():
+        assert STATE["p"] == 1
+        time.sleep(1.5)
+
+    @depends_on("test_p")
+    def test_d():
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            assert (HERE / "pid.txt").read_text() == str(os.getpid())
+"""
+
+
+def test_an_edge_the_n2_check_needs_is_kept_again(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FRESH_BUT_NOT_UNDER_N))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 1 of 2 edges separable*",
+        "dagorder: -n 2 gave other outcomes for 1 test; keeping 1 declared edge evidence had "
+        "lifted next to them, and checking again",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 0 of 2 declared edges separable*"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [
+        ("test_f.py::test_q", False), ("test_f.py::test_d", False)]
+    assert "-n 2 with this edge lifted gave other outcomes" in verdicts[1]["probe"]
+
+
+#: test_d fails in a fresh process, but needs only test_p1 in its process (a
+#: module global); test_p2's file is in place whatever process wrote it.
+TWO_PREREQUISITES = """
+    import pathlib
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def test_p1():
+        STATE["x"] = 1
+
+    def test_p2():
+        (HERE / "f.txt").write_text("1")
+
+    @depends_on("test_p1", "test_p2")
+    def test_d():
+        assert STATE["x"] == 1
+        assert (HERE / "f.txt").read_text() == "1"
+"""
+
+
+def test_a_failing_dependent_keeps_only_the_edge_it_needs(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_t=textwrap.dedent(TWO_PREREQUISITES))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: declared edges: 1 of 2 edges separable*"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["after"], v["separable"]) for v in verdicts] == [
+        ("test_t.py::test_p1", False), ("test_t.py::test_p2", True)]
+    assert verdicts[0]["probe"].startswith("test_t.py::test_d failed in a fresh process")
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json", "--dag-explain")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["dagorder: 1 of 2 edges free by evidence from edges.json"])
