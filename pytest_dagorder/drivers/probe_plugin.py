@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,7 +68,11 @@ class ProbeReporter:
         self.current: str | None = None
         #: Each path the running test touched, as it was when first touched.
         self.before: dict[str, tuple[bool, bool, int, int] | None] = {}
-        self.state: tuple[dict[str, str], dict[str, str]] | None = None
+        self.state: tuple[dict[str, str], dict[str, object]] | None = None
+        #: The state the last test left (the next one's start), when tracing.
+        self.last: tuple[dict[str, str], dict[str, object]] | None = None
+        #: Module name -> (the module, whether it lies below the rootdir).
+        self.modules: dict[str, tuple[object, bool]] = {}
         self.root = str(config.rootpath) + os.sep
         self.tracing = os.environ.get(TRACE) == "1"
         self.ignored = tuple(str(Path(p).resolve()) for p in {
@@ -135,7 +140,9 @@ class ProbeReporter:
         self.before = {}
         self.phases[nodeid] = []
         if self.tracing:
-            self.state = self._state()
+            # What the test before left is what this one starts from (nothing
+            # runs between two tests' protocols): taken once, not twice.
+            self.state = self.last if self.last is not None else self._state()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -156,9 +163,10 @@ class ProbeReporter:
         outcome = next((o for o in ("failed", "xfailed", "skipped", "xpassed") if o in phases),
                        "passed")
         writes = sorted(p for p, was in self.before.items() if _changed(was, _stat(p)))
+        self.last = self._state() if self.state is not None else None
         line = {"id": nodeid, "outcome": outcome, "writes": writes,
                 "reads": sorted(self.before.keys() - set(writes)),
-                "state": self.state is not None and self._state() != self.state,
+                "state": self.state is not None and self.last != self.state,
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
             line["alone"] = True
@@ -167,22 +175,125 @@ class ProbeReporter:
         self.current = None
 
 
-    def _state(self) -> tuple[dict[str, str], dict[str, str]]:
+    def _state(self) -> tuple[dict[str, str], dict[str, object]]:
         """The environment, and a fingerprint of the module-level values of the
-        modules below the rootdir (what a test may leave for a later one)."""
-        values: dict[str, str] = {}
+        modules below the rootdir (what a test may leave for a later one).
+
+        Taken twice a test in the serial pass: it must cost little whatever the
+        modules hold (a ``repr`` of every value cost bpypolyskel's serial pass 20
+        x the plain run: its test modules hold large lists), and it runs none of
+        the suite's code (a ``repr`` may be slow or change things): see
+        :func:`_fingerprint`."""
+        values: dict[str, object] = {}
         for name, module in list(sys.modules.items()):
-            where = getattr(module, "__file__", None) or ""
-            if not where.startswith(self.root) or "site-packages" in where:
+            if not self._below_root(name, module):
                 continue
             for key, value in list(vars(module).items()):
                 if key.startswith("__") or callable(value) or isinstance(value, type(sys)):
                     continue
-                try:
-                    values[f"{name}.{key}"] = repr(value)[:2000]
-                except Exception:  # a value whose repr fails counts by identity
-                    values[f"{name}.{key}"] = f"id {id(value)}"
+                values[f"{name}.{key}"] = _fingerprint(value, FINGERPRINT_DEPTH)
         return dict(os.environ), values
+
+    def _below_root(self, name: str, module: object) -> bool:
+        """Whether the module's file lies below the rootdir (outside site-packages),
+        remembered per module object: the question comes twice a test."""
+        known = self.modules.get(name)
+        if known is not None and known[0] is module:
+            return known[1]
+        where = getattr(module, "__file__", None) or ""
+        mine = isinstance(where, str) and where.startswith(self.root) \
+            and "site-packages" not in where
+        self.modules[name] = (module, mine)
+        return mine
+
+
+#: How deep :func:`_fingerprint` looks into containers and instances, how many
+#: items of each container it looks into (of all: their identities), and how
+#: much of a string or a buffer (an array) it compares whole: the cost stays
+#: bounded per value, whatever the suite's modules hold.
+FINGERPRINT_DEPTH: Final = 3
+FINGERPRINT_ITEMS: Final = 4
+FINGERPRINT_TEXT: Final = 256
+FINGERPRINT_BYTES: Final = 1 << 16
+#: Immutable values compared by value.
+_LEAVES: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
+#: An object's identity, as ``id`` gives it but without ``id``'s audit event: the
+#: probe's own audit hook (a Python call) would run for each (5 x the cost).
+_identity: Final = object.__hash__
+_SEQUENCES: Final = (list, tuple, set, frozenset)
+_ITERATE: Final[dict[type, Callable[[Any], Iterator[object]]]] = {
+    list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
+    frozenset: frozenset.__iter__}
+#: Types whose instances are neither containers nor have attributes nor a
+#: buffer: compared by identity, and not looked into as items (asked once: the
+#: exception costs).
+_OPAQUE: set[type] = set()
+
+
+def _fingerprint(value: object, depth: int) -> object:
+    """A comparable summary of ``value`` that changes when the value does, built
+    from builtin operations only: no ``repr``, no ``__eq__``, ``__hash__`` or
+    ``__iter__`` of the suite's classes is called.
+
+    A container carries its identity (rebinding a name to an equal new object
+    counts), its length, the identities of all its items (C speed: an item put
+    in place of another, a number changed in a list, shows) and the summaries
+    of its first items, down to ``depth``; an instance its attributes; a buffer
+    its size and a hash of its bytes.  Not seen: a change inside a mutable item
+    past the first ones or below ``depth`` (the former ``repr``, cut at 2,000
+    characters, missed those past the cut, and cost bpypolyskel's serial pass
+    20 x the plain run: every test module holds lists of vectors)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        if kind is float:
+            # nan != nan would invent a change at every test.
+            return value if value == value else "nan"
+        if (kind is str or kind is bytes) and len(value) > FINGERPRINT_TEXT:  # type: ignore[arg-type]
+            return (kind.__name__, len(value), hash(value))  # type: ignore[arg-type]
+        return (kind.__name__, value)  # 1 == 1.0 == True would hide a change
+    mark: tuple[object, ...] = (kind.__qualname__, _identity(value))
+    if depth <= 0:
+        return mark
+    try:
+        # The identities of all items say whether one was put in place of
+        # another; only the first mutable ones are looked into (an immutable
+        # one changes only by being replaced).
+        if isinstance(value, dict):
+            keys, values = tuple(dict.keys(value)), tuple(dict.values(value))
+            inner = [_fingerprint(v, depth - 1) for v in values
+                     if type(v) not in _LEAVES and type(v) not in _OPAQUE]
+            return (*mark, len(keys), hash((*map(_identity, keys), *map(_identity, values))),
+                    tuple(inner[:FINGERPRINT_ITEMS]))
+        if kind in _SEQUENCES or isinstance(value, _SEQUENCES):
+            # The builtin type's own iteration: a subclass's __iter__ is the suite's code.
+            items = tuple(_ITERATE[kind](value) if kind in _ITERATE else
+                          next(it for t, it in _ITERATE.items() if isinstance(value, t))(value))
+            inner = []
+            for v in items:
+                if type(v) not in _LEAVES and type(v) not in _OPAQUE:
+                    inner.append(_fingerprint(v, depth - 1))
+                    if len(inner) == FINGERPRINT_ITEMS:
+                        break
+            return (*mark, len(items), hash(tuple(map(_identity, items))), tuple(inner))
+        if kind.__dictoffset__:
+            attrs = object.__getattribute__(value, "__dict__")
+            if isinstance(attrs, dict):
+                # Its attributes as a level of their own: ``module.thing.x = 1`` and
+                # ``module.things[0].x = 1`` show.
+                return (*mark, _fingerprint(attrs, depth))
+        if kind in _OPAQUE:
+            return mark
+        try:
+            view = memoryview(value)  # type: ignore[arg-type]
+        except TypeError:
+            _OPAQUE.add(kind)
+            return mark
+        with view:
+            if view.nbytes <= FINGERPRINT_BYTES:
+                return (*mark, view.nbytes, hash(view.tobytes()))
+            return (*mark, view.nbytes)
+    except Exception:  # a value that refuses to be looked into: its identity
+        return mark
 
 
 def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
