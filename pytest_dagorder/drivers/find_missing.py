@@ -509,7 +509,7 @@ class MissingFinder:
             try:
                 sandbox.reset()
                 self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
-                          into=found,
+                          into=found, alone_rules=self._batching(ids, serial, chunk),
                           alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
                           limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
             finally:
@@ -548,6 +548,28 @@ class MissingFinder:
               + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
         self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
         self.found.verdicts = verdicts
+
+    def _batching(self, ids: list[str], serial: dict[str, Result],
+                  chunk: list[int]) -> dict[str, object]:
+        """What the probe needs to run several of ``chunk`` alone in one fresh
+        process (``probe_plugin._batch``): their serial outcomes, their declared
+        prerequisites among them (transitively), and those that changed the
+        process's state in the serial pass."""
+        members = set(chunk)
+        prerequisites: dict[str, list[str]] = {}
+        for d in chunk:
+            seen: set[int] = set()
+            stack = [d]
+            while stack:
+                for p in self.declared[stack.pop()]:
+                    if p not in seen:
+                        seen.add(p)
+                        stack.append(p)
+            if seen & members:
+                prerequisites[ids[d]] = [ids[p] for p in sorted(seen & members)]
+        return {"expect": {ids[k]: serial.get(ids[k], FAILED).outcome for k in chunk},
+                "prerequisites": prerequisites,
+                "stateful": [ids[k] for k in chunk if serial.get(ids[k], FAILED).state]}
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -894,6 +916,7 @@ class MissingFinder:
     def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
              idle: float | None = None, limit: float | None = None,
              alone: Sequence[str] = (), alone_limit: float = 0.0,
+             alone_rules: dict[str, object] | None = None,
              into: dict[str, Result] | None = None) -> dict[str, Result]:
         # The serial pass (the one probe with ``idle``) runs whatever the budget:
         # without it there is nothing to search.
@@ -904,7 +927,8 @@ class MissingFinder:
             out = self._out(sandbox)
             killed = self._ask(sandbox, server, [{
                 "ids": self._with_declared(ids), "out": str(out), "trace": trace,
-                "alone": list(alone), "alone_limit": alone_limit}], limit, idle, out)
+                "alone": list(alone), "alone_limit": alone_limit, "rules": alone_rules}],
+                limit, idle, out)
             found = self._read(out, sandbox, into)
             if killed and not self.stop.is_set():
                 found[KILLED] = FAILED  # stopped by its time: see _search

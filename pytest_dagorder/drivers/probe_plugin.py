@@ -319,7 +319,7 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                 reporter.out = Path(run["out"])
                 if run.get("alone"):
                     _serial_with_alone(session, reporter, set(run["alone"]),
-                                       float(run["alone_limit"]), items)
+                                       float(run["alone_limit"]), items, run.get("rules"))
                     continue
                 children.append(_fork_run(session, reporter, items, run))
             killed = False
@@ -361,11 +361,18 @@ def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pyte
         os._exit(code)
 
 
+#: At most this many tests run alone in one fresh process (a batch; the
+#: child's exit status counts the verdicts it gave).
+BATCH_MAX: Final = 64
+
+
 def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: set[str],
-                       limit: float, items: list[pytest.Item]) -> None:
+                       limit: float, items: list[pytest.Item],
+                       rules: dict[str, Any] | None = None) -> None:
     """The serial run of ``items`` in a child; before each test of ``names``, that
     test alone in another child forked from this process (which runs no test
-    itself)."""
+    itself), or with the tests of ``names`` after it as one batch (see
+    :func:`_batch`) when ``rules`` give their serial outcomes."""
     asks_r, asks_w = os.pipe()
     go_r, go_w = os.pipe()
     sys.stdout.flush()
@@ -393,47 +400,119 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
             os._exit(code)
     os.close(asks_w)
     os.close(go_r)
+    members = [k for k, item in enumerate(items) if item.nodeid in names]
+    done: set[int] = set()
     try:
         with os.fdopen(asks_r, "rb") as asks:
             for line in asks:
-                _alone(items[int(line)], reporter, limit)
+                at = int(line)
+                if at not in done:
+                    batch = _batch(items, members, at, done, rules)
+                    count = _alone([items[k] for k in batch], reporter, limit, rules)
+                    if count == 0:  # stopped or broken: its first test alone, at once
+                        count = _alone([items[at]], reporter, limit, rules)
+                    done.update(batch[:max(1, count)])
                 os.write(go_w, b"g")
     finally:
         os.close(go_w)
         os.waitpid(child, 0)
 
 
-def _alone(item: pytest.Item, reporter: ProbeReporter, limit: float) -> None:
-    """``item`` alone, in a child of this (collected, untouched) process."""
+def _batch(items: list[pytest.Item], members: list[int], at: int, done: set[int],
+           rules: dict[str, Any] | None) -> list[int]:
+    """The tests (positions in ``items``) to run in one fresh process at the
+    serial position ``at``: the test there, then later tests of ``members`` not
+    checked yet, in serial order.
+
+    A test joins the batch only if none of its declared prerequisites
+    (transitively: ``rules["prerequisites"]``) is in it, and no test before it in
+    the batch changed the process's state in the serial pass
+    (``rules["stateful"]`` ends a batch).  So what a joining test finds in its
+    process is what the fresh process had plus what tests that are not its
+    prerequisites and changed no state left: a dependence on its prerequisites'
+    process cannot be masked.  Its files are those before the batch's first
+    test (the serial run's tests between are not run here): a test that then
+    fails is not judged; its verdict is taken anew as the first of a batch at
+    its own place (see :func:`_alone`).  The first test is run as it would be
+    alone."""
+    if rules is None:
+        return [at]
+    prerequisites: dict[str, list[str]] = rules.get("prerequisites", {})
+    stateful = set(rules.get("stateful", ()))
+    batch = [at]
+    ids = {items[at].nodeid}
+    if items[at].nodeid in stateful:
+        return batch
+    for k in members:
+        if k <= at or k in done:
+            continue
+        if len(batch) >= BATCH_MAX:
+            break
+        nid = items[k].nodeid
+        if ids.intersection(prerequisites.get(nid, ())):
+            continue
+        batch.append(k)
+        ids.add(nid)
+        if nid in stateful:
+            break
+    return batch
+
+
+def _alone(batch: list[pytest.Item], reporter: ProbeReporter, limit: float,
+           rules: dict[str, Any] | None) -> int:
+    """``batch`` in one child of this (collected, untouched) process, in order:
+    how many of its tests got a verdict.  The first always does; a later one
+    only while each gave its serial outcome (``rules["expect"]``): at the first
+    that does not, the child ends, and that test's verdict is left to a batch
+    of its own.  0: the child was stopped by the time limit (``limit`` a test)
+    or broke; a batch of one stopped by it is recorded as a timeout."""
+    expect: dict[str, str] = (rules or {}).get("expect", {})
+    out = reporter.out
     sys.stdout.flush()
     sys.stderr.flush()
     child = os.fork()
     if child == 0:
+        count = 0
         try:
             # Its prerequisites ran in another process: the serial driver must
             # not skip it for not having seen them.
-            runner = item.config.pluginmanager.get_plugin(DRIVER_NAME)
+            runner = batch[0].config.pluginmanager.get_plugin(DRIVER_NAME)
             if runner is not None and hasattr(runner, "run"):
                 runner.run = None
             reporter.is_alone = True
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+            scratch = out.with_name(f"{out.name}.batch-{os.getpid()}")
+            reporter.out = scratch
+            for k, item in enumerate(batch):
+                scratch.unlink(missing_ok=True)
+                nextitem = batch[k + 1] if k + 1 < len(batch) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                record = scratch.read_text(encoding="utf-8") if scratch.exists() else ""
+                got = json.loads(record.splitlines()[-1])["outcome"] if record else "failed"
+                if k > 0 and got != expect.get(item.nodeid, "passed"):
+                    break
+                with out.open("a", encoding="utf-8") as f:
+                    f.write(record)
+                count += 1
+            scratch.unlink(missing_ok=True)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(0)
-    end = time.monotonic() + limit
+            os._exit(count)
+    end = time.monotonic() + limit * len(batch)
     while True:
-        done, _ = os.waitpid(child, os.WNOHANG)
+        done, status = os.waitpid(child, os.WNOHANG)
         if done:
-            return
+            return max(0, os.waitstatus_to_exitcode(status))
         if time.monotonic() > end:
             os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
-            line = {"id": item.nodeid, "outcome": "timeout", "writes": [], "reads": [],
+            if len(batch) > 1:
+                return 0
+            line = {"id": batch[0].nodeid, "outcome": "timeout", "writes": [], "reads": [],
                     "state": False, "seconds": limit, "alone": True}
-            with reporter.out.open("a", encoding="utf-8") as f:
+            with out.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line) + "\n")
-            return
+            return 1
         time.sleep(0.002)
 
 
