@@ -33,8 +33,10 @@ several rounds (``--rounds``).
 Run: ``python benchmarks/real_suites.py --work DIR [--suites shapepy,pynurbs]
 [--rounds 3] [--source shapepy=PATH | --mirrors DIR]``.  ``--find`` runs the
 learning pass instead (``--dag-find-missing -n 2``, timed against a serial
-run; it writes ``WORK/NAME/edges.json``); ``--learned`` makes the ``-n 2``
-runs read that file.
+run, both wall times, alternating, best of ``--rounds``; it writes
+``WORK/NAME/edges.json`` or ``--edges``); ``--learned`` makes the ``-n 2``
+runs read that file.  ``--plugin DIR`` puts a checkout of this plugin first
+on the suites' PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -353,29 +355,45 @@ def service(suite: Suite, work: Path, tree: Path, env: dict[str, str]) -> Iterat
         sh([*as_pg, "pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop"], check=False)
 
 
-def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str]) -> str:
-    """The learning pass (``--dag-find-missing -n 2``) against one serial run, wall times.
+def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str],
+         rounds: int = 1, edges: Path | None = None) -> str:
+    """The learning pass (``--dag-find-missing -n 2``) against the plain serial run,
+    both as wall times of the whole command (interpreter start-up, collection and
+    every process included), alternating, best of ``rounds`` each.
 
-    Writes ``WORK/NAME/edges.json`` (anew), which ``--learned`` then reads.
+    Writes ``edges`` (default ``WORK/NAME/edges.json``, anew), which ``--learned``
+    then reads.
     """
-    edges = work / suite.name / "edges.json"
-    edges.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory() as raw:
-        serial = pytest_run(python, tree, suite, ["-p", "no:dagorder", "-o",
-                                                  f"cache_dir={Path(raw) / 'cache'}"],
-                            Path(raw), env)
-    began = time.perf_counter()
-    done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args,
-               "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
-              cwd=tree / suite.cwd, env=env, check=False)
-    took = time.perf_counter() - began
+    edges = edges or work / suite.name / "edges.json"
+    serials: list[float] = []
+    finds: list[float] = []
+    said: list[str] = []
+    done = None
+    for k in range(rounds):
+        for side in (("serial", "find") if k % 2 == 0 else ("find", "serial")):
+            began = time.perf_counter()
+            if side == "serial":
+                with tempfile.TemporaryDirectory() as raw:
+                    pytest_run(python, tree, suite, ["-p", "no:dagorder", "-o",
+                                                     f"cache_dir={Path(raw) / 'cache'}"],
+                               Path(raw), env)
+                serials.append(time.perf_counter() - began)
+                continue
+            edges.unlink(missing_ok=True)
+            done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args,
+                       "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
+                      cwd=tree / suite.cwd, env=env, check=False)
+            finds.append(time.perf_counter() - began)
+            said.append(f"round {k}: finder {finds[-1]:.1f} s, exit {done.returncode}")
+    assert done is not None
     (work / suite.name / "find.txt").write_text(done.stdout, encoding="utf-8")
-    said = [line for line in done.stdout.splitlines()
-            if line.startswith("dagorder:") and ("declared edges" in line or "probes in" in line
-                                                 or "budget" in line or "serial pass" in line)]
-    return (f"{suite.name}: finder {took:.1f} s (exit {done.returncode}) against serial "
-            f"{serial.seconds:.1f} s: {took / serial.seconds:.1f} x serial; output in "
-            f"{work / suite.name / 'find.txt'}\n  " + "\n  ".join(said))
+    said += [line for line in done.stdout.splitlines()
+             if line.startswith("dagorder:") and ("declared edges" in line or "probes in" in line
+                                                  or "budget" in line or "serial pass" in line)]
+    load = os.getloadavg()[0]
+    return (f"{suite.name}: finder {min(finds):.1f} s against serial {min(serials):.1f} s "
+            f"(wall, best of {rounds}): {min(finds) / min(serials):.1f} x serial; load "
+            f"{load:.1f}; output in {work / suite.name / 'find.txt'}\n  " + "\n  ".join(said))
 
 
 def measure(suite: Suite, python: Path, tree: Path, rounds: int, affinity: str | None,
@@ -469,6 +487,12 @@ def main() -> None:
     parser.add_argument("--find", action="store_true",
                         help="run the learning pass (--dag-find-missing -n 2) and time it "
                              "against a serial run; writes WORK/NAME/edges.json")
+    parser.add_argument("--edges", type=Path, default=None,
+                        help="with --find: write the learned file here (default "
+                             "WORK/NAME/edges.json)")
+    parser.add_argument("--plugin", type=Path, default=None,
+                        help="a checkout of this plugin put first on the suites' PYTHONPATH "
+                             "(their venvs have another one installed)")
     parser.add_argument("--learned", action="store_true",
                         help="the -n 2 runs read WORK/NAME/edges.json (what --find learned)")
     args = parser.parse_args()
@@ -480,6 +504,9 @@ def main() -> None:
         tree = checkout(suite, args.work, origin(suite, sources, args.mirrors))
         python = venv(suite, args.work, tree)
         env = suite_env(suite, python, tree)
+        if args.plugin is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(args.plugin), env.get("PYTHONPATH", "")) if p)
         with service(suite, args.work, tree, env):
             if args.setup_only:
                 print(f"{name}: ready in {time.perf_counter() - started:.0f} s; serial: cd "
@@ -487,7 +514,8 @@ def main() -> None:
                       f"{' '.join(suite.args)}", flush=True)
                 continue
             if args.find:
-                print(find(suite, python, tree, args.work, env), flush=True)
+                print(find(suite, python, tree, args.work, env, args.rounds, args.edges),
+                      flush=True)
                 continue
             rows = measure(suite, python, tree, args.rounds, args.affinity, args.work, env,
                            args.learned)

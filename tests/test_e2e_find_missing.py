@@ -314,3 +314,74 @@ def test_a_rootdir_package_keeps_its_doctest_ids_in_the_probes(dagtester: DagTes
     result = dagtester.run(*FIND, "--doctest-modules")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["dagorder: serial pass: 9 passed in * s*"])
+
+
+#: Seven tests with declared prerequisites: test_get reads what test_set left in
+#: the process; test_read a file test_write writes after test_get; the free ones
+#: only follow test_set; test_chained reads what test_free_c left in the process.
+#: Each writes its name and process id to $DAGORDER_E2E_LOG (a path outside the
+#: copies the probes run in).
+BATCHED = """
+    import os, pathlib
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    STATE = {}
+
+    def log(name):
+        with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+            f.write(f"{os.getpid()} {name}\\n")
+
+    def test_set():
+        STATE["x"] = 1
+
+    @depends_on("test_set")
+    def test_get():
+        log("get")
+        assert STATE["x"] == 1
+
+    def test_write():
+        (HERE / "f.txt").write_text("1")
+
+    @depends_on("test_write")
+    def test_read():
+        log("read")
+        assert (HERE / "f.txt").read_text() == "1"
+""" + "".join(f"""
+    @depends_on("test_set")
+    def test_free_{c}():
+        log("free_{c}")
+        Box.seen = "{c}"
+""" for c in "abcd") + """
+    class Box:  # a class attribute: state the probe's record does not see
+        seen = ""
+
+    @depends_on("test_free_c")
+    def test_chained():
+        log("chained")
+        assert Box.seen in ("c", "d")
+"""
+
+
+def test_tests_alone_share_a_fresh_process_and_a_failure_there_is_taken_anew(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "alone.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_e=textwrap.dedent(BATCHED))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert {(v["test"].split("::")[1], v["separable"]) for v in verdicts} == {
+        ("test_get", False), ("test_read", True), ("test_free_a", True), ("test_free_b", True),
+        ("test_free_c", True), ("test_free_d", True), ("test_chained", False)}
+    by_process: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        pid, name = line.split()
+        by_process.setdefault(pid, []).append(name)
+    runs = sorted(by_process.values())
+    # Split over the two probe slots: test_read failed in test_get's batch (its
+    # file not yet written there) and was run anew at its own place, with what
+    # follows it; test_chained never shares a process with its prerequisite.
+    assert ["get", "read"] in runs
+    assert ["read", "free_a", "free_b"] in runs
+    assert ["free_c", "free_d"] in runs
+    assert ["chained"] in runs

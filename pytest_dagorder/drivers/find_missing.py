@@ -594,7 +594,7 @@ class MissingFinder:
             try:
                 sandbox.reset()
                 self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
-                          into=found,
+                          into=found, alone_rules=self._batching(ids, serial, chunk),
                           alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
                           limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
             finally:
@@ -688,6 +688,28 @@ class MissingFinder:
                     seen.add(v)
                     stack.append(v)
         return seen
+
+    def _batching(self, ids: list[str], serial: dict[str, Result],
+                  chunk: list[int]) -> dict[str, object]:
+        """What the probe needs to run several of ``chunk`` alone in one fresh
+        process (``probe_plugin._batch``): their serial outcomes, their declared
+        prerequisites among them (transitively), and those that changed the
+        process's state in the serial pass."""
+        members = set(chunk)
+        prerequisites: dict[str, list[str]] = {}
+        for d in chunk:
+            seen: set[int] = set()
+            stack = [d]
+            while stack:
+                for p in self.declared[stack.pop()]:
+                    if p not in seen:
+                        seen.add(p)
+                        stack.append(p)
+            if seen & members:
+                prerequisites[ids[d]] = [ids[p] for p in sorted(seen & members)]
+        return {"expect": {ids[k]: serial.get(ids[k], FAILED).outcome for k in chunk},
+                "prerequisites": prerequisites,
+                "stateful": [ids[k] for k in chunk if serial.get(ids[k], FAILED).state]}
 
     def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
         """Files the tests write that an earlier run left in the project would let a
@@ -1034,6 +1056,7 @@ class MissingFinder:
     def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
              idle: float | None = None, limit: float | None = None,
              alone: Sequence[str] = (), alone_limit: float = 0.0,
+             alone_rules: dict[str, object] | None = None,
              into: dict[str, Result] | None = None,
              lane: Sequence[str] = ()) -> dict[str, Result]:
         # The serial pass (the one probe with ``idle``) runs whatever the budget:
@@ -1045,7 +1068,8 @@ class MissingFinder:
             out = self._out(sandbox)
             killed = self._ask(sandbox, server, [{
                 "ids": self._with_declared(ids), "out": str(out), "trace": trace,
-                "alone": list(alone), "alone_limit": alone_limit, "lane": list(lane)}],
+                "alone": list(alone), "alone_limit": alone_limit, "rules": alone_rules,
+                "lane": list(lane)}],
                 limit, idle, out)
             found = self._read(out, sandbox, into)
             if killed and not self.stop.is_set():

@@ -34,6 +34,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,7 +69,11 @@ class ProbeReporter:
         self.current: str | None = None
         #: Each path the running test touched, as it was when first touched.
         self.before: dict[str, tuple[bool, bool, int, int] | None] = {}
-        self.state: tuple[dict[str, str], dict[str, str]] | None = None
+        self.state: tuple[dict[str, str], dict[str, object]] | None = None
+        #: The state the last test left (the next one's start), when tracing.
+        self.last: tuple[dict[str, str], dict[str, object]] | None = None
+        #: Module name -> (the module, whether it lies below the rootdir).
+        self.modules: dict[str, tuple[object, bool]] = {}
         self.root = str(config.rootpath) + os.sep
         self.tracing = os.environ.get(TRACE) == "1"
         self.ignored = tuple(str(Path(p).resolve()) for p in {
@@ -136,7 +141,9 @@ class ProbeReporter:
         self.before = {}
         self.phases[nodeid] = []
         if self.tracing:
-            self.state = self._state()
+            # What the test before left is what this one starts from (nothing
+            # runs between two tests' protocols): taken once, not twice.
+            self.state = self.last if self.last is not None else self._state()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -157,9 +164,10 @@ class ProbeReporter:
         outcome = next((o for o in ("failed", "xfailed", "skipped", "xpassed") if o in phases),
                        "passed")
         writes = sorted(p for p, was in self.before.items() if _changed(was, _stat(p)))
+        self.last = self._state() if self.state is not None else None
         line = {"id": nodeid, "outcome": outcome, "writes": writes,
                 "reads": sorted(self.before.keys() - set(writes)),
-                "state": self.state is not None and self._state() != self.state,
+                "state": self.state is not None and self.last != self.state,
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
             line["alone"] = True
@@ -168,22 +176,125 @@ class ProbeReporter:
         self.current = None
 
 
-    def _state(self) -> tuple[dict[str, str], dict[str, str]]:
+    def _state(self) -> tuple[dict[str, str], dict[str, object]]:
         """The environment, and a fingerprint of the module-level values of the
-        modules below the rootdir (what a test may leave for a later one)."""
-        values: dict[str, str] = {}
+        modules below the rootdir (what a test may leave for a later one).
+
+        Taken twice a test in the serial pass: it must cost little whatever the
+        modules hold (a ``repr`` of every value cost bpypolyskel's serial pass 20
+        x the plain run: its test modules hold large lists), and it runs none of
+        the suite's code (a ``repr`` may be slow or change things): see
+        :func:`_fingerprint`."""
+        values: dict[str, object] = {}
         for name, module in list(sys.modules.items()):
-            where = getattr(module, "__file__", None) or ""
-            if not where.startswith(self.root) or "site-packages" in where:
+            if not self._below_root(name, module):
                 continue
             for key, value in list(vars(module).items()):
                 if key.startswith("__") or callable(value) or isinstance(value, type(sys)):
                     continue
-                try:
-                    values[f"{name}.{key}"] = repr(value)[:2000]
-                except Exception:  # a value whose repr fails counts by identity
-                    values[f"{name}.{key}"] = f"id {id(value)}"
+                values[f"{name}.{key}"] = _fingerprint(value, FINGERPRINT_DEPTH)
         return dict(os.environ), values
+
+    def _below_root(self, name: str, module: object) -> bool:
+        """Whether the module's file lies below the rootdir (outside site-packages),
+        remembered per module object: the question comes twice a test."""
+        known = self.modules.get(name)
+        if known is not None and known[0] is module:
+            return known[1]
+        where = getattr(module, "__file__", None) or ""
+        mine = isinstance(where, str) and where.startswith(self.root) \
+            and "site-packages" not in where
+        self.modules[name] = (module, mine)
+        return mine
+
+
+#: How deep :func:`_fingerprint` looks into containers and instances, how many
+#: items of each container it looks into (of all: their identities), and how
+#: much of a string or a buffer (an array) it compares whole: the cost stays
+#: bounded per value, whatever the suite's modules hold.
+FINGERPRINT_DEPTH: Final = 3
+FINGERPRINT_ITEMS: Final = 4
+FINGERPRINT_TEXT: Final = 256
+FINGERPRINT_BYTES: Final = 1 << 16
+#: Immutable values compared by value.
+_LEAVES: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
+#: An object's identity, as ``id`` gives it but without ``id``'s audit event: the
+#: probe's own audit hook (a Python call) would run for each (5 x the cost).
+_identity: Final = object.__hash__
+_SEQUENCES: Final = (list, tuple, set, frozenset)
+_ITERATE: Final[dict[type, Callable[[Any], Iterator[object]]]] = {
+    list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
+    frozenset: frozenset.__iter__}
+#: Types whose instances are neither containers nor have attributes nor a
+#: buffer: compared by identity, and not looked into as items (asked once: the
+#: exception costs).
+_OPAQUE: set[type] = set()
+
+
+def _fingerprint(value: object, depth: int) -> object:
+    """A comparable summary of ``value`` that changes when the value does, built
+    from builtin operations only: no ``repr``, no ``__eq__``, ``__hash__`` or
+    ``__iter__`` of the suite's classes is called.
+
+    A container carries its identity (rebinding a name to an equal new object
+    counts), its length, the identities of all its items (C speed: an item put
+    in place of another, a number changed in a list, shows) and the summaries
+    of its first items, down to ``depth``; an instance its attributes; a buffer
+    its size and a hash of its bytes.  Not seen: a change inside a mutable item
+    past the first ones or below ``depth`` (the former ``repr``, cut at 2,000
+    characters, missed those past the cut, and cost bpypolyskel's serial pass
+    20 x the plain run: every test module holds lists of vectors)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        if kind is float:
+            # nan != nan would invent a change at every test.
+            return value if value == value else "nan"
+        if (kind is str or kind is bytes) and len(value) > FINGERPRINT_TEXT:  # type: ignore[arg-type]
+            return (kind.__name__, len(value), hash(value))  # type: ignore[arg-type]
+        return (kind.__name__, value)  # 1 == 1.0 == True would hide a change
+    mark: tuple[object, ...] = (kind.__qualname__, _identity(value))
+    if depth <= 0:
+        return mark
+    try:
+        # The identities of all items say whether one was put in place of
+        # another; only the first mutable ones are looked into (an immutable
+        # one changes only by being replaced).
+        if isinstance(value, dict):
+            keys, values = tuple(dict.keys(value)), tuple(dict.values(value))
+            inner = [_fingerprint(v, depth - 1) for v in values
+                     if type(v) not in _LEAVES and type(v) not in _OPAQUE]
+            return (*mark, len(keys), hash((*map(_identity, keys), *map(_identity, values))),
+                    tuple(inner[:FINGERPRINT_ITEMS]))
+        if kind in _SEQUENCES or isinstance(value, _SEQUENCES):
+            # The builtin type's own iteration: a subclass's __iter__ is the suite's code.
+            items = tuple(_ITERATE[kind](value) if kind in _ITERATE else
+                          next(it for t, it in _ITERATE.items() if isinstance(value, t))(value))
+            inner = []
+            for v in items:
+                if type(v) not in _LEAVES and type(v) not in _OPAQUE:
+                    inner.append(_fingerprint(v, depth - 1))
+                    if len(inner) == FINGERPRINT_ITEMS:
+                        break
+            return (*mark, len(items), hash(tuple(map(_identity, items))), tuple(inner))
+        if kind.__dictoffset__:
+            attrs = object.__getattribute__(value, "__dict__")
+            if isinstance(attrs, dict):
+                # Its attributes as a level of their own: ``module.thing.x = 1`` and
+                # ``module.things[0].x = 1`` show.
+                return (*mark, _fingerprint(attrs, depth))
+        if kind in _OPAQUE:
+            return mark
+        try:
+            view = memoryview(value)  # type: ignore[arg-type]
+        except TypeError:
+            _OPAQUE.add(kind)
+            return mark
+        with view:
+            if view.nbytes <= FINGERPRINT_BYTES:
+                return (*mark, view.nbytes, hash(view.tobytes()))
+            return (*mark, view.nbytes)
+    except Exception:  # a value that refuses to be looked into: its identity
+        return mark
 
 
 def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
@@ -209,7 +320,7 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                 reporter.out = Path(run["out"])
                 if run.get("alone"):
                     _serial_with_alone(session, reporter, set(run["alone"]),
-                                       float(run["alone_limit"]), items)
+                                       float(run["alone_limit"]), items, run.get("rules"))
                     continue
                 if run.get("lane"):
                     _serial_in_lanes(session, reporter, set(run["lane"]), items, end)
@@ -254,11 +365,18 @@ def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pyte
         os._exit(code)
 
 
+#: At most this many tests run alone in one fresh process (a batch; the
+#: child's exit status counts the verdicts it gave).
+BATCH_MAX: Final = 64
+
+
 def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: set[str],
-                       limit: float, items: list[pytest.Item]) -> None:
+                       limit: float, items: list[pytest.Item],
+                       rules: dict[str, Any] | None = None) -> None:
     """The serial run of ``items`` in a child; before each test of ``names``, that
     test alone in another child forked from this process (which runs no test
-    itself)."""
+    itself), or with the tests of ``names`` after it as one batch (see
+    :func:`_batch`) when ``rules`` give their serial outcomes."""
     asks_r, asks_w = os.pipe()
     go_r, go_w = os.pipe()
     sys.stdout.flush()
@@ -286,10 +404,18 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
             os._exit(code)
     os.close(asks_w)
     os.close(go_r)
+    members = [k for k, item in enumerate(items) if item.nodeid in names]
+    done: set[int] = set()
     try:
         with os.fdopen(asks_r, "rb") as asks:
             for line in asks:
-                _alone(items[int(line)], reporter, limit)
+                at = int(line)
+                if at not in done:
+                    batch = _batch(items, members, at, done, rules)
+                    count = _alone([items[k] for k in batch], reporter, limit, rules)
+                    if count == 0:  # stopped or broken: its first test alone, at once
+                        count = _alone([items[at]], reporter, limit, rules)
+                    done.update(batch[:max(1, count)])
                 os.write(go_w, b"g")
     finally:
         os.close(go_w)
@@ -364,35 +490,102 @@ def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set
 
 def _alone(item: pytest.Item, reporter: ProbeReporter, limit: float) -> None:
     """``item`` alone, in a child of this (collected, untouched) process."""
+
+def _batch(items: list[pytest.Item], members: list[int], at: int, done: set[int],
+           rules: dict[str, Any] | None) -> list[int]:
+    """The tests (positions in ``items``) to run in one fresh process at the
+    serial position ``at``: the test there, then later tests of ``members`` not
+    checked yet, in serial order.
+
+    A test joins the batch only if none of its declared prerequisites
+    (transitively: ``rules["prerequisites"]``) is in it, and no test before it in
+    the batch changed the process's state in the serial pass
+    (``rules["stateful"]`` ends a batch).  So what a joining test finds in its
+    process is what the fresh process had plus what tests that are not its
+    prerequisites and changed no state left: a dependence on its prerequisites'
+    process cannot be masked.  Its files are those before the batch's first
+    test (the serial run's tests between are not run here): a test that then
+    fails is not judged; its verdict is taken anew as the first of a batch at
+    its own place (see :func:`_alone`).  The first test is run as it would be
+    alone."""
+    if rules is None:
+        return [at]
+    prerequisites: dict[str, list[str]] = rules.get("prerequisites", {})
+    stateful = set(rules.get("stateful", ()))
+    batch = [at]
+    ids = {items[at].nodeid}
+    if items[at].nodeid in stateful:
+        return batch
+    for k in members:
+        if k <= at or k in done:
+            continue
+        if len(batch) >= BATCH_MAX:
+            break
+        nid = items[k].nodeid
+        if ids.intersection(prerequisites.get(nid, ())):
+            continue
+        batch.append(k)
+        ids.add(nid)
+        if nid in stateful:
+            break
+    return batch
+
+
+def _alone(batch: list[pytest.Item], reporter: ProbeReporter, limit: float,
+           rules: dict[str, Any] | None) -> int:
+    """``batch`` in one child of this (collected, untouched) process, in order:
+    how many of its tests got a verdict.  The first always does; a later one
+    only while each gave its serial outcome (``rules["expect"]``): at the first
+    that does not, the child ends, and that test's verdict is left to a batch
+    of its own.  0: the child was stopped by the time limit (``limit`` a test)
+    or broke; a batch of one stopped by it is recorded as a timeout."""
+    expect: dict[str, str] = (rules or {}).get("expect", {})
+    out = reporter.out
     sys.stdout.flush()
     sys.stderr.flush()
     child = os.fork()
     if child == 0:
+        count = 0
         try:
             # Its prerequisites ran in another process: the serial driver must
             # not skip it for not having seen them.
-            runner = item.config.pluginmanager.get_plugin(DRIVER_NAME)
+            runner = batch[0].config.pluginmanager.get_plugin(DRIVER_NAME)
             if runner is not None and hasattr(runner, "run"):
                 runner.run = None
             reporter.is_alone = True
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+            scratch = out.with_name(f"{out.name}.batch-{os.getpid()}")
+            reporter.out = scratch
+            for k, item in enumerate(batch):
+                scratch.unlink(missing_ok=True)
+                nextitem = batch[k + 1] if k + 1 < len(batch) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                record = scratch.read_text(encoding="utf-8") if scratch.exists() else ""
+                got = json.loads(record.splitlines()[-1])["outcome"] if record else "failed"
+                if k > 0 and got != expect.get(item.nodeid, "passed"):
+                    break
+                with out.open("a", encoding="utf-8") as f:
+                    f.write(record)
+                count += 1
+            scratch.unlink(missing_ok=True)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(0)
-    end = time.monotonic() + limit
+            os._exit(count)
+    end = time.monotonic() + limit * len(batch)
     while True:
-        done, _ = os.waitpid(child, os.WNOHANG)
+        done, status = os.waitpid(child, os.WNOHANG)
         if done:
-            return
+            return max(0, os.waitstatus_to_exitcode(status))
         if time.monotonic() > end:
             os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
-            line = {"id": item.nodeid, "outcome": "timeout", "writes": [], "reads": [],
+            if len(batch) > 1:
+                return 0
+            line = {"id": batch[0].nodeid, "outcome": "timeout", "writes": [], "reads": [],
                     "state": False, "seconds": limit, "alone": True}
-            with reporter.out.open("a", encoding="utf-8") as f:
+            with out.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line) + "\n")
-            return
+            return 1
         time.sleep(0.002)
 
 

@@ -1,0 +1,102 @@
+"""The probe's record of whether a test changed the process's state (module-level
+values below the rootdir): what the finder's hints and its same-process verdicts
+rest on.  It must see a change made in place, and cost little and run none of the
+suite's code whatever the modules hold."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from pytest_dagorder.drivers import probe_plugin
+
+SUITE = """
+    class Loud:
+        calls = 0
+
+        def __repr__(self):
+            Loud.calls += 1
+            return "loud"
+
+        def __eq__(self, other):
+            Loud.calls += 1
+            return True
+
+        __hash__ = object.__hash__
+
+    thing = Loud()
+    table = [[0] for _ in range(3)]
+    config = {"db": {"url": "a"}, "things": [Loud()]}
+    counter = 0
+    numbers = list(range(1000))
+
+    def test_nothing():
+        pass
+
+    def test_appends_inside():
+        table[1].append(1)
+
+    def test_sets_an_attribute():
+        thing.x = 5
+
+    def test_changes_a_nested_value():
+        config["db"]["url"] = "b"
+
+    def test_changes_an_item_of_an_item():
+        config["things"][0].y = 1
+
+    def test_rebinds():
+        global counter
+        counter += 1
+
+    def test_replaces_a_number_far_down_a_list():
+        numbers[900] = -1
+
+    def test_reads_only():
+        assert table and thing and config and numbers
+
+    def test_no_code_of_the_suite_ran():
+        assert Loud.calls == 0
+"""
+
+
+def test_the_state_record_sees_changes_in_place_and_runs_no_code_of_the_suite(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_state=textwrap.dedent(SUITE))
+    out = pytester.path / "out.jsonl"
+    monkeypatch.setenv(probe_plugin.OUT, str(out))
+    monkeypatch.setenv(probe_plugin.TRACE, "1")
+    # Set by this run; a probe's pytest would drop it after its first test.
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=9)
+    state = {json.loads(line)["id"].split("::")[1]: json.loads(line)["state"]
+             for line in out.read_text().splitlines()}
+    assert state == {
+        "test_nothing": False,
+        "test_appends_inside": True,
+        "test_sets_an_attribute": True,
+        "test_changes_a_nested_value": True,
+        "test_changes_an_item_of_an_item": True,
+        "test_rebinds": True,
+        "test_replaces_a_number_far_down_a_list": True,
+        "test_reads_only": False,
+        "test_no_code_of_the_suite_ran": False,
+    }
+
+
+@pytest.mark.parametrize("value", [float("nan"), {"k": float("nan")}, [[1.0], {2: "x"}]])
+def test_an_unchanged_value_has_an_unchanged_fingerprint(value: object) -> None:
+    assert probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH) == \
+        probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH)
+
+
+def test_a_value_put_in_place_of_an_equal_one_counts_as_a_change() -> None:
+    first, second = [1, 2], [1, 2]
+    holder = [first]
+    before = probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH)
+    holder[0] = second
+    assert probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH) != before
