@@ -16,6 +16,8 @@ and ``tests_finished`` is true exactly when every test has a final report.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
@@ -43,6 +45,7 @@ from pytest_dagorder.distributed.controller import (
     DagController,
     GuardedScheduling,
 )
+from pytest_dagorder.distributed.dispatch import SHORT_TEST
 from pytest_dagorder.glue.facts import PER_TEST_FIELDS, Census, Facts, location_of
 
 CHAIN = {"a": "", "b": "a", "c": "b"}
@@ -1088,7 +1091,7 @@ def dags(draw: st.DrawFn) -> tuple[Facts, dict[str, Outcome]]:
                      after={"t3": "t2", "t6": "t3"}),
         {"t0": "failed", **{f"t{k}": "passed" for k in range(1, 9)}},
     ),
-    affinity="module", policy="skip", seed=66, fast=True, crash_at=4,
+    affinity="module", policy="skip", seed=66, fast=True, crash_at=4, short=False,
 )
 @given(
     case=dags(),
@@ -1097,6 +1100,7 @@ def dags(draw: st.DrawFn) -> tuple[Facts, dict[str, Outcome]]:
     seed=st.integers(0, 2**16),
     fast=st.booleans(),
     crash_at=st.one_of(st.none(), st.integers(0, 12)),
+    short=st.booleans(),
 )
 def test_any_dag_runs_to_the_end_without_deadlock(
     pytester: pytest.Pytester,
@@ -1106,16 +1110,20 @@ def test_any_dag_runs_to_the_end_without_deadlock(
     seed: int,
     fast: bool,
     crash_at: int | None,
+    short: bool,
 ) -> None:
     """Random DAGs, outcomes, worker interleavings, maybe a crash: the run always ends.
 
     Fast tests (``fast``) make the controller pipeline several tests per
-    worker and, under policy skip, hand a bound group's chain out ahead.
+    worker and, under policy skip, hand a bound group's chain out ahead;
+    so do tests recorded as short (``short``).
     """
     payload, outcomes = case
     recorder = Recorder()
+    durations = [recorded(pytester, SHORT, payload)] if short else []
     h = Harness(make_config(pytester, recorder, f"--dag-affinity={affinity}",
-                            f"--dag-on-failure={policy}"), recorder, payload, policy=policy)
+                            f"--dag-on-failure={policy}", *durations),
+                recorder, payload, policy=policy)
     rng = random.Random(seed)
     nodes = h.start("gw0", "gw1")
     ran: list[str] = []  # names, in the order their bodies ran
@@ -1383,3 +1391,109 @@ def test_a_failure_names_the_prerequisite_that_ran_on_another_worker(
         # under the default, the one way they came apart is a statement or evidence.
         assert "session fixture" not in said
         assert ("dag_shares_nothing" in said) == (affinity == "state")
+
+
+# ------------------------------------------------------------------ short tests
+
+
+def recorded(pytester: pytest.Pytester, seconds: float, facts: Facts) -> str:
+    """``--dag-durations`` naming a file that records ``seconds`` for each test of ``facts``."""
+    path = pytester.path / "durations.json"
+    path.write_text(json.dumps(dict.fromkeys(facts.ids, seconds)), encoding="utf-8")
+    return f"--dag-durations={path}"
+
+
+def held(h: Harness, node: FakeNode) -> list[str]:
+    """The real tests ``node`` holds, in order."""
+    return [str(h.name(i)) for i in node.queue if i != h.barrier]
+
+
+# Recorded at 30 ms: over FAST_TEST (no batches), under SHORT_TEST.
+SHORT = 0.03
+
+
+def test_short_tests_are_held_while_more_are_ready_than_workers(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """One test in flight, a worker would idle a round trip after each short
+    test: it is given SHORT_TEST seconds of them, in one send, while more
+    are ready than workers."""
+    spec = {f"t{k:02d}": "" for k in range(30)}
+    spec["t29"] = "t00"  # an edge: the plugin runs it, with barriers
+    h: Harness = harness(facts := make_facts(spec), "--dag-affinity=none",
+                         recorded(pytester, SHORT, facts))
+    n1, n2 = h.start("gw0", "gw1")
+    per = math.ceil(SHORT_TEST / SHORT)
+    assert [len(held(h, n)) for n in (n1, n2)] == [per, per], h.sends()
+    assert [len(n.sends) for n in (n1, n2)] == [1, 1], h.sends()
+    h.drain(n1, n2)
+    assert len(h.reported) == 30
+
+
+@pytest.mark.parametrize("seconds", [None, SHORT_TEST], ids=["cold", "long"])
+def test_unrecorded_or_long_tests_keep_one_in_flight(
+    harness: Any, pytester: pytest.Pytester, seconds: float | None
+) -> None:
+    """What a test takes is known only from a recording: without one, or for
+    tests that take SHORT_TEST, a worker holds one test (and no more)."""
+    spec = {f"t{k:02d}": "" for k in range(30)}
+    spec["t29"] = "t00"
+    facts = make_facts(spec)
+    args = [] if seconds is None else [recorded(pytester, seconds, facts)]
+    h: Harness = harness(facts, "--dag-affinity=none", *args)
+    n1, n2 = h.start("gw0", "gw1")
+    assert [len(held(h, n)) for n in (n1, n2)] == [1, 1], h.sends()
+
+
+def test_too_few_ready_short_tests_keep_one_in_flight(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """With no more tests ready than workers, a test held behind another could
+    be one an idle worker is missing: one in flight."""
+    spec = {"a": "", "b": "", "c": "a b"}
+    h: Harness = harness(facts := make_facts(spec), "--dag-affinity=none",
+                         recorded(pytester, SHORT, facts))
+    n1, n2 = h.start("gw0", "gw1")
+    assert (held(h, n1), held(h, n2)) == (["a"], ["b"]), h.sends()
+
+
+def test_short_groups_take_the_next_group_before_the_last_one_ends(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """Each edge keeps its two tests on one worker (a group): a worker holding
+    the rest of its group gets its next group in the same send, not a round
+    trip after the group's end."""
+    spec: dict[str, str] = {}
+    for k in range(10):
+        spec[f"p{k}"] = ""
+        spec[f"e{k}"] = f"p{k}"
+    h: Harness = harness(facts := make_facts(spec), recorded(pytester, SHORT, facts))
+    n1, n2 = h.start("gw0", "gw1")
+    for node in (n1, n2):
+        tests = held(h, node)
+        assert len({t[1:] for t in tests}) >= 2, h.sends()
+        # Each group in its serial order, one group after the other.
+        runs = [k for j, k in enumerate(t[1:] for t in tests) if j == 0 or tests[j - 1][1:] != k]
+        assert len(runs) == len(set(runs)), h.sends()
+        assert all(tests.index(f"p{t[1:]}") < tests.index(t)
+                   for t in tests if t[0] == "e" and f"p{t[1:]}" in tests), h.sends()
+    h.drain(n1, n2)
+    assert len(h.reported) == 20
+
+
+def test_fast_free_tests_keep_the_next_one_in_flight(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """Fast tests, no groups: a worker running its last test gets the next
+    ready one even where an equal share of what is ready rounds to one."""
+    spec = {"r": "", **{name: "r" for name in "abcdef"}}
+    h: Harness = harness(facts := make_facts(spec), "--dag-affinity=none",
+                         recorded(pytester, 0.001, facts))
+    n1, n2 = h.start("gw0", "gw1")
+    # r and, behind it, the dependent it releases first: one send.
+    assert h.sends() == {"gw0": [["r", "a", None]], "gw1": []}
+    h.run(n1, "r", duration=0.001)
+    assert len(held(h, n1)) == 2, h.sends()
+    assert len(held(h, n2)) == 2, h.sends()
+    h.drain(n1, n2)
+    assert len(h.reported) == 7

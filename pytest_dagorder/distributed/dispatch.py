@@ -25,6 +25,15 @@ if TYPE_CHECKING:
 #: test ever waits behind another on a busy worker while a worker is idle
 #: (more in flight made random DAGs measurably slower: docs/performance.md).
 MAX_PIPELINE = 1
+#: Except while more tests are ready than there are workers and what a worker
+#: holds is recorded to take less than SHORT_TEST seconds together: it is
+#: then topped up to that.  With one test in flight, such a worker idles a
+#: round trip (its report to this process, the next dispatch back: 5-20 ms
+#: on a busy host) after every test; with more ready than workers, no worker
+#: waits for a test held this way, and the tests held are done within
+#: SHORT_TEST (figures in docs/performance.md).  By recorded durations only:
+#: a cold run, which knows none, keeps one in flight.
+SHORT_TEST = 0.2
 #: Tests this fast (moving average, seconds) make the round trip of a dispatch
 #: the main cost: then several are sent at once, as xdist's own load
 #: scheduling batches more when tests are short.  How many: about
@@ -84,8 +93,9 @@ class Dispatcher:
         if self.plain:
             self._dispatch_plain(run, eligible)
             return
+        fast = self.pace.is_fast
         # No worker is brought up to more than a batch (see _want).
-        if inflight and min(inflight.values()) >= self._low_water(self.pace.batch()):
+        if fast and inflight and min(inflight.values()) >= self._low_water(self.pace.batch()):
             # Every worker, usable or not, holds its next test: nothing to top
             # up (the common case with batches, checked after nearly every report).
             return
@@ -95,23 +105,66 @@ class Dispatcher:
         for node in nodes:
             if inflight[node] == 0:
                 want = self._want(machine, node, len(nodes))
-                self._send(run, node, machine.take(node, want, speculate=spec))
+                tasks = self._fill(machine, node, want)
+                if not fast and tasks:
+                    tasks += self._short_more(run, node, tasks, len(nodes))
+                self._send(run, node, tasks)
         for node in nodes:
             have = inflight[node]
-            want = self._want(machine, node, len(nodes))
-            if have >= self._low_water(want):
+            if not fast:
+                if not have:
+                    continue
+                more = self._short_more(run, node, [], len(nodes))
+                if more:
+                    self._send(run, node, more)
+                elif spec and have == 1:
+                    # Slow tests, one in flight: add the test that can start only
+                    # once it ended (its dependent, its group's next).  The worker
+                    # starts that one without a round trip through this process;
+                    # no other worker could have started it sooner.
+                    self._send(run, node, machine.ahead(node, 1))
                 continue
-            if 0 < have < want:
+            want = self._want(machine, node, len(nodes))
+            if 0 < have < self._low_water(want) and have < want:
                 # Fast tests: a worker holding the rest of its group takes its
                 # next group now, not a round trip after the group's end.
-                self._send(run, node, machine.take(node, want - have, speculate=spec,
-                                                 next_group=self.pace.is_fast))
-            elif spec and have == 1 and want == 1:
-                # Slow tests, one in flight: add the test that can start only
-                # once it ended (its dependent, its group's next).  The worker
-                # starts that one without a round trip through this process;
-                # no other worker could have started it sooner.
-                self._send(run, node, machine.ahead(node, 1))
+                self._send(run, node, self._fill(machine, node, want - have, next_group=True))
+
+    def _short_more(self, run: DagRun, node: WorkerController, tasks: list[int],
+                    n_nodes: int) -> list[int]:
+        """More tests for ``node``, one at a time, while more are ready than
+        there are workers and what it holds (``tasks`` included) is recorded
+        to take less than :data:`SHORT_TEST` seconds."""
+        durations = run.graph.durations
+        barrier = self.barrier
+        state = run.machine.state
+        held = sum(durations[i] for i in self.ledger.sent.get(node, ())
+                   if i < barrier and not state[i].terminal)
+        held += sum(durations[i] for i in tasks)
+        count = self.ledger.inflight[node] + len(tasks)
+        out: list[int] = []
+        machine = run.machine
+        while (held < SHORT_TEST and machine.ready_count > n_nodes
+               and count + len(out) < FAST_PIPELINE):
+            # A worker holding the rest of its group takes its next group
+            # now, as for fast tests, not a round trip after the group's end.
+            got = self._fill(machine, node, 1, next_group=True)
+            if not got:
+                break
+            out += got
+            held += sum(durations[i] for i in got)
+        return out
+
+    def _fill(self, machine: StateMachine, node: WorkerController, limit: int, *,
+              next_group: bool = False) -> list[int]:
+        """Up to ``limit`` tests for ``node``: ready ones, then (when tests may be
+        handed out ahead) those that wait only on what it runs or holds, which
+        it starts without a round trip through this process."""
+        spec = self.speculate
+        tasks = machine.take(node, limit, speculate=spec, next_group=next_group)
+        if spec and len(tasks) < limit:
+            tasks += machine.ahead(node, limit - len(tasks))
+        return tasks
 
     def _usable(self, eligible: Callable[[WorkerController], bool]) -> list[WorkerController]:
         return [n for n in self.ledger.sent
@@ -175,7 +228,8 @@ class Dispatcher:
         return max(LOW_WATER, want // 2)
 
     def _want(self, machine: StateMachine, node: WorkerController, n_nodes: int) -> int:
-        """How many real tests ``node`` should have in flight."""
+        """How many real tests ``node`` should have in flight (for short tests,
+        see also :meth:`_short_more`)."""
         if not self.pace.is_fast:
             return MAX_PIPELINE
         batch = self.pace.batch()
@@ -183,8 +237,9 @@ class Dispatcher:
             # Its group's chain is the node's alone: hand it out ahead.
             return batch
         # Free tests: an equal share of what is ready, so no worker goes idle
-        # while another holds a long queue.
-        return max(1, min(batch, machine.ready_count // n_nodes))
+        # while another holds a long queue; and at least the running one and
+        # the next, which starts without a round trip through this process.
+        return max(LOW_WATER, min(batch, machine.ready_count // n_nodes))
 
     def _send(self, run: DagRun, node: WorkerController, tasks: list[int]) -> None:
         if not tasks:
