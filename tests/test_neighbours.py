@@ -651,27 +651,43 @@ def test_other():
 """
 
 
+TESTMON_MORE = """
+def test_m1():
+    mark("m1")
+
+
+def test_m2():
+    mark("m2")
+"""
+
+
 @needs("testmon", "pytest-testmon")
-def test_testmon_selection_brings_its_prerequisites(dagtester: DagTester) -> None:
-    dagtester.modules(test_tm=TESTMON_SUITE)
+def test_testmon_records_every_test_and_selects_with_prerequisites(
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_tm=TESTMON_SUITE, test_more=TESTMON_MORE)
     lib = dagtester.path / "lib.py"
     lib.write_text(TESTMON_LIB, encoding="utf-8")
     why = "pytest-testmon's tracer acts on the whole process"
-    testmon = ("-p", "pytest-testmon", "--testmon", "-rs")
-    dagtester.run(*testmon, cache=True, own_process=why).assert_outcomes(passed=3)
-    assert sorted(dagtester.ran()) == ["other", "setup", "uses_lib"]
+    testmon = ("-p", "pytest-testmon", "--testmon", "-rs", "-v")
+    result = dagtester.run(*testmon, cache=True, own_process=why)
+    result.assert_outcomes(passed=5)
+    if dagtester.xdist:
+        assert workers_used(result) == {"gw0", "gw1"}
+    # Every test was recorded, each worker's last batch too: nothing changed,
+    # nothing is selected.
+    result = dagtester.run(*testmon, cache=True, own_process=why)
+    assert dagtester.ran() == {}
+    assert result.parseoutcomes().keys() <= {"deselected"}
     # Only test_uses_lib rests on lib.py: testmon selects it alone, and its
     # prerequisite comes back as with --dag-with-prerequisites (skipped, the
     # dependent would be recorded as tested and never selected again).
     lib.write_text(TESTMON_LIB.replace("1", "2 - 1"), encoding="utf-8")
     result = dagtester.run(*testmon, cache=True, own_process=why)
-    if dagtester.xdist:
-        # It records too little under -n (docs/neighbours.rst): more runs, never fewer.
-        assert {"setup", "uses_lib"} <= set(dagtester.ran())
-        assert result.parseoutcomes().keys() <= {"passed", "deselected"}
-    else:
-        result.assert_outcomes(passed=2)
-        assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
+    assert result.parseoutcomes()["passed"] == 2
+    assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
+    # ... and both are recorded again: the next run selects nothing.
+    dagtester.run(*testmon, cache=True, own_process=why)
+    assert dagtester.ran() == {}
 
 
 # -- a plugin reading xdist's options early (pytest-cov does) -------------------------------
