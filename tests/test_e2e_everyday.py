@@ -71,7 +71,7 @@ def test_a_prerequisite_that_passes_on_its_rerun_releases_its_dependents(
     result = dagtester.run("-p", "rerunfailures", "--reruns", "1", "-rs")
     # test_flaky and test_broken each rerun once; only test_broken fails again.
     assert result.parseoutcomes() == {"passed": 3, "failed": 1, "skipped": 1, "rerun": 2}
-    assert skip_reasons(result) == ["prerequisite test_broken failed"]
+    assert skip_reasons(result) == ["prerequisite test_broken failed (assert 0)"]
     result.stdout.fnmatch_lines(["*test_flaky.py::test_broken failed: blocked 1 test"])
     assert "test_flaky failed" not in result.stdout.str()
 
@@ -125,9 +125,9 @@ def test_skip_reasons_name_tests_by_their_shortest_unambiguous_name(
     result = dagtester.run("-rs")
     result.assert_outcomes(passed=1, failed=3, skipped=3)
     assert skip_reasons(result) == [
-        "prerequisite pkg1/test_same.py::test_base failed",
-        "prerequisite test_one.py::test_base failed",
-        "prerequisite test_unique failed",
+        "prerequisite pkg1/test_same.py::test_base failed (assert 0)",
+        "prerequisite test_one.py::test_base failed (assert 0)",
+        "prerequisite test_unique failed (assert 0)",
     ]
 
 

@@ -53,8 +53,9 @@ def test_the_tests_that_did_not_run_are_explained_in_the_runs_order(
     result.stdout.fnmatch_lines([
         TITLE,
         # Under -n the worker running test_a may hold test_b and test_c behind it.
-        "test_m.py::test_b: *skipped because prerequisite test_a failed",
-        "test_m.py::test_c: *skipped because prerequisite test_b was skipped: test_a failed",
+        "test_m.py::test_b: *skipped because prerequisite test_a failed (assert False)",
+        "test_m.py::test_c: *skipped because prerequisite test_b was skipped: test_a failed "
+        "(assert False)",
     ])
     said = section(result)
     assert [line.split(":")[2] for line in said] == ["test_b", "test_c"], said
@@ -74,8 +75,9 @@ def test_with_v_every_test_is_explained(dagtester: DagTester) -> None:
         TITLE,
         f"test_m.py::test_a: ready at the start (no prerequisite); started{where}; "
         f"failed{where}",
-        "test_m.py::test_b: *skipped because prerequisite test_a failed",
-        "test_m.py::test_c: *skipped because prerequisite test_b was skipped: test_a failed",
+        "test_m.py::test_b: *skipped because prerequisite test_a failed (assert False)",
+        "test_m.py::test_c: *skipped because prerequisite test_b was skipped: test_a failed "
+        "(assert False)",
         f"test_m.py::test_d: ready at the start (no prerequisite); started{where}; "
         f"passed{where}",
     ])

@@ -161,12 +161,12 @@ def test_target_forms_resolve_to_the_right_tests(
     for nodeid in passed:
         assert outcome(nodeid) == ("passed", ""), nodeid
     skipped = {
-        "test_targets.py::test_all_instances": "prerequisite test_p[2] failed",
-        "test_targets.py::test_by_function": "prerequisite test_fails failed",
-        "test_targets.py::test_by_mark": "prerequisite test_fails failed",
+        "test_targets.py::test_all_instances": "prerequisite test_p[2] failed (assert 2 == 1)",
+        "test_targets.py::test_by_function": "prerequisite test_fails failed (assert 0)",
+        "test_targets.py::test_by_mark": "prerequisite test_fails failed (assert 0)",
         # bare name inside a class: the class's own test_setup wins over the module's
-        "test_targets.py::TestA::test_use": "prerequisite TestA::test_setup failed",
-        "test_targets.py::TestB::test_x": "prerequisite TestA::test_setup failed",
+        "test_targets.py::TestA::test_use": "prerequisite TestA::test_setup failed (assert 0)",
+        "test_targets.py::TestB::test_x": "prerequisite TestA::test_setup failed (assert 0)",
     }
     for nodeid, reason in skipped.items():
         assert outcome(nodeid) == ("skipped", reason), nodeid
@@ -230,8 +230,8 @@ def test_rootdir_node_id_from_a_subdirectory(
     result.assert_outcomes(failed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
-            "*prerequisite test_create failed",
-            "*prerequisite test_login was skipped: test_create failed",
+            "*prerequisite test_create failed (assert 0)",
+            "*prerequisite test_login was skipped: test_create failed (assert 0)",
         ]
     )
     assert set(read_log(pytester)) == {"test_create"}

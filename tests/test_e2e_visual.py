@@ -128,9 +128,9 @@ def check_graphs(path: Path, *, ran: bool) -> dict[str, Any]:
     if ran:
         assert {k: n["outcome"] for k, n in nodes.items()} == OUTCOMES
         assert {k: c.replace("_", " ") for k, c in classes.items()} == OUTCOMES
-        assert nodes[f"{A}test_blocked"]["reason"] == "prerequisite test_fail failed"
+        assert nodes[f"{A}test_blocked"]["reason"] == "prerequisite test_fail failed (assert 0)"
         assert nodes[f"{A}test_blocked2"]["reason"] == (
-            "prerequisite test_blocked was skipped: test_fail failed")
+            "prerequisite test_blocked was skipped: test_fail failed (assert 0)")
         assert nodes[f"{A}test_own_skip"]["reason"] == "its own reason"
     else:
         assert all(n["outcome"] is None for n in nodes.values())

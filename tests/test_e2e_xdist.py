@@ -391,13 +391,13 @@ def test_blocked_tests_are_skipped_under_xdist(
         assert (case.outcome, case.message) == ("skipped", reason), name
     more = {
         "test_after_p1": ("passed", ""),
-        "test_after_all_p": ("skipped", "prerequisite test_p[2] failed"),
-        "TestChain::test_b": ("skipped", "prerequisite TestChain::test_a failed"),
+        "test_after_all_p": ("skipped", "prerequisite test_p[2] failed (assert 2 != 2)"),
+        "TestChain::test_b": ("skipped", "prerequisite TestChain::test_a failed (assert 0)"),
         "TestChain::test_c": (
             "skipped",
-            "prerequisite TestChain::test_b was skipped: TestChain::test_a failed",
+            "prerequisite TestChain::test_b was skipped: TestChain::test_a failed (assert 0)",
         ),
-        "test_cross": ("skipped", "prerequisite test_create failed"),
+        "test_cross": ("skipped", "prerequisite test_create failed (assert 0)"),
     }
     for name, expected in more.items():
         case = cases[junit_key(f"test_more.py::{name}")]
@@ -744,7 +744,7 @@ def test_a_crash_of_a_worker_at_the_start_is_survived(
     assert (pytester.path / "gw0-died").exists()
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*replacing crashed worker gw0*",
-                                 "SKIPPED * test_x.py:*: prerequisite test_a failed"])
+                                 "SKIPPED * test_x.py:*: prerequisite test_a failed (assert 0)"])
     assert set(read_log(pytester)) == {"test_a", "test_c", "test_d"}
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
@@ -816,7 +816,8 @@ def test_on_failure_stop_under_xdist(pytester: pytest.Pytester, dagtester: DagTe
     result = dagtester.run("-n", "2", "--dag-on-failure=stop", "-rs")
     result.assert_outcomes(failed=1, passed=1, skipped=4)
     assert set(read_log(pytester)) == {"a", "c"}
-    result.stdout.fnmatch_lines(["*prerequisite test_a failed", "*run stopped after test_a failed"])
+    result.stdout.fnmatch_lines(["*prerequisite test_a failed (assert 0)",
+                                 "*run stopped after test_a failed"])
 
 
 def test_plugin_loaded_explicitly_brings_xdist(

@@ -169,32 +169,83 @@ def test_free():
     mark("free")
 """
 
+LATER = """
+
+@depends_on("test_after")
+def test_later():
+    mark("later")
+"""
+
 
 @needs("pytest_timeout", "pytest-timeout")
-def test_timeout_signal_method_skips_the_dependents(dagtester: DagTester) -> None:
-    dagtester.modules(test_t=TIMEOUT_SUITE)
+def test_timeout_signal_method_skips_the_dependents_naming_the_timeout(
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_t=TIMEOUT_SUITE + LATER)
     result = dagtester.run("-p", "timeout", "--timeout=1", "--timeout-method=signal", "-rs",
                            timeout=60, own_process="pytest-timeout's alarm signal")
-    result.assert_outcomes(failed=1, passed=1, skipped=1)
+    result.assert_outcomes(failed=1, passed=1, skipped=2)
     result.stdout.fnmatch_lines(["*Failed: Timeout (>1.0s) from pytest-timeout*",
-                                 "test_t.py::test_slow failed: blocked 1 test"])
-    assert skip_reasons(result) == ["prerequisite test_slow failed"]
+                                 "test_t.py::test_slow failed: blocked 2 tests"])
+    # The failure's first line reaches the dependents' reasons, and theirs.
+    assert skip_reasons(result) == [
+        "prerequisite test_after was skipped: test_slow failed "
+        "(Timeout (>1.0s) from pytest-timeout)",
+        "prerequisite test_slow failed (Timeout (>1.0s) from pytest-timeout)"]
     assert sorted(dagtester.ran()) == ["free", "slow"]
 
 
+#: Beside TIMEOUT_SUITE's test_slow (the ini's limit): one ended by pytest-timeout's
+#: thread method through its marker, and one that ends its process itself, long
+#: before its limit.
+THREAD_TIMEOUTS = """
+@pytest.mark.timeout(1, method="thread")
+def test_marked():
+    mark("marked")
+    time.sleep(30)
+
+
+@depends_on("test_marked")
+def test_after_marked():
+    mark("after_marked")
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_exits():
+    os._exit(3)
+
+
+@depends_on("test_exits")
+def test_after_exit():
+    mark("after_exit")
+"""
+
+THREAD_LIMIT = ("past its pytest-timeout limit of {} s, whose thread method ends the "
+                "process")
+
+
 @needs("pytest_timeout", "pytest-timeout")
-@pytest.mark.dag_modes("xdist")
-def test_timeout_thread_method_skips_the_dependents_of_the_crashed_worker(
+def test_timeout_thread_method_names_the_limit_of_the_crashed_worker(
         dagtester: DagTester) -> None:
-    # Serially the thread method ends the whole pytest process (pytest-timeout's
-    # own design: os._exit after dumping the stacks); under -n it ends a worker.
-    dagtester.modules(test_t=TIMEOUT_SUITE)
-    result = dagtester.run("-p", "timeout", "--timeout=1", "--timeout-method=thread", "-rs",
-                           timeout=60, own_process="pytest-timeout's os._exit")
-    result.assert_outcomes(failed=1, passed=1, skipped=1)
+    dagtester.modules(test_t=TIMEOUT_SUITE, test_u=THREAD_TIMEOUTS)
+    dagtester.ini("timeout = 2\ntimeout_method = thread\n")
+    result = dagtester.run("-p", "timeout", "-rs", timeout=120,
+                           own_process="pytest-timeout's os._exit")
+    if not dagtester.xdist:
+        # Serially the thread method ends the whole pytest process (pytest-timeout's
+        # own design: os._exit after dumping the stacks): nothing hangs, nothing
+        # after it runs.
+        assert result.ret == 1
+        result.stdout.fnmatch_lines(["*+ Timeout +*"])
+        assert sorted(dagtester.ran()) == ["slow"]
+        return
+    # Under -n it ends a worker; a replacement runs the rest.
+    result.assert_outcomes(failed=3, passed=1, skipped=3)
     result.stdout.fnmatch_lines(["*crashed while running 'test_t.py::test_slow'*"])
-    assert skip_reasons(result) == ["prerequisite test_slow crashed its worker"]
-    assert "after" not in dagtester.ran()
+    assert skip_reasons(result) == [
+        "prerequisite test_exits crashed its worker",
+        "prerequisite test_marked crashed its worker (" + THREAD_LIMIT.format(1) + ")",
+        "prerequisite test_slow crashed its worker (" + THREAD_LIMIT.format(2) + ")"]
+    assert sorted(dagtester.ran()) == ["free", "marked", "slow"]
 
 
 # -- pytest-asyncio -----------------------------------------------------------------------
@@ -559,7 +610,8 @@ def test_bdd_scenario_depends_on_a_scenario(dagtester: DagTester) -> None:
     result = dagtester.run(*IN_PROCESS, "-p", "pytest-bdd", "-rs")
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     # The deposit on the broken feature is skipped, never run on an empty bank.
-    assert skip_reasons(result) == ["prerequisite test_broken.py::test_open failed"]
+    assert skip_reasons(result) == [
+        "prerequisite test_broken.py::test_open failed (KeyError: 'alice')"]
 
 
 # -- pytest-mock --------------------------------------------------------------------------
@@ -651,27 +703,43 @@ def test_other():
 """
 
 
+TESTMON_MORE = """
+def test_m1():
+    mark("m1")
+
+
+def test_m2():
+    mark("m2")
+"""
+
+
 @needs("testmon", "pytest-testmon")
-def test_testmon_selection_brings_its_prerequisites(dagtester: DagTester) -> None:
-    dagtester.modules(test_tm=TESTMON_SUITE)
+def test_testmon_records_every_test_and_selects_with_prerequisites(
+        dagtester: DagTester) -> None:
+    dagtester.modules(test_tm=TESTMON_SUITE, test_more=TESTMON_MORE)
     lib = dagtester.path / "lib.py"
     lib.write_text(TESTMON_LIB, encoding="utf-8")
     why = "pytest-testmon's tracer acts on the whole process"
-    testmon = ("-p", "pytest-testmon", "--testmon", "-rs")
-    dagtester.run(*testmon, cache=True, own_process=why).assert_outcomes(passed=3)
-    assert sorted(dagtester.ran()) == ["other", "setup", "uses_lib"]
+    testmon = ("-p", "pytest-testmon", "--testmon", "-rs", "-v")
+    result = dagtester.run(*testmon, cache=True, own_process=why)
+    result.assert_outcomes(passed=5)
+    if dagtester.xdist:
+        assert workers_used(result) == {"gw0", "gw1"}
+    # Every test was recorded, each worker's last batch too: nothing changed,
+    # nothing is selected.
+    result = dagtester.run(*testmon, cache=True, own_process=why)
+    assert dagtester.ran() == {}
+    assert result.parseoutcomes().keys() <= {"deselected"}
     # Only test_uses_lib rests on lib.py: testmon selects it alone, and its
     # prerequisite comes back as with --dag-with-prerequisites (skipped, the
     # dependent would be recorded as tested and never selected again).
     lib.write_text(TESTMON_LIB.replace("1", "2 - 1"), encoding="utf-8")
     result = dagtester.run(*testmon, cache=True, own_process=why)
-    if dagtester.xdist:
-        # It records too little under -n (docs/neighbours.rst): more runs, never fewer.
-        assert {"setup", "uses_lib"} <= set(dagtester.ran())
-        assert result.parseoutcomes().keys() <= {"passed", "deselected"}
-    else:
-        result.assert_outcomes(passed=2)
-        assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
+    assert result.parseoutcomes()["passed"] == 2
+    assert sorted(dagtester.ran()) == ["setup", "uses_lib"]
+    # ... and both are recorded again: the next run selects nothing.
+    dagtester.run(*testmon, cache=True, own_process=why)
+    assert dagtester.ran() == {}
 
 
 # -- a plugin reading xdist's options early (pytest-cov does) -------------------------------

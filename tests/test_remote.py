@@ -205,7 +205,8 @@ def test_socket_worker_matches_local_run(pytester: pytest.Pytester, tmp_path: Pa
     # The chain carrying module state stayed on one worker (the one that ran root).
     assert ran["root"].pid == ran["mid"].pid == ran["leaf"].pid
     assert expected[junit_key("tests/test_flow.py::test_two_down")] == (
-        "skipped", "prerequisite test_after_broken was skipped: test_broken failed")
+        "skipped", "prerequisite test_after_broken was skipped: test_broken failed "
+        "(AssertionError: boom)")
     assert expected[junit_key("tests/test_other.py::test_needs_xfail")][0] == "skipped"
 
 

@@ -268,6 +268,21 @@ def test_skip_policy_grandchild_reason_names_direct_prerequisite_and_root() -> N
     assert d.reasons()["checkout"] == "prerequisite login was skipped: create_user failed"
 
 
+def test_a_cause_given_with_the_outcome_is_named_down_the_chain() -> None:
+    # A driver's short text of what ended a test (a failure's first line).
+    d = Driver({"a": "", "b": "a", "c": "b", "x": "", "y": "x"}, workers=["w"])
+    d.take("w")
+    assert d.sched.finished(d.i("a"), "failed", "KeyError: 'ann'")
+    d.take("w")
+    d.finish("x", "crashed")
+    assert d.reasons() == {
+        "b": "prerequisite a failed (KeyError: 'ann')",
+        "c": "prerequisite b was skipped: a failed (KeyError: 'ann')",
+        "y": "prerequisite x crashed its worker",
+    }
+    assert d.sched.skips[d.i("c")].root_cause == "KeyError: 'ann'"
+
+
 def test_skip_decisions_popped_in_order() -> None:
     d = Driver({"a": "", "b": "a", "c": "b"}, workers=["w"])
     d.take("w")

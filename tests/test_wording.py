@@ -31,6 +31,10 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("fetch", "cancelled"), "prerequisite fetch was cancelled"),
     (lambda: wording.prerequisite_skipped("test_b", "test_a", "failed"),
      "prerequisite test_b was skipped: test_a failed"),
+    (lambda: wording.prerequisite_ended("test_a", "failed", "KeyError: 'ann'"),
+     "prerequisite test_a failed (KeyError: 'ann')"),
+    (lambda: wording.prerequisite_skipped("test_b", "test_a", "error", "fixture broke"),
+     "prerequisite test_b was skipped: test_a had an error (fixture broke)"),
     (lambda: wording.prerequisite_skipped_for("test_b", "run stopped"),
      "prerequisite test_b was skipped: run stopped"),
     (lambda: wording.stopped_after("test_a", "failed"), "run stopped after test_a failed"),
@@ -96,6 +100,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "dagorder: 1 file: each runs on one worker, in collection order"),
     (lambda: wording.kept_whole_header("loadscope", 3),
      "dagorder: 3 scopes (classes, modules): each runs on one worker, in collection order"),
+    (lambda: xdist_wording.past_time_limit(2.0),
+     "past its pytest-timeout limit of 2 s, whose thread method ends the process"),
     (lambda: xdist_wording.dist_refused("each", "t.py::test_b"),
      "--dist each cannot honour depends_on/run_after declarations (t.py::test_b "
      "declares one): it runs every test "

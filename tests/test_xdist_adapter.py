@@ -698,7 +698,8 @@ def test_the_facts_cross_as_execnet_values_and_come_back_equal() -> None:
         dag_users=[True, False, False], module_fixtures=[False, True, False],
         shares_nothing=[False, False, True], documents=["file", None, "module"],
         fixtures=[[("shop", "session", "")], None, []], ordinals=[0, None, -1],
-        fail_checks=[(nodeid("c"), [nodeid("a")])], problems=[(nodeid("b"), "why")],
+        time_limits=[1.5, None, None], fail_checks=[(nodeid("c"), [nodeid("a")])],
+        problems=[(nodeid("b"), "why")],
         shard=(1, 2, 1, 2, 1.0, None, True, False), edges_file=("e.json", True, 1, 0, 2),
         lf_blocked=1, complete=True, deselected=2)
     message = wire.encode(facts)
@@ -718,7 +719,7 @@ def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest()
         fixtures=[None, [], [("s", "session", "")]],
         fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u",
         shard=(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
-        shard_left=1, ordinals=[None, None, -1])
+        shard_left=1, ordinals=[None, None, -1], time_limits=[None, 2.0, None])
     moved = facts.in_order(list(reversed(facts.ids)))
     for f in dataclasses.fields(Facts):
         before, after = getattr(facts, f.name), getattr(moved, f.name)

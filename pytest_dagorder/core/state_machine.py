@@ -126,7 +126,8 @@ class Skip:
     :attr:`.Graph.checked`): the checked prerequisites that did not pass, for
     the driver to word.  ``cause``: for a skip with no root, the stop or
     cancellation that started it, as its own reason worded it (the summary
-    groups by it; a reason is never parsed back).
+    groups by it; a reason is never parsed back).  ``root_cause``: what the
+    driver said ended ``root`` (see :meth:`StateMachine.finished`), "" if nothing.
     """
 
     task: int
@@ -137,6 +138,7 @@ class Skip:
     remote: bool = False
     failed: tuple[int, ...] = ()
     cause: str = ""
+    root_cause: str = ""
 
 
 def blocked_skip(
@@ -145,12 +147,14 @@ def blocked_skip(
     prereq_outcome: str | None,
     upstream: Skip | None,
     name: Callable[[int], str],
+    cause: str = "",
 ) -> Skip:
     """Why ``task`` is skipped because ``prereq`` did not pass.
 
     ``upstream`` is the skip decision of ``prereq`` itself, if it was
-    skipped rather than run.  A pure function, shared by the core and by a
-    worker that gates speculatively sent tasks, so both word it alike.
+    skipped rather than run; ``cause``: what ended ``prereq`` (see
+    :meth:`StateMachine.finished`).  A pure function, shared by the core and
+    by a worker that gates speculatively sent tasks, so both word it alike.
     """
     p = name(prereq)
     if upstream is not None:
@@ -159,10 +163,11 @@ def blocked_skip(
                         None, None, cause=upstream.cause or upstream.reason)
         root, outcome = upstream.root, upstream.root_outcome
         assert outcome is not None
-        reason = wording.prerequisite_skipped(p, name(root), outcome)
-        return Skip(task, reason, prereq, root, outcome)
+        reason = wording.prerequisite_skipped(p, name(root), outcome, upstream.root_cause)
+        return Skip(task, reason, prereq, root, outcome, root_cause=upstream.root_cause)
     outcome = prereq_outcome or "not run"
-    return Skip(task, wording.prerequisite_ended(p, outcome), prereq, prereq, outcome)
+    return Skip(task, wording.prerequisite_ended(p, outcome, cause), prereq, prereq, outcome,
+                root_cause=cause)
 
 
 _W, _R, _RUN = State.WAITING, State.READY, State.RUNNING
@@ -340,6 +345,8 @@ class StateMachine:
         self.state: list[State] = [State.WAITING] * n
         self.outcome: list[Outcome | None] = [None] * n
         self.skips: dict[int, Skip] = {}
+        #: What ended a task that did not pass, as its driver said (see finished).
+        self.causes: dict[int, str] = {}
         self.where: dict[int, Worker] = {}  # running task -> worker
         self._pending = [len(graph.requires[i]) + len(graph.after[i]) for i in range(n)]
         self._terminal_count = 0
@@ -594,12 +601,14 @@ class StateMachine:
             out.append(d)
         return out
 
-    def finished(self, task: int, outcome: Outcome) -> bool:
+    def finished(self, task: int, outcome: Outcome, cause: str = "") -> bool:
         """Record a task's outcome.  Returns False (and changes nothing) if it was terminal.
 
         Any non-terminal task may be finished, not only a running one: a
         driver reports tasks that will never run this way ("deselected").
         Drivers pass words read from reports: an unknown one raises ValueError.
+        ``cause``: a short plain text of what ended a task that did not pass
+        (an error's first line, a time limit), named in its dependents' reasons.
         """
         if outcome not in OUTCOMES:
             as_outcome(outcome)  # raises, naming the accepted words
@@ -610,6 +619,8 @@ class StateMachine:
             self._running_on[worker].discard(task)
             self._placement.ended(task)
         self.outcome[task] = outcome
+        if cause:
+            self.causes[task] = cause
         if (worker is not None and outcome == "passed" and self._groups is not None
                 and self._groups.of[task] is not None):
             self._passed_on[task] = worker
@@ -830,9 +841,10 @@ class StateMachine:
         if not bad:
             return False
         first = bad[0]
+        cause = self.causes.get(first, "")
         decision = Skip(task, wording.prerequisite_ended(
-            self._name(first), self.outcome[first] or "not run"), first, first,
-            self.outcome[first], failed=bad)
+            self._name(first), self.outcome[first] or "not run", cause), first, first,
+            self.outcome[first], failed=bad, root_cause=cause)
         self.fails[task] = decision
         self.outcome[task] = "failed"
         self._new_skips.append(decision)
@@ -842,7 +854,7 @@ class StateMachine:
     def _blocked(self, task: int, prereq: int) -> Skip:
         """Why ``task`` is skipped because ``prereq`` did not pass."""
         skip = blocked_skip(task, prereq, self.outcome[prereq], self.skips.get(prereq),
-                            self._name)
+                            self._name, self.causes.get(prereq, ""))
         if task in self._spec:
             skip = replace(skip, remote=True)
         return skip

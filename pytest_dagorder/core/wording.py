@@ -41,14 +41,20 @@ def plural(n: int, word: str, many: str = "") -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
-def prerequisite_ended(prereq: str, outcome: str) -> str:
-    """A direct prerequisite that ran (or was never run) and did not pass."""
-    return f"prerequisite {prereq} {PHRASES[outcome]}"
+def _because(cause: str) -> str:
+    """What ended a test, after its outcome ("" if nothing was said)."""
+    return f" ({cause})" if cause else ""
 
 
-def prerequisite_skipped(prereq: str, root: str, root_outcome: str) -> str:
+def prerequisite_ended(prereq: str, outcome: str, cause: str = "") -> str:
+    """A direct prerequisite that ran (or was never run) and did not pass;
+    ``cause``: what ended it, if known."""
+    return f"prerequisite {prereq} {PHRASES[outcome]}{_because(cause)}"
+
+
+def prerequisite_skipped(prereq: str, root: str, root_outcome: str, cause: str = "") -> str:
     """A prerequisite that was itself skipped because ``root`` did not pass."""
-    return f"prerequisite {prereq} was skipped: {root} {PHRASES[root_outcome]}"
+    return f"prerequisite {prereq} was skipped: {root} {PHRASES[root_outcome]}{_because(cause)}"
 
 
 def prerequisite_skipped_for(prereq: str, reason: str) -> str:

@@ -93,6 +93,7 @@ class _ProtocolGate:
                 host = self._host
                 kwargs["nextitem"] = host.stand_in(item, host.closing.pop(item.nodeid, ()))
                 host.last_view = teardown_view(item)
+                host.ends_dispatch = item
             try:
                 return self._inner(**kwargs)
             finally:
@@ -117,6 +118,9 @@ class BarrierHost:
         self._below: dict[int, list[tuple[int, pytest.Item]]] = {}
         #: By node id: the scopes the test's own teardown may end (wire.closing).
         self.closing: dict[str, list[str]] = {}
+        #: The last real test followed by a barrier: possibly the worker's last
+        #: (see DagWorker.pytest_runtest_teardown).
+        self.ends_dispatch: pytest.Item | None = None
 
     def install(self, config: pytest.Config, session: pytest.Session,
                 items: list[pytest.Item], pass_on_exit: Callable[[BaseException], bool]) -> None:

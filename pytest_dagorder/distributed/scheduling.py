@@ -27,6 +27,7 @@ pyproject.toml); xdist's private helpers are reached through
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from .ledger import Ledger
 from .reports import ReportFeed
 from .session import WorkerGone, abort
 from .skips import SkipEmitter
+from .wording import past_time_limit
 from .xdist_internals import xdist_collection_diff, xdist_node_count
 
 if TYPE_CHECKING:
@@ -95,6 +97,9 @@ class Launch:
     core_workers: set[WorkerController] = field(default_factory=set)
     #: Workers that collected other tests: never given work.
     unusable: set[WorkerController] = field(default_factory=set)
+    #: Per test, its pytest-timeout limit where the timer ends the process
+    #: (``Facts.time_limits``; empty: no test has one).
+    time_limits: list[float | None] = field(default_factory=list)
 
     @property
     def barrier(self) -> int:
@@ -104,6 +109,23 @@ class Launch:
 
     def eligible(self, node: WorkerController) -> bool:
         return node in self.core_workers and node not in self.unusable
+
+
+#: How much sooner than the crash the controller may have marked a test's
+#: start: it learns of the previous test's end a little after the worker
+#: went on to the next.
+TIME_LIMIT_SLACK = 0.25
+
+
+def crash_cause(launch: Launch, crashed: int, since: float | None) -> str:
+    """Why test ``crashed`` ended its worker, if known: it had a pytest-timeout
+    limit whose timer ends the process, and ran that long (``since``: when
+    its worker got to it, see :attr:`.Ledger.head_since`)."""
+    limits = launch.time_limits
+    limit = limits[crashed] if crashed < len(limits) else None
+    if limit is None or since is None or time.time() - since + TIME_LIMIT_SLACK < limit:
+        return ""
+    return past_time_limit(limit)
 
 
 @dataclass(frozen=True)
@@ -372,6 +394,7 @@ class DependencyScheduling:
         raise NotImplementedError
 
     def remove_node(self, node: WorkerController) -> str | None:
+        since = self.ledger.head_since.get(node)
         pending = self.ledger.remove(node)
         launch = self._announced()
         if launch is None:
@@ -389,7 +412,7 @@ class DependencyScheduling:
         if crashed is not None:
             # xdist reports it as crashed; a skip it was to report is dropped.
             awaiting.pop(crashed, None)
-            machine.finished(crashed, "crashed")
+            machine.finished(crashed, "crashed", crash_cause(launch, crashed, since))
         if launch.relay is not None:
             launch.relay.forget(node)
         if node in launch.core_workers:
@@ -561,7 +584,7 @@ class DependencyScheduling:
         # --continue-on-collection-errors: tests the worker left out, reported
         # when the run is announced (the terminal shows the collection until then).
         return Launch(first, collection, run, decided.header, decided.errors,
-                      decided.relay, skips, dispatcher, feed)
+                      decided.relay, skips, dispatcher, feed, time_limits=facts.time_limits)
 
     # -- reports, from the controller plugin's hooks ---------------------------
 

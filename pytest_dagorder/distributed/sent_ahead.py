@@ -31,6 +31,7 @@ class SentAhead:
         self.index = index
         self.tracker = OutcomeTracker()
         self.outcome: dict[int, str] = {}
+        self.causes: dict[int, str] = {}
         self.ended: dict[int, int] = {}
         self.local_skips: dict[int, Skip] = {}
 
@@ -58,7 +59,8 @@ class SentAhead:
         if not failed:
             return
         p = min(failed, key=self.ended.__getitem__)
-        skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p), self.name)
+        skip = blocked_skip(i, p, self.outcome[p], self.local_skips.get(p), self.name,
+                            self.causes.get(p, ""))
         self.local_skips[i] = skip
         skip_here(skip.reason)
 
@@ -72,6 +74,8 @@ class SentAhead:
         word = self.tracker.feed(report, i)
         if word is None:
             return
+        if self.tracker.cause:
+            self.causes[i] = self.tracker.cause
         if i not in self.outcome:
             self.outcome[i] = word
             self.ended[i] = len(self.ended)

@@ -137,6 +137,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "shares_nothing": (bool,), "runtime_depends": (bool,), "dag_users": (bool,),
     "documents": (str, type(None)), "module_fixtures": (bool,),
     "fixtures": (list, type(None)), "ordinals": (int, type(None)),
+    "time_limits": (float, type(None)),
 }
 _SCALARS: dict[str, type] = {"graph": bool, "ordering_failure": str, "deselected": int,
                              "shard_left": int, "complete": bool, "pulled_back": int,
@@ -196,7 +197,7 @@ def _facts(fields: Any) -> Facts:
 #: The per-test fields (checked for their length).
 PER_TEST = ("locations", "module_scopes", "class_scopes", "xdist_groups", "resources",
             "exclusive", "shares_nothing", "runtime_depends", "dag_users", "documents",
-            "module_fixtures", "fixtures", "ordinals")
+            "module_fixtures", "fixtures", "ordinals", "time_limits")
 
 
 def _checked(raw: object) -> dict[str, Any]:

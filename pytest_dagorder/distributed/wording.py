@@ -22,3 +22,9 @@ def plain_xdist(missing: str) -> str:
     return (f"pytest-dagorder: {missing} not found (a pytest or pluggy release this plugin "
             "does not know): -n runs use plain xdist scheduling, dependencies are not "
             "enforced; run without -n, or upgrade pytest-dagorder")
+
+
+def past_time_limit(seconds: float) -> str:
+    """Why a test crashed its worker: pytest-timeout's thread method ended the process."""
+    return (f"past its pytest-timeout limit of {seconds:g} s, "
+            "whose thread method ends the process")

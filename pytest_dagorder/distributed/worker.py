@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ..glue.dag_fixture import LocalResults
+from ..glue.internals import testmon_batch_ends
 from ..glue.memory import UntilTestsBegin, collector_paused
 from ..glue.planning import Plan, Planner
 from ..glue.settings import DAG_MODES, settings_of
@@ -167,6 +168,13 @@ class DagWorker(Planner):
         (:meth:`.SentAhead.setup`)."""
         if self.sent_ahead is not None:
             self.sent_ahead.setup(item)
+
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        if item is self.host.ends_dispatch:
+            # It may be this worker's last test: a plugin that sends what it
+            # gathered in batches ends its batch here, as it would at a last
+            # test (nextitem None), so that nothing stays behind at the end.
+            testmon_batch_ends(self.config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -192,7 +192,7 @@ class DagRun:
         word = self.tracker.feed(report, i)
         if word is None:
             return None
-        self.machine.finished(i, as_outcome(word))
+        self.machine.finished(i, as_outcome(word), self.tracker.cause)
         return i
 
     def took(self, i: int, seconds: float) -> None:

@@ -26,6 +26,7 @@ import pytest
 
 from ..migration import ORDER_MARK, fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
+from . import time_limits
 from .dag_fixture import uses_dag
 from .internals import requested_fixtures, wide_fixtures
 from .loading import Later
@@ -134,6 +135,10 @@ class Facts:
     #: under ``--dag-affinity=state``, for what is said about a group (no
     #: group rests on it).
     fixtures: list[list[tuple[str, str, str]] | None] = field(default_factory=list)
+    #: Per test: its pytest-timeout limit in seconds where the timer ends the
+    #: process (the thread method; None: none), for a crash's reason
+    #: (``glue/time_limits.py``).
+    time_limits: list[float | None] = field(default_factory=list)
     #: How many collected tests the collection deselected (``-k``, ``-m``,
     #: ``--dag-shard``, ...), and how many of those ``--dag-shard`` left to
     #: other parts.
@@ -218,7 +223,7 @@ class Facts:
 #: (``in_order`` reorders them; the graph's lists follow the positions).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
                    "resources", "exclusive", "shares_nothing", "runtime_depends", "dag_users",
-                   "documents", "module_fixtures", "fixtures", "ordinals")
+                   "documents", "module_fixtures", "fixtures", "ordinals", "time_limits")
 
 
 def census_of(ids: Sequence[str], modules: Sequence[str | None],
@@ -400,6 +405,9 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
         fields.update(fail_checks=[(nid, list(ps)) for nid, ps in checks.items()])
     if full:
         _add_controller_columns(fields, planned)
+        marked = plan is None or time_limits.TIMEOUT_MARK in plan.marker_names
+        if limits := time_limits.thread_limits(config, planned, marked=marked):
+            fields.update(time_limits=limits)
     return Facts(
         ids=ids,
         # Computed in bulk by the planner (internals.fill_locations).

@@ -36,6 +36,9 @@ SETUP_STATE = ("SetupState", "_setupstate", "teardown_exact")
 TERMINAL_STATS = "stats"
 LASTFAILED_PLUGIN = "lfplugin"
 LASTFAILED_KEY = "cache/lastfailed"
+#: pytest-testmon's collecting plugin, its collector, and the collector's
+#: name of the test after the running one (``None``: the batch ends here).
+TESTMON_COLLECTOR = ("TestmonCollect", "testmon", "_next_test_name")
 #: The part of the cache provider's ``--lf`` that leaves files and tests out of
 #: the collection (the rest deselects, through ``pytest_deselected``).
 LASTFAILED_COLLECTION = "lfplugin-collwrapper"
@@ -643,6 +646,25 @@ def testmon_selects(config: pytest.Config) -> bool:
     """Whether pytest-testmon narrows the run to the tests its changes affect
     (``--testmon``; its ``config.testmon_config``, read here only)."""
     return bool(getattr(getattr(config, "testmon_config", None), "select", False))
+
+
+def testmon_batch_ends(config: pytest.Config) -> None:
+    """Make pytest-testmon send the coverage it holds with the running test's teardown report.
+
+    pytest-testmon (2.2) sends a worker's coverage to the controller on a
+    teardown report, in batches: every 250 tests, and at the test whose
+    ``nextitem`` is None (under plain xdist, each worker's last).  Under the
+    barrier no real test is given None (its successor is not known when it
+    starts, see ``distributed/barrier.py``), so a worker's last batch was
+    never sent.  No public API ends a batch: its collector's name of the
+    next test, read at the teardown report, is set to None.  Without that
+    attribute (another release) nothing changes: such tests are selected
+    again (docs/neighbours.rst).
+    """
+    plugin_name, collector_name, attribute = TESTMON_COLLECTOR
+    collector = getattr(config.pluginmanager.get_plugin(plugin_name), collector_name, None)
+    if collector is not None and hasattr(collector, attribute):
+        setattr(collector, attribute, None)
 
 
 @contextmanager

@@ -10,6 +10,10 @@ import pytest
 _DEFAULT = "passed"
 #: The outcome pytest-rerunfailures gives the report of an attempt it will rerun.
 RERUN = "rerun"
+#: The longest cause a dependent's skip reason quotes (see failure_cause).
+CAUSE_WIDTH = 72
+#: The prefix of ``pytest.fail()``'s message: "failed" says it already.
+_FAILED_PREFIX = "Failed: "
 
 
 def phase_outcome(report: pytest.TestReport) -> str:
@@ -26,6 +30,21 @@ def phase_outcome(report: pytest.TestReport) -> str:
     return "error"
 
 
+def failure_cause(report: pytest.TestReport) -> str:
+    """What ended a failed phase, short and plain: the first line of its crash
+    message (``assert 0``, ``KeyError: 'x'``, pytest-timeout's ``Timeout (>1.0s)
+    from pytest-timeout``), or "" where the report has none."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if not isinstance(message, str):
+        return ""
+    line = message.strip().split("\n", 1)[0].strip()
+    line = line.removeprefix(_FAILED_PREFIX).rstrip(".").strip()
+    if len(line) > CAUSE_WIDTH:
+        line = line[:CAUSE_WIDTH - 3].rstrip() + "..."
+    return line
+
+
 class OutcomeTracker:
     """Folds the setup, call and teardown reports of each test into one outcome.
 
@@ -39,11 +58,16 @@ class OutcomeTracker:
     teardown again.  The rest of a discarded attempt (pytest-rerunfailures
     still logs its teardown, passed) is ignored, and a setup report starts
     the fold afresh.
+
+    ``cause``: once ``feed`` returned a word, what ended that test if it
+    failed or had an error (:func:`failure_cause` of the deciding phase), else "".
     """
 
     def __init__(self) -> None:
         self._partial: dict[Hashable, str] = {}
+        self._causes: dict[Hashable, str] = {}
         self._discarding: set[Hashable] = set()
+        self.cause = ""
 
     def inert(self, report: pytest.TestReport) -> bool:
         """Whether :meth:`feed` would neither change anything nor settle a test.
@@ -64,10 +88,12 @@ class OutcomeTracker:
         when = str(report.when)
         if report.outcome == RERUN:
             self._partial.pop(key, None)
+            self._causes.pop(key, None)
             self._discarding.add(key)
             return None
         if when == "setup":
             self._partial.pop(key, None)
+            self._causes.pop(key, None)
             self._discarding.discard(key)
         elif key in self._discarding and when != "???":
             return None
@@ -77,7 +103,14 @@ class OutcomeTracker:
         word = "passed" if report.outcome == "passed" else phase_outcome(report)
         if when in ("teardown", "???"):
             self._discarding.discard(key)
-            return self._partial.pop(key, None) or word
+            first = self._partial.pop(key, None)
+            if first is not None:
+                self.cause = self._causes.pop(key, "")
+                return first
+            self.cause = failure_cause(report) if word in ("failed", "error") else ""
+            return word
         if word != _DEFAULT and key not in self._partial:
             self._partial[key] = word
+            if word in ("failed", "error"):
+                self._causes[key] = failure_cause(report)
         return None

@@ -150,12 +150,12 @@ def tracked(request):
 
 
 SKIP_REASONS = {
-    "test_login": "prerequisite test_create failed",
-    "test_checkout": "prerequisite test_login was skipped: test_create failed",
-    "test_after_err": "prerequisite test_err had an error",
+    "test_login": "prerequisite test_create failed (assert 0)",
+    "test_checkout": "prerequisite test_login was skipped: test_create failed (assert 0)",
+    "test_after_err": "prerequisite test_err had an error (RuntimeError: setup broke)",
     "test_after_skip": "prerequisite test_skip was skipped",
     "test_after_xf": "prerequisite test_xf xfailed",
-    "test_after_td": "prerequisite test_td had an error",
+    "test_after_td": "prerequisite test_td had an error (RuntimeError: teardown broke)",
 }
 
 
