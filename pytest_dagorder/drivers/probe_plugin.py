@@ -488,9 +488,6 @@ def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set
                 time.sleep(0.002)
 
 
-def _alone(item: pytest.Item, reporter: ProbeReporter, limit: float) -> None:
-    """``item`` alone, in a child of this (collected, untouched) process."""
-
 def _batch(items: list[pytest.Item], members: list[int], at: int, done: set[int],
            rules: dict[str, Any] | None) -> list[int]:
     """The tests (positions in ``items``) to run in one fresh process at the
