@@ -39,7 +39,8 @@ PLAN = "2c,2c,2c,2w,2w,3c,3c,3c,3w,3w"
 #: Tests deselected on both sides, per suite: they fail serially on this machine.
 DESELECT = {"ensembl-genomio": (
     "--deselect",
-    "tests/test_manifest.py::test_get_files_checksum_multifiles[2 agp files with same name]")}
+    "src/python/tests/manifest/test_manifest.py::test_get_files_checksum_multifiles"
+    "[2 agp files with same name]")}
 PLANTED = Suite("planted", "", "", (), ())
 
 
