@@ -188,3 +188,42 @@ def test_a_failing_dependent_keeps_only_the_edge_it_needs(dagtester: DagTester) 
     result = dagtester.run("-n", "2", "--dag-edges=edges.json", "--dag-explain")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["dagorder: 1 of 2 edges free by evidence from edges.json"])
+
+
+#: A module fixture opens a file at a fixed path and closes it at teardown; its
+#: tests only read it.  Overlapped, the pair passes (both set it up, both read,
+#: then both close); split over two workers, one worker's teardown closes the
+#: file the other's next test reads.
+FIXTURE_AT_A_FIXED_PATH = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def db():
+        (HERE / "db.txt").write_text("x")
+        yield HERE / "db.txt"
+        (HERE / "db.txt").write_text("closed")
+
+    def test_one(db):
+        assert db.read_text() == "x"
+
+    def test_two(db):
+        assert db.read_text() == "x"
+
+    def test_three(db):
+        assert db.read_text() == "x"
+"""
+
+
+def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_fx=textwrap.dedent(FIXTURE_AT_A_FIXED_PATH))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: a fixture that test_fx.py::test_one and test_fx.py::test_three share "
+        "writes db.txt when set up and torn down: keep its 3 tests on one worker, "
+        '@pytest.mark.xdist_group("test_fx.py") on each'])
+    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
+    assert groups == [{"name": "test_fx.py", "tests": [
+        "test_fx.py::test_one", "test_fx.py::test_two", "test_fx.py::test_three"]}]

@@ -240,6 +240,10 @@ class Findings:
     #: (kept declared edges join them), or the suite already keeps them apart or
     #: together (a shared ``dag_resource`` or ``xdist_group``); with the reason.
     settled: dict[tuple[int, int, str], str] = field(default_factory=dict)
+    #: (first user, last user, path) of a module or class fixture instance of the
+    #: project that writes a path outside the session's temporary directory both
+    #: at its set-up and at its teardown: its users stay on one worker.
+    fixture_paths: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -450,7 +454,12 @@ class MissingFinder:
             self.found.conflicts, self.found.unpaired = self._conflicts(ids, pairs, needs,
                                                                         write)
             self.found.uncapped = len(every) - len(pairs)
-            self.found.groups = _scoped(items[:len(ids)], self.found.conflicts)
+            # A fixture instance that writes a fixed path when it is set up (its
+            # first user) and again when torn down (its last): two instances, on
+            # two workers, would collide there whether or not an overlap showed it.
+            self.found.fixture_paths = _fixture_paths(items[:len(ids)], touches)
+            self.found.groups = _scoped(items[:len(ids)],
+                                        [*self.found.conflicts, *self.found.fixture_paths])
             self._ended("conflicts")
         finally:
             # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
@@ -1283,6 +1292,16 @@ class MissingFinder:
                       "keeps them on one worker")
         group_of = {k: name for name, members in found.groups.items() for k in members}
         advised: set[str] = set()
+        # Said before the conflicts: it holds whether or not an overlap showed a
+        # clash, and a conflict of the same group then names it.
+        for i, j, path in found.fixture_paths:
+            group = group_of.get(i)
+            if group is None or group in advised or group != group_of.get(j):
+                continue
+            advised.add(group)
+            write(f"dagorder: a fixture that {ids[i]} and {ids[j]} share writes {path} when "
+                  f"set up and torn down: keep its {len(found.groups[group])} tests on one "
+                  f"worker, @pytest.mark.xdist_group({_quote(group)}) on each")
         for i, j, path in found.conflicts:
             name = resource_name(path, str(self.config.rootpath))
             write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
@@ -1378,6 +1397,26 @@ def _scoped(items: Sequence[pytest.Item],
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _fixture_paths(items: Sequence[pytest.Item],
+                   touches: Sequence[Touches]) -> list[tuple[int, int, str]]:
+    """Per module or class fixture instance of the project with two users or more:
+    a path both its first user (where it was set up) and its last (where it was
+    torn down) wrote in the serial pass, as (first, last, path)."""
+    users: dict[tuple[str, str, str], list[int]] = {}
+    for k, item in enumerate(items):
+        for key in _wide_instances(item):
+            users.setdefault(key, []).append(k)
+    out: list[tuple[int, int, str]] = []
+    for members in users.values():
+        first, last = members[0], members[-1]
+        if first == last or first >= len(touches) or last >= len(touches):
+            continue
+        common = sorted(touches[first].writes & touches[last].writes)
+        if common:
+            out.append((first, last, common[0]))
+    return sorted(set(out))
 
 
 def _wide_instances(item: pytest.Item) -> set[tuple[str, str, str]]:
