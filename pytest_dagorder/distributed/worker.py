@@ -30,6 +30,7 @@ from .barrier import BarrierHost
 from .exit_forwarding import ExitForwarder
 from .sent_ahead import SentAhead
 from .shipping import PlanShipper
+from .xdist_internals import queued_indices
 
 
 class DagWorker(Planner):
@@ -171,10 +172,14 @@ class DagWorker(Planner):
 
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         if item is self.host.ends_dispatch:
-            # It may be this worker's last test: a plugin that sends what it
-            # gathered in batches ends its batch here, as it would at a last
-            # test (nextitem None), so that nothing stays behind at the end.
-            testmon_batch_ends(self.config)
+            # With no real test queued behind the barrier it may be this
+            # worker's last test: a plugin that sends what it gathered in
+            # batches ends its batch here, as it would at a last test (nextitem
+            # None), so that nothing stays behind at the end.  Not at every
+            # dispatch: each batch sent costs pytest-testmon a save.
+            queued = queued_indices(self.config) or ()
+            if not any(i < len(self.final) for i in queued):
+                testmon_batch_ends(self.config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -87,3 +87,19 @@ def hand_over_scheduler(config: pytest.Config, current: object, chosen: object) 
         return False
     dsession.sched = chosen
     return True
+
+
+def queued_indices(config: pytest.Config) -> list[int] | None:
+    """The indices an xdist worker holds beyond the one it runs next, in order
+    (its ``WorkerInteractor.torun`` queue; the shutdown mark left out).
+
+    No public API tells whether more work is queued.  None where that queue
+    is not found (another release): the caller then assumes nothing is.
+    """
+    interactor = next((p for p in config.pluginmanager.get_plugins()
+                       if type(p).__name__ == "WorkerInteractor"), None)
+    lock = getattr(getattr(interactor, "torun", None), "lock", None)
+    if lock is None:
+        return None
+    with lock() as items:
+        return [i for i in items if type(i) is int]
