@@ -1428,6 +1428,10 @@ def test_short_tests_are_held_while_more_are_ready_than_workers(
     assert [len(n.sends) for n in (n1, n2)] == [1, 1], h.sends()
     h.drain(n1, n2)
     assert len(h.reported) == 30
+    # Topped up once half of that is left: each send carries several tests
+    # (until no more are ready than workers: one at a time again).
+    top_ups = [len(send) - 1 for n in (n1, n2) for send in n.sends[1:]]
+    assert len(top_ups) >= 3 and min(top_ups[:3]) >= 2, h.sends()
 
 
 @pytest.mark.parametrize("seconds", [None, SHORT_TEST], ids=["cold", "long"])

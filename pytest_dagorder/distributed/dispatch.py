@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 MAX_PIPELINE = 1
 #: Except while more tests are ready than there are workers and what a worker
 #: holds is recorded to take less than SHORT_TEST seconds together: it is
-#: then topped up to that.  With one test in flight, such a worker idles a
+#: then topped up to that, once it holds less than half (a send carries
+#: several tests, as for batches).  With one test in flight, such a worker idles a
 #: round trip (its report to this process, the next dispatch back: 5-20 ms
 #: on a busy host) after every test; with more ready than workers, no worker
 #: waits for a test held this way, and the tests held are done within
@@ -114,7 +115,9 @@ class Dispatcher:
             if not fast:
                 if not have:
                     continue
-                more = self._short_more(run, node, [], len(nodes))
+                # Topped up at half, so that a send carries several tests,
+                # not one per report (each send is a barrier on the worker).
+                more = self._short_more(run, node, [], len(nodes), below=SHORT_TEST / 2)
                 if more:
                     self._send(run, node, more)
                 elif spec and have == 1:
@@ -131,16 +134,19 @@ class Dispatcher:
                 self._send(run, node, self._fill(machine, node, want - have, next_group=True))
 
     def _short_more(self, run: DagRun, node: WorkerController, tasks: list[int],
-                    n_nodes: int) -> list[int]:
+                    n_nodes: int, *, below: float = SHORT_TEST) -> list[int]:
         """More tests for ``node``, one at a time, while more are ready than
         there are workers and what it holds (``tasks`` included) is recorded
-        to take less than :data:`SHORT_TEST` seconds."""
+        to take less than :data:`SHORT_TEST` seconds; none if it holds
+        ``below`` seconds or more."""
         durations = run.graph.durations
         barrier = self.barrier
         state = run.machine.state
         held = sum(durations[i] for i in self.ledger.sent.get(node, ())
                    if i < barrier and not state[i].terminal)
         held += sum(durations[i] for i in tasks)
+        if held >= below:
+            return []
         count = self.ledger.inflight[node] + len(tasks)
         out: list[int] = []
         machine = run.machine
