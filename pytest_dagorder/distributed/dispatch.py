@@ -28,12 +28,12 @@ MAX_PIPELINE = 1
 #: Except while more tests are ready than there are workers and what a worker
 #: holds is recorded to take less than SHORT_TEST seconds together: it is
 #: then topped up to that, once it holds less than half (a send carries
-#: several tests, as for batches).  With one test in flight, such a worker idles a
-#: round trip (its report to this process, the next dispatch back: 5-20 ms
-#: on a busy host) after every test; with more ready than workers, no worker
-#: waits for a test held this way, and the tests held are done within
-#: SHORT_TEST (figures in docs/performance.md).  By recorded durations only:
-#: a cold run, which knows none, keeps one in flight.
+#: several tests, as for batches).  With one test in flight, such a worker
+#: idles a round trip (its report to this process, the next dispatch back:
+#: 5-20 ms on a busy host) after every test; with more ready than workers,
+#: no worker waits for a test held this way, and the tests held are done
+#: within SHORT_TEST (figures in docs/performance.md).  By recorded
+#: durations only: a cold run, which knows none, keeps one in flight.
 SHORT_TEST = 0.2
 #: Tests this fast (moving average, seconds) make the round trip of a dispatch
 #: the main cost: then several are sent at once, as xdist's own load
