@@ -1449,6 +1449,19 @@ def test_unrecorded_or_long_tests_keep_one_in_flight(
     assert [len(held(h, n)) for n in (n1, n2)] == [1, 1], h.sends()
 
 
+def test_short_tests_are_not_held_where_the_longest_path_bounds_the_run(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """A chain longer than the work shared among the workers: its next test,
+    once ready, would wait behind what a worker holds at every link."""
+    spec = {f"t{k:02d}": "" for k in range(10)}
+    spec.update({f"c{k:02d}": (f"c{k - 1:02d}" if k else "") for k in range(20)})
+    h: Harness = harness(facts := make_facts(spec), "--dag-affinity=none",
+                         recorded(pytester, SHORT, facts))
+    n1, n2 = h.start("gw0", "gw1")
+    assert [len(held(h, n)) for n in (n1, n2)] == [1, 1], h.sends()
+
+
 def test_too_few_ready_short_tests_keep_one_in_flight(
     harness: Any, pytester: pytest.Pytester
 ) -> None:
