@@ -166,8 +166,8 @@ class Dispatcher:
     def _chain_bound(self, run: DagRun, n_nodes: int) -> bool:
         """Whether the run's longest path (recorded durations) is longer than its
         work shared among ``n_nodes``: then that path's next test, once ready,
-        would wait behind what a worker holds at every link (pynurbs: 1.36 x
-        the bound against 1.27), so tests are not held for short ones."""
+        would wait behind what a worker holds at every link, so tests are not
+        held for short ones."""
         if self._longest is None:
             graph = run.graph
             self._longest = (max(graph.critical_path(), default=0.0), sum(graph.durations))
