@@ -1429,6 +1429,10 @@ def test_short_tests_are_held_while_more_are_ready_than_workers(
     assert [len(n.sends) for n in (n1, n2)] == [1, 1], h.sends()
     h.drain(n1, n2)
     assert len(h.reported) == 30
+    # Topped up once half of that is left: each send carries several tests
+    # (until no more are ready than workers: one at a time again).
+    top_ups = [len(send) - 1 for n in (n1, n2) for send in n.sends[1:]]
+    assert len(top_ups) >= 3 and min(top_ups[:3]) >= 2, h.sends()
 
 
 @pytest.mark.parametrize("seconds", [None, SHORT_TEST], ids=["cold", "long"])
@@ -1442,6 +1446,19 @@ def test_unrecorded_or_long_tests_keep_one_in_flight(
     facts = make_facts(spec)
     args = [] if seconds is None else [recorded(pytester, seconds, facts)]
     h: Harness = harness(facts, "--dag-affinity=none", *args)
+    n1, n2 = h.start("gw0", "gw1")
+    assert [len(held(h, n)) for n in (n1, n2)] == [1, 1], h.sends()
+
+
+def test_short_tests_are_not_held_where_the_longest_path_bounds_the_run(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """A chain longer than the work shared among the workers: its next test,
+    once ready, would wait behind what a worker holds at every link."""
+    spec = {f"t{k:02d}": "" for k in range(10)}
+    spec.update({f"c{k:02d}": (f"c{k - 1:02d}" if k else "") for k in range(20)})
+    h: Harness = harness(facts := make_facts(spec), "--dag-affinity=none",
+                         recorded(pytester, SHORT, facts))
     n1, n2 = h.start("gw0", "gw1")
     assert [len(held(h, n)) for n in (n1, n2)] == [1, 1], h.sends()
 

@@ -27,12 +27,13 @@ if TYPE_CHECKING:
 MAX_PIPELINE = 1
 #: Except while more tests are ready than there are workers and what a worker
 #: holds is recorded to take less than SHORT_TEST seconds together: it is
-#: then topped up to that.  With one test in flight, such a worker idles a
-#: round trip (its report to this process, the next dispatch back: 5-20 ms
-#: on a busy host) after every test; with more ready than workers, no worker
-#: waits for a test held this way, and the tests held are done within
-#: SHORT_TEST (figures in docs/performance.md).  By recorded durations only:
-#: a cold run, which knows none, keeps one in flight.
+#: then topped up to that, once it holds less than half (a send carries
+#: several tests, as for batches).  With one test in flight, such a worker
+#: idles a round trip (its report to this process, the next dispatch back:
+#: 5-20 ms on a busy host) after every test; with more ready than workers,
+#: no worker waits for a test held this way, and the tests held are done
+#: within SHORT_TEST (figures in docs/performance.md).  By recorded
+#: durations only: a cold run, which knows none, keeps one in flight.
 SHORT_TEST = 0.2
 #: Tests this fast (moving average, seconds) make the round trip of a dispatch
 #: the main cost: then several are sent at once, as xdist's own load
@@ -85,6 +86,8 @@ class Dispatcher:
         self.dag_users = dag_users
         # Which class and module scopes a dispatch's last test ends (see closing.py).
         self.scopes = scopes
+        # The run's longest path and its work, by recorded durations (see _chain_bound).
+        self._longest: tuple[float, float] | None = None
 
     def dispatch(self, run: DagRun, eligible: Callable[[WorkerController], bool]) -> None:
         """Top up every worker that needs it; ``eligible`` says which may get work."""
@@ -114,7 +117,9 @@ class Dispatcher:
             if not fast:
                 if not have:
                     continue
-                more = self._short_more(run, node, [], len(nodes))
+                # Topped up at half, so that a send carries several tests,
+                # not one per report (each send is a barrier on the worker).
+                more = self._short_more(run, node, [], len(nodes), below=SHORT_TEST / 2)
                 if more:
                     self._send(run, node, more)
                 elif spec and have == 1:
@@ -131,16 +136,19 @@ class Dispatcher:
                 self._send(run, node, self._fill(machine, node, want - have, next_group=True))
 
     def _short_more(self, run: DagRun, node: WorkerController, tasks: list[int],
-                    n_nodes: int) -> list[int]:
+                    n_nodes: int, *, below: float = SHORT_TEST) -> list[int]:
         """More tests for ``node``, one at a time, while more are ready than
         there are workers and what it holds (``tasks`` included) is recorded
-        to take less than :data:`SHORT_TEST` seconds."""
+        to take less than :data:`SHORT_TEST` seconds; none if it holds
+        ``below`` seconds or more."""
         durations = run.graph.durations
         barrier = self.barrier
         state = run.machine.state
         held = sum(durations[i] for i in self.ledger.sent.get(node, ())
                    if i < barrier and not state[i].terminal)
         held += sum(durations[i] for i in tasks)
+        if held >= below or self._chain_bound(run, n_nodes):
+            return []
         count = self.ledger.inflight[node] + len(tasks)
         out: list[int] = []
         machine = run.machine
@@ -154,6 +162,17 @@ class Dispatcher:
             out += got
             held += sum(durations[i] for i in got)
         return out
+
+    def _chain_bound(self, run: DagRun, n_nodes: int) -> bool:
+        """Whether the run's longest path (recorded durations) is longer than its
+        work shared among ``n_nodes``: then that path's next test, once ready,
+        would wait behind what a worker holds at every link, so tests are not
+        held for short ones."""
+        if self._longest is None:
+            graph = run.graph
+            self._longest = (max(graph.critical_path(), default=0.0), sum(graph.durations))
+        longest, work = self._longest
+        return longest > work / max(1, n_nodes)
 
     def _fill(self, machine: StateMachine, node: WorkerController, limit: int, *,
               next_group: bool = False) -> list[int]:

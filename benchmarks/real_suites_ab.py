@@ -1,0 +1,73 @@
+"""Warm makespans of a real suite under two checkouts of the plugin, alternated, and plain xdist.
+
+Uses ``real_suites.py``'s suites, venvs and runs (``--work`` as there): per
+round, for each side (``--side NAME=DIR``: DIR put first on PYTHONPATH, so
+that the suite's venv imports that checkout's plugin), a cold then a warm
+``-p dagorder -n 2`` run with a fresh cache (``--edges FILE``: with
+``--dag-edges=FILE``), the sides' order reversed every other round; then
+plain xdist with the dependency plugins blocked (unless ``--no-plain``).
+Prints each run's warm makespan, its bounds (DAG, with groups), the sum of
+the test times junit recorded and the load, then the best and median per side.
+
+Run: ``python benchmarks/real_suites_ab.py labgrid --work DIR --side new=. --side
+base=OLD --edges DIR/labgrid/edges.json --rounds 3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_suites as rs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("suite", choices=sorted(rs.SUITES))
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--side", action="append", default=[], help="NAME=DIR (repeatable)")
+    ap.add_argument("--edges", default=None, help="the learned edges file (--dag-edges)")
+    ap.add_argument("--no-plain", action="store_true")
+    a = ap.parse_args()
+    suite = rs.SUITES[a.suite]
+    tree = a.work / suite.name / "src"
+    python = a.work / suite.name / "venv" / "bin" / "python"
+    base_env = rs.suite_env(suite, python, tree)
+    sides = [s.split("=", 1) for s in a.side]
+    spans: dict[str, list[float]] = {name: [] for name, _ in sides}
+    spans["plain"] = []
+    for k in range(a.rounds):
+        for name, path in (sides if k % 2 == 0 else sides[::-1]):
+            pythonpath = os.pathsep.join(filter(None, [str(Path(path).resolve()),
+                                                       base_env.get("PYTHONPATH")]))
+            env = dict(base_env, PYTHONPATH=pythonpath)
+            with tempfile.TemporaryDirectory() as raw:
+                tmp = Path(raw)
+                dag = ["-p", "dagorder", "-n", "2", "-o", f"cache_dir={tmp / 'cache'}"]
+                if a.edges:
+                    dag.append(f"--dag-edges={a.edges}")
+                cold = rs.pytest_run(python, tree, suite, dag, tmp, env)
+                warm = rs.pytest_run(python, tree, suite, dag, tmp, env)
+            spans[name].append(warm.makespan)
+            print(f"round {k} {name}: warm {warm.makespan:.4g} s, DAG bound {warm.bound:.4g}, "
+                  f"with groups {warm.grouped:.4g}, cold {cold.makespan:.4g}, junit sum "
+                  f"{warm.tests:.4g}, load {os.getloadavg()[0]:.1f}", flush=True)
+        if not a.no_plain:
+            with tempfile.TemporaryDirectory() as raw:
+                plain = rs.plain_run(python, tree, suite, Path(raw), base_env)
+            spans["plain"].append(plain.makespan)
+            print(f"round {k} plain: {plain.makespan:.4g} s, junit sum {plain.tests:.4g}, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    for name, values in spans.items():
+        if values:
+            ordered = sorted(values)
+            print(f"{name}: best {ordered[0]:.4g} s, median {ordered[len(ordered) // 2]:.4g} s")
+
+
+if __name__ == "__main__":
+    main()
