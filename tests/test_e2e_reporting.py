@@ -55,7 +55,8 @@ def test_a_failing_module_teardown_skips_the_dependents_that_start_after_it(
     assert outcomes["errors"] >= 1
     result.stdout.fnmatch_lines([
         "*ERROR at teardown of test_last*",
-        "SKIPPED [[]1[]] test_mod_b.py:*: prerequisite test_last had an error",
+        "SKIPPED [[]1[]] test_mod_b.py:*: prerequisite test_last had an error "
+        "(RuntimeError: teardown boom)",
     ])
     assert "test_b" not in read_log(pytester)
 
