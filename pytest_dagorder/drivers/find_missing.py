@@ -468,7 +468,8 @@ class MissingFinder:
             raise edges_job.exception()  # type: ignore[misc]
         self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
-        if ((self.found.needs or self.found.conflicts or lifts) and not self._stopped()
+        if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
+                and not self._stopped()
                 and not one):
             self._ended("conflicts")
             self._verify(ids, serial, write)
@@ -1277,7 +1278,7 @@ class MissingFinder:
                     if p not in found.phases]
             write(f"dagorder: {why}: what was found so far is reported"
                   + (f"; phases not finished: {', '.join(left)}" if left else ""))
-        if not found.needs and not found.conflicts:
+        if not found.needs and not found.conflicts and not found.groups:
             write("dagorder: no missing prerequisite and no conflict found"
                   + (" so far" if stopped or time.monotonic() > self.deadline else ""))
         for t in sorted(found.needs):
@@ -1355,10 +1356,11 @@ class MissingFinder:
                 write(f"    {nid}")
         target = self.settings.edges_path
         wrote = ""
-        if target is not None and (found.needs or found.conflicts or found.verdicts):
+        if target is not None and (found.needs or found.conflicts or found.verdicts
+                                   or found.groups):
             edges_file.write(target, self._record(ids, found))
             wrote = f"; written to {target}"
-        elif found.needs or found.conflicts or found.verdicts:
+        elif found.needs or found.conflicts or found.verdicts or found.groups:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
         free = sum(v.separable for v in found.verdicts)
