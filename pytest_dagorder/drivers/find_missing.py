@@ -708,13 +708,7 @@ class MissingFinder:
         members = set(chunk)
         prerequisites: dict[str, list[str]] = {}
         for d in chunk:
-            seen: set[int] = set()
-            stack = [d]
-            while stack:
-                for p in self.declared[stack.pop()]:
-                    if p not in seen:
-                        seen.add(p)
-                        stack.append(p)
+            seen = self._prerequisites(d)
             if seen & members:
                 prerequisites[ids[d]] = [ids[p] for p in sorted(seen & members)]
         return {"expect": {ids[k]: serial.get(ids[k], FAILED).outcome for k in chunk},
@@ -1033,6 +1027,17 @@ class MissingFinder:
             self.probes_run += 1
         return results
 
+    def _prerequisites(self, k: int) -> set[int]:
+        """The declared prerequisites of the test at ``k``, transitively."""
+        seen: set[int] = set()
+        stack = [k]
+        while stack:
+            for p in self.declared[stack.pop()]:
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
+
     def _with_declared(self, ids: list[str]) -> list[str]:
         """``ids`` and their declared prerequisites, transitively, in the serial order.
 
@@ -1041,14 +1046,7 @@ class MissingFinder:
         collected apart, with its own module-scoped fixtures.
         """
         def closure(k: int) -> list[int]:
-            seen: set[int] = set()
-            stack = [k]
-            while stack:
-                for p in self.declared[stack.pop()]:
-                    if p not in seen:
-                        seen.add(p)
-                        stack.append(p)
-            return sorted(seen)
+            return sorted(self._prerequisites(k))
 
         known = [self.order[nid] for nid in ids if nid in self.order]
         if len(known) != len(ids) or not any(self.declared[k] for k in known):
