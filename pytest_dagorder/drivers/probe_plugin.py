@@ -28,6 +28,7 @@ prerequisites left in their process (``find_missing.py``).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -36,7 +37,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import pytest
 
@@ -338,6 +339,35 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
             os.write(writing, (json.dumps({"done": True, "killed": killed}) + "\n").encode())
 
 
+def _run_lane(items: list[pytest.Item], nexts: dict[int, int | None], orders_r: int,
+              answers_w: int) -> None:
+    """One lane of :func:`_serial_in_lanes`: each test the parent orders, then "d"."""
+    runner = items[0].config.pluginmanager.get_plugin(DRIVER_NAME)
+    if runner is not None and hasattr(runner, "run"):
+        runner.run = None  # prerequisites run in the other lane
+    with os.fdopen(orders_r, "rb") as orders:
+        for line in orders:
+            k = int(line)
+            following = nexts[k]
+            nextitem = items[following] if following is not None else None
+            items[k].config.hook.pytest_runtest_protocol(item=items[k], nextitem=nextitem)
+            os.write(answers_w, b"d")
+
+
+def _end_child(body: Callable[[], None]) -> NoReturn:
+    """Run ``body`` in a forked child, then end the child: it never returns into
+    pytest (status 1 when ``body`` raised), its output flushed first."""
+    code = 0
+    try:
+        body()
+    except BaseException:
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pytest.Item],
               run: dict[str, Any]) -> int:
     """``items`` in order, in a child; its pid."""
@@ -346,8 +376,8 @@ def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pyte
     child = os.fork()
     if child:
         return child
-    code = 0
-    try:
+
+    def run_items() -> None:
         reporter.barrier = run.get("barrier")
         if run.get("trace") and not reporter.tracing:
             reporter.tracing = True
@@ -357,12 +387,8 @@ def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pyte
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             if session.shouldfail or session.shouldstop:
                 break
-    except BaseException:  # a child never returns into pytest
-        code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+
+    _end_child(run_items)
 
 
 #: At most this many tests run alone in one fresh process (a batch; the
@@ -385,8 +411,8 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
     if child == 0:  # the serial run
         os.close(asks_r)
         os.close(go_w)
-        code = 0
-        try:
+
+        def run_serially() -> None:
             for i, item in enumerate(items):
                 if item.nodeid in names:
                     os.write(asks_w, f"{i}\n".encode())
@@ -396,12 +422,8 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 if session.shouldfail or session.shouldstop:
                     break
-        except BaseException:
-            code = 1
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+
+        _end_child(run_serially)
     os.close(asks_w)
     os.close(go_r)
     members = [k for k, item in enumerate(items) if item.nodeid in names]
@@ -444,25 +466,7 @@ def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set
                                                                               answers_w}:
                 os.close(fd)  # the parent's ends and the other lane's: EOF reaches it
             nexts = dict(zip(own, [*own[1:], None], strict=True))
-            code = 0
-            try:
-                runner = items[0].config.pluginmanager.get_plugin(DRIVER_NAME)
-                if runner is not None and hasattr(runner, "run"):
-                    runner.run = None  # prerequisites run in the other lane
-                with os.fdopen(orders_r, "rb") as orders:
-                    for line in orders:
-                        k = int(line)
-                        following = nexts[k]
-                        nextitem = items[following] if following is not None else None
-                        items[k].config.hook.pytest_runtest_protocol(item=items[k],
-                                                                     nextitem=nextitem)
-                        os.write(answers_w, b"d")
-            except BaseException:
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+            _end_child(functools.partial(_run_lane, items, nexts, orders_r, answers_w))
         children.append(child)
     for (orders_r, _), (_, answers_w) in pipes:
         os.close(orders_r)
