@@ -489,3 +489,21 @@ def test_a_test_fenced_last_waits_for_every_other_to_be_handed_out() -> None:
     assert machine.take("w2") == [0]
     assert machine.take("w1") == [2]
     machine.validate()
+
+
+def test_a_ready_test_behind_a_fence_does_not_keep_the_next_test_from_being_held() -> None:
+    # Every test has an ordinal (a fence after each): a, then b (needs a),
+    # then x (free, ready, fenced behind b).  x keeps nothing back: b is held
+    # behind a on w1, which opens the fence, and x goes to w2 at once, not
+    # once a ended.
+    graph = Graph.of_positions([[], [0], []])
+    machine = StateMachine(graph, fences=[1, 2], on_failure="skip")
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [0]
+    assert machine.take("w2") == []  # x waits at the fence
+    assert machine.ahead("w1") == [1]
+    assert machine.take("w2") == [2]
+    machine.validate()
+    assert machine.finished(0, "passed") and machine.finished(1, "passed")
+    assert machine.finished(2, "passed") and machine.done
