@@ -416,10 +416,11 @@ def ordered_runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], li
     return requires, groups, priority
 
 
-def drive(machine: StateMachine, workers: int, data: st.DataObject) -> list[int]:
+def drive(machine: StateMachine, workers: int, data: st.DataObject, *,
+          ahead: bool = False) -> list[int]:
     """Run ``machine`` to its end with ``workers`` workers that take batches ahead
     and finish what they hold in order, mostly passing: the tasks in the order
-    they were handed out."""
+    they were handed out.  ``ahead``: each also holds what ``machine.ahead`` gives."""
     names = [f"w{k}" for k in range(workers)]
     for w in names:
         machine.add_worker(w)
@@ -431,6 +432,8 @@ def drive(machine: StateMachine, workers: int, data: st.DataObject) -> list[int]
         for w in names:
             got = machine.take(w, data.draw(st.integers(1, 3)), speculate=True,
                                next_group=data.draw(st.booleans()))
+            if ahead:
+                got += machine.ahead(w, data.draw(st.integers(1, 2)))
             held[w] += got
             handed += got
         machine.validate()
@@ -469,7 +472,7 @@ def test_a_fenced_test_is_handed_out_after_every_test_before_the_fence(
     fences = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=2)))
     machine = StateMachine(Graph.of_positions(requires), priority=priority,
                            fences=fences, on_failure="skip")
-    handed = drive(machine, workers, data)
+    handed = drive(machine, workers, data, ahead=data.draw(st.booleans()))
     at = {task: k for k, task in enumerate(handed)}
     for f in fences:
         before = [at[i] for i in range(f) if i in at]
