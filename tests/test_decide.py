@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+
 from pytest_dagorder.glue.decide import decide
 from pytest_dagorder.glue.facts import Facts
 from pytest_dagorder.glue.settings import Settings
@@ -284,6 +286,22 @@ def test_pytest_order_ordinals_fence_the_hand_out() -> None:
     assert machine.take("w2") == [2]  # then by priority, up to the fence
     assert machine.take("w2") == [1]
     assert machine.take("w1") == [3]  # last, once every other test went
+    machine.validate()
+
+
+@pytest.mark.parametrize(("ordinals", "second"), [([1, 1, 1], [2]), ([1, 1, 2], [])],
+                         ids=["one ordinal", "two ordinals"])
+def test_tests_of_one_ordinal_share_a_stretch_of_the_hand_out(
+        ordinals: list[int | None], second: list[int]) -> None:
+    # Every test has an ordinal (pytest-order, as a suite marking each module);
+    # b waits for a.  x of a's and b's ordinal goes to the other worker at
+    # once; of a later ordinal it waits until b was handed out.
+    p = payload({"a": "", "b": "a", "x": ""}, ordinals=ordinals)
+    machine = decide(p, settings(affinity="none"), {}, workers=2).run.machine
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [0]
+    assert machine.take("w2") == second
     machine.validate()
 
 

@@ -416,10 +416,11 @@ def ordered_runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], li
     return requires, groups, priority
 
 
-def drive(machine: StateMachine, workers: int, data: st.DataObject) -> list[int]:
+def drive(machine: StateMachine, workers: int, data: st.DataObject, *,
+          ahead: bool = False) -> list[int]:
     """Run ``machine`` to its end with ``workers`` workers that take batches ahead
     and finish what they hold in order, mostly passing: the tasks in the order
-    they were handed out."""
+    they were handed out.  ``ahead``: each also holds what ``machine.ahead`` gives."""
     names = [f"w{k}" for k in range(workers)]
     for w in names:
         machine.add_worker(w)
@@ -431,6 +432,8 @@ def drive(machine: StateMachine, workers: int, data: st.DataObject) -> list[int]
         for w in names:
             got = machine.take(w, data.draw(st.integers(1, 3)), speculate=True,
                                next_group=data.draw(st.booleans()))
+            if ahead:
+                got += machine.ahead(w, data.draw(st.integers(1, 2)))
             held[w] += got
             handed += got
         machine.validate()
@@ -469,7 +472,7 @@ def test_a_fenced_test_is_handed_out_after_every_test_before_the_fence(
     fences = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=2)))
     machine = StateMachine(Graph.of_positions(requires), priority=priority,
                            fences=fences, on_failure="skip")
-    handed = drive(machine, workers, data)
+    handed = drive(machine, workers, data, ahead=data.draw(st.booleans()))
     at = {task: k for k, task in enumerate(handed)}
     for f in fences:
         before = [at[i] for i in range(f) if i in at]
@@ -489,3 +492,21 @@ def test_a_test_fenced_last_waits_for_every_other_to_be_handed_out() -> None:
     assert machine.take("w2") == [0]
     assert machine.take("w1") == [2]
     machine.validate()
+
+
+def test_a_ready_test_behind_a_fence_does_not_keep_the_next_test_from_being_held() -> None:
+    # Every test has an ordinal (a fence after each): a, then b (needs a),
+    # then x (free, ready, fenced behind b).  x keeps nothing back: b is held
+    # behind a on w1, which opens the fence, and x goes to w2 at once, not
+    # once a ended.
+    graph = Graph.of_positions([[], [0], []])
+    machine = StateMachine(graph, fences=[1, 2], on_failure="skip")
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [0]
+    assert machine.take("w2") == []  # x waits at the fence
+    assert machine.ahead("w1") == [1]
+    assert machine.take("w2") == [2]
+    machine.validate()
+    assert machine.finished(0, "passed") and machine.finished(1, "passed")
+    assert machine.finished(2, "passed") and machine.done

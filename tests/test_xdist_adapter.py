@@ -1515,3 +1515,16 @@ def test_fast_free_tests_keep_the_next_one_in_flight(
     assert len(held(h, n2)) == 2, h.sends()
     h.drain(n1, n2)
     assert len(h.reported) == 7
+
+
+def test_a_fenced_ready_test_goes_to_the_idle_worker_once_the_next_is_held_ahead(
+        harness: Any) -> None:
+    """Every test has a pytest-order ordinal (a fence after each): x, ready but
+    fenced behind b, keeps nothing back.  b is handed out ahead behind a, which
+    opens the fence, and x goes to the idle worker in the same dispatch."""
+    facts = dataclasses.replace(make_facts({"a": "", "b": "a", "x": ""}), ordinals=[1, 1, 1])
+    h: Harness = harness(facts, "--dag-affinity=none")
+    n1, n2 = h.start("gw0", "gw1")
+    assert h.sends() == {"gw0": [["a", None], ["b", None]], "gw1": [["x", None]]}
+    h.drain(n1, n2)
+    assert len(h.reported) == 3 and not h.recorder.skipped()

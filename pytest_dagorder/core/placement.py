@@ -388,11 +388,26 @@ class ReadyQueues:
         return any(self._live(i) for _, i in self._heap)
 
     def ready_for(self, worker: Worker) -> bool:
+        fences = self.fences
+        if fences is not None:
+            return self._ready_past(fences)
         if self._drop_ended(worker) or self._heap:
             return True
         # Only other workers' local queues hold ready tasks: next_for would steal one.
         state = self._state
         return any(state[i] is _READY for q in self._local.values() for i in q)
+
+    def _ready_past(self, fences: Fences) -> bool:
+        """:meth:`ready_for` where some test is fenced: a READY task behind the
+        open fence is no worker's yet.  Counted, it kept every test from being
+        handed out ahead, although only a hand-out opens the fence: in a suite
+        whose every test carries an ordinal (a fence after each), a chain's next
+        test then waited for its prerequisite's end and a round trip while the
+        fenced tests behind it, ready, idled the other worker."""
+        open_, state = fences.open, self._state
+        if any(open_(i) and self._live(i) for _, i in self._heap):
+            return True
+        return any(state[i] is _READY and open_(i) for q in self._local.values() for i in q)
 
     def has_parked(self) -> bool:
         return False

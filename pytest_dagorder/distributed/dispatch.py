@@ -105,13 +105,8 @@ class Dispatcher:
         nodes = self._usable(eligible)
         spec = self.speculate
         # First every idle worker gets work, then busy ones are topped up.
-        for node in nodes:
-            if inflight[node] == 0:
-                want = self._want(machine, node, len(nodes))
-                tasks = self._fill(machine, node, want)
-                if not fast and tasks:
-                    tasks += self._short_more(run, node, tasks, len(nodes))
-                self._send(run, node, tasks)
+        self._fill_idle(run, nodes)
+        held = False
         for node in nodes:
             have = inflight[node]
             if not fast:
@@ -127,13 +122,34 @@ class Dispatcher:
                     # once it ended (its dependent, its group's next).  The worker
                     # starts that one without a round trip through this process;
                     # no other worker could have started it sooner.
-                    self._send(run, node, machine.ahead(node, 1))
+                    tasks = machine.ahead(node, 1)
+                    self._send(run, node, tasks)
+                    held = held or bool(tasks)
                 continue
             want = self._want(machine, node, len(nodes))
             if 0 < have < self._low_water(want) and have < want:
                 # Fast tests: a worker holding the rest of its group takes its
                 # next group now, not a round trip after the group's end.
                 self._send(run, node, self._fill(machine, node, want - have, next_group=True))
+        if held and any(inflight[node] == 0 for node in nodes):
+            # A test handed out ahead may have opened a fence (core/placement.Fences:
+            # in a suite whose every test has an ordinal, each hand-out opens the
+            # next): the tests behind it go to the idle workers now, not at the
+            # next report, which may be a long test's.
+            self._fill_idle(run, nodes)
+
+    def _fill_idle(self, run: DagRun, nodes: list[WorkerController]) -> None:
+        """Give work to every worker of ``nodes`` that has none in flight."""
+        machine = run.machine
+        inflight = self.ledger.inflight
+        fast = self.pace.is_fast
+        for node in nodes:
+            if inflight[node] == 0 and node not in self.dead:
+                want = self._want(machine, node, len(nodes))
+                tasks = self._fill(machine, node, want)
+                if not fast and tasks:
+                    tasks += self._short_more(run, node, tasks, len(nodes))
+                self._send(run, node, tasks)
 
     def _short_more(self, run: DagRun, node: WorkerController, tasks: list[int],
                     n_nodes: int, *, below: float = SHORT_TEST) -> list[int]:

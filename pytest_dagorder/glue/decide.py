@@ -302,12 +302,23 @@ def fences(ordinals: Sequence[int | None]) -> list[int]:
     (``"first"``) towards the start; xdist's own queue then hands them out
     in that order.  A test sorted to the end is handed out only after every
     test before it (a fence at its position), a test sorted to the start
-    before every test after it (a fence past it).
+    before every test after it (a fence past it).  Tests of one ordinal
+    next to each other share a stretch: pytest-order promises nothing
+    between them (as between tests without one, which no fence holds), and
+    a fence after each made a suite whose every test has an ordinal
+    (pynurbs: one a module) hand out strictly in serial order, a test behind
+    a chain waiting for the chain to end.
     """
     out: list[int] = []
+    last = len(ordinals) - 1
     for k, value in enumerate(ordinals):
-        if value is not None:
-            out.append(k if value < 0 else k + 1)
+        if value is None:
+            continue
+        if value < 0:
+            if k == 0 or ordinals[k - 1] != value:
+                out.append(k)
+        elif k == last or ordinals[k + 1] != value:
+            out.append(k + 1)
     return out
 
 
