@@ -227,3 +227,45 @@ def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(dagtester: DagT
     groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
     assert groups == [{"name": "test_fx.py", "tests": [
         "test_fx.py::test_one", "test_fx.py::test_two", "test_fx.py::test_three"]}]
+
+
+#: A module fixture appends to a log at a fixed path when set up and when torn
+#: down; no test reads the log.  Its users need no worker of their own: two
+#: instances of the fixture taking turns give the serial outcomes.
+FIXTURE_LOG = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def log():
+        with (HERE / "fixture.log").open("a") as f:
+            f.write("up\\n")
+        yield
+        with (HERE / "fixture.log").open("a") as f:
+            f.write("down\\n")
+
+    def test_one(log):
+        pass
+
+    def test_two(log):
+        pass
+
+    def test_three(log):
+        pass
+"""
+
+
+def test_a_fixture_path_group_the_tests_do_not_need_is_dropped(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_log=textwrap.dedent(FIXTURE_LOG))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: the fixture test_log.py::test_one and test_log.py::test_three share "
+        "writes fixture.log, but its 3 tests gave the serial outcomes with two instances "
+        "of it taking turns: no group needed",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: no missing prerequisite and no conflict found"])
+    assert "xdist_group" not in result.stdout.str()
+    edges = dagtester.path / "edges.json"
+    assert not edges.exists() or json.loads(edges.read_text()).get("groups", []) == []

@@ -244,6 +244,9 @@ class Findings:
     #: project that writes a path outside the session's temporary directory both
     #: at its set-up and at its teardown: its users stay on one worker.
     fixture_paths: list[tuple[int, int, str]] = field(default_factory=list)
+    #: Groups of fixture users the check of the findings dropped (two instances
+    #: of the fixture taking turns gave the serial outcomes): name -> its tests.
+    dropped: dict[str, list[int]] = field(default_factory=dict)
 
 
 class MissingFinder:
@@ -517,22 +520,99 @@ class MissingFinder:
                 del found.groups[name]
 
     def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
-        """The findings checked before they are given: the selection under ``-n 2``
-        with them, against the serial outcomes.  Where it differs, the declared
-        edges the findings lift next to a test that differed are kept again (the
-        fresh-process probe passed, the run did not: the run's evidence wins) and
-        the check runs once more; what still differs is named, not fixed."""
+        """The findings checked before they are given.  First the groups no failing
+        probe stands behind (a fixture writes a fixed path, no overlap clashed)
+        are tried on their own (``_unneeded_groups``): one whose tests pass with
+        two instances of the fixture taking turns is dropped.  Then the selection
+        under ``-n 2`` with what is left, against the serial outcomes.  Where it
+        differs, a dropped group with a test that differed is given back, and the
+        declared edges the findings lift next to a test that differed are kept
+        again (the fresh-process probe passed, the run did not: the run's
+        evidence wins), and the check runs once more; what still differs is
+        named, not fixed.  A finding a failing probe showed (a missing
+        prerequisite, a clash) is not dropped on a run that passes without it:
+        that run's schedule may only have missed the failing order."""
+        self._unneeded_groups(ids, serial, write)
         write("dagorder: checking the findings: the selection under -n 2 with them")
         differ = self._check_n2(ids, serial)
+        back = self._give_back(differ) if differ else []
         rekept = self._rekeep(differ, serial) if differ else []
+        if back:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping the {plural(len(back), 'group')} of fixture users "
+                  f"{', '.join(map(_quote, back))} after all")
         if rekept:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
                   "next to them, and checking again")
+        if back or rekept:
             differ = self._check_n2(ids, serial)
         self.found.not_fixed = differ
         if not differ:
             write("dagorder: with the findings, -n 2 gave the serial outcomes")
+
+    def _unneeded_groups(self, ids: list[str], serial: dict[str, Result],
+                         write: _Write) -> None:
+        """Drop each group of fixture users that only a fixed path the fixture writes
+        made (no overlap of its tests clashed) when two instances of the fixture
+        taking turns leave every outcome as serially: its users in serial order,
+        the first and the last in one process, the others in a second one (each
+        tears down toward its own next test, as a worker does), so the second
+        instance is set up and torn down while the first is alive and its last
+        test runs after that.  Groups of two tests (no turn to take), of several
+        fixture instances, or past the budget are kept unchecked."""
+        if not FORKS:
+            return
+        clashed = {k for i, j, _ in self.found.conflicts for k in (i, j)}
+        group_of = {k: name for name, members in self.found.groups.items() for k in members}
+        for first, last, path in self.found.fixture_paths:
+            name = group_of.get(first)
+            if name is None or name in self.found.dropped or name != group_of.get(last):
+                continue
+            members = self.found.groups.get(name, [])
+            shared = set.intersection(*(_wide_instances(self.items[k]) for k in members)) \
+                if members else set()
+            if len(members) < 3 or not shared or not clashed.isdisjoint(members):
+                continue
+            if self._stopped():
+                return
+            run = sorted({*members, *(p for k in members for p in self._found_before(k))})
+            got: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                got = self._run(sandbox, [ids[k] for k in run],
+                                lane=[ids[k] for k in members[1:-1]], limit=self.timeout)
+            finally:
+                self.pool.put(sandbox)
+            if KILLED in got or not all(
+                    got.get(ids[k], FAILED).outcome == serial.get(ids[k], FAILED).outcome
+                    for k in members):
+                continue
+            self.found.dropped[name] = self.found.groups.pop(name)
+            write(f"dagorder: the fixture {ids[first]} and {ids[last]} share writes {path}, "
+                  f"but its {len(members)} tests gave the serial outcomes with two instances "
+                  "of it taking turns: no group needed")
+
+    def _found_before(self, k: int) -> set[int]:
+        """The missing prerequisites found for ``k``, transitively."""
+        seen: set[int] = set()
+        stack = [k]
+        while stack:
+            for p in self.found.needs.get(stack.pop(), ()):
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
+
+    def _give_back(self, differ: list[str]) -> list[str]:
+        """The dropped groups with a test that differed under ``-n 2``, kept again."""
+        wrong = {self.order[nid] for nid in differ if nid in self.order}
+        back = [name for name, members in self.found.dropped.items()
+                if not wrong.isdisjoint(members)]
+        for name in back:
+            self.found.groups[name] = self.found.dropped.pop(name)
+        return back
 
     def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
         """The tests whose outcome under ``-n 2`` with the findings differs from serial."""
