@@ -269,3 +269,44 @@ def test_a_fixture_path_group_the_tests_do_not_need_is_dropped(dagtester: DagTes
     assert "xdist_group" not in result.stdout.str()
     edges = dagtester.path / "edges.json"
     assert not edges.exists() or json.loads(edges.read_text()).get("groups", []) == []
+
+
+#: test_x gives another outcome under xdist once (the first -n 2 check: it
+#: leaves a flag outside the rootdir, which no probe copy resets); test_e only
+#: needs the order.  Its edge is kept again for sharing test_x's module, then
+#: lifted once more by a run that gives the serial outcomes.
+ONCE_UNDER_N = """
+    import os, pathlib
+    from pytest_dagorder import depends_on
+    FLAG = pathlib.Path(FLAG_PATH)
+
+    def test_p():
+        pass
+
+    @depends_on("test_p")
+    def test_e():
+        pass
+
+    def test_x():
+        if os.environ.get("PYTEST_XDIST_WORKER") and not FLAG.exists():
+            FLAG.write_text("once")
+            raise AssertionError("the first run under xdist")
+"""
+
+
+def test_an_edge_kept_again_only_for_its_module_is_lifted_once_more(
+        dagtester: DagTester) -> None:
+    flag = dagtester.path.parent / f"{dagtester.path.name}-flag"
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(ONCE_UNDER_N).replace(
+        "FLAG_PATH", repr(str(flag))))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 1 of 1 edge separable*",
+        "dagorder: -n 2 gave other outcomes for 1 test; keeping 1 declared edge evidence "
+        "had lifted next to them, and checking again",
+        "dagorder: lifting the 1 edge kept only for their module again gave the serial "
+        "outcomes: they stay lifted",
+        "dagorder: with the findings, -n 2 gave the serial outcomes"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [("test_f.py::test_e", True)]

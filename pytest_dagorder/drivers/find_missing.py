@@ -536,6 +536,7 @@ class MissingFinder:
         write("dagorder: checking the findings: the selection under -n 2 with them")
         differ = self._check_n2(ids, serial)
         back = self._give_back(differ) if differ else []
+        lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
         if back:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
@@ -546,10 +547,38 @@ class MissingFinder:
                   f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
                   "next to them, and checking again")
         if back or rekept:
-            differ = self._check_n2(ids, serial)
+            first, differ = differ, self._check_n2(ids, serial)
+            if not differ and rekept:
+                self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
         if not differ:
             write("dagorder: with the findings, -n 2 gave the serial outcomes")
+
+    def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
+                         lifted: list[edges_file.Verdict], differed: set[str],
+                         write: _Write) -> None:
+        """The edges kept again only for sharing a module with a test that differed
+        (their own dependent did not) lifted once more, as their fresh-process
+        probe said, in one more ``-n 2`` run: kept lifted if it gives the serial
+        outcomes, else kept as the run before (which gave them)."""
+        before = {(v.test, v.after): v for v in lifted}
+        trial = []
+        for v in self.found.verdicts:
+            was = before.get((v.test, v.after))
+            again = was is not None and was.separable and not v.separable \
+                and v.test not in differed
+            trial.append(was if again and was is not None else v)
+        changed = sum(a is not b for a, b in zip(trial, self.found.verdicts, strict=True))
+        if not changed or self._stopped():
+            return
+        kept, self.found.verdicts = self.found.verdicts, trial
+        if self._check_n2(ids, serial):
+            self.found.verdicts = kept
+            write(f"dagorder: lifting the {plural(changed, 'edge')} kept only for their "
+                  "module again gave other outcomes: they stay kept")
+            return
+        write(f"dagorder: lifting the {plural(changed, 'edge')} kept only for their "
+              "module again gave the serial outcomes: they stay lifted")
 
     def _unneeded_groups(self, ids: list[str], serial: dict[str, Result],
                          write: _Write) -> None:
