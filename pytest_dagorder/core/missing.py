@@ -40,6 +40,12 @@ class SearchStopped(Exception):
     """A probe callback raises this to end a search early (the time budget ran out)."""
 
 
+class NotReproducible(SearchStopped):
+    """The test did not pass with any subset of its prefix the search reached,
+    though the serial run passed it after the whole prefix: the probes do not
+    reproduce the serial run (state outside what a probe starts from)."""
+
+
 def _first_pass(lo: int, hi: int, with_prefix: Callable[[int], list[int]],
                 probes: Probes, width: int) -> int:
     """The smallest ``k`` in ``(lo, hi]`` seen to pass while ``k - 1`` fails.
@@ -86,8 +92,12 @@ def needed(size: int, probes: Probes, *, width: int = 1,
         if probes([found])[0]:
             break
         hi = boundary - 1
-        if hi == 0:  # nothing left below: the found set is what the prefix gives
-            break
+        if hi == 0:
+            # Each round ends on a set seen to pass (or the whole prefix, which the
+            # serial run passed) and the next adds its boundary test to what was
+            # found: only probes that do not repeat the serial run reach nothing
+            # left below without a passing found set.
+            raise NotReproducible
     # 1-minimal: drop each found test the others make unnecessary (earliest first).
     k = 0
     while len(found) > 1 and k < len(found):

@@ -57,6 +57,7 @@ import pytest
 
 from ..core.affinity import state_partition
 from ..core.missing import (
+    NotReproducible,
     SearchStopped,
     Touches,
     conflict_candidates,
@@ -99,6 +100,8 @@ SERIAL_IDLE: Final = 600.0
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: Tests named per list of the report (the rest are counted).
+SHOWN: Final = 10
 #: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
 POLL: Final = 0.2
 
@@ -247,6 +250,11 @@ class Findings:
     #: Groups of fixture users the check of the findings dropped (two instances
     #: of the fixture taking turns gave the serial outcomes): name -> its tests.
     dropped: dict[str, list[int]] = field(default_factory=dict)
+    #: Tests the probes did not repeat: run again at their serial place in a fresh
+    #: copy (the edge pass's serial run), or searched, they gave another outcome
+    #: than the serial pass (state outside the copies: a database server, a path
+    #: outside the rootdir): (position, outcome seen again; "" from the search).
+    unreproducible: dict[int, str] = field(default_factory=dict)
 
 
 class MissingFinder:
@@ -432,6 +440,12 @@ class MissingFinder:
                      "prerequisites in a fresh process" if dependents else ""))
             suspects = self._screen(ids, targets) if not one else targets
             self._ended("screening")
+            if suspects and dependents:
+                # Its serial run says which tests the probes repeat: a search of one
+                # they do not repeat bisects noise (every prefix fails).
+                cf.wait([edges_job])
+                again = self.found.unreproducible
+                suspects = [t for t in suspects if t not in again]
             write(f"dagorder: {plural(len(suspects), 'test')} "
                   f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
                   "them; searching")
@@ -552,7 +566,9 @@ class MissingFinder:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
         if not differ:
-            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+            write("dagorder: with the findings, -n 2 gave the serial outcomes"
+                  + (" (not compared: the tests the probes do not repeat, below)"
+                     if self.found.unreproducible else ""))
 
     def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
                          lifted: list[edges_file.Verdict], differed: set[str],
@@ -644,7 +660,8 @@ class MissingFinder:
         return back
 
     def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
-        """The tests whose outcome under ``-n 2`` with the findings differs from serial."""
+        """The tests whose outcome under ``-n 2`` with the findings differs from serial,
+        less those no probe repeats (their outcome there says nothing of the findings)."""
         sandbox = self.pool.get()
         try:
             sandbox.reset()
@@ -657,8 +674,8 @@ class MissingFinder:
             got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
             self.pool.put(sandbox)
-        return [nid for nid in ids if got.get(nid, FAILED).outcome
-                != serial.get(nid, FAILED).outcome]
+        return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
+                != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
 
     def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
         """Turn back to "one process" each separable verdict whose dependent
@@ -705,6 +722,7 @@ class MissingFinder:
             return
         longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
         alone: dict[str, Result] = {}
+        rerun: dict[str, Result] = {}
 
         def check(chunk: list[int]) -> None:
             # The serial run only up to the chunk's last test: its tests are checked.
@@ -712,14 +730,16 @@ class MissingFinder:
             sandbox = self.pool.get()
             try:
                 sandbox.reset()
-                self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
+                again = self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
                           into=found, alone_rules=self._batching(ids, serial, chunk),
                           alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
                           limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
             finally:
                 self.pool.put(sandbox)
+            again.pop(KILLED, None)
             with self.lock:
                 alone.update(found)
+                rerun.update(again)
 
         # Split in runs of the serial order, one per probe slot: each is a serial
         # prefix with its tests alone, so the slots the screening frees share it.
@@ -732,10 +752,30 @@ class MissingFinder:
         verdicts: list[edges_file.Verdict] = []
         n = len(ids)
         left = 0
+        # The serial order run again in a fresh copy: a test that does not repeat
+        # its serial outcome there depends on state no probe starts from.
+        for k, nid in enumerate(ids):
+            seen = rerun.get(nid)
+            if seen is not None and seen.outcome != serial.get(nid, FAILED).outcome:
+                self.found.unreproducible[k] = seen.outcome
+        again = self.found.unreproducible
         for d in dependents:
             got = alone.get(ids[d])
             if got is None:
                 left += 1
+                continue
+            moved = sorted(k for k in {d, *self._prerequisites(d)} if k in again)
+            if moved:
+                # Its probe ran after tests that did not repeat their serial outcome:
+                # the evidence is void, the edges stay kept.
+                first = moved[0]
+                for p in sorted(q for q in set(self.declared[d]) if q < n):
+                    verdicts.append(edges_file.Verdict(
+                        ids[d], ids[p], False,
+                        f"no evidence: {ids[first]} {again[first]} when the serial order "
+                        f"ran again in a fresh copy (serially: "
+                        f"{serial.get(ids[first], FAILED).outcome})",
+                        prints.of((ids[p], ids[d]))))
                 continue
             wanted = serial.get(ids[d], FAILED).outcome
             same = got.outcome == wanted
@@ -927,6 +967,9 @@ class MissingFinder:
                     found = fut.result()
                 except ProbeTimedOut:
                     self.found.timed_out.append(t)
+                    continue
+                except NotReproducible:
+                    self.found.unreproducible.setdefault(t, "")
                     continue
                 except SearchStopped:
                     unfinished.append(t)
@@ -1387,7 +1430,8 @@ class MissingFinder:
                   + (f"; phases not finished: {', '.join(left)}" if left else ""))
         if not found.needs and not found.conflicts and not found.groups:
             write("dagorder: no missing prerequisite and no conflict found"
-                  + (" so far" if stopped or time.monotonic() > self.deadline else ""))
+                  + (" so far" if stopped or time.monotonic() > self.deadline else "")
+                  + (" among the tests the probes repeat" if found.unreproducible else ""))
         for t in sorted(found.needs):
             names = [ids[p] for p in found.needs[t]]
             write(f"dagorder: {ids[t]} needs {', '.join(names)}")
@@ -1444,6 +1488,20 @@ class MissingFinder:
                   "serial pass) and was stopped:")
             for t in found.timed_out:
                 write(f"    {ids[t]}")
+        if found.unreproducible:
+            again = found.unreproducible
+            write(f"dagorder: {plural(len(again), 'test')} did not repeat the serial pass in "
+                  "a fresh copy of the rootdir (run again at their serial place, or after "
+                  "every set of earlier tests the search tried): they depend on state outside "
+                  "the copies that nothing resets between probes (a database server, a path "
+                  "outside the rootdir); they are not searched and the declared edges whose "
+                  "probe ran after them stay kept:")
+            for t in sorted(again)[:SHOWN]:
+                seen = again[t]
+                write(f"    {ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then "
+                                         f"{seen})" if seen else ""))
+            if len(again) > SHOWN:
+                write(f"    and {len(again) - SHOWN} more")
         if found.unpaired:
             write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that write one "
                   "path not overlapped (stopped):")
