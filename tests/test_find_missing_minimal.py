@@ -310,3 +310,45 @@ def test_an_edge_kept_again_only_for_its_module_is_lifted_once_more(
         "dagorder: with the findings, -n 2 gave the serial outcomes"])
     verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_f.py::test_e", True)]
+
+
+#: As ensembl-genomio's test_dbconnection_lite.py: the module fixture makes a
+#: file at a fixed name and removes it when the module ends, after its last
+#: test, which does not use the fixture: the removal is in that test's record.
+TORN_DOWN_AFTER_A_NON_USER = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def db():
+        (HERE / "db.txt").write_text("x")
+        yield HERE / "db.txt"
+        (HERE / "db.txt").unlink()
+
+    def test_one(db):
+        assert db.read_text() == "x"
+
+    def test_two(db):
+        assert db.read_text() == "x"
+
+    def test_three(db):
+        assert db.read_text() == "x"
+
+    def test_other():
+        pass
+"""
+
+
+def test_a_fixture_torn_down_after_a_test_that_does_not_use_it_keeps_its_users_together(
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_nu=textwrap.dedent(TORN_DOWN_AFTER_A_NON_USER))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: a fixture that test_nu.py::test_one and test_nu.py::test_three share "
+        "writes db.txt when set up and torn down: keep its 3 tests on one worker, "
+        '@pytest.mark.xdist_group("test_nu.py") on each'])
+    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
+    assert groups == [{"name": "test_nu.py", "tests": [
+        "test_nu.py::test_one", "test_nu.py::test_two", "test_nu.py::test_three"]}]

@@ -1569,18 +1569,28 @@ def _scoped(items: Sequence[pytest.Item],
 def _fixture_paths(items: Sequence[pytest.Item],
                    touches: Sequence[Touches]) -> list[tuple[int, int, str]]:
     """Per module or class fixture instance of the project with two users or more:
-    a path both its first user (where it was set up) and its last (where it was
-    torn down) wrote in the serial pass, as (first, last, path)."""
+    a path its first user (where it was set up) wrote in the serial pass, and
+    so did the last user or the last test of the module or class holding the
+    instance (where it was torn down: pytest ends a module's fixtures after
+    its last test, whether that test uses them or not), as (first user, last
+    user, path)."""
     users: dict[tuple[str, str, str], list[int]] = {}
+    last_of: dict[str, int] = {}
     for k, item in enumerate(items):
         for key in _wide_instances(item):
             users.setdefault(key, []).append(k)
+        node = item.nodeid
+        while "::" in node:
+            node = node.rsplit("::", 1)[0]
+            last_of[node] = k
     out: list[tuple[int, int, str]] = []
-    for members in users.values():
+    for (_, _, holder), members in users.items():
         first, last = members[0], members[-1]
-        if first == last or first >= len(touches) or last >= len(touches):
+        ends = {last, last_of.get(holder, last)}
+        if first == last or max(first, *ends) >= len(touches):
             continue
-        common = sorted(touches[first].writes & touches[last].writes)
+        common = sorted(touches[first].writes
+                        & set().union(*(touches[k].writes for k in ends)))
         if common:
             out.append((first, last, common[0]))
     return sorted(set(out))
