@@ -385,3 +385,43 @@ def test_tests_alone_share_a_fresh_process_and_a_failure_there_is_taken_anew(
     assert ["read", "free_a", "free_b"] in runs
     assert ["free_c", "free_d"] in runs
     assert ["chained"] in runs
+
+
+#: A table outside the rootdir (as a database server's): test_insert adds its
+#: row and fails if the row is there already; test_count depends on it and
+#: reads the table.  Nothing resets the table between probes, so after the
+#: serial pass no probe repeats test_insert's outcome.
+OUTSIDE = """
+    import pathlib
+    from pytest_dagorder import depends_on
+    TABLE = pathlib.Path(TABLE_PATH)
+
+    def test_insert():
+        rows = TABLE.read_text().splitlines() if TABLE.exists() else []
+        assert "row" not in rows, "duplicate key"
+        TABLE.write_text("\\n".join([*rows, "row"]))
+
+    @depends_on("test_insert")
+    def test_count():
+        assert "row" in TABLE.read_text().splitlines()
+"""
+
+
+def test_tests_the_probes_do_not_repeat_are_named_and_their_edges_kept(
+        dagtester: DagTester) -> None:
+    table = dagtester.path.parent / f"{dagtester.path.name}-table"
+    dagtester.pytester.makepyfile(test_db=textwrap.dedent(OUTSIDE).replace(
+        "TABLE_PATH", repr(str(table))))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 0 of 1 edge separable*",
+        "dagorder: 2 tests did not repeat the serial pass in a fresh copy of the rootdir*"
+        "a database server*",
+        "    test_db.py::test_insert (passed, then failed)",
+        "    test_db.py::test_count (passed, then skipped)"])
+    assert "needs" not in result.stdout.str()
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [("test_db.py::test_count", False)]
+    assert verdicts[0]["probe"].startswith("no evidence: test_db.py::test_insert failed when "
+                                           "the serial order ran again in a fresh copy")

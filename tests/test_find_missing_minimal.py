@@ -227,3 +227,128 @@ def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(dagtester: DagT
     groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
     assert groups == [{"name": "test_fx.py", "tests": [
         "test_fx.py::test_one", "test_fx.py::test_two", "test_fx.py::test_three"]}]
+
+
+#: A module fixture appends to a log at a fixed path when set up and when torn
+#: down; no test reads the log.  Its users need no worker of their own: two
+#: instances of the fixture taking turns give the serial outcomes.
+FIXTURE_LOG = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def log():
+        with (HERE / "fixture.log").open("a") as f:
+            f.write("up\\n")
+        yield
+        with (HERE / "fixture.log").open("a") as f:
+            f.write("down\\n")
+
+    def test_one(log):
+        pass
+
+    def test_two(log):
+        pass
+
+    def test_three(log):
+        pass
+"""
+
+
+def test_a_fixture_path_group_the_tests_do_not_need_is_dropped(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_log=textwrap.dedent(FIXTURE_LOG))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: the fixture test_log.py::test_one and test_log.py::test_three share "
+        "writes fixture.log, but its 3 tests gave the serial outcomes with two instances "
+        "of it taking turns: no group needed",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: no missing prerequisite and no conflict found"])
+    assert "xdist_group" not in result.stdout.str()
+    edges = dagtester.path / "edges.json"
+    assert not edges.exists() or json.loads(edges.read_text()).get("groups", []) == []
+
+
+#: test_x gives another outcome under xdist once (the first -n 2 check: it
+#: leaves a flag outside the rootdir, which no probe copy resets); test_e only
+#: needs the order.  Its edge is kept again for sharing test_x's module, then
+#: lifted once more by a run that gives the serial outcomes.
+ONCE_UNDER_N = """
+    import os, pathlib
+    from pytest_dagorder import depends_on
+    FLAG = pathlib.Path(FLAG_PATH)
+
+    def test_p():
+        pass
+
+    @depends_on("test_p")
+    def test_e():
+        pass
+
+    def test_x():
+        if os.environ.get("PYTEST_XDIST_WORKER") and not FLAG.exists():
+            FLAG.write_text("once")
+            raise AssertionError("the first run under xdist")
+"""
+
+
+def test_an_edge_kept_again_only_for_its_module_is_lifted_once_more(
+        dagtester: DagTester) -> None:
+    flag = dagtester.path.parent / f"{dagtester.path.name}-flag"
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(ONCE_UNDER_N).replace(
+        "FLAG_PATH", repr(str(flag))))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 1 of 1 edge separable*",
+        "dagorder: -n 2 gave other outcomes for 1 test; keeping 1 declared edge evidence "
+        "had lifted next to them, and checking again",
+        "dagorder: lifting the 1 edge kept only for their module again gave the serial "
+        "outcomes: they stay lifted",
+        "dagorder: with the findings, -n 2 gave the serial outcomes"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [("test_f.py::test_e", True)]
+
+
+#: As ensembl-genomio's test_dbconnection_lite.py: the module fixture makes a
+#: file at a fixed name and removes it when the module ends, after its last
+#: test, which does not use the fixture: the removal is in that test's record.
+TORN_DOWN_AFTER_A_NON_USER = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def db():
+        (HERE / "db.txt").write_text("x")
+        yield HERE / "db.txt"
+        (HERE / "db.txt").unlink()
+
+    def test_one(db):
+        assert db.read_text() == "x"
+
+    def test_two(db):
+        assert db.read_text() == "x"
+
+    def test_three(db):
+        assert db.read_text() == "x"
+
+    def test_other():
+        pass
+"""
+
+
+def test_a_fixture_torn_down_after_a_test_that_does_not_use_it_keeps_its_users_together(
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_nu=textwrap.dedent(TORN_DOWN_AFTER_A_NON_USER))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: a fixture that test_nu.py::test_one and test_nu.py::test_three share "
+        "writes db.txt when set up and torn down: keep its 3 tests on one worker, "
+        '@pytest.mark.xdist_group("test_nu.py") on each'])
+    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
+    assert groups == [{"name": "test_nu.py", "tests": [
+        "test_nu.py::test_one", "test_nu.py::test_two", "test_nu.py::test_three"]}]

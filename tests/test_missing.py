@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dagorder.core.missing import (
+    NotReproducible,
     SearchStopped,
     Touches,
     conflict_candidates,
@@ -184,3 +185,18 @@ def test_a_resource_is_named_after_the_path_below_the_rootdir() -> None:
     assert resource_name("/proj/out/report.txt", "/proj") == "out_report.txt"
     assert resource_name("/tmp/shared.db", "/proj") == "tmp_shared.db"
     assert resource_name("/proj", "/proj") == "proj"
+
+
+def test_a_test_that_fails_whatever_ran_before_it_is_not_reproducible() -> None:
+    # The serial run passed it after the whole prefix, but no probe does (a
+    # database no probe resets): no set of tests is the answer.
+    asked: list[Sequence[int]] = []
+
+    def never(subsets: Sequence[Sequence[int]]) -> list[bool]:
+        asked.extend(subsets)
+        return [False for _ in subsets]
+
+    with pytest.raises(NotReproducible):
+        needed(40, never)
+    # One bisection, then the whole prefix once: not a bisection per test below.
+    assert len(asked) <= math.ceil(math.log2(40)) + 1, len(asked)

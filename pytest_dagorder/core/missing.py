@@ -40,15 +40,23 @@ class SearchStopped(Exception):
     """A probe callback raises this to end a search early (the time budget ran out)."""
 
 
+class NotReproducible(SearchStopped):
+    """The test did not pass with any subset of its prefix the search reached,
+    though the serial run passed it after the whole prefix: the probes do not
+    reproduce the serial run (state outside what a probe starts from)."""
+
+
 def _first_pass(lo: int, hi: int, with_prefix: Callable[[int], list[int]],
-                probes: Probes, width: int) -> int:
-    """The smallest ``k`` in ``(lo, hi]`` seen to pass while ``k - 1`` fails.
+                probes: Probes, width: int) -> tuple[int, bool]:
+    """The smallest ``k`` in ``(lo, hi]`` seen to pass while ``k - 1`` fails, and
+    whether any probe passed (if not, ``hi`` is taken on trust).
 
     Invariant: the probe fails at ``lo`` and passes at ``hi``; each round
     probes up to ``width`` points between them and keeps the first passing
     one and the point before it, so a probe that is not monotone in ``k``
     still ends on a boundary.
     """
+    seen = False
     while hi - lo > 1:
         gap = hi - lo
         count = min(width, gap - 1)
@@ -58,10 +66,11 @@ def _first_pass(lo: int, hi: int, with_prefix: Callable[[int], list[int]],
         for k, ok in zip(points, answers, strict=True):
             if ok:
                 new_hi = k
+                seen = True
                 break
             new_lo = k
         lo, hi = new_lo, new_hi
-    return hi
+    return hi, seen
 
 
 def needed(size: int, probes: Probes, *, width: int = 1,
@@ -81,13 +90,22 @@ def needed(size: int, probes: Probes, *, width: int = 1,
     hi = size
     while True:
         # Probes the first k tests of the prefix plus the ones found (all >= k).
-        boundary = _first_pass(0, hi, lambda k: [*range(k), *found], probes, width)
+        boundary, seen = _first_pass(0, hi, lambda k: [*range(k), *found], probes, width)
+        if not seen and not found and not probes([range(size)])[0]:
+            # Nothing short of the whole prefix passed, and the whole prefix (taken
+            # on the serial run's word) does not either: one probe ends the search
+            # where the rounds below would each bisect noise.
+            raise NotReproducible
         found.insert(0, boundary - 1)
         if probes([found])[0]:
             break
         hi = boundary - 1
-        if hi == 0:  # nothing left below: the found set is what the prefix gives
-            break
+        if hi == 0:
+            # Each round ends on a set seen to pass (or the whole prefix, which the
+            # serial run passed) and the next adds its boundary test to what was
+            # found: only probes that do not repeat the serial run reach nothing
+            # left below without a passing found set.
+            raise NotReproducible
     # 1-minimal: drop each found test the others make unnecessary (earliest first).
     k = 0
     while len(found) > 1 and k < len(found):

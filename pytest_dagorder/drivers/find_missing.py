@@ -57,6 +57,7 @@ import pytest
 
 from ..core.affinity import state_partition
 from ..core.missing import (
+    NotReproducible,
     SearchStopped,
     Touches,
     conflict_candidates,
@@ -99,6 +100,8 @@ SERIAL_IDLE: Final = 600.0
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: Tests named per list of the report (the rest are counted).
+SHOWN: Final = 10
 #: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
 POLL: Final = 0.2
 
@@ -244,6 +247,14 @@ class Findings:
     #: project that writes a path outside the session's temporary directory both
     #: at its set-up and at its teardown: its users stay on one worker.
     fixture_paths: list[tuple[int, int, str]] = field(default_factory=list)
+    #: Groups of fixture users the check of the findings dropped (two instances
+    #: of the fixture taking turns gave the serial outcomes): name -> its tests.
+    dropped: dict[str, list[int]] = field(default_factory=dict)
+    #: Tests the probes did not repeat: run again at their serial place in a fresh
+    #: copy (the edge pass's serial run), or searched, they gave another outcome
+    #: than the serial pass (state outside the copies: a database server, a path
+    #: outside the rootdir): (position, outcome seen again; "" from the search).
+    unreproducible: dict[int, str] = field(default_factory=dict)
 
 
 class MissingFinder:
@@ -429,6 +440,12 @@ class MissingFinder:
                      "prerequisites in a fresh process" if dependents else ""))
             suspects = self._screen(ids, targets) if not one else targets
             self._ended("screening")
+            if suspects and dependents:
+                # Its serial run says which tests the probes repeat: a search of one
+                # they do not repeat bisects noise (every prefix fails).
+                cf.wait([edges_job])
+                again = self.found.unreproducible
+                suspects = [t for t in suspects if t not in again]
             write(f"dagorder: {plural(len(suspects), 'test')} "
                   f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
                   "them; searching")
@@ -517,25 +534,134 @@ class MissingFinder:
                 del found.groups[name]
 
     def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
-        """The findings checked before they are given: the selection under ``-n 2``
-        with them, against the serial outcomes.  Where it differs, the declared
-        edges the findings lift next to a test that differed are kept again (the
-        fresh-process probe passed, the run did not: the run's evidence wins) and
-        the check runs once more; what still differs is named, not fixed."""
+        """The findings checked before they are given.  First the groups no failing
+        probe stands behind (a fixture writes a fixed path, no overlap clashed)
+        are tried on their own (``_unneeded_groups``): one whose tests pass with
+        two instances of the fixture taking turns is dropped.  Then the selection
+        under ``-n 2`` with what is left, against the serial outcomes.  Where it
+        differs, a dropped group with a test that differed is given back, and the
+        declared edges the findings lift next to a test that differed are kept
+        again (the fresh-process probe passed, the run did not: the run's
+        evidence wins), and the check runs once more; what still differs is
+        named, not fixed.  A finding a failing probe showed (a missing
+        prerequisite, a clash) is not dropped on a run that passes without it:
+        that run's schedule may only have missed the failing order."""
+        self._unneeded_groups(ids, serial, write)
         write("dagorder: checking the findings: the selection under -n 2 with them")
         differ = self._check_n2(ids, serial)
+        back = self._give_back(differ) if differ else []
+        lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
+        if back:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping the {plural(len(back), 'group')} of fixture users "
+                  f"{', '.join(map(_quote, back))} after all")
         if rekept:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
                   "next to them, and checking again")
-            differ = self._check_n2(ids, serial)
+        if back or rekept:
+            first, differ = differ, self._check_n2(ids, serial)
+            if not differ and rekept:
+                self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
         if not differ:
-            write("dagorder: with the findings, -n 2 gave the serial outcomes")
+            write("dagorder: with the findings, -n 2 gave the serial outcomes"
+                  + (" (not compared: the tests the probes do not repeat, below)"
+                     if self.found.unreproducible else ""))
+
+    def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
+                         lifted: list[edges_file.Verdict], differed: set[str],
+                         write: _Write) -> None:
+        """The edges kept again only for sharing a module with a test that differed
+        (their own dependent did not) lifted once more, as their fresh-process
+        probe said, in one more ``-n 2`` run: kept lifted if it gives the serial
+        outcomes, else kept as the run before (which gave them)."""
+        before = {(v.test, v.after): v for v in lifted}
+        trial = []
+        for v in self.found.verdicts:
+            was = before.get((v.test, v.after))
+            again = was is not None and was.separable and not v.separable \
+                and v.test not in differed
+            trial.append(was if again and was is not None else v)
+        changed = sum(a is not b for a, b in zip(trial, self.found.verdicts, strict=True))
+        if not changed or self._stopped():
+            return
+        kept, self.found.verdicts = self.found.verdicts, trial
+        if self._check_n2(ids, serial):
+            self.found.verdicts = kept
+            write(f"dagorder: lifting the {plural(changed, 'edge')} kept only for their "
+                  "module again gave other outcomes: they stay kept")
+            return
+        write(f"dagorder: lifting the {plural(changed, 'edge')} kept only for their "
+              "module again gave the serial outcomes: they stay lifted")
+
+    def _unneeded_groups(self, ids: list[str], serial: dict[str, Result],
+                         write: _Write) -> None:
+        """Drop each group of fixture users that only a fixed path the fixture writes
+        made (no overlap of its tests clashed) when two instances of the fixture
+        taking turns leave every outcome as serially: its users in serial order,
+        the first and the last in one process, the others in a second one (each
+        tears down toward its own next test, as a worker does), so the second
+        instance is set up and torn down while the first is alive and its last
+        test runs after that.  Groups of two tests (no turn to take), of several
+        fixture instances, or past the budget are kept unchecked."""
+        if not FORKS:
+            return
+        clashed = {k for i, j, _ in self.found.conflicts for k in (i, j)}
+        group_of = {k: name for name, members in self.found.groups.items() for k in members}
+        for first, last, path in self.found.fixture_paths:
+            name = group_of.get(first)
+            if name is None or name in self.found.dropped or name != group_of.get(last):
+                continue
+            members = self.found.groups.get(name, [])
+            shared = set.intersection(*(_wide_instances(self.items[k]) for k in members)) \
+                if members else set()
+            if len(members) < 3 or not shared or not clashed.isdisjoint(members):
+                continue
+            if self._stopped():
+                return
+            run = sorted({*members, *(p for k in members for p in self._found_before(k))})
+            got: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                got = self._run(sandbox, [ids[k] for k in run],
+                                lane=[ids[k] for k in members[1:-1]], limit=self.timeout)
+            finally:
+                self.pool.put(sandbox)
+            if KILLED in got or not all(
+                    got.get(ids[k], FAILED).outcome == serial.get(ids[k], FAILED).outcome
+                    for k in members):
+                continue
+            self.found.dropped[name] = self.found.groups.pop(name)
+            write(f"dagorder: the fixture {ids[first]} and {ids[last]} share writes {path}, "
+                  f"but its {len(members)} tests gave the serial outcomes with two instances "
+                  "of it taking turns: no group needed")
+
+    def _found_before(self, k: int) -> set[int]:
+        """The missing prerequisites found for ``k``, transitively."""
+        seen: set[int] = set()
+        stack = [k]
+        while stack:
+            for p in self.found.needs.get(stack.pop(), ()):
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
+
+    def _give_back(self, differ: list[str]) -> list[str]:
+        """The dropped groups with a test that differed under ``-n 2``, kept again."""
+        wrong = {self.order[nid] for nid in differ if nid in self.order}
+        back = [name for name, members in self.found.dropped.items()
+                if not wrong.isdisjoint(members)]
+        for name in back:
+            self.found.groups[name] = self.found.dropped.pop(name)
+        return back
 
     def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
-        """The tests whose outcome under ``-n 2`` with the findings differs from serial."""
+        """The tests whose outcome under ``-n 2`` with the findings differs from serial,
+        less those no probe repeats (their outcome there says nothing of the findings)."""
         sandbox = self.pool.get()
         try:
             sandbox.reset()
@@ -548,8 +674,8 @@ class MissingFinder:
             got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
             self.pool.put(sandbox)
-        return [nid for nid in ids if got.get(nid, FAILED).outcome
-                != serial.get(nid, FAILED).outcome]
+        return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
+                != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
 
     def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
         """Turn back to "one process" each separable verdict whose dependent
@@ -596,6 +722,7 @@ class MissingFinder:
             return
         longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
         alone: dict[str, Result] = {}
+        rerun: dict[str, Result] = {}
 
         def check(chunk: list[int]) -> None:
             # The serial run only up to the chunk's last test: its tests are checked.
@@ -603,14 +730,16 @@ class MissingFinder:
             sandbox = self.pool.get()
             try:
                 sandbox.reset()
-                self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
+                again = self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
                           into=found, alone_rules=self._batching(ids, serial, chunk),
                           alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
                           limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
             finally:
                 self.pool.put(sandbox)
+            again.pop(KILLED, None)
             with self.lock:
                 alone.update(found)
+                rerun.update(again)
 
         # Split in runs of the serial order, one per probe slot: each is a serial
         # prefix with its tests alone, so the slots the screening frees share it.
@@ -623,10 +752,30 @@ class MissingFinder:
         verdicts: list[edges_file.Verdict] = []
         n = len(ids)
         left = 0
+        # The serial order run again in a fresh copy: a test that does not repeat
+        # its serial outcome there depends on state no probe starts from.
+        for k, nid in enumerate(ids):
+            seen = rerun.get(nid)
+            if seen is not None and seen.outcome != serial.get(nid, FAILED).outcome:
+                self.found.unreproducible[k] = seen.outcome
+        again = self.found.unreproducible
         for d in dependents:
             got = alone.get(ids[d])
             if got is None:
                 left += 1
+                continue
+            moved = sorted(k for k in {d, *self._prerequisites(d)} if k in again)
+            if moved:
+                # Its probe ran after tests that did not repeat their serial outcome:
+                # the evidence is void, the edges stay kept.
+                first = moved[0]
+                for p in sorted(q for q in set(self.declared[d]) if q < n):
+                    verdicts.append(edges_file.Verdict(
+                        ids[d], ids[p], False,
+                        f"no evidence: {ids[first]} {again[first]} when the serial order "
+                        f"ran again in a fresh copy (serially: "
+                        f"{serial.get(ids[first], FAILED).outcome})",
+                        prints.of((ids[p], ids[d]))))
                 continue
             wanted = serial.get(ids[d], FAILED).outcome
             same = got.outcome == wanted
@@ -818,6 +967,9 @@ class MissingFinder:
                     found = fut.result()
                 except ProbeTimedOut:
                     self.found.timed_out.append(t)
+                    continue
+                except NotReproducible:
+                    self.found.unreproducible.setdefault(t, "")
                     continue
                 except SearchStopped:
                     unfinished.append(t)
@@ -1278,7 +1430,8 @@ class MissingFinder:
                   + (f"; phases not finished: {', '.join(left)}" if left else ""))
         if not found.needs and not found.conflicts and not found.groups:
             write("dagorder: no missing prerequisite and no conflict found"
-                  + (" so far" if stopped or time.monotonic() > self.deadline else ""))
+                  + (" so far" if stopped or time.monotonic() > self.deadline else "")
+                  + (" among the tests the probes repeat" if found.unreproducible else ""))
         for t in sorted(found.needs):
             names = [ids[p] for p in found.needs[t]]
             write(f"dagorder: {ids[t]} needs {', '.join(names)}")
@@ -1335,6 +1488,20 @@ class MissingFinder:
                   "serial pass) and was stopped:")
             for t in found.timed_out:
                 write(f"    {ids[t]}")
+        if found.unreproducible:
+            again = found.unreproducible
+            write(f"dagorder: {plural(len(again), 'test')} did not repeat the serial pass in "
+                  "a fresh copy of the rootdir (run again at their serial place, or after "
+                  "every set of earlier tests the search tried): they depend on state outside "
+                  "the copies that nothing resets between probes (a database server, a path "
+                  "outside the rootdir); they are not searched and the declared edges whose "
+                  "probe ran after them stay kept:")
+            for t in sorted(again)[:SHOWN]:
+                seen = again[t]
+                write(f"    {ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then "
+                                         f"{seen})" if seen else ""))
+            if len(again) > SHOWN:
+                write(f"    and {len(again) - SHOWN} more")
         if found.unpaired:
             write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that write one "
                   "path not overlapped (stopped):")
@@ -1402,18 +1569,28 @@ def _scoped(items: Sequence[pytest.Item],
 def _fixture_paths(items: Sequence[pytest.Item],
                    touches: Sequence[Touches]) -> list[tuple[int, int, str]]:
     """Per module or class fixture instance of the project with two users or more:
-    a path both its first user (where it was set up) and its last (where it was
-    torn down) wrote in the serial pass, as (first, last, path)."""
+    a path its first user (where it was set up) wrote in the serial pass, and
+    so did the last user or the last test of the module or class holding the
+    instance (where it was torn down: pytest ends a module's fixtures after
+    its last test, whether that test uses them or not), as (first user, last
+    user, path)."""
     users: dict[tuple[str, str, str], list[int]] = {}
+    last_of: dict[str, int] = {}
     for k, item in enumerate(items):
         for key in _wide_instances(item):
             users.setdefault(key, []).append(k)
+        node = item.nodeid
+        while "::" in node:
+            node = node.rsplit("::", 1)[0]
+            last_of[node] = k
     out: list[tuple[int, int, str]] = []
-    for members in users.values():
+    for (_, _, holder), members in users.items():
         first, last = members[0], members[-1]
-        if first == last or first >= len(touches) or last >= len(touches):
+        ends = {last, last_of.get(holder, last)}
+        if first == last or max(first, *ends) >= len(touches):
             continue
-        common = sorted(touches[first].writes & touches[last].writes)
+        common = sorted(touches[first].writes
+                        & set().union(*(touches[k].writes for k in ends)))
         if common:
             out.append((first, last, common[0]))
     return sorted(set(out))
