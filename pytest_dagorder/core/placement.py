@@ -47,7 +47,7 @@ always there.
 
 * :class:`Fences` (inside the queues, when some test is fenced): a task
   after a fence in serial order is handed out only once every task before
-  the fence has been, as xdist's own queue hands tests out in order
+  the fence has been, as a plain distributed queue hands tests out in order
   (pytest-order's ``order(-1)``: after every other test has been handed
   out).  Not a completion edge: it waits for starts, not ends, and joins no
   group.  A started group hands out its members across a fence (it is one
@@ -139,7 +139,7 @@ class Fences:
     between two fences (0 before the first); a task may be handed out once
     every task of an earlier stretch has been (started, or terminal without
     starting).  Handed out counts once: a task put back does not close a
-    fence again, as xdist's queue never takes a test back.
+    fence again, as a plain distributed queue never takes a test back.
     """
 
     __slots__ = ("_handed", "_left", "_open", "_segment")

@@ -1,7 +1,7 @@
 """The scheduler core: a synchronous state machine over a validated :class:`Graph`.
 
 Pure: no pytest, no threads, no clocks.  A driver (the serial plugin, the
-xdist controller, the thread-pool executor) feeds it events - a worker came or
+distributed controller, the thread-pool executor) feeds it events - a worker came or
 went, tasks were taken by a worker, a task finished with an outcome, a stop
 was requested - and reads its decisions: which tasks a worker should run
 next (:meth:`StateMachine.take`) and which tasks became skipped, with why
@@ -209,7 +209,7 @@ class Transition:
 
     def describe(self, name: Callable[[int], str],
                  worker_name: Callable[[Worker], str] | None = str) -> str:
-        """The move for people: ``released by test_a``, ``held on gw0 for test_a``,
+        """The move for people: ``released by test_a``, ``held on w0 for test_a``,
         ``skipped because prerequisite test_a failed``; ``worker_name``: how
         to name a worker (None: not at all, one process ran everything)."""
         worker = (None if self.worker is None or worker_name is None
@@ -351,7 +351,7 @@ class StateMachine:
         self._pending = [len(graph.requires[i]) + len(graph.after[i]) for i in range(n)]
         self._terminal_count = 0
         #: Every task terminal: the run is over (see the module docstring).  A
-        #: plain attribute, set where a task becomes terminal: xdist asks on
+        #: plain attribute, set where a task becomes terminal: a driver asks on
         #: every turn of its event loop.
         self.done = n == 0
         self._spec: set[int] = set()  # handed out speculatively (see take())

@@ -5,7 +5,7 @@ Pure, and about the DAG only: it names no pytest option, no other plugin.
 The sentences that do live with the layer that owns them
 (``glue/wording.py``: pytest's options and fixtures; ``migration/wording.py``:
 pytest-dependency's and pytest-depends' behaviour; ``distributed/wording.py``:
-xdist), so the core, the drivers and the migration layer word a decision
+the distributed run), so the core, the drivers and the migration layer word a decision
 alike: a test skipped by the controller, by a worker that held it, or by the
 serial runner reads the same.  tests/test_wording.py pins each text; change
 one there and here together.
@@ -123,8 +123,8 @@ def some_of(names: Sequence[str], shown: int = 3) -> str:
 def move(cause: str, by: str | None, worker: str | None, detail: str | None,
          waited: int = 0) -> str:
     """One move of a test, by its cause (a key of the state machine's
-    ``TRANSITIONS``): ``released by test_a``, ``held on gw0 for test_a``,
-    ``started on gw1 after 3 tests started on other workers``, ``skipped
+    ``TRANSITIONS``): ``released by test_a``, ``held on w0 for test_a``,
+    ``started on w1 after 3 tests started on other workers``, ``skipped
     because prerequisite test_a failed``; ``worker`` None: not named."""
     on = "" if worker is None else f" on {worker}"
     if cause == "free":
@@ -188,23 +188,9 @@ def module_returns(modules: Sequence[str]) -> str:
             "workers were busy")
 
 
-def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
-    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
-    whole; ``names``: the documents' files."""
-    if dist == "loadfile":
-        what = plural(scopes, "file")
-    elif dist == "loadscope":
-        what = f"{plural(scopes, 'scope')} (classes, modules)"
-    else:
-        what = f"{plural(scopes, 'document')} (files of non-Python test items)"
-    shown = f": {', '.join(names[:5])}" if names else ""
-    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
-    return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
-
-
 def group_name(first: str, label: str | None) -> str:
-    """A group as its users know it: by the ``label`` that formed it (an
-    ``xdist_group``, a document), else by its first test."""
+    """A group as its users know it: by the ``label`` that formed it (a group
+    the user named, a document), else by its first test."""
     return f"the group of {first}" if label is None else label
 
 

@@ -22,7 +22,7 @@ from ..core import wording
 from ..core.errors import DependencyError
 from . import wording as glue_wording
 from .declarations import Problem
-from .facts import Census, Facts
+from .facts import DOCUMENT, Census, Facts, kept_whole
 from .loading import Later
 from .resources import resources_in_use, unused_limits
 from .settings import AffinityMode, Settings
@@ -207,7 +207,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     explicit: list[str | None] = list(facts.xdist_groups) or [None] * n
     chains = ({} if mode == "none" else
               affinity.serial_modules(facts.module_scopes, facts.runtime_depends))
-    whole = affinity.kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
+    whole = kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
                        facts.documents)
     chained = {k: list(a) for k, a in after.items()}
     for label, members in itertools.chain(
@@ -273,9 +273,9 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if chains:
         header.append(migration_wording.runtime_depends_header(len(chains)))
     if whole:
-        header.append(wording.kept_whole_header(dist, len(whole), [
-            label.removeprefix(f"{affinity.DOCUMENT} ") for label in whole
-            if label.startswith(affinity.DOCUMENT)]))
+        header.append(glue_wording.kept_whole_header(dist, len(whole), [
+            label.removeprefix(f"{DOCUMENT} ") for label in whole
+            if label.startswith(DOCUMENT)]))
     used = resources_in_use(facts.resources)
     if used:
         header.append(wording.limits_header(settings.limits, used))

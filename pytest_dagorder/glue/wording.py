@@ -322,3 +322,17 @@ def strict_problem(what: str) -> str:
     """--dag-strict: what the original plugin would skip or warn through, as an error."""
     return (f"{what} (--dag-strict: an error here; the original plugin would skip or warn "
             "and go on)")
+
+
+def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
+    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
+    whole; ``names``: the documents' files."""
+    if dist == "loadfile":
+        what = plural(scopes, "file")
+    elif dist == "loadscope":
+        what = f"{plural(scopes, 'scope')} (classes, modules)"
+    else:
+        what = f"{plural(scopes, 'document')} (files of non-Python test items)"
+    shown = f": {', '.join(names[:5])}" if names else ""
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
