@@ -56,7 +56,6 @@ prerequisites form a cycle between groups is dissolved), and
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, final, get_args
@@ -65,6 +64,7 @@ from . import wording
 from .errors import name_of
 from .graph import Graph
 from .hand_out_ahead import HandOutAhead
+from .history import TRANSITIONS, History, Transition
 from .module_runs import ModuleRuns
 from .placement import (
     AffinityGroups,
@@ -168,54 +168,6 @@ def blocked_skip(
     outcome = prereq_outcome or "not run"
     return Skip(task, wording.prerequisite_ended(p, outcome, cause), prereq, prereq, outcome,
                 root_cause=cause)
-
-
-_W, _R, _RUN = State.WAITING, State.READY, State.RUNNING
-_P, _F, _S = State.PASSED, State.FAILED, State.SKIPPED
-
-#: Every move a task makes, with the causes that may make it.  A move is
-#: recorded (with :class:`Transition`) only where the machine keeps a history.
-TRANSITIONS: Final[Mapping[tuple[State, State], frozenset[str]]] = {
-    (_W, _R): frozenset({"free", "released"}),  # no prerequisite / its last one ended
-    (_R, _RUN): frozenset({"started"}),
-    (_W, _RUN): frozenset({"held"}),  # behind prerequisites running on that worker
-    (_RUN, _R): frozenset({"put back"}),  # its worker left
-    (_RUN, _W): frozenset({"put back"}),  # held there, its prerequisites still open
-    **{(b, a): frozenset({"ended"}) for b in (_W, _R, _RUN) for a in (_P, _F)},
-    (_W, _F): frozenset({"ended", "failed check"}),  # a checked prerequisite did not pass
-    **{(b, _S): frozenset({"skipped"}) for b in (_W, _R, _RUN)},
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One move of a task and its cause (a key of :data:`TRANSITIONS`).
-
-    ``by``: the task whose end caused it (released by, skipped or failed
-    because of), or, held, the prerequisite it was held for; ``worker``:
-    where it started, was held, was put back from or ended; ``detail``: the
-    outcome it ended with, or the skip's reason; ``waited``: started, how
-    many tasks started on other workers while it was ready and its affinity
-    group was running on this worker (placement kept it for that worker).
-    """
-
-    before: State
-    after: State
-    cause: str
-    by: int | None = None
-    worker: Worker | None = None
-    detail: str | None = None
-    waited: int = 0
-
-    def describe(self, name: Callable[[int], str],
-                 worker_name: Callable[[Worker], str] | None = str) -> str:
-        """The move for people: ``released by test_a``, ``held on w0 for test_a``,
-        ``skipped because prerequisite test_a failed``; ``worker_name``: how
-        to name a worker (None: not at all, one process ran everything)."""
-        worker = (None if self.worker is None or worker_name is None
-                  else worker_name(self.worker))
-        return wording.move(self.cause, None if self.by is None else name(self.by), worker,
-                            self.detail, self.waited)
 
 
 def _or_checked(checked: Mapping[int, Sequence[int]],
@@ -365,14 +317,8 @@ class StateMachine:
         self._passed_on: dict[int, Worker] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
-        self._history: dict[int, list[Transition]] | None = {} if history else None
-        # With a history: the position in the run's starts at which each ready
-        # task became ready, and each worker's starts by position, so a start
-        # can say how many tasks started elsewhere while it was ready.
-        self._starts = 0
-        self._ready_at: dict[int, int] = {}
-        self._own_starts: dict[Worker, list[int]] = {}
-        self._group_began: dict[int, int] = {}  # by id() of the group: its first start
+        self._history = (History(lambda i: None if self._groups is None else self._groups.of[i])
+                         if history else None)
         chain = placement_chain(
             graph, self._rank, self.state, self._running_on, locality=locality,
             resources=resources, limits=limits, groups=groups, exclusive=exclusive,
@@ -426,9 +372,7 @@ class StateMachine:
             self._spec.discard(i)
             if self._pending[i]:
                 # Handed out speculatively, its prerequisites still open.
-                if self._history is not None:
-                    self._moved(i, State.WAITING, "put back", worker=worker)
-                self.state[i] = State.WAITING
+                self._move(i, State.WAITING, "put back", worker=worker)
             else:
                 self._make_ready(i, "put back", worker)
         self._placement.worker_removed(worker)
@@ -692,35 +636,28 @@ class StateMachine:
         """
         if self._history is None:
             raise ValueError("this state machine keeps no history (history=True keeps it)")
-        return list(self._history.get(task, ()))
+        return self._history.of(task)
 
     # ------------------------------------------------------------------ transitions
 
-    def _moved(self, i: int, after: State, cause: str, *, by: int | None = None,
-               worker: Worker | None = None, detail: str | None = None) -> None:
-        """Record task ``i``'s move (before its state changes), checked against
-        :data:`TRANSITIONS`."""
-        assert self._history is not None
+    def _move(self, i: int, after: State, cause: str, *, by: int | None = None,
+              worker: Worker | None = None, detail: str | None = None) -> None:
+        """The one place a task's state changes: the move is checked against
+        :data:`TRANSITIONS` (an unlisted one raises AssertionError), the ready
+        and terminal counters follow it, and, with a history, it is recorded
+        with its cause (``by``, ``worker``, ``detail``: see :class:`Transition`)."""
         before = self.state[i]
         check(cause in TRANSITIONS.get((before, after), ()),
               f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
-        waited = 0
+        if self._history is not None:
+            self._history.record(i, before, after, cause, by, worker, detail)
+        self.state[i] = after
+        if before is State.READY:
+            self._ready_count -= 1
         if after is State.READY:
-            self._ready_at[i] = self._starts
-        elif after is State.RUNNING and worker is not None:
-            own = self._own_starts.setdefault(worker, [])
-            group = None if self._groups is None else self._groups.of[i]
-            began = (self._starts if group is None
-                     else self._group_began.setdefault(id(group), self._starts))
-            since = self._ready_at.pop(i, self._starts)
-            if before is State.READY and began < since:
-                # Its group ran on this worker already when it became ready:
-                # every start elsewhere since is one it could not take.
-                waited = self._starts - since - (len(own) - bisect_left(own, since))
-            own.append(self._starts)
-            self._starts += 1
-        self._history.setdefault(i, []).append(
-            Transition(before, after, cause, by, worker, detail, waited))
+            self._ready_count += 1
+        elif after in TERMINAL:
+            self._terminal_count += 1
 
     def _held_for(self, task: int) -> int | None:
         """The first prerequisite ``task`` still waits on (it is held for its end)."""
@@ -730,10 +667,7 @@ class StateMachine:
 
     def _make_ready(self, i: int, cause: str, worker: Worker | None = None) -> None:
         """WAITING (or put back) -> READY, with no origin to be near."""
-        if self._history is not None:
-            self._moved(i, State.READY, cause, worker=worker)
-        self.state[i] = State.READY
-        self._ready_count += 1
+        self._move(i, State.READY, cause, worker=worker)
         self._placement.released((i,), None)
 
     def _start(self, i: int, worker: Worker) -> None:
@@ -741,19 +675,15 @@ class StateMachine:
         if worker not in self._workers:
             raise KeyError(worker)
         self._placement.started(i, worker)  # may refuse (raise) before anything changed
-        if self._history is not None:
-            self._moved(i, State.RUNNING, "started", worker=worker)
-        self.state[i] = State.RUNNING
-        self._ready_count -= 1
+        self._move(i, State.RUNNING, "started", worker=worker)
         self.where[i] = worker
         self._running_on[worker].add(i)
 
     def _hold(self, d: int, worker: Worker) -> None:
         """WAITING -> RUNNING on ``worker``, ahead of its prerequisites' end."""
         self._placement.started(d, worker)
-        if self._history is not None:
-            self._moved(d, State.RUNNING, "held", by=self._held_for(d), worker=worker)
-        self.state[d] = State.RUNNING
+        self._move(d, State.RUNNING, "held",
+                   by=self._held_for(d) if self._history is not None else None, worker=worker)
         self.where[d] = worker
         self._running_on[worker].add(d)
         self._spec.add(d)
@@ -765,74 +695,69 @@ class StateMachine:
         with ``origin`` (the worker the completion came from).  Iterative,
         so a long chain of skips cannot exhaust the stack.
         """
-        g = self.graph
-        states, terminal, pending = self.state, TERMINAL, self._pending
-        placement = self._placement
-        passed_all = self.on_failure == "run"
-        log = self._history is not None
         work = [(task, state)]
         while work:
             i, st = work.pop()
-            if states[i] in terminal:
+            if self.state[i].terminal:
                 continue
-            if log:
-                self._terminal_moved(i, st, origin if i == task else None)
-            if states[i] is State.READY:
-                self._ready_count -= 1
-            elif i in self._spec:
-                self._spec.discard(i)
-                if st is State.SKIPPED:  # skipped while held by a worker
-                    w = self.where.pop(i)
-                    self._running_on[w].discard(i)
-                    placement.ended(i)
-            states[i] = st
-            self._terminal_count += 1
-            placement.settled(i)
-            passed = passed_all or st is State.PASSED
-            released: list[int] = []
-            for d in g.dependents[i]:
-                if states[d] in terminal:
-                    continue
-                if passed:
-                    pending[d] -= 1
-                    if not pending[d]:
-                        released.append(d)
-                else:
-                    # After a stop, every task not started is skipped for the stop's reason.
-                    skip = (self._blocked(d, i) if self._stopped is None
-                            else Skip(d, self._stopped, None, None, None,
-                                      cause=self._stopped))
-                    self._record_skip(skip)
-                    work.append((d, State.SKIPPED))
-            for d in g.followers[i]:
-                if states[d] in terminal:
-                    continue
-                pending[d] -= 1
-                if not pending[d]:
-                    released.append(d)
+            self._end(i, st, origin if i == task else None)
+            released = self._settle(i, st, work)
             # A task held ahead is RUNNING already: its release changes nothing.
-            ready = [d for d in released if states[d] is State.WAITING]
+            ready = [d for d in released if self.state[d] is State.WAITING]
             if self._checks and ready:
                 ready = [d for d in ready if not self._fails_check(d, work)]
             if ready:
                 for d in ready:
-                    if log:
-                        self._moved(d, State.READY, "released", by=i)
-                    states[d] = State.READY
-                self._ready_count += len(ready)
-                placement.released(ready, origin)
-        self.done = self._terminal_count == len(states)
+                    self._move(d, State.READY, "released", by=i)
+                self._placement.released(ready, origin)
+        self.done = self._terminal_count == len(self.state)
 
-    def _terminal_moved(self, i: int, st: State, origin: Worker | None) -> None:
-        """Record the move of ``i`` to terminal ``st`` with its cause."""
+    def _end(self, i: int, st: State, origin: Worker | None) -> None:
+        """Task ``i`` moves to terminal ``st``, with its cause; held on a worker
+        and skipped, it leaves that worker first."""
+        if i in self._spec:
+            self._spec.discard(i)
+            if st is State.SKIPPED:  # skipped while held by a worker
+                w = self.where.pop(i)
+                self._running_on[w].discard(i)
+                self._placement.ended(i)
         if st is State.SKIPPED:
             skip = self.skips[i]
-            self._moved(i, st, "skipped", by=skip.prerequisite, detail=skip.reason)
+            self._move(i, st, "skipped", by=skip.prerequisite, detail=skip.reason)
         elif st is State.FAILED and i in self.fails:
             fail = self.fails[i]
-            self._moved(i, st, "failed check", by=fail.prerequisite, detail=fail.reason)
+            self._move(i, st, "failed check", by=fail.prerequisite, detail=fail.reason)
         else:
-            self._moved(i, st, "ended", worker=origin, detail=self.outcome[i])
+            self._move(i, st, "ended", worker=origin, detail=self.outcome[i])
+        self._placement.settled(i)
+
+    def _settle(self, i: int, st: State, work: list[tuple[int, State]]) -> list[int]:
+        """What terminal ``i`` (now ``st``) does to its dependents: each counts
+        down, or is skipped (queued in ``work``); returns those with nothing
+        left to wait on."""
+        g, states, pending = self.graph, self.state, self._pending
+        passed = self.on_failure == "run" or st is State.PASSED
+        released: list[int] = []
+        for d in g.dependents[i]:
+            if states[d].terminal:
+                continue
+            if passed:
+                pending[d] -= 1
+                if not pending[d]:
+                    released.append(d)
+            else:
+                # After a stop, every task not started is skipped for the stop's reason.
+                skip = (self._blocked(d, i) if self._stopped is None
+                        else Skip(d, self._stopped, None, None, None, cause=self._stopped))
+                self._record_skip(skip)
+                work.append((d, State.SKIPPED))
+        for d in g.followers[i]:
+            if states[d].terminal:
+                continue
+            pending[d] -= 1
+            if not pending[d]:
+                released.append(d)
+        return released
 
     def _fails_check(self, task: int, work: list[tuple[int, State]]) -> bool:
         """Whether released ``task`` fails for a checked prerequisite (queued in ``work``)."""
