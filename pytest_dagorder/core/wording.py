@@ -152,6 +152,53 @@ def history_line(test: str, moves: Sequence[str]) -> str:
     return f"{test}: {'; '.join(moves)}"
 
 
+def story_step(cause: str, by: str | None, by_outcome: str | None, worker: str | None,
+               detail: str | None, waited: int = 0, why: str = "") -> str:
+    """One step of a test's story, by its cause (a key of the state machine's
+    ``TRANSITIONS``): ``ready because test_a passed``, ``sent to w1``, ``passed
+    on w1``, ``skipped because prerequisite test_a failed (assert False)``.
+    ``by_outcome``: how ``by`` ended; ``worker`` None: one process ran
+    everything; ``why``: what ended the test, when it did not pass."""
+    on = "" if worker is None else f" on {worker}"
+    if cause == "free":
+        return "ready at the start"
+    if cause == "released":
+        ended = "passed" if by_outcome == "passed" else PHRASES.get(by_outcome or "", "ended")
+        return f"ready because {by} {ended}"
+    if cause == "held":
+        to = "ahead" if worker is None else f"to {worker} ahead"
+        return f"sent {to}, to start there the moment {by} ends"
+    if cause == "started":
+        late = (f", after {plural(waited, 'test')} started on other workers (kept for its "
+                "group's worker)" if waited else "")
+        return ("started" if worker is None else f"sent to {worker}") + late
+    if cause == "put back":
+        return f"put back: {worker} left" if worker is not None else "put back"
+    if cause == "skipped":
+        return f"skipped because {detail}"
+    if cause == "failed check":
+        return f"failed without running because {detail}"
+    outcome = detail or "not run"
+    said = outcome if outcome == "passed" else PHRASES.get(outcome, outcome)
+    return said + on + (f": {why}" if why else "")
+
+
+def story_declared(requires: Sequence[str], after: Sequence[str], needed_by: int) -> str:
+    """The first step of a test's story: what it waits for, and how many wait for it."""
+    parts = []
+    if requires:
+        parts.append(f"{', '.join(requires)} must pass first")
+    if after:
+        parts.append(f"runs after {', '.join(after)}")
+    waits = "; ".join(parts) or "no prerequisite"
+    return "declared: " + waits + (f"; needed by {plural(needed_by, 'test')}" if needed_by else "")
+
+
+def story_group(name: str, size: int) -> str:
+    """A step of a grouped test's story: the group it runs with, on one worker."""
+    return f"runs with {name} ({plural(size, 'test')}) on one worker, in serial order"
+
+
 #: --dag-explain, when no test was skipped, put back or kept waiting.
 NOTHING_TO_EXPLAIN: Final = ("dagorder: no test was skipped, put back or kept waiting "
                              "for its group's worker")
