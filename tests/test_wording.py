@@ -208,6 +208,34 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: "started on gw1 after 2 tests started on other workers" + glue_wording.FOR_ITS_GROUP,
      "started on gw1 after 2 tests started on other workers (kept for its affinity group's "
      "worker)"),
+    (lambda: wording.story_declared(["test_a", "test_b"], ["test_c"], 2),
+     "declared: test_a, test_b must pass first; runs after test_c; needed by 2 tests"),
+    (lambda: wording.story_declared([], [], 0), "declared: no prerequisite"),
+    (lambda: wording.story_group("the group of t.py::test_a", 3),
+     "runs with the group of t.py::test_a (3 tests) on one worker, in serial order"),
+    (lambda: wording.story_step("free", None, None, None, None), "ready at the start"),
+    (lambda: wording.story_step("released", "test_a", "passed", None, None),
+     "ready because test_a passed"),
+    (lambda: wording.story_step("released", "test_a", "failed", None, None),
+     "ready because test_a failed"),
+    (lambda: wording.story_step("held", "test_a", None, "gw0", None),
+     "sent to gw0 ahead, to start there the moment test_a ends"),
+    (lambda: wording.story_step("started", None, None, "gw1", None, 2),
+     "sent to gw1, after 2 tests started on other workers (kept for its group's worker)"),
+    (lambda: wording.story_step("started", None, None, None, None), "started"),
+    (lambda: wording.story_step("put back", None, None, "gw1", None), "put back: gw1 left"),
+    (lambda: wording.story_step("ended", None, None, "gw1", "error", why="boom"),
+     "had an error on gw1: boom"),
+    (lambda: wording.story_step("skipped", "test_a", None, None, "prerequisite test_a failed"),
+     "skipped because prerequisite test_a failed"),
+    (lambda: glue_wording.story_title("t.py::test_b"),
+     "the story of t.py::test_b (pytest-dagorder --dag-explain)"),
+    (lambda: glue_wording.explain_unknown("t.py::test_bb", ["t.py::test_b"]),
+     "--dag-explain='t.py::test_bb' names no selected test; did you mean 't.py::test_b'? "
+     "(pytest --collect-only -q lists the node ids)"),
+    (lambda: glue_wording.explain_not_a_test("t.py"),
+     "--dag-explain='t.py' is not a test id; name one test as path::name, or give "
+     "--dag-explain alone to explain the whole run"),
 ]
 
 
