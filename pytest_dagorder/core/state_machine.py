@@ -248,6 +248,37 @@ def placement_chain(
 
 @final
 class StateMachine:
+    """The scheduler's state machine over ``graph`` (see the module docstring).
+
+    ``history``: keep every task's moves and their causes (:meth:`history`),
+    for a driver that explains a run; off, nothing is recorded (every move
+    is still checked against :data:`TRANSITIONS`).
+
+    ``modules``: per task, its module (None: none); ``module_fixtures``:
+    per task, whether it uses a fixture of module scope or wider.  With
+    both, a worker keeps each module's tests in one stretch where the
+    graph allows (see :mod:`.module_runs`).
+
+    The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
+    ``--failed-dependency-action=fail``) are settled at release: a task
+    whose checked prerequisite did not pass fails without running, a
+    decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
+    Such a task is never handed out ahead (its worker may not know those
+    outcomes).
+
+    ``fences``: positions before which serial order is kept in hand-out
+    (see :class:`~.placement.Fences`): a task at or past one is handed
+    out only once every task before it has been (pytest-order's
+    ``order(-1)`` test, fenced at its own position, goes after every
+    other test has gone).
+
+    Over 20 methods, in one class on purpose: the events and queries the
+    drivers call (each small), and the moves behind them, which share the
+    task lists and counters whose invariants :meth:`validate` checks; the
+    parts with state of their own are apart (placement, :class:`History`,
+    :class:`~.hand_out_ahead.HandOutAhead`).
+    """
+
     def __init__(
         self,
         graph: Graph,
@@ -265,27 +296,7 @@ class StateMachine:
         history: bool = False,
         fences: Sequence[int] = (),
     ) -> None:
-        """``history``: keep every task's moves and their causes (:meth:`history`),
-        for a driver that explains a run; off, nothing is recorded.
-
-        ``modules``: per task, its module (None: none); ``module_fixtures``:
-        per task, whether it uses a fixture of module scope or wider.  With
-        both, a worker keeps each module's tests in one stretch where the
-        graph allows (see :mod:`.module_runs`).
-
-        The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
-        ``--failed-dependency-action=fail``) are settled at release: a task
-        whose checked prerequisite did not pass fails without running, a
-        decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
-        Such a task is never handed out ahead (its worker may not know those
-        outcomes).
-
-        ``fences``: positions before which serial order is kept in hand-out
-        (see :class:`~.placement.Fences`): a task at or past one is handed
-        out only once every task before it has been (pytest-order's
-        ``order(-1)`` test, fenced at its own position, goes after every
-        other test has gone).
-        """
+        """See the class docstring."""
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
         n = len(graph)
@@ -323,21 +334,25 @@ class StateMachine:
             graph, self._rank, self.state, self._running_on, locality=locality,
             resources=resources, limits=limits, groups=groups, exclusive=exclusive,
             modules=modules, module_fixtures=module_fixtures, fences=fences)
+        self._wire(chain)
+        for i in range(n):
+            if not self._pending[i]:
+                self._make_ready(i, "free")
+
+    def _wire(self, chain: PlacementChain) -> None:
+        """Take the placement policies ``chain`` assembled, and the hand-out ahead over them."""
         self._placement = chain.placement
         self._groups = chain.groups
         #: Which module each worker is in (None: no module keeps fixtures).
         self.runs = chain.runs
         self._ahead = HandOutAhead(
-            graph, self._rank, self.state, self.where, self._running_on,
+            self.graph, self._rank, self.state, self.where, self._running_on,
             None if self._groups is None else self._groups.of,
             chain.constrained,
             self.runs,
             () if self._groups is None else self._groups.groups,
         )
         self._ahead.fences = chain.fences
-        for i in range(n):
-            if not self._pending[i]:
-                self._make_ready(i, "free")
 
     # ------------------------------------------------------------------ groups
 
