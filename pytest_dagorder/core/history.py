@@ -35,6 +35,15 @@ TRANSITIONS: Final[Mapping[tuple[State, State], frozenset[str]]] = {
 }
 
 
+def moves_allowed(table: Mapping[tuple[State, State], frozenset[str]]
+                  ) -> frozenset[tuple[str, str, str]]:
+    """``table`` as (before, after, cause) by the states' names: what the check
+    every move makes looks up (a name hashes at the speed of a str; an enum
+    member's hash is a Python call)."""
+    return frozenset((before._name_, after._name_, cause)
+                     for (before, after), causes in table.items() for cause in causes)
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     """One move of a task and its cause (a key of :data:`TRANSITIONS`).

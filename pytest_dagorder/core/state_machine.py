@@ -64,7 +64,7 @@ from . import wording
 from .errors import name_of
 from .graph import Graph
 from .hand_out_ahead import HandOutAhead
-from .history import TRANSITIONS, History, Transition
+from .history import TRANSITIONS, History, Transition, moves_allowed
 from .module_runs import ModuleRuns
 from .placement import (
     AffinityGroups,
@@ -168,6 +168,12 @@ def blocked_skip(
     outcome = prereq_outcome or "not run"
     return Skip(task, wording.prerequisite_ended(p, outcome, cause), prereq, prereq, outcome,
                 root_cause=cause)
+
+
+_WAITING, _READY, _RUNNING = State.WAITING, State.READY, State.RUNNING
+_PASSED, _FAILED, _SKIPPED = State.PASSED, State.FAILED, State.SKIPPED
+#: :data:`TRANSITIONS` as every move's check reads it.
+_ALLOWED: Final = moves_allowed(TRANSITIONS)
 
 
 def _or_checked(checked: Mapping[int, Sequence[int]],
@@ -662,16 +668,16 @@ class StateMachine:
         and terminal counters follow it, and, with a history, it is recorded
         with its cause (``by``, ``worker``, ``detail``: see :class:`Transition`)."""
         before = self.state[i]
-        check(cause in TRANSITIONS.get((before, after), ()),
-              f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
+        if (before._name_, after._name_, cause) not in _ALLOWED:
+            check(False, f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
         if self._history is not None:
             self._history.record(i, before, after, cause, by, worker, detail)
         self.state[i] = after
-        if before is State.READY:
+        if before is _READY:
             self._ready_count -= 1
-        if after is State.READY:
+        if after is _READY:
             self._ready_count += 1
-        elif after in TERMINAL:
+        elif after is not _WAITING and after is not _RUNNING:
             self._terminal_count += 1
 
     def _held_for(self, task: int) -> int | None:
@@ -710,36 +716,37 @@ class StateMachine:
         with ``origin`` (the worker the completion came from).  Iterative,
         so a long chain of skips cannot exhaust the stack.
         """
+        states, terminal = self.state, TERMINAL
         work = [(task, state)]
         while work:
             i, st = work.pop()
-            if self.state[i].terminal:
+            if states[i] in terminal:
                 continue
             self._end(i, st, origin if i == task else None)
             released = self._settle(i, st, work)
             # A task held ahead is RUNNING already: its release changes nothing.
-            ready = [d for d in released if self.state[d] is State.WAITING]
+            ready = [d for d in released if states[d] is _WAITING]
             if self._checks and ready:
                 ready = [d for d in ready if not self._fails_check(d, work)]
             if ready:
                 for d in ready:
-                    self._move(d, State.READY, "released", by=i)
+                    self._move(d, _READY, "released", by=i)
                 self._placement.released(ready, origin)
-        self.done = self._terminal_count == len(self.state)
+        self.done = self._terminal_count == len(states)
 
     def _end(self, i: int, st: State, origin: Worker | None) -> None:
         """Task ``i`` moves to terminal ``st``, with its cause; held on a worker
         and skipped, it leaves that worker first."""
         if i in self._spec:
             self._spec.discard(i)
-            if st is State.SKIPPED:  # skipped while held by a worker
+            if st is _SKIPPED:  # skipped while held by a worker
                 w = self.where.pop(i)
                 self._running_on[w].discard(i)
                 self._placement.ended(i)
-        if st is State.SKIPPED:
+        if st is _SKIPPED:
             skip = self.skips[i]
             self._move(i, st, "skipped", by=skip.prerequisite, detail=skip.reason)
-        elif st is State.FAILED and i in self.fails:
+        elif st is _FAILED and i in self.fails:
             fail = self.fails[i]
             self._move(i, st, "failed check", by=fail.prerequisite, detail=fail.reason)
         else:
@@ -750,11 +757,11 @@ class StateMachine:
         """What terminal ``i`` (now ``st``) does to its dependents: each counts
         down, or is skipped (queued in ``work``); returns those with nothing
         left to wait on."""
-        g, states, pending = self.graph, self.state, self._pending
-        passed = self.on_failure == "run" or st is State.PASSED
+        g, states, pending, terminal = self.graph, self.state, self._pending, TERMINAL
+        passed = self.on_failure == "run" or st is _PASSED
         released: list[int] = []
         for d in g.dependents[i]:
-            if states[d].terminal:
+            if states[d] in terminal:
                 continue
             if passed:
                 pending[d] -= 1
@@ -765,9 +772,9 @@ class StateMachine:
                 skip = (self._blocked(d, i) if self._stopped is None
                         else Skip(d, self._stopped, None, None, None, cause=self._stopped))
                 self._record_skip(skip)
-                work.append((d, State.SKIPPED))
+                work.append((d, _SKIPPED))
         for d in g.followers[i]:
-            if states[d].terminal:
+            if states[d] in terminal:
                 continue
             pending[d] -= 1
             if not pending[d]:
