@@ -79,6 +79,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     whatever the order of the ``-p`` options).
     """
     migration.take_over_early(early_config)
+    if settings.keep_bare_explain(args):
+        # pytest found the initial conftests' paths in its early parse, which
+        # read the word after a bare --dag-explain as its TEST_ID.
+        early_config.known_args_namespace.file_or_dir = (
+            parser.parse_known_args(args).file_or_dir)
     if getattr(early_config.known_args_namespace, "dag_find_missing", None) is not None:
         # The probes' environment: as the command started, before any conftest changed it.
         early_config.stash[settings.ENVIRONMENT] = dict(os.environ)

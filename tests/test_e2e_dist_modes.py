@@ -19,7 +19,8 @@ from helpers import (
 )
 from support.dagtester import DagTester
 
-from pytest_dagorder.core.affinity import DocumentKind, kept_whole
+from pytest_dagorder.core.affinity import DocumentKind
+from pytest_dagorder.glue.facts import kept_whole
 
 pytestmark = pytest.mark.dag_modes("own")
 

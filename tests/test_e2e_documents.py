@@ -112,8 +112,9 @@ def test_document_files_are_the_files_of_items_that_are_not_test_functions() -> 
         "file", None, "file", "module", "file", "module", None, "module", "file", None]
     # A file of one item is whole anyway; a module's docstrings keep its tests
     # with them; a lint check beside a module's tests does not.
-    assert document_files(ids, kinds) == {"a.steps": [0, 2, 4], "m.py": [5, 6, 7]}
-    assert document_files(ids, [None] * len(ids)) == {}
+    files = [nid.split("::", 1)[0] for nid in ids]
+    assert document_files(files, kinds) == {"a.steps": [0, 2, 4], "m.py": [5, 6, 7]}
+    assert document_files(files, [None] * len(ids)) == {}
 
 
 #: Sybil on Markdown, reStructuredText and Python docstrings.

@@ -8,6 +8,8 @@ that did not run or waited, with ``-v`` every test.  Serially and under
 
 from __future__ import annotations
 
+import fnmatch
+
 import pytest
 from support.dagtester import DagTester
 
@@ -131,3 +133,89 @@ def test_a_test_kept_for_its_groups_worker_says_how_long(dagtester: DagTester) -
         "workers (kept for its affinity group's worker); passed on gw?",
     ])
     assert [line.split(":")[2] for line in section(result)] == ["test_c"]
+
+
+def story(result: pytest.RunResult, test: str) -> list[str]:
+    """The story section's lines for ``test``, up to the next section."""
+    lines = result.stdout.lines
+    start = next(k for k, line in enumerate(lines)
+                 if f"the story of {test} (pytest-dagorder --dag-explain)" in line)
+    end = next((k for k in range(start + 1, len(lines)) if lines[k].startswith("=")),
+               len(lines))
+    return lines[start + 1:end]
+
+
+def test_one_tests_story_tells_its_moves_and_their_causes(dagtester: DagTester) -> None:
+    """``--dag-explain=TEST_ID``: what it waits for, what released it, where it
+    ran and how it ended; a skipped test's story names the root cause."""
+    dagtester.modules(**CHAIN)
+    result = dagtester.run("--dag-explain=test_m.py::test_c")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    assert story(result, "test_m.py::test_c") == [
+        "test_m.py::test_c",
+        "  1. declared: test_b must pass first",
+        *(["  2. runs with the group of test_m.py::test_a (3 tests) on one worker, in "
+           "serial order"] if dagtester.mode == "xdist" else []),
+        f"  {3 if dagtester.mode == 'xdist' else 2}. skipped because prerequisite test_b was "
+        "skipped: test_a failed (assert False)",
+    ]
+    assert "why tests waited or did not run" not in result.stdout.str()
+
+
+def test_a_released_tests_story_says_what_released_it_and_where_it_went(
+        dagtester: DagTester) -> None:
+    """test_b is released by test_a's pass (under --dag-on-failure=run no test
+    is held ahead on the worker of its prerequisite, and none shares a worker
+    with it: affinity none); under -n it is sent to a worker."""
+    dagtester.modules(test_m="""
+        def test_a():
+            mark("test_a")
+
+
+        @run_after("test_a")
+        def test_b():
+            mark("test_b")
+        """)
+    result = dagtester.run("--dag-explain=test_m.py::test_b", "--dag-on-failure=run",
+                           "--dag-affinity=none")
+    result.assert_outcomes(passed=2)
+    said = story(result, "test_m.py::test_b")
+    where = "" if dagtester.mode == "serial" else " on gw?"
+    sent = "started" if dagtester.mode == "serial" else "sent to gw?"
+    assert said[:3] == ["test_m.py::test_b", "  1. declared: runs after test_a",
+                        "  2. ready because test_a passed"], said
+    assert len(said) == 5, said
+    assert fnmatch.fnmatch(said[3], f"  3. {sent}"), said
+    assert fnmatch.fnmatch(said[4], f"  4. passed{where}"), said
+
+
+def test_an_unknown_test_id_is_a_usage_error_naming_close_ones(dagtester: DagTester) -> None:
+    dagtester.modules(**CHAIN)
+    result = dagtester.run("--dag-explain=test_m.py::test_cc")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --dag-explain='test_m.py::test_cc' names no selected test; did you mean "
+        "'test_m.py::test_c'*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert dagtester.ran() == {}
+
+
+@pytest.mark.dag_modes("serial")
+def test_a_value_that_is_no_test_id_is_a_usage_error(dagtester: DagTester) -> None:
+    dagtester.modules(**CHAIN)
+    result = dagtester.run("--dag-explain=test_m.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dag-explain='test_m.py' is not a test id*"])
+
+
+@pytest.mark.dag_modes("serial")
+def test_the_bare_option_before_a_path_keeps_the_path(dagtester: DagTester) -> None:
+    """``pytest --dag-explain test_m.py``: the path is not read as a TEST_ID."""
+    dagtester.modules(**CHAIN, test_other="""
+        def test_z():
+            mark("test_z")
+        """)
+    result = dagtester.run("--dag-explain", "test_m.py")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines([TITLE])
+    assert "test_z" not in dagtester.ran()

@@ -158,6 +158,38 @@ def test_the_core_words_nothing_of_pytest_xdist_or_other_plugins(name: str) -> N
     assert [text for text in said if PYTEST_NAMES.search(text)] == []
 
 
+#: What only the xdist side knows, anywhere in a core module's text (code, comments,
+#: docstrings): xdist and execnet by name, xdist's --dist modes and worker ids, and
+#: the node-id syntax (``path::name``; a slice ``[::-1]`` is not one).
+XDIST_WORDS = re.compile(
+    r"xdist|execnet|--dist\b|\bload(?:file|scope|group)\b|\bworksteal\b|\bgw\d|(?<!\[)::")
+
+
+def core_text_naming_xdist(text: str) -> list[str]:
+    """The lines of ``text`` that name xdist, execnet or node-id syntax."""
+    return [line.strip() for line in text.splitlines() if XDIST_WORDS.search(line)]
+
+
+def test_the_core_knows_nothing_of_xdist_or_node_ids() -> None:
+    """The adapters pass plain values (file paths split off, a scope per test,
+    worker handles): the core's own text never names xdist, execnet, a
+    ``--dist`` mode or how a node id is spelled."""
+    found = {path.name: lines for path in sorted((PACKAGE / "core").glob("*.py"))
+             if (lines := core_text_naming_xdist(path.read_text()))}
+    assert found == {}
+
+
+@pytest.mark.parametrize("line", ["path = nid.split(\"::\", 1)[0]", "if dist == \"loadfile\":",
+                                  "as ``--dist loadscope`` sends them", "execnet refuses it",
+                                  "held on gw0", "an ``xdist_group``"])
+def test_the_xdist_check_catches_each_kind(line: str) -> None:
+    assert core_text_naming_xdist(line) == [line]
+
+
+def test_the_xdist_check_lets_slices_and_workers_pass() -> None:
+    assert core_text_naming_xdist("path[::-1]\na worker's load\ndownload") == []
+
+
 @pytest.mark.parametrize("text", ["--dag-affinity=none lifts it", "add --lf", "under -n",
                                   "@pytest.mark.dependency", "a runtime depends() sees",
                                   "which execnet cannot send", "run alone (dag_exclusive)"])
@@ -210,3 +242,31 @@ def test_a_module_loaded_late_loads_on_its_first_public_name_only() -> None:
             "assert 'pytest_dagorder.glue.edges_file' not in sys.modules; "
             "m.apply; assert 'pytest_dagorder.glue.edges_file' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+#: Functions of the core over about 60 lines, not split yet (issue 52 point 5):
+#: a new one fails the check below; a split one must leave this list.
+LONG_CORE_FUNCTIONS = {"affinity.state_partition", "graph.build", "dag_executor.submit",
+                       "dag_scheduler.execute"}
+MAX_LINES = 62
+MAX_METHODS = 20
+
+
+def test_the_core_s_units_are_small_or_say_why() -> None:
+    """No class of core/ or runners/ has over 20 methods unless its docstring
+    says why ("Over 20 methods: ..."); no function is over about 60 lines
+    but the listed ones."""
+    big, long = [], set()
+    for folder in ("core", "runners"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    methods = [f for f in node.body if isinstance(f, ast.FunctionDef)]
+                    said = "Over 20 methods" in (ast.get_docstring(node) or "")
+                    if len(methods) > MAX_METHODS and not said:
+                        big.append(f"{path.stem}.{node.name}")
+                elif (isinstance(node, ast.FunctionDef)
+                      and (node.end_lineno or 0) - node.lineno + 1 > MAX_LINES):
+                    long.add(f"{path.stem}.{node.name}")
+    assert big == []
+    assert long == LONG_CORE_FUNCTIONS

@@ -1520,3 +1520,35 @@ def test_without_history_nothing_is_kept() -> None:
     sched = StateMachine(graph_of({"a": ""}))
     with pytest.raises(ValueError, match="keeps no history"):
         sched.history(0)
+
+
+def test_every_move_is_checked_against_the_table_even_without_history(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A move the table does not list is refused whether or not a history is
+    kept: here the table loses "a free task becomes ready"."""
+    from pytest_dagorder.core import state_machine
+    from pytest_dagorder.core.history import moves_allowed
+
+    table = {k: v for k, v in state_machine.TRANSITIONS.items()
+             if k != (State.WAITING, State.READY)}
+    monkeypatch.setattr(state_machine, "_ALLOWED", moves_allowed(table))
+    with pytest.raises(AssertionError, match="no transition waiting -> ready for 'free'"):
+        StateMachine(graph_of({"a": ""}))
+
+
+def test_one_function_writes_a_tasks_state() -> None:
+    """Read from the source: the state list is written in one place (``_move``),
+    so every move passes the table's check and is recorded with its cause."""
+    import ast
+    import inspect
+
+    from pytest_dagorder.core import state_machine
+
+    tree = ast.parse(inspect.getsource(state_machine))
+    writers = sorted(
+        func.name for func in ast.walk(tree) if isinstance(func, ast.FunctionDef)
+        for node in ast.walk(func) if isinstance(node, ast.Assign)
+        for target in node.targets if isinstance(target, ast.Subscript)
+        and isinstance(target.value, (ast.Attribute, ast.Name))
+        and getattr(target.value, "attr", getattr(target.value, "id", "")) in ("state", "states"))
+    assert writers == ["_move"]

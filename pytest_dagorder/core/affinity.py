@@ -3,7 +3,7 @@
 Pure (no pytest): tests connected by dependency edges *inside one scope*
 (module or class) form a group, so state one test leaves in its process
 (module globals, class attributes, module/class fixtures) is there for the
-next.  Explicit labels (``xdist_group``) join their tests too.
+next.  Explicit labels (a group the user named) join their tests too.
 
 Under ``--dag-affinity=state`` (the default) the rule is safe without
 reading any code (see :func:`state_groups`): every declared edge keeps its
@@ -45,64 +45,44 @@ def serial_modules(modules: Sequence[str | None],
 DocumentKind = Literal["file", "module"]
 
 
-def document_files(ids: Sequence[str],
+def document_files(files: Sequence[str],
                    kinds: Sequence[DocumentKind | None]) -> dict[str, list[int]]:
     """The tests (in index order) of each document that holds two or more of
-    them, by the file's path (its node id's first part), in index order of
-    the files.
+    them, by ``files`` (each test's file, as the driver names it), in index
+    order of the files.
 
     The items a plugin makes of one document share the document's namespace
-    and expect to run in file order, in one process, as ``--dist loadfile``
-    runs them; whatever collector stands above them (Sybil's stands for a
-    module), what tells is that they are not test functions.  The examples
-    of a module's docstrings run against the module, whose state its test
-    functions share: the module's tests stay with them, in file order.
+    and expect to run in file order, in one process; whatever collector
+    stands above them (Sybil's stands for a module), what tells is that they
+    are not test functions.  The examples of a module's docstrings run
+    against the module, whose state its test functions share: the module's
+    tests stay with them, in file order.
     """
     by_file: dict[str, list[int]] = {}
     with_tests: set[str] = set()
     for k, kind in enumerate(kinds):
         if kind is not None:
-            path = ids[k].split("::", 1)[0]
+            path = files[k]
             by_file.setdefault(path, []).append(k)
             if kind == "module":
                 with_tests.add(path)
     if with_tests:
         for k, kind in enumerate(kinds):
-            if kind is None and (path := ids[k].split("::", 1)[0]) in with_tests:
+            if kind is None and (path := files[k]) in with_tests:
                 by_file[path].append(k)
         for members in by_file.values():
             members.sort()
     return {path: members for path, members in by_file.items() if len(members) > 1}
 
 
-def kept_whole(dist: str, affinity: str, ids: Sequence[str], modules: Sequence[str | None],
-               classes: Sequence[str | None],
-               kinds: Sequence[DocumentKind | None] = ()) -> dict[str, list[int]]:
-    """Scopes whose tests run on one worker in collection order, by label, in index order.
-
-    ``--dist loadfile``: every file; ``--dist loadscope``: every class, and
-    every module for the tests outside classes (as xdist's own modes send
-    them).  Otherwise, unless the affinity is ``none``, the documents (see
-    :func:`document_files`; ``kinds`` empty: every test is a test function).
-    Scopes of one test are left out.
-    """
-    if dist == "loadfile":
-        scopes = [nid.split("::", 1)[0] for nid in ids]
-    elif dist == "loadscope":
-        scopes = [c or m or nid.split("::", 1)[0]
-                  for nid, m, c in zip(ids, modules, classes, strict=True)]
-    elif affinity == "none" or not kinds:
-        return {}
-    else:
-        return {f"{DOCUMENT} {path}": ks for path, ks in document_files(ids, kinds).items()}
+def shared_scopes(scopes: Sequence[str]) -> dict[str, list[int]]:
+    """The tests (in index order) of each scope that holds two or more, by scope,
+    in index order of the scopes: the scopes a driver keeps whole on one worker
+    (its caller chooses the scope key: a file, a class or module)."""
     by_scope: dict[str, list[int]] = {}
     for k, scope in enumerate(scopes):
         by_scope.setdefault(scope, []).append(k)
-    return {f"{dist} {scope}": ks for scope, ks in by_scope.items() if len(ks) > 1}
-
-
-#: The label :func:`kept_whole` gives a document, before its path.
-DOCUMENT = "document"
+    return {scope: ks for scope, ks in by_scope.items() if len(ks) > 1}
 
 
 #: Scopes a fixture instance outlives every module in: one instance per

@@ -1,8 +1,8 @@
 """How many tasks to hand a worker at once: a moving average of durations, and batches.
 
-Pure; shared by the xdist controller and the thread-pool runner.  One
-hand-out costs a fixed amount (a message each way and a barrier on an xdist
-worker; a lock round on a thread), so short tasks go out several at a time:
+Pure; shared by the distributed controller and the thread-pool runner.  One
+hand-out costs a fixed amount (a message each way and a barrier on a worker
+process; a lock round on a thread), so short tasks go out several at a time:
 about ``seconds`` of work per batch at the average duration, at most
 ``cap``.  The time bound keeps a stop prompt: what a worker holds when told
 to stop is done in about ``seconds``.

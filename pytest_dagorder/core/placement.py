@@ -47,7 +47,7 @@ always there.
 
 * :class:`Fences` (inside the queues, when some test is fenced): a task
   after a fence in serial order is handed out only once every task before
-  the fence has been, as xdist's own queue hands tests out in order
+  the fence has been, as a plain distributed queue hands tests out in order
   (pytest-order's ``order(-1)``: after every other test has been handed
   out).  Not a completion edge: it waits for starts, not ends, and joins no
   group.  A started group hands out its members across a fence (it is one
@@ -139,7 +139,7 @@ class Fences:
     between two fences (0 before the first); a task may be handed out once
     every task of an earlier stretch has been (started, or terminal without
     starting).  Handed out counts once: a task put back does not close a
-    fence again, as xdist's queue never takes a test back.
+    fence again, as a plain distributed queue never takes a test back.
     """
 
     __slots__ = ("_handed", "_left", "_open", "_segment")
@@ -197,8 +197,73 @@ class Fences:
             check(self._segment[i] >= self._open, f"task {i} is behind the open fence")
 
 
+@final
+class _ModuleQueues:
+    """Module runs' side of the ready queues: per module, its free tasks
+    released, by index (a heap; may hold stale ones).  Index order is the
+    run's order: inside a module, a worker runs what is ready as serial
+    pytest would, so the module's last test is the one its fixtures'
+    teardown reports on."""
+
+    __slots__ = ("_free", "_of_module", "_runs", "_state")
+
+    def __init__(self, runs: ModuleRuns, state: Sequence[State]) -> None:
+        self._runs = runs
+        self._state = state
+        self._of_module: dict[int, list[int]] = {}
+        self._free: set[int] = set()  # every task ever put into _of_module
+
+    def note(self, tasks: Sequence[int]) -> None:
+        """Note released free ``tasks`` under their modules (for a worker holding one)."""
+        module, of = self._runs.module, self._of_module
+        for i in tasks:
+            m = module[i]
+            if m >= 0:
+                heapq.heappush(of.setdefault(m, []), i)
+                self._free.add(i)
+
+    def pop(self, m: int, fences: Fences | None) -> int | None:
+        """The first READY free task of module ``m`` in the run's order, taken off its heap."""
+        ready = self._of_module.get(m)
+        state = self._state
+        while ready:
+            i = ready[0]
+            if state[i] is not _READY:
+                heapq.heappop(ready)
+            elif fences is not None and not fences.open(i):
+                return None  # behind a fence: so is the rest of the module, later in order
+            else:
+                return heapq.heappop(ready)
+        return None
+
+    def first(self, i: int, fences: Fences | None) -> int | None:
+        """The task a worker entering ``i``'s module starts with instead of ``i``,
+        taken off its heap: the module's first READY free task in the run's
+        order; None when none comes before ``i``, or ``i`` is not a free task
+        of a module (``i`` itself is then the one)."""
+        runs = self._runs
+        m = runs.module[i]
+        keep = m >= 0 and runs.keeps[i] and i in self._free
+        ready = self._of_module.get(m) if keep else None
+        if not ready:
+            return None
+        state = self._state
+        while ready and state[ready[0]] is not _READY:
+            heapq.heappop(ready)
+        if not ready or ready[0] >= i or (fences is not None and not fences.open(ready[0])):
+            return None
+        return heapq.heappop(ready)
+
+
 class ReadyQueues:
-    """Per-worker local queues, one global heap, stealing (see the module docstring)."""
+    """Per-worker local queues, one global heap, stealing (see the module docstring).
+
+    Over 20 methods: the :class:`Placement` protocol's eleven, four that the
+    wrapping policies use (:meth:`stand_in`, :meth:`enqueue`,
+    :meth:`push_entry`, :attr:`runs`) and the steps of :meth:`next_for`
+    over the one heap and the local queues they share (module runs' part
+    is :class:`_ModuleQueues`).
+    """
 
     def __init__(self, rank: Sequence[Rank], state: Sequence[State], *, locality: bool,
                  runs: ModuleRuns | None = None, fences: Fences | None = None) -> None:
@@ -206,14 +271,9 @@ class ReadyQueues:
         self._state = state
         self._locality = locality
         self.fences = fences
-        # Module runs (None: no test keeps module fixtures): per module, its
-        # free tasks released, by index (a heap; may hold stale ones).  Index
-        # order is the run's order: inside a module, a worker runs what is
-        # ready as serial pytest would, so the module's last test is the one
-        # its fixtures' teardown reports on.
+        # Module runs (None: no test keeps module fixtures).
         self._runs = runs
-        self._of_module: dict[int, list[int]] = {}
-        self._free: set[int] = set()  # every task ever put into _of_module
+        self._modules = None if runs is None else _ModuleQueues(runs, state)
         # Workers in the order they were added: the tie-break when stealing.
         self._local: dict[Worker, deque[int]] = {}
         self._heap: list[Rank] = []
@@ -258,8 +318,8 @@ class ReadyQueues:
 
     def enqueue(self, tasks: Sequence[int], origin: Worker | None) -> None:
         """:meth:`released` for ``tasks`` already in reverse priority order."""
-        if self._runs is not None:
-            self._by_module(tasks)
+        if self._modules is not None:
+            self._modules.note(tasks)
         if origin is not None and self._locality and origin in self._local:
             self._local[origin].extend(tasks)
             return
@@ -272,8 +332,8 @@ class ReadyQueues:
         heapq.heappush(self._heap, rank)
 
     def next_for(self, worker: Worker) -> int | None:
-        runs, fences = self._runs, self.fences
-        if runs is None:
+        runs, fences, modules = self._runs, self.fences, self._modules
+        if runs is None or modules is None:
             return (self._next(worker, None) if fences is None
                     else self._next_allowed(worker, fences.allows))
         held = runs.holding(worker)
@@ -281,7 +341,7 @@ class ReadyQueues:
             # A worker holding a module's fixtures goes on with that module
             # while any of it is ready: leaving it early would leave its
             # rest to other workers (another setup each) or bring it back.
-            i = self._pop_module(held)
+            i = modules.pop(held, fences)
             if i is not None:
                 return i
         allowed: Callable[[int, Worker], bool] = runs.allowed
@@ -295,8 +355,15 @@ class ReadyQueues:
             # than idle, unless an idle worker can take that (ModuleRuns).
             i = self._next_allowed(worker, idle)
         # Priority picks the module; inside it the worker starts where serial
-        # pytest would (see _of_module).
-        return None if i is None else self._first_of_module(i)
+        # pytest would (see _ModuleQueues).
+        if i is None:
+            return None
+        first = modules.first(i, fences)
+        if first is None:
+            return i
+        # ``i`` was taken off the heap or a local queue: it waits in the heap again.
+        heapq.heappush(self._heap, self._rank[i])
+        return first
 
     def _next_allowed(self, worker: Worker, allowed: Callable[[int, Worker], bool]) -> int | None:
         """:meth:`next_for` among the tasks ``allowed`` lets ``worker`` take."""
@@ -440,51 +507,6 @@ class ReadyQueues:
                 best = q
         return best.pop() if best is not None else None
 
-    def _by_module(self, tasks: Sequence[int]) -> None:
-        """Note released free ``tasks`` under their modules (for a worker holding one)."""
-        assert self._runs is not None
-        module, of = self._runs.module, self._of_module
-        for i in tasks:
-            m = module[i]
-            if m >= 0:
-                heapq.heappush(of.setdefault(m, []), i)
-                self._free.add(i)
-
-    def _pop_module(self, m: int) -> int | None:
-        """The first READY free task of module ``m`` in the run's order, taken off its heap."""
-        ready = self._of_module.get(m)
-        state = self._state
-        while ready:
-            i = ready[0]
-            if state[i] is not _READY:
-                heapq.heappop(ready)
-            elif self.fences is not None and not self.fences.open(i):
-                return None  # behind a fence: so is the rest of the module, later in order
-            else:
-                return heapq.heappop(ready)
-        return None
-
-    def _first_of_module(self, i: int) -> int:
-        """The task a worker entering ``i``'s module starts with instead of ``i``:
-        the module's first READY free task in the run's order (``i`` itself
-        when none comes before it, or ``i`` is not a free task of a module)."""
-        assert self._runs is not None
-        m = self._runs.module[i]
-        keep = m >= 0 and self._runs.keeps[i] and i in self._free
-        ready = self._of_module.get(m) if keep else None
-        if not ready:
-            return i
-        state = self._state
-        while ready and state[ready[0]] is not _READY:
-            heapq.heappop(ready)
-        if not ready or ready[0] >= i or (self.fences is not None
-                                          and not self.fences.open(ready[0])):
-            return i
-        first = heapq.heappop(ready)
-        # ``i`` was taken off the heap or a local queue: it waits in the heap again.
-        heapq.heappush(self._heap, self._rank[i])
-        return first
-
     def _drop_ended(self, worker: Worker) -> deque[int]:
         """Drop stale entries from the tops of ``worker``'s local queue and of the
         heap (the top of each is then a live one); returns that local queue.
@@ -600,6 +622,35 @@ class Group:
     spans: bool = False
 
 
+def _group_members(graph: Graph, labels: Sequence[Hashable | None]) -> list[list[int]]:
+    """The tasks of each group ``labels`` form (a label per task; None: free),
+    in index order, groups in order of their first task, once the groups
+    whose outside prerequisites form a cycle between groups are dissolved."""
+    ids: dict[Hashable, int] = {}
+    of = [-1] * len(graph)
+    for i, label in enumerate(labels):
+        if label is not None:
+            of[i] = ids.setdefault(label, len(ids))
+    of = _dissolve_group_cycles(graph, of, len(ids))
+    members: dict[int, list[int]] = {}
+    for i, g in enumerate(of):
+        if g >= 0:
+            members.setdefault(g, []).append(i)
+    return sorted(members.values(), key=lambda tasks: tasks[0])
+
+
+def _topo_places(graph: Graph) -> list[int]:
+    """Each task's place in the graph's serial order; empty where that is
+    index order (every edge leads back), as it is at no cost."""
+    topo = graph.topo
+    if topo == tuple(range(len(graph))):
+        return []
+    place = [0] * len(graph)
+    for k, i in enumerate(topo):
+        place[i] = k
+    return place
+
+
 @final
 class AffinityGroups(_Wrapping):
     """Wraps the :class:`ReadyQueues`: a group's tasks go to one worker, contiguously.
@@ -622,6 +673,12 @@ class AffinityGroups(_Wrapping):
     group never waits on anything but members before it (its outside
     prerequisites ended before the group started), so the order cannot
     stall a group.
+
+    Over 20 methods: the :class:`Placement` protocol's, the questions the
+    state machine asks about bindings (:meth:`bound_group`, :meth:`spans`,
+    :meth:`staying`, :meth:`unstarted`, :meth:`let_go`) and the steps of
+    queueing and binding a group, which all share the bindings and the
+    groups' counters.
     """
 
     def __init__(
@@ -641,38 +698,21 @@ class AffinityGroups(_Wrapping):
         if len(labels) != n:
             raise ValueError(f"groups has {len(labels)} entries for {n} tasks")
         self._running_on = running_on
-        ids: dict[Hashable, int] = {}
-        of = [-1] * n
-        for i, label in enumerate(labels):
-            if label is not None:
-                of[i] = ids.setdefault(label, len(ids))
-        of = _dissolve_group_cycles(graph, of, len(ids))
-        members: dict[int, list[int]] = {}
-        for i in range(n):
-            if of[i] >= 0:
-                members.setdefault(of[i], []).append(i)
+        members = _group_members(graph, labels)
         #: Per task, its group (None: a free task).
         self.of: list[Group | None] = [None] * n
         self._pos = [-1] * n  # a member's place in its group's serial order
         self.groups: list[Group] = []
-        place: list[int] = []
-        if members:
-            topo = graph.topo  # index order, at no cost, where every edge leads back
-            if topo != tuple(range(n)):
-                place = [0] * n
-                for k, i in enumerate(topo):
-                    place[i] = k
+        place = _topo_places(graph) if members else []
         self._outside_of: dict[int, list[Group]] = {}
-        # Number the surviving groups densely, in order of their first task.
-        for old in sorted(members, key=lambda k: members[k][0]):
-            tasks = members[old]
+        runs = queues.runs
+        for tasks in members:
             inside = set(tasks)
             outside = sorted({p for i in tasks for p in (*graph.requires[i], *graph.after[i])
                               if p not in inside})
             group = Group(len(self.groups), tasks, len(outside), len(tasks), len(tasks),
                           rank=min(rank[i] for i in tasks),
                           serial=sorted(tasks, key=place.__getitem__) if place else tasks)
-            runs = queues.runs
             if runs is not None:
                 group.spans = len({runs.module[i] for i in tasks}) > 1
             self.groups.append(group)

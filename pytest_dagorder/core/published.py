@@ -1,11 +1,11 @@
 """Values a test publishes for its dependents: the checks and the stores, without pytest.
 
 A prerequisite calls ``dag.publish(key, value)``; a dependent reads
-``dag.result(target)``.  Under xdist the values cross two process
+``dag.result(target)``.  In a distributed run the values cross two process
 boundaries (worker -> controller -> worker), so everything here is about
 what may cross and who may read it:
 
-* a value must be something execnet serialises by value (:data:`SCALARS`
+* a value must be something the process channel serialises by value (:data:`SCALARS`
   and the :data:`CONTAINERS` of them), checked when it is published, so the
   publishing test fails and never the worker or the controller;
 * its size is bounded (:data:`MAX_VALUE_BYTES` per value,
@@ -30,7 +30,7 @@ from typing import Final
 
 from . import wording
 
-#: Types that cross as they are (exact types: execnet refuses subclasses).
+#: Types that cross as they are (exact types: the channel's serialiser refuses subclasses).
 SCALARS: Final = (str, bytes, int, float, complex, bool, type(None))
 CONTAINERS: Final = (list, tuple, dict, set, frozenset)
 #: Size limits, in the bytes :func:`size_of` counts.  A value travels to the
@@ -39,11 +39,11 @@ CONTAINERS: Final = (list, tuple, dict, set, frozenset)
 #: path or id published instead.
 MAX_VALUE_BYTES: Final = 1024 * 1024
 MAX_TEST_BYTES: Final = 4 * 1024 * 1024
-#: Nesting deeper than this is refused: execnet's serialiser recurses.
+#: Nesting deeper than this is refused: the channel's serialiser recurses.
 MAX_DEPTH: Final = 100
 #: Bytes counted for a number, None, a container, or one entry of a container.
 ITEM_BYTES: Final = 8
-#: execnet 2.1 writes ints up to 2**31 - 1 in four bytes and larger ones as
+#: The channel's serialiser writes ints up to 2**31 - 1 in four bytes and larger ones as
 #: text, but has no text form for negative ones: below this it fails while
 #: sending (struct.error), which would break the worker, not the test.
 MIN_INT: Final = -(2**31)
@@ -294,7 +294,7 @@ class ResultStore:
 
     On a worker they come from the tests it ran itself and, ahead of each
     test that reads any, from the controller (:meth:`deliver`, called in
-    execnet's receiver thread); :meth:`wait_ready` lets the reader's
+    the channel's receiver thread); :meth:`wait_ready` lets the reader's
     fixture wait until the controller's delivery for it has arrived.
     """
 

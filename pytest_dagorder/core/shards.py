@@ -3,7 +3,7 @@
 Pure (no pytest).  A part must give, for each of its tests, the outcome the
 whole suite gives; so a test travels with everything it needs in one
 process: its prerequisites (``requires`` and ``after`` edges, transitively),
-the tests sharing a label with it (an ``xdist_group``, a module whose tests
+the tests sharing a label with it (a group the user named, a module whose tests
 call pytest-dependency's runtime ``depends()``).  Those are the connected
 components of the undirected graph of edges and labels; each one goes to one
 part whole.

@@ -1,7 +1,7 @@
 """The scheduler core: a synchronous state machine over a validated :class:`Graph`.
 
 Pure: no pytest, no threads, no clocks.  A driver (the serial plugin, the
-xdist controller, the thread-pool executor) feeds it events - a worker came or
+distributed controller, the thread-pool executor) feeds it events - a worker came or
 went, tasks were taken by a worker, a task finished with an outcome, a stop
 was requested - and reads its decisions: which tasks a worker should run
 next (:meth:`StateMachine.take`) and which tasks became skipped, with why
@@ -56,7 +56,6 @@ prerequisites form a cycle between groups is dissolved), and
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, final, get_args
@@ -65,6 +64,7 @@ from . import wording
 from .errors import name_of
 from .graph import Graph
 from .hand_out_ahead import HandOutAhead
+from .history import TRANSITIONS, History, Transition, moves_allowed
 from .module_runs import ModuleRuns
 from .placement import (
     AffinityGroups,
@@ -170,52 +170,10 @@ def blocked_skip(
                 root_cause=cause)
 
 
-_W, _R, _RUN = State.WAITING, State.READY, State.RUNNING
-_P, _F, _S = State.PASSED, State.FAILED, State.SKIPPED
-
-#: Every move a task makes, with the causes that may make it.  A move is
-#: recorded (with :class:`Transition`) only where the machine keeps a history.
-TRANSITIONS: Final[Mapping[tuple[State, State], frozenset[str]]] = {
-    (_W, _R): frozenset({"free", "released"}),  # no prerequisite / its last one ended
-    (_R, _RUN): frozenset({"started"}),
-    (_W, _RUN): frozenset({"held"}),  # behind prerequisites running on that worker
-    (_RUN, _R): frozenset({"put back"}),  # its worker left
-    (_RUN, _W): frozenset({"put back"}),  # held there, its prerequisites still open
-    **{(b, a): frozenset({"ended"}) for b in (_W, _R, _RUN) for a in (_P, _F)},
-    (_W, _F): frozenset({"ended", "failed check"}),  # a checked prerequisite did not pass
-    **{(b, _S): frozenset({"skipped"}) for b in (_W, _R, _RUN)},
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One move of a task and its cause (a key of :data:`TRANSITIONS`).
-
-    ``by``: the task whose end caused it (released by, skipped or failed
-    because of), or, held, the prerequisite it was held for; ``worker``:
-    where it started, was held, was put back from or ended; ``detail``: the
-    outcome it ended with, or the skip's reason; ``waited``: started, how
-    many tasks started on other workers while it was ready and its affinity
-    group was running on this worker (placement kept it for that worker).
-    """
-
-    before: State
-    after: State
-    cause: str
-    by: int | None = None
-    worker: Worker | None = None
-    detail: str | None = None
-    waited: int = 0
-
-    def describe(self, name: Callable[[int], str],
-                 worker_name: Callable[[Worker], str] | None = str) -> str:
-        """The move for people: ``released by test_a``, ``held on gw0 for test_a``,
-        ``skipped because prerequisite test_a failed``; ``worker_name``: how
-        to name a worker (None: not at all, one process ran everything)."""
-        worker = (None if self.worker is None or worker_name is None
-                  else worker_name(self.worker))
-        return wording.move(self.cause, None if self.by is None else name(self.by), worker,
-                            self.detail, self.waited)
+_WAITING, _READY, _RUNNING = State.WAITING, State.READY, State.RUNNING
+_PASSED, _FAILED, _SKIPPED = State.PASSED, State.FAILED, State.SKIPPED
+#: :data:`TRANSITIONS` as every move's check reads it.
+_ALLOWED: Final = moves_allowed(TRANSITIONS)
 
 
 def _or_checked(checked: Mapping[int, Sequence[int]],
@@ -296,6 +254,37 @@ def placement_chain(
 
 @final
 class StateMachine:
+    """The scheduler's state machine over ``graph`` (see the module docstring).
+
+    ``history``: keep every task's moves and their causes (:meth:`history`),
+    for a driver that explains a run; off, nothing is recorded (every move
+    is still checked against :data:`TRANSITIONS`).
+
+    ``modules``: per task, its module (None: none); ``module_fixtures``:
+    per task, whether it uses a fixture of module scope or wider.  With
+    both, a worker keeps each module's tests in one stretch where the
+    graph allows (see :mod:`.module_runs`).
+
+    The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
+    ``--failed-dependency-action=fail``) are settled at release: a task
+    whose checked prerequisite did not pass fails without running, a
+    decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
+    Such a task is never handed out ahead (its worker may not know those
+    outcomes).
+
+    ``fences``: positions before which serial order is kept in hand-out
+    (see :class:`~.placement.Fences`): a task at or past one is handed
+    out only once every task before it has been (pytest-order's
+    ``order(-1)`` test, fenced at its own position, goes after every
+    other test has gone).
+
+    Over 20 methods, in one class on purpose: the events and queries the
+    drivers call (each small), and the moves behind them, which share the
+    task lists and counters whose invariants :meth:`validate` checks; the
+    parts with state of their own are apart (placement, :class:`History`,
+    :class:`~.hand_out_ahead.HandOutAhead`).
+    """
+
     def __init__(
         self,
         graph: Graph,
@@ -313,27 +302,7 @@ class StateMachine:
         history: bool = False,
         fences: Sequence[int] = (),
     ) -> None:
-        """``history``: keep every task's moves and their causes (:meth:`history`),
-        for a driver that explains a run; off, nothing is recorded.
-
-        ``modules``: per task, its module (None: none); ``module_fixtures``:
-        per task, whether it uses a fixture of module scope or wider.  With
-        both, a worker keeps each module's tests in one stretch where the
-        graph allows (see :mod:`.module_runs`).
-
-        The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
-        ``--failed-dependency-action=fail``) are settled at release: a task
-        whose checked prerequisite did not pass fails without running, a
-        decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
-        Such a task is never handed out ahead (its worker may not know those
-        outcomes).
-
-        ``fences``: positions before which serial order is kept in hand-out
-        (see :class:`~.placement.Fences`): a task at or past one is handed
-        out only once every task before it has been (pytest-order's
-        ``order(-1)`` test, fenced at its own position, goes after every
-        other test has gone).
-        """
+        """See the class docstring."""
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
         n = len(graph)
@@ -351,7 +320,7 @@ class StateMachine:
         self._pending = [len(graph.requires[i]) + len(graph.after[i]) for i in range(n)]
         self._terminal_count = 0
         #: Every task terminal: the run is over (see the module docstring).  A
-        #: plain attribute, set where a task becomes terminal: xdist asks on
+        #: plain attribute, set where a task becomes terminal: a driver asks on
         #: every turn of its event loop.
         self.done = n == 0
         self._spec: set[int] = set()  # handed out speculatively (see take())
@@ -365,33 +334,31 @@ class StateMachine:
         self._passed_on: dict[int, Worker] = {}
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
-        self._history: dict[int, list[Transition]] | None = {} if history else None
-        # With a history: the position in the run's starts at which each ready
-        # task became ready, and each worker's starts by position, so a start
-        # can say how many tasks started elsewhere while it was ready.
-        self._starts = 0
-        self._ready_at: dict[int, int] = {}
-        self._own_starts: dict[Worker, list[int]] = {}
-        self._group_began: dict[int, int] = {}  # by id() of the group: its first start
+        self._history = (History(lambda i: None if self._groups is None else self._groups.of[i])
+                         if history else None)
         chain = placement_chain(
             graph, self._rank, self.state, self._running_on, locality=locality,
             resources=resources, limits=limits, groups=groups, exclusive=exclusive,
             modules=modules, module_fixtures=module_fixtures, fences=fences)
+        self._wire(chain)
+        for i in range(n):
+            if not self._pending[i]:
+                self._make_ready(i, "free")
+
+    def _wire(self, chain: PlacementChain) -> None:
+        """Take the placement policies ``chain`` assembled, and the hand-out ahead over them."""
         self._placement = chain.placement
         self._groups = chain.groups
         #: Which module each worker is in (None: no module keeps fixtures).
         self.runs = chain.runs
         self._ahead = HandOutAhead(
-            graph, self._rank, self.state, self.where, self._running_on,
+            self.graph, self._rank, self.state, self.where, self._running_on,
             None if self._groups is None else self._groups.of,
             chain.constrained,
             self.runs,
             () if self._groups is None else self._groups.groups,
         )
         self._ahead.fences = chain.fences
-        for i in range(n):
-            if not self._pending[i]:
-                self._make_ready(i, "free")
 
     # ------------------------------------------------------------------ groups
 
@@ -426,9 +393,7 @@ class StateMachine:
             self._spec.discard(i)
             if self._pending[i]:
                 # Handed out speculatively, its prerequisites still open.
-                if self._history is not None:
-                    self._moved(i, State.WAITING, "put back", worker=worker)
-                self.state[i] = State.WAITING
+                self._move(i, State.WAITING, "put back", worker=worker)
             else:
                 self._make_ready(i, "put back", worker)
         self._placement.worker_removed(worker)
@@ -692,35 +657,28 @@ class StateMachine:
         """
         if self._history is None:
             raise ValueError("this state machine keeps no history (history=True keeps it)")
-        return list(self._history.get(task, ()))
+        return self._history.of(task)
 
     # ------------------------------------------------------------------ transitions
 
-    def _moved(self, i: int, after: State, cause: str, *, by: int | None = None,
-               worker: Worker | None = None, detail: str | None = None) -> None:
-        """Record task ``i``'s move (before its state changes), checked against
-        :data:`TRANSITIONS`."""
-        assert self._history is not None
+    def _move(self, i: int, after: State, cause: str, *, by: int | None = None,
+              worker: Worker | None = None, detail: str | None = None) -> None:
+        """The one place a task's state changes: the move is checked against
+        :data:`TRANSITIONS` (an unlisted one raises AssertionError), the ready
+        and terminal counters follow it, and, with a history, it is recorded
+        with its cause (``by``, ``worker``, ``detail``: see :class:`Transition`)."""
         before = self.state[i]
-        check(cause in TRANSITIONS.get((before, after), ()),
-              f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
-        waited = 0
-        if after is State.READY:
-            self._ready_at[i] = self._starts
-        elif after is State.RUNNING and worker is not None:
-            own = self._own_starts.setdefault(worker, [])
-            group = None if self._groups is None else self._groups.of[i]
-            began = (self._starts if group is None
-                     else self._group_began.setdefault(id(group), self._starts))
-            since = self._ready_at.pop(i, self._starts)
-            if before is State.READY and began < since:
-                # Its group ran on this worker already when it became ready:
-                # every start elsewhere since is one it could not take.
-                waited = self._starts - since - (len(own) - bisect_left(own, since))
-            own.append(self._starts)
-            self._starts += 1
-        self._history.setdefault(i, []).append(
-            Transition(before, after, cause, by, worker, detail, waited))
+        if (before._name_, after._name_, cause) not in _ALLOWED:
+            check(False, f"task {i}: no transition {before.value} -> {after.value} for {cause!r}")
+        if self._history is not None:
+            self._history.record(i, before, after, cause, by, worker, detail)
+        self.state[i] = after
+        if before is _READY:
+            self._ready_count -= 1
+        if after is _READY:
+            self._ready_count += 1
+        elif after is not _WAITING and after is not _RUNNING:
+            self._terminal_count += 1
 
     def _held_for(self, task: int) -> int | None:
         """The first prerequisite ``task`` still waits on (it is held for its end)."""
@@ -730,10 +688,7 @@ class StateMachine:
 
     def _make_ready(self, i: int, cause: str, worker: Worker | None = None) -> None:
         """WAITING (or put back) -> READY, with no origin to be near."""
-        if self._history is not None:
-            self._moved(i, State.READY, cause, worker=worker)
-        self.state[i] = State.READY
-        self._ready_count += 1
+        self._move(i, State.READY, cause, worker=worker)
         self._placement.released((i,), None)
 
     def _start(self, i: int, worker: Worker) -> None:
@@ -741,19 +696,15 @@ class StateMachine:
         if worker not in self._workers:
             raise KeyError(worker)
         self._placement.started(i, worker)  # may refuse (raise) before anything changed
-        if self._history is not None:
-            self._moved(i, State.RUNNING, "started", worker=worker)
-        self.state[i] = State.RUNNING
-        self._ready_count -= 1
+        self._move(i, State.RUNNING, "started", worker=worker)
         self.where[i] = worker
         self._running_on[worker].add(i)
 
     def _hold(self, d: int, worker: Worker) -> None:
         """WAITING -> RUNNING on ``worker``, ahead of its prerequisites' end."""
         self._placement.started(d, worker)
-        if self._history is not None:
-            self._moved(d, State.RUNNING, "held", by=self._held_for(d), worker=worker)
-        self.state[d] = State.RUNNING
+        self._move(d, State.RUNNING, "held",
+                   by=self._held_for(d) if self._history is not None else None, worker=worker)
         self.where[d] = worker
         self._running_on[worker].add(d)
         self._spec.add(d)
@@ -765,74 +716,70 @@ class StateMachine:
         with ``origin`` (the worker the completion came from).  Iterative,
         so a long chain of skips cannot exhaust the stack.
         """
-        g = self.graph
-        states, terminal, pending = self.state, TERMINAL, self._pending
-        placement = self._placement
-        passed_all = self.on_failure == "run"
-        log = self._history is not None
+        states, terminal = self.state, TERMINAL
         work = [(task, state)]
         while work:
             i, st = work.pop()
             if states[i] in terminal:
                 continue
-            if log:
-                self._terminal_moved(i, st, origin if i == task else None)
-            if states[i] is State.READY:
-                self._ready_count -= 1
-            elif i in self._spec:
-                self._spec.discard(i)
-                if st is State.SKIPPED:  # skipped while held by a worker
-                    w = self.where.pop(i)
-                    self._running_on[w].discard(i)
-                    placement.ended(i)
-            states[i] = st
-            self._terminal_count += 1
-            placement.settled(i)
-            passed = passed_all or st is State.PASSED
-            released: list[int] = []
-            for d in g.dependents[i]:
-                if states[d] in terminal:
-                    continue
-                if passed:
-                    pending[d] -= 1
-                    if not pending[d]:
-                        released.append(d)
-                else:
-                    # After a stop, every task not started is skipped for the stop's reason.
-                    skip = (self._blocked(d, i) if self._stopped is None
-                            else Skip(d, self._stopped, None, None, None,
-                                      cause=self._stopped))
-                    self._record_skip(skip)
-                    work.append((d, State.SKIPPED))
-            for d in g.followers[i]:
-                if states[d] in terminal:
-                    continue
-                pending[d] -= 1
-                if not pending[d]:
-                    released.append(d)
+            self._end(i, st, origin if i == task else None)
+            released = self._settle(i, st, work)
             # A task held ahead is RUNNING already: its release changes nothing.
-            ready = [d for d in released if states[d] is State.WAITING]
+            ready = [d for d in released if states[d] is _WAITING]
             if self._checks and ready:
                 ready = [d for d in ready if not self._fails_check(d, work)]
             if ready:
                 for d in ready:
-                    if log:
-                        self._moved(d, State.READY, "released", by=i)
-                    states[d] = State.READY
-                self._ready_count += len(ready)
-                placement.released(ready, origin)
+                    self._move(d, _READY, "released", by=i)
+                self._placement.released(ready, origin)
         self.done = self._terminal_count == len(states)
 
-    def _terminal_moved(self, i: int, st: State, origin: Worker | None) -> None:
-        """Record the move of ``i`` to terminal ``st`` with its cause."""
-        if st is State.SKIPPED:
+    def _end(self, i: int, st: State, origin: Worker | None) -> None:
+        """Task ``i`` moves to terminal ``st``, with its cause; held on a worker
+        and skipped, it leaves that worker first."""
+        if i in self._spec:
+            self._spec.discard(i)
+            if st is _SKIPPED:  # skipped while held by a worker
+                w = self.where.pop(i)
+                self._running_on[w].discard(i)
+                self._placement.ended(i)
+        if st is _SKIPPED:
             skip = self.skips[i]
-            self._moved(i, st, "skipped", by=skip.prerequisite, detail=skip.reason)
-        elif st is State.FAILED and i in self.fails:
+            self._move(i, st, "skipped", by=skip.prerequisite, detail=skip.reason)
+        elif st is _FAILED and i in self.fails:
             fail = self.fails[i]
-            self._moved(i, st, "failed check", by=fail.prerequisite, detail=fail.reason)
+            self._move(i, st, "failed check", by=fail.prerequisite, detail=fail.reason)
         else:
-            self._moved(i, st, "ended", worker=origin, detail=self.outcome[i])
+            self._move(i, st, "ended", worker=origin, detail=self.outcome[i])
+        self._placement.settled(i)
+
+    def _settle(self, i: int, st: State, work: list[tuple[int, State]]) -> list[int]:
+        """What terminal ``i`` (now ``st``) does to its dependents: each counts
+        down, or is skipped (queued in ``work``); returns those with nothing
+        left to wait on."""
+        g, states, pending, terminal = self.graph, self.state, self._pending, TERMINAL
+        passed = self.on_failure == "run" or st is _PASSED
+        released: list[int] = []
+        for d in g.dependents[i]:
+            if states[d] in terminal:
+                continue
+            if passed:
+                pending[d] -= 1
+                if not pending[d]:
+                    released.append(d)
+            else:
+                # After a stop, every task not started is skipped for the stop's reason.
+                skip = (self._blocked(d, i) if self._stopped is None
+                        else Skip(d, self._stopped, None, None, None, cause=self._stopped))
+                self._record_skip(skip)
+                work.append((d, _SKIPPED))
+        for d in g.followers[i]:
+            if states[d] in terminal:
+                continue
+            pending[d] -= 1
+            if not pending[d]:
+                released.append(d)
+        return released
 
     def _fails_check(self, task: int, work: list[tuple[int, State]]) -> bool:
         """Whether released ``task`` fails for a checked prerequisite (queued in ``work``)."""

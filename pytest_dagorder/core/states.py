@@ -16,7 +16,7 @@ from typing import Final, Literal, get_args
 FailurePolicy = Literal["skip", "stop", "run"]
 FAILURE_POLICIES: Final[tuple[FailurePolicy, ...]] = get_args(FailurePolicy)
 
-#: Whatever a driver names its workers by (an xdist node, a thread slot).
+#: Whatever a driver names its workers by (a worker process's handle, a thread slot).
 Worker = Hashable
 
 

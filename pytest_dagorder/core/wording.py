@@ -5,7 +5,7 @@ Pure, and about the DAG only: it names no pytest option, no other plugin.
 The sentences that do live with the layer that owns them
 (``glue/wording.py``: pytest's options and fixtures; ``migration/wording.py``:
 pytest-dependency's and pytest-depends' behaviour; ``distributed/wording.py``:
-xdist), so the core, the drivers and the migration layer word a decision
+the distributed run), so the core, the drivers and the migration layer word a decision
 alike: a test skipped by the controller, by a worker that held it, or by the
 serial runner reads the same.  tests/test_wording.py pins each text; change
 one there and here together.
@@ -123,8 +123,8 @@ def some_of(names: Sequence[str], shown: int = 3) -> str:
 def move(cause: str, by: str | None, worker: str | None, detail: str | None,
          waited: int = 0) -> str:
     """One move of a test, by its cause (a key of the state machine's
-    ``TRANSITIONS``): ``released by test_a``, ``held on gw0 for test_a``,
-    ``started on gw1 after 3 tests started on other workers``, ``skipped
+    ``TRANSITIONS``): ``released by test_a``, ``held on w0 for test_a``,
+    ``started on w1 after 3 tests started on other workers``, ``skipped
     because prerequisite test_a failed``; ``worker`` None: not named."""
     on = "" if worker is None else f" on {worker}"
     if cause == "free":
@@ -150,6 +150,53 @@ def move(cause: str, by: str | None, worker: str | None, detail: str | None,
 def history_line(test: str, moves: Sequence[str]) -> str:
     """--dag-explain: a test and its moves, oldest first."""
     return f"{test}: {'; '.join(moves)}"
+
+
+def story_step(cause: str, by: str | None, by_outcome: str | None, worker: str | None,
+               detail: str | None, waited: int = 0, why: str = "") -> str:
+    """One step of a test's story, by its cause (a key of the state machine's
+    ``TRANSITIONS``): ``ready because test_a passed``, ``sent to w1``, ``passed
+    on w1``, ``skipped because prerequisite test_a failed (assert False)``.
+    ``by_outcome``: how ``by`` ended; ``worker`` None: one process ran
+    everything; ``why``: what ended the test, when it did not pass."""
+    on = "" if worker is None else f" on {worker}"
+    if cause == "free":
+        return "ready at the start"
+    if cause == "released":
+        ended = "passed" if by_outcome == "passed" else PHRASES.get(by_outcome or "", "ended")
+        return f"ready because {by} {ended}"
+    if cause == "held":
+        to = "ahead" if worker is None else f"to {worker} ahead"
+        return f"sent {to}, to start there the moment {by} ends"
+    if cause == "started":
+        late = (f", after {plural(waited, 'test')} started on other workers (kept for its "
+                "group's worker)" if waited else "")
+        return ("started" if worker is None else f"sent to {worker}") + late
+    if cause == "put back":
+        return f"put back: {worker} left" if worker is not None else "put back"
+    if cause == "skipped":
+        return f"skipped because {detail}"
+    if cause == "failed check":
+        return f"failed without running because {detail}"
+    outcome = detail or "not run"
+    said = outcome if outcome == "passed" else PHRASES.get(outcome, outcome)
+    return said + on + (f": {why}" if why else "")
+
+
+def story_declared(requires: Sequence[str], after: Sequence[str], needed_by: int) -> str:
+    """The first step of a test's story: what it waits for, and how many wait for it."""
+    parts = []
+    if requires:
+        parts.append(f"{', '.join(requires)} must pass first")
+    if after:
+        parts.append(f"runs after {', '.join(after)}")
+    waits = "; ".join(parts) or "no prerequisite"
+    return "declared: " + waits + (f"; needed by {plural(needed_by, 'test')}" if needed_by else "")
+
+
+def story_group(name: str, size: int) -> str:
+    """A step of a grouped test's story: the group it runs with, on one worker."""
+    return f"runs with {name} ({plural(size, 'test')}) on one worker, in serial order"
 
 
 #: --dag-explain, when no test was skipped, put back or kept waiting.
@@ -188,23 +235,9 @@ def module_returns(modules: Sequence[str]) -> str:
             "workers were busy")
 
 
-def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
-    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
-    whole; ``names``: the documents' files."""
-    if dist == "loadfile":
-        what = plural(scopes, "file")
-    elif dist == "loadscope":
-        what = f"{plural(scopes, 'scope')} (classes, modules)"
-    else:
-        what = f"{plural(scopes, 'document')} (files of non-Python test items)"
-    shown = f": {', '.join(names[:5])}" if names else ""
-    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
-    return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"
-
-
 def group_name(first: str, label: str | None) -> str:
-    """A group as its users know it: by the ``label`` that formed it (an
-    ``xdist_group``, a document), else by its first test."""
+    """A group as its users know it: by the ``label`` that formed it (a group
+    the user named, a document), else by its first test."""
     return f"the group of {first}" if label is None else label
 
 

@@ -53,6 +53,8 @@ class SerialRunner(Planner):
         decided = decide(facts, settings, {}, driver="serial",
                          names=lambda: plan.short_names)
         self.header = decided.header
+        if decided.usage_error:
+            raise pytest.UsageError(decided.usage_error)
         if decided.errors:
             # --continue-on-collection-errors: reported, and the rest runs.
             dag_run.report_problems(config, decided.errors)

@@ -26,6 +26,7 @@ from .internals import keep_in_lastfailed
 from .loading import Later
 from .outcome_tracker import OutcomeTracker
 from .resume import remember_blocked
+from .settings import settings_of
 
 if TYPE_CHECKING:
     import pytest_dagorder.migration.wording as migration_wording
@@ -305,6 +306,37 @@ def _in_group(text: str, move: Transition, grouped: bool) -> str:
     return text + glue_wording.FOR_ITS_GROUP if grouped and move.waited else text
 
 
+def story(run: DagRun, i: int, *, workers: bool = True) -> list[str]:
+    """``--dag-explain=TEST_ID``: test ``i``'s story, one numbered step a line:
+    what it was declared to wait for, its affinity group (under ``-n``), then
+    every move the core made with it, oldest first, with its cause.
+    ``workers``: name the workers (False: one process ran everything)."""
+    machine, g, name = run.machine, run.graph, run.name
+    steps = [wording.story_declared([name(p) for p in g.requires[i]],
+                                    [name(p) for p in g.after[i] if p not in g.requires[i]],
+                                    len(g.dependents[i]) + len(g.followers[i]))]
+    for k, members in enumerate(machine.groups):
+        if i in members and workers:
+            label = run.group_names[k] if run.group_names else None
+            steps.append(wording.story_group(
+                wording.group_name(run.nodeids[members[0]], label), len(members)))
+    for move in machine.history(i):
+        worker = None if move.worker is None or not workers else _worker_name(move.worker)
+        by = None if move.by is None else name(move.by)
+        by_outcome = None if move.by is None else machine.outcome[move.by]
+        steps.append(wording.story_step(move.cause, by, by_outcome, worker, move.detail,
+                                        move.waited, machine.causes.get(i, "")))
+    return [run.nodeids[i], *(f"  {k}. {step}" for k, step in enumerate(steps, 1))]
+
+
+def write_story(terminalreporter: pytest.TerminalReporter, run: DagRun, test: str,
+                workers: int) -> None:
+    """The section ``--dag-explain=TEST_ID`` adds to the summary (see :func:`story`)."""
+    terminalreporter.write_sep("=", glue_wording.story_title(test))
+    for line in story(run, run.index[test], workers=workers > 1):
+        terminalreporter.write_line(line)
+
+
 def write_explained(terminalreporter: pytest.TerminalReporter, run: DagRun,
                     workers: int) -> None:
     """The section ``--dag-explain`` adds to the summary (see :meth:`DagRun.explained`)."""
@@ -374,5 +406,8 @@ def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
     if runs is not None and runs.returns:
         names = dict.fromkeys(str(runs.names[m]) for m in runs.returns)
         terminalreporter.write_line(wording.module_returns(list(names)))
-    if run.machine.keeps_history:
+    test = settings_of(terminalreporter.config).explain_test
+    if test and test in run.index:
+        write_story(terminalreporter, run, test, workers)
+    elif run.machine.keeps_history:
         write_explained(terminalreporter, run, workers)

@@ -13,6 +13,7 @@ gather facts, and install their barrier when the controller says so).
 
 from __future__ import annotations
 
+import difflib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from ..core import wording
 from ..core.errors import DependencyError
 from . import wording as glue_wording
 from .declarations import Problem
-from .facts import Census, Facts
+from .facts import DOCUMENT, Census, Facts, kept_whole
 from .loading import Later
 from .resources import resources_in_use, unused_limits
 from .settings import AffinityMode, Settings
@@ -135,7 +136,7 @@ def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
         # Serially nothing is sent to workers: plain or not is the controller's question.
         None, [], plain=driver == "xdist" and plain_run(facts.census(), settings, dist),
         problems=[Problem(nid, msg) for nid, msg in facts.problems],
-        usage_error=facts.ordering_failure,
+        usage_error=facts.ordering_failure or unknown_explained(facts, settings),
         errors=[Problem(nid, msg) for nid, msg in facts.errors],
         whole=whole, empty_part=facts.shard_left > 0 and not facts.ids)
     unused = unused_limits(settings.limits, facts.resources)
@@ -152,12 +153,24 @@ def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
     return decided
 
 
+def unknown_explained(facts: Facts, settings: Settings) -> str:
+    """The usage error of a ``--dag-explain=TEST_ID`` that names no test of the
+    run ("" if it names one, or none was asked for)."""
+    test = settings.explain_test
+    ids = [*facts.ids, *facts.outside]
+    if not test or test in ids:
+        return ""
+    return glue_wording.explain_unknown(test, difflib.get_close_matches(test, ids, n=3))
+
+
 def _serial(decided: Decisions, facts: Facts, settings: Settings,
             names: Callable[[], Sequence[str]] | None) -> None:
     """The run of one process: the plan's order is the schedule, the core only settles."""
     # Only the core can withhold what follows a failure: a suite that
-    # declares nothing gets a run with no edges when --dag-on-failure=stop.
-    if decided.problems or not (facts.graph or settings.on_failure == "stop"):
+    # declares nothing gets a run with no edges when --dag-on-failure=stop,
+    # and when one test's story is asked for (the core records it).
+    if decided.problems or not (facts.graph or settings.on_failure == "stop"
+                                or settings.explain_test):
         if not decided.problems and facts.edges_file is not None:
             # An edges file that added nothing (or is not there) still says so.
             decided.header.append(edges_file_line(*facts.edges_file))
@@ -170,7 +183,7 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings,
     # the graph is built without checking them again.
     graph = core_graph.Graph.of_checked(edges)
     run = decided.run = dag_run.DagRun(graph, [*facts.ids, *facts.outside], n_run=n,
-                               on_failure=settings.on_failure, history=settings.explain,
+                               on_failure=settings.on_failure, history=settings.keeps_moves,
                                names=names)
     run.whole = decided.whole
     header = decided.header
@@ -207,7 +220,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     explicit: list[str | None] = list(facts.xdist_groups) or [None] * n
     chains = ({} if mode == "none" else
               affinity.serial_modules(facts.module_scopes, facts.runtime_depends))
-    whole = affinity.kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
+    whole = kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
                        facts.documents)
     chained = {k: list(a) for k, a in after.items()}
     for label, members in itertools.chain(
@@ -248,7 +261,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
                  resources=resources, limits=settings.limits, exclusive=alone,
                  checks=dict(facts.fail_checks), modules=modules,
                  module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None,
-                 history=settings.explain, fences=fences(facts.ordinals))
+                 history=settings.keeps_moves, fences=fences(facts.ordinals))
     decided.run = run
     run.whole = decided.whole
     run.group_names = [_group_label(facts, explicit, members) for members in run.machine.groups]
@@ -273,9 +286,9 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if chains:
         header.append(migration_wording.runtime_depends_header(len(chains)))
     if whole:
-        header.append(wording.kept_whole_header(dist, len(whole), [
-            label.removeprefix(f"{affinity.DOCUMENT} ") for label in whole
-            if label.startswith(affinity.DOCUMENT)]))
+        header.append(glue_wording.kept_whole_header(dist, len(whole), [
+            label.removeprefix(f"{DOCUMENT} ") for label in whole
+            if label.startswith(DOCUMENT)]))
     used = resources_in_use(facts.resources)
     if used:
         header.append(wording.limits_header(settings.limits, used))

@@ -235,16 +235,52 @@ def census_of(ids: Sequence[str], modules: Sequence[str | None],
     files: dict[str, int] = {}
     scopes: dict[str, int] = {}
     for nid, module, cls in zip(ids, modules, classes, strict=True):
-        path = nid.split("::", 1)[0]
+        path = file_of(nid)
         files[path] = files.get(path, 0) + 1
         scope = cls or module or path
         scopes[scope] = scopes.get(scope, 0) + 1
-    docs = affinity.document_files(ids, documents) if any(documents) else {}
+    docs = (affinity.document_files([file_of(nid) for nid in ids], documents)
+            if any(documents) else {})
     return Census(graph=graph, problems=problems, needs=needs, grouped=grouped,
                   dag_users=dag_users, runtime_depends=runtime_depends,
                   widest_file=max(files.values(), default=0),
                   widest_scope=max(scopes.values(), default=0),
                   widest_document=max(map(len, docs.values()), default=0))
+
+
+def file_of(nodeid: str) -> str:
+    """A test's file: its node id's first part."""
+    return nodeid.split("::", 1)[0]
+
+
+#: The label :func:`kept_whole` gives a document, before its path.
+DOCUMENT = "document"
+
+
+def kept_whole(dist: str, affinity_mode: str, ids: Sequence[str],
+               modules: Sequence[str | None], classes: Sequence[str | None],
+               kinds: Sequence[DocumentKind | None] = ()) -> dict[str, list[int]]:
+    """Scopes whose tests run on one worker in collection order, by label, in index order.
+
+    ``--dist loadfile``: every file; ``--dist loadscope``: every class, and
+    every module for the tests outside classes (as xdist's own modes send
+    them).  Otherwise, unless the affinity is ``none``, the documents (see
+    ``core/affinity.document_files``; ``kinds`` empty: every test is a test
+    function).  Scopes of one test are left out.  The xdist side of the
+    core's :func:`~..core.affinity.shared_scopes`: the mode and node ids
+    stay here.
+    """
+    files = [file_of(nid) for nid in ids]
+    if dist == "loadfile":
+        scopes = files
+    elif dist == "loadscope":
+        scopes = [c or m or f for f, m, c in zip(files, modules, classes, strict=True)]
+    elif affinity_mode == "none" or not kinds:
+        return {}
+    else:
+        return {f"{DOCUMENT} {path}": ks
+                for path, ks in affinity.document_files(files, kinds).items()}
+    return {f"{dist} {scope}": ks for scope, ks in affinity.shared_scopes(scopes).items()}
 
 
 def location_of(nodeid: str) -> Location:

@@ -81,6 +81,8 @@ class Settings:
     #: --dag-explain: the header lists every group with its reasons, and the free edges;
     #: the summary, each test's moves (the core keeps them only then).
     explain: bool = False
+    #: --dag-explain=TEST_ID: the summary tells that one test's story instead ("": none).
+    explain_test: str = ""
     #: ini dag_stateless_fixtures: fixtures that carry nothing from one test
     #: to another (a read-only client, a setting).  No group rests on a
     #: fixture, so they lift nothing: they only do not count as holding a
@@ -92,6 +94,11 @@ class Settings:
     #: --dag-strict / ini dag_strict: what the originals skip through (a name
     #: that matches nothing, a cycle, a marker they cannot read) is a collection error.
     strict: bool = False
+
+    @property
+    def keeps_moves(self) -> bool:
+        """The core records every test's moves (:attr:`explain` or :attr:`explain_test`)."""
+        return self.explain or bool(self.explain_test)
 
     @property
     def cuts_or_records(self) -> bool:
@@ -166,10 +173,13 @@ def addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--dag-explain",
-        action="store_true",
-        default=False,
+        nargs="?",
+        const=EXPLAIN_ALL,
+        default=None,
+        metavar="TEST_ID",
         help="List every affinity group with the reason it was formed, and every "
-        "dependency left free (under -n); after the run, why tests waited or did not run",
+        "dependency left free (under -n); after the run, why tests waited or did not run "
+        "(or the one TEST_ID's story: declared, ready, sent, ended)",
     )
     parser.addini("dag_stateless_fixtures", "Fixtures that carry no state from one test to "
                   "another: not named as holding an affinity group together (they lift no "
@@ -212,7 +222,7 @@ def configure(config: pytest.Config) -> Settings:
         ignore_durations=bool(config.getoption("dag_ignore_durations", False)),
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
-        explain=bool(config.getoption("dag_explain", False)),
+        **_explain_settings(config),
         strict=bool(config.getoption("dag_strict", None) or config.getini("dag_strict")),
         stateless_fixtures=frozenset(map(str, config.getini("dag_stateless_fixtures"))),
         limits=MappingProxyType({
@@ -318,6 +328,34 @@ def asks_for_plugin(config: pytest.Config) -> bool:
            for name, value in vars(config.option).items()):
         return True
     return any(key.startswith("dag_") for key in ini_keys(config))
+#: --dag-explain given alone: the whole run (see :func:`keep_bare_explain`).
+EXPLAIN_ALL = "all"
+
+
+def keep_bare_explain(args: list[str]) -> bool:
+    """Rewrite each bare ``--dag-explain`` of ``args`` in place to
+    ``--dag-explain=all``; True if there was one.
+
+    The option takes an optional TEST_ID, which argparse would read off the
+    next word too: ``pytest --dag-explain tests`` would lose its path.  Only
+    the ``=`` form names a test, so the bare form means what it always did.
+    """
+    bare = [k for k, arg in enumerate(args) if arg == "--dag-explain"]
+    for k in bare:
+        args[k] = f"--dag-explain={EXPLAIN_ALL}"
+    return bool(bare)
+
+
+def _explain_settings(config: pytest.Config) -> dict[str, Any]:
+    """--dag-explain (the whole run) or --dag-explain=TEST_ID (a node id), checked."""
+    value = config.getoption("dag_explain", None)
+    if value is None or value == EXPLAIN_ALL:
+        return {"explain": value is not None, "explain_test": ""}
+    if "::" not in str(value):
+        raise pytest.UsageError(glue_wording.explain_not_a_test(str(value)))
+    return {"explain": False, "explain_test": str(value)}
+
+
 def _stall_report(config: pytest.Config) -> float:
     option = config.getoption("dag_stall_report", None)
     value, where = ((option, "--dag-stall-report") if option is not None

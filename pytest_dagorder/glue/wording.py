@@ -269,6 +269,24 @@ def shard_spec_invalid(spec: str) -> str:
 
 #: Title of the summary section ``--dag-explain`` adds: each test's moves.
 EXPLAINED_TITLE: Final = "why tests waited or did not run (pytest-dagorder --dag-explain)"
+def story_title(test: str) -> str:
+    """Title of the summary section ``--dag-explain=TEST_ID`` adds."""
+    return f"the story of {test} (pytest-dagorder --dag-explain)"
+
+
+def explain_not_a_test(value: str) -> str:
+    """--dag-explain given a value that is no node id."""
+    return (f"--dag-explain={value!r} is not a test id; name one test as path::name, "
+            "or give --dag-explain alone to explain the whole run")
+
+
+def explain_unknown(test: str, close: Sequence[str]) -> str:
+    """--dag-explain=TEST_ID naming no collected test; ``close``: ids like it."""
+    near = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return (f"--dag-explain={test!r} names no selected test{near} "
+            "(pytest --collect-only -q lists the node ids)")
+
+
 #: After a grouped test's start that other workers' starts went before.
 FOR_ITS_GROUP: Final = " (kept for its affinity group's worker)"
 def edges_file_line(path: str, found: bool, edges: int, resources: int, stale: int) -> str:
@@ -322,3 +340,17 @@ def strict_problem(what: str) -> str:
     """--dag-strict: what the original plugin would skip or warn through, as an error."""
     return (f"{what} (--dag-strict: an error here; the original plugin would skip or warn "
             "and go on)")
+
+
+def kept_whole_header(dist: str, scopes: int, names: Sequence[str] = ()) -> str:
+    """``scopes`` files (loadfile), classes and modules (loadscope) or documents run
+    whole; ``names``: the documents' files."""
+    if dist == "loadfile":
+        what = plural(scopes, "file")
+    elif dist == "loadscope":
+        what = f"{plural(scopes, 'scope')} (classes, modules)"
+    else:
+        what = f"{plural(scopes, 'document')} (files of non-Python test items)"
+    shown = f": {', '.join(names[:5])}" if names else ""
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"dagorder: {what}: each runs on one worker, in collection order{shown}{more}"

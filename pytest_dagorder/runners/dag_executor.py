@@ -237,6 +237,12 @@ class DagExecutor:
     :meth:`shutdown`, or use ``with``, to have accepted work finish before
     the interpreter exits).  ``seed`` seeds each worker's choice of steal
     victims.
+
+    Over 20 methods, in one class on purpose: the executor API of
+    ``concurrent.futures`` (submit, shutdown, the context manager), its
+    queries (phase, stats, validate), and the steps of the worker loop
+    (:meth:`_work`: settle, take, run), which all share one lock and the
+    deques it guards; split, each part would reach into the others' state.
     """
 
     def __init__(
@@ -489,12 +495,7 @@ class DagExecutor:
         ident = get_ident()
         self._worker_of[ident] = index
         lock = self._lock
-        own = self._deques[index]
-        inject = self._inject
-        held = self._held
-        sleepers = self._sleepers
-        parks = self._parks
-        park = parks[index]
+        park = self._parks[index]
         rng = random.Random(seed * 1_000_003 + index)
         done: _DagFuture | None = None  # held, future resolved, dependents not yet released
         resolved = 0  # skipped futures resolved by this worker, not yet accounted for
@@ -506,59 +507,16 @@ class DagExecutor:
                     self._settle_resolved(skipped=resolved, cancelled=0)
                     resolved = 0
                 if done is not None:
-                    held[index] = None
-                    state = done._dag_state
-                    if state == RUNNING:  # a retry: it stays in the accounting
-                        self._executed += 1
-                        self._retried += 1
-                        done._dag_state = QUEUED
-                        own.append(done)
-                    else:
-                        self._outstanding -= 1
-                        if state == OK:
-                            self._executed += 1
-                            self._ok += 1
-                            dependents = done._dag_dependents
-                            if dependents is not None:
-                                for dep in dependents:
-                                    if dep._dag_state == WAITING:
-                                        dep._dag_waiting -= 1
-                                        if not dep._dag_waiting:
-                                            dep._dag_state = QUEUED
-                                            own.append(dep)
-                        else:
-                            if state == FAILED:
-                                self._executed += 1
-                                self._failed += 1
-                            else:
-                                self._cancelled += 1
-                            skipped = self._skip_dependents(done)
-                        done._dag_dependents = None
-                        if self._outstanding == 0:
-                            self._maybe_terminate()
+                    skipped = self._settle(index, done)
                     done = None
                 if skipped:
                     task = None
                 else:
-                    if own:
-                        task = own.pop()
-                    elif inject:
-                        task = inject.popleft()
-                    else:
-                        task = self._steal(index, rng)
-                    if task is not None:
-                        task._dag_state = RUNNING
-                        held[index] = task
-                        # Wake one sleeper per task taken while more wait: a chain of
-                        # wake-ups, never a stampede, and none while everyone is busy.
-                        if sleepers and (own or inject):
-                            parks[sleepers.pop()].release()
-                    elif self._phase == "terminated":
+                    task = self._next_task(index, rng)
+                    if task is None and self._phase == "terminated":
                         # Before the thread ends: its ident may be given to a new thread.
                         del self._worker_of[ident]
                         return
-                    else:
-                        sleepers.append(index)
             if skipped:
                 _resolve_skipped(skipped)
                 resolved = len(skipped)
@@ -568,28 +526,96 @@ class DagExecutor:
                 park.acquire()
                 continue
             done = task
-            # Its user may have cancelled it.  (A retry's future is running already.)
-            if not task._dag_attempts and not task.set_running_or_notify_cancel():
-                task._dag_state = CANCELLED
-                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
-                continue
-            task._dag_attempts += 1
-            fn = task._dag_fn
-            assert fn is not None
-            try:
-                value = fn(*task._dag_args, **task._dag_kwargs)
-            except BaseException as exc:  # recorded in the future, as concurrent.futures does
-                if task._dag_retries and isinstance(exc, Exception):
-                    task._dag_retries -= 1
-                    continue  # still RUNNING: the settling re-queues it
-                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
-                task.set_exception(exc)
-                task._dag_state = FAILED
+            self._run(task)
+
+    def _settle(self, index: int, done: _DagFuture) -> list[_DagFuture]:
+        """Under the lock: worker ``index`` ran ``done`` (its future resolved).
+
+        A retry is queued again; a task that passed releases its dependents
+        onto this worker's deque; one that failed or was cancelled skips
+        them: returned, for the worker to resolve outside the lock.
+        """
+        self._held[index] = None
+        state = done._dag_state
+        own = self._deques[index]
+        skipped: list[_DagFuture] = []
+        if state == RUNNING:  # a retry: it stays in the accounting
+            self._executed += 1
+            self._retried += 1
+            done._dag_state = QUEUED
+            own.append(done)
+            return skipped
+        self._outstanding -= 1
+        if state == OK:
+            self._executed += 1
+            self._ok += 1
+            dependents = done._dag_dependents
+            if dependents is not None:
+                for dep in dependents:
+                    if dep._dag_state == WAITING:
+                        dep._dag_waiting -= 1
+                        if not dep._dag_waiting:
+                            dep._dag_state = QUEUED
+                            own.append(dep)
+        else:
+            if state == FAILED:
+                self._executed += 1
+                self._failed += 1
             else:
-                task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
-                task.set_result(value)
-                task._dag_state = OK
-                del value
+                self._cancelled += 1
+            skipped = self._skip_dependents(done)
+        done._dag_dependents = None
+        if self._outstanding == 0:
+            self._maybe_terminate()
+        return skipped
+
+    def _next_task(self, index: int, rng: random.Random) -> _DagFuture | None:
+        """Under the lock: worker ``index``'s next task (its own newest, else the
+        injected queue's oldest, else stolen), now RUNNING and held; None:
+        nothing to run (the worker is listed as sleeping, unless the pool ended)."""
+        own, inject, sleepers = self._deques[index], self._inject, self._sleepers
+        if own:
+            task: _DagFuture | None = own.pop()
+        elif inject:
+            task = inject.popleft()
+        else:
+            task = self._steal(index, rng)
+        if task is not None:
+            task._dag_state = RUNNING
+            self._held[index] = task
+            # Wake one sleeper per task taken while more wait: a chain of
+            # wake-ups, never a stampede, and none while everyone is busy.
+            if sleepers and (own or inject):
+                self._parks[sleepers.pop()].release()
+        elif self._phase != "terminated":
+            sleepers.append(index)
+        return task
+
+    def _run(self, task: _DagFuture) -> None:
+        """Run ``task`` outside the lock and resolve its future (a retry leaves
+        it RUNNING, a cancelled one CANCELLED: the settling tells them apart)."""
+        # Its user may have cancelled it.  (A retry's future is running already.)
+        if not task._dag_attempts and not task.set_running_or_notify_cancel():
+            task._dag_state = CANCELLED
+            task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
+            return
+        task._dag_attempts += 1
+        fn = task._dag_fn
+        assert fn is not None
+        try:
+            value = fn(*task._dag_args, **task._dag_kwargs)
+        except BaseException as exc:  # recorded in the future, as concurrent.futures does
+            if task._dag_retries and isinstance(exc, Exception):
+                task._dag_retries -= 1
+                return  # still RUNNING: the settling re-queues it
+            task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
+            task.set_exception(exc)
+            task._dag_state = FAILED
+        else:
+            task._dag_fn, task._dag_args, task._dag_kwargs = None, (), {}
+            task.set_result(value)
+            task._dag_state = OK
+            del value
 
     def _steal(self, index: int, rng: random.Random) -> _DagFuture | None:
         """Take the oldest tasks of the first non-empty deque from a random start."""
