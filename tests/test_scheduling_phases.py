@@ -86,7 +86,7 @@ def test_a_worker_gone_while_collecting_keeps_the_phase_and_the_next_one_is_aske
     assert isinstance(h.sched.phase, Collecting)
     assert h.sched.gone == {gone}
     n2 = h.add("gw1")
-    assert h.controller.channels[n2].requests == [wire.PLAN_REQUEST]
+    assert h.controller.channels[n2].requests == [wire.plan_request()]
     phase = h.sched.phase
     assert isinstance(phase, PlansRead) and phase.launch.followed is n2
     h.schedule()

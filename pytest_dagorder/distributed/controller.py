@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,7 +33,7 @@ from ..glue.stall import (
 )
 from . import wire
 from . import wording as xdist_wording
-from .session import WorkerGone, abort
+from .session import WorkerGone, abort, refuse
 from .xdist_internals import hand_over_scheduler
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class DagController:
         try:
             return wire.decode(raw)
         except wire.WireError as exc:
-            self._refuse_version(node, nodes, exc)
+            refuse(node, nodes, exc)
 
     def admit(self, node: WorkerController, nodes: Sequence[WorkerController]) -> None:
         """Check the version of a worker whose plan the run does not follow.
@@ -162,7 +162,7 @@ class DagController:
                 try:
                     census = wire.check_hello(first)
                 except wire.WireError as exc:
-                    self._refuse_version(node, nodes, exc)
+                    refuse(node, nodes, exc)
                 dist = self.config.getvalue("dist")
                 found = settings_of(self.config)
                 # Installed, not asked for, nothing declared: xdist's own
@@ -171,10 +171,10 @@ class DagController:
                     found.asked or declares_something(census))
                 if not plain and dist in DAG_MODES:
                     # Before any test of the worker: see DagWorker._install.
-                    channel.send(wire.BARRIERS)
+                    channel.send(wire.barriers())
             if not read:
                 return None
-            channel.send(wire.PLAN_REQUEST)
+            channel.send(wire.plan_request())
             return channel.receive(timeout=RECEIVE_TIMEOUT)
         except (pytest.UsageError, pytest.Session.Interrupted):
             raise
@@ -187,13 +187,6 @@ class DagController:
                 raise WorkerGone(f"worker {node.gateway.id}: {exc}") from None
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
-
-    def _refuse_version(self, node: WorkerController, nodes: Sequence[WorkerController],
-                        exc: Exception) -> NoReturn:
-        # Not the suite's fault: a usage error (exit status 4), as for a bad option.
-        for other in nodes:
-            other.shutdown()
-        raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
