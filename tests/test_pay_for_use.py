@@ -207,7 +207,7 @@ class PlainHarness(Harness):
                 assert i not in seen, f"{self.ids[i]} sent twice"
                 seen.add(i)
         for node in self.nodes:
-            if self.sched.run is not None and not self.sched.run.machine.ready_count:
+            if self.sched.phases.run is not None and not self.sched.phases.run.machine.ready_count:
                 assert not node.queue or node.shutting_down, f"{node} never told to stop"
             # The lookahead rule: a worker starts its head only once it holds a
             # next index or was told to shut down.

@@ -569,14 +569,14 @@ def test_the_first_collected_worker_is_asked_and_the_core_built_while_others_col
     # Told to host the barrier as soon as its hello was read, then asked.
     assert first_channel.sent == [wire.barriers(), wire.plan_request()]
     assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
-    assert h.sched.built is not None and h.sched.run is None
+    assert h.sched.phases.built is not None and h.sched.phases.run is None
     assert not h.sched.tests_finished and not h.sched.has_pending
     other = h.add("gw0")
     other_channel = h.controller.channels[other]
     assert other_channel.sent == [] and other_channel.timeouts == []
     assert h.journal == [] and h.recorder.reports == []
     h.schedule()
-    assert h.sched.followed is first
+    assert h.sched.phases.followed is first
     assert other_channel.sent == [wire.barriers()]
     assert other_channel.timeouts == [RECEIVE_TIMEOUT]  # the hello only
     assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
@@ -589,13 +589,13 @@ def test_a_worker_gone_since_its_collection_is_passed_over(harness: Any) -> None
     # worker to collect is asked instead, and the run starts without the first.
     h: Harness = harness(make_facts(CHAIN))
     gone = h.add("gw0", channel=FakeChannel(EOFError("gone")))
-    assert h.sched.built is None
+    assert h.sched.phases.built is None
     n2 = h.add("gw1")
     assert h.controller.channels[n2].requests == [wire.plan_request()]
-    assert h.sched.built is not None
+    assert h.sched.phases.built is not None
     assert h.sched.remove_node(gone) is None
     h.schedule()
-    assert h.sched.followed is n2
+    assert h.sched.phases.followed is n2
 
 
 @pytest.mark.parametrize("gone_first", [True, False], ids=["asked-for-its-plan", "admitted"])
@@ -614,7 +614,7 @@ def test_a_gone_worker_xdist_has_not_removed_yet_gets_nothing_and_ends_nothing(
         h.schedule()
     except pytest.Session.Interrupted as exc:  # a KeyboardInterrupt: would end this session
         pytest.fail(f"the session was ended: {exc}")
-    assert h.sched.followed is n2
+    assert h.sched.phases.followed is n2
     assert gone.sends == [] and gone.shutdown_calls == 0
     assert h.controller.channels[gone].timeouts == [RECEIVE_TIMEOUT]
     assert h.sched.remove_node(gone) is None
@@ -902,7 +902,7 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
     # The worker holding c, d skips them itself; the controller reports nothing.
     assert h.recorder.skipped() == {}
     assert h.sched.tests_finished
-    run = h.sched.run
+    run = h.sched.phases.run
     assert run is not None
     assert run.summary_lines() == [], "no skip shown yet: none counted"
     n1.shutdown()
@@ -1303,7 +1303,7 @@ def test_values_queued_before_a_barrier_completion_is_handled_are_kept(
     channels[reader.gateway.id].inbox.append(wire.published(nodeid("b"), {"z": 3}))
     h.pass_barrier(reader)
     h.run(reader, "b")
-    relay = h.sched.relay
+    relay = h.sched.phases.relay
     assert relay is not None
     assert relay.keys_by_test().get(h.index("b")) == ["z"]
 
@@ -1317,7 +1317,7 @@ def test_an_exit_request_read_with_published_values_is_kept(harness: Any) -> Non
         wire.encode_exit(wire.ExitRequest("enough", 3)),
     ]
     h.run(node, "a")
-    relay = h.sched.relay
+    relay = h.sched.phases.relay
     assert relay is not None and relay.keys_by_test() == {h.index("a"): ["x"]}
     with pytest.raises(pytest.exit.Exception) as info:
         h.sched.mark_test_complete(node, h.barrier)
@@ -1329,7 +1329,7 @@ def test_a_failed_test_s_values_are_dropped(harness: Any) -> None:
     node = holder(h, "e")
     channels[node.gateway.id].inbox.append(wire.published(nodeid("e"), {"y": 1}))
     h.run(node, "e", "failed")
-    relay = h.sched.relay
+    relay = h.sched.phases.relay
     assert relay is not None and relay.values == {}
     node = holder(h, "a")
     channels[node.gateway.id].inbox.append(wire.published(nodeid("a"), {"x": 1}))
@@ -1352,7 +1352,7 @@ def test_a_message_the_controller_cannot_read_ends_the_session_naming_the_worker
 def test_no_relay_without_a_dag_user(harness: Any) -> None:
     h: Harness = harness(make_facts(CHAIN))
     h.start("gw0", "gw1")
-    assert h.sched.relay is None
+    assert h.sched.phases.relay is None
 
 
 

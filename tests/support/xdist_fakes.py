@@ -430,12 +430,13 @@ class Harness:
             assert self.sched.tests_finished, f"every test ended: {sorted(terminal)}"
         # A skip deferred until its cause's line is shown waits for a report a
         # worker owes (or for another held skip): it is reported, not lost.
-        owed = set(self.sched.skips.awaiting) | {skip.task for skip in self.sched.skips.deferred}
-        for skip in self.sched.skips.deferred:
+        skips = self.sched.phases.skips
+        owed = set(skips.awaiting) | {skip.task for skip in skips.deferred}
+        for skip in skips.deferred:
             assert skip.prerequisite in owed, f"{self.ids[skip.task]} deferred for nothing"
         if self.sched.tests_finished:
             left = set(self.ids) - terminal
-            later = {self.ids[skip.task] for skip in self.sched.skips.deferred}
+            later = {self.ids[skip.task] for skip in self.sched.phases.skips.deferred}
             assert left <= held | later, f"finished, but {sorted(left - held - later)} never ran"
 
 
