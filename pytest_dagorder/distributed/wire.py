@@ -44,8 +44,8 @@ from typing import Any, Final, TypeVar
 from .. import __version__
 from ..glue.facts import Census, Facts
 
-#: Bumped whenever a message changes meaning (10: facts only, every decision
-#: on the controller; 11: every message is a (kind, data) envelope).
+#: Bumped whenever a message changes meaning: a worker that speaks another
+#: format is refused at its hello (:func:`check_hello`).
 FORMAT = 11
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the facts travel on, and the controller's ``--dist``
