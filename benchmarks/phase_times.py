@@ -64,7 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _wrap(payload, "make_facts", "worker facts")
     _wrap(wire, "encode", "wire.encode")
     _wrap(wire, "decode", "wire.decode")
-    _wrap(scheduling.DependencyScheduling, "_announce", "controller start")
+    _wrap(scheduling.Launcher, "announce", "controller start")
     _wrap(decide, "affinity_groups", "affinity_groups")
     _wrap(scheduling, "decide", "decide")
 

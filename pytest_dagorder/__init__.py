@@ -21,7 +21,7 @@ from .core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from .glue.loading import load as _load
+from .glue.loading import public as _public
 
 if TYPE_CHECKING:
     from .glue.dag_fixture import Dag
@@ -46,22 +46,9 @@ __all__ = [
     "run_after",
 ]
 
-#: Names loaded on first use, by the module that has them.
-_LAZY = {
-    "depends_on": "glue.markers",
-    "run_after": "glue.markers",
-    "Dag": "glue.dag_fixture",
-    "DagScheduler": "runners.dag_scheduler",
-    "Task": "runners.dag_scheduler",
-    "TaskResult": "runners.dag_scheduler",
-    "DagExecutor": "runners.dag_executor",
-    "PrerequisiteFailed": "runners.dag_executor",
-}
-
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        value = getattr(_load(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # The names loaded on first use are in glue/loading.py's one table.
+    value = _public(name)
+    globals()[name] = value
+    return value

@@ -657,6 +657,37 @@ def test_a_worker_of_another_plugin_version_is_a_usage_error(
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+
+@pytest.mark.parametrize("side", ["worker", "controller"])
+def test_a_side_channel_message_of_unknown_kind_is_a_usage_error(
+        pytester: pytest.Pytester, dagtester: DagTester, side: str) -> None:
+    # One side sends a message of a kind the other does not read, after the
+    # first test: the session ends naming the worker, whichever side it was.
+    pytester.makeconftest("""
+        import os
+
+        import pytest
+
+        if os.environ.get("PYTEST_XDIST_WORKER") and SIDE == "worker":
+            @pytest.fixture(autouse=True)
+            def bogus(request):
+                yield
+                request.config.workerinput["dagorder_channel"].send(("bogus", None))
+        elif SIDE == "controller":
+            def pytest_runtest_logreport(report):
+                if report.when == "call" and hasattr(report, "node"):
+                    report.node.workerinput["dagorder_channel"].send(("bogus", None))
+    """.replace("SIDE", repr(side)))
+    make_modules(pytester, test_x=SHAPES_CHAIN)
+    result = dagtester.run("-n", "1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = ("the worker could not read the controller: " if side == "controller" else "")
+    result.stderr.fnmatch_lines([
+        f"*pytest-dagorder: worker gw0: {said}a message of unknown kind 'bogus' "
+        "on the dagorder channel*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
 # -- faults and stops -----------------------------------------------------------------
 
 CRASH = """

@@ -228,8 +228,15 @@ def test_the_package_loads_its_own_modules_late_only_through_the_loader() -> Non
 def test_every_module_loaded_late_exists_and_is_named_with_its_reason() -> None:
     from pytest_dagorder.glue.loading import LATE, Later
 
-    for name, why in LATE.items():
-        assert why and importlib.util.find_spec(name) is not None, name
+    for name, late in LATE.items():
+        assert late.why and importlib.util.find_spec(name) is not None, name
+    # The package root's names loaded on first use are all in the table, and all there.
+    import pytest_dagorder
+
+    assert {n for late in LATE.values() for n in late.public} <= set(pytest_dagorder.__all__)
+    assert all(hasattr(pytest_dagorder, n) for n in pytest_dagorder.__all__)
+    with pytest.raises(AttributeError, match="module 'pytest_dagorder' has no attribute 'x'"):
+        pytest_dagorder.x  # noqa: B018
     with pytest.raises(ModuleNotFoundError, match="not among the modules loaded late"):
         Later("pytest_dagorder.glue.nothing")
 

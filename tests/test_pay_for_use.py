@@ -207,7 +207,7 @@ class PlainHarness(Harness):
                 assert i not in seen, f"{self.ids[i]} sent twice"
                 seen.add(i)
         for node in self.nodes:
-            if self.sched.run is not None and not self.sched.run.machine.ready_count:
+            if self.sched.phases.run is not None and not self.sched.phases.run.machine.ready_count:
                 assert not node.queue or node.shutting_down, f"{node} never told to stop"
             # The lookahead rule: a worker starts its head only once it holds a
             # next index or was told to shut down.
@@ -530,8 +530,8 @@ def test_the_stand_in_chooses_at_the_first_collection(
     if plain:
         assert (fake.sched is inner) == dsession
         assert controller.sched is None
-        assert wire.PLAN_REQUEST not in channels[0].sent
-        assert wire.BARRIERS not in channels[0].sent + channels[1].sent
+        assert wire.plan_request() not in channels[0].sent
+        assert wire.barriers() not in channels[0].sent + channels[1].sent
         # xdist's own first hand-out: two consecutive tests each, then shutdown.
         assert [n.sends for n in nodes] == [[[0, 1]], [[2, 3]]]
         assert all(n.shutting_down for n in nodes)
@@ -539,8 +539,8 @@ def test_the_stand_in_chooses_at_the_first_collection(
         assert controller.sched is not None
         assert (fake.sched is controller.sched) == dsession
         # The workers are told to host the barrier before any test.
-        assert channels[0].sent == [wire.BARRIERS, wire.PLAN_REQUEST]
-        assert channels[1].sent == [wire.BARRIERS]
+        assert channels[0].sent == [wire.barriers(), wire.plan_request()]
+        assert channels[1].sent == [wire.barriers()]
         assert sorted(sched.nodes, key=lambda n: n.gateway.id) == nodes
         # Every dispatch ends with the barrier: b waits for a.
         assert all(send[-1] == len(payload.ids) for n in nodes for send in n.sends)

@@ -41,7 +41,7 @@ class PhaseAtReport:
         self.seen: list[type] = []
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        self.seen.append(type(self.h.sched.phase))
+        self.seen.append(type(self.h.sched.phases.phase))
 
 
 def late_schedule(h: Harness) -> None:
@@ -60,37 +60,38 @@ def test_a_run_moves_from_collecting_through_plans_read_and_announced_to_running
     watch = PhaseAtReport(h)
     h.config.pluginmanager.register(watch)
     n1, n2 = h.up("gw0"), h.up("gw1")
-    assert isinstance(h.sched.phase, Collecting)
-    assert h.sched.run is None and h.sched.built is None and h.sched.collection is None
+    assert isinstance(h.sched.phases.phase, Collecting)
+    phases = h.sched.phases
+    assert phases.run is None and phases.built is None and phases.collection is None
     h.collected(n2)
-    phase = h.sched.phase
+    phase = h.sched.phases.phase
     assert isinstance(phase, PlansRead) and phase.launch.followed is n2
-    assert h.sched.built is not None and h.sched.run is None
+    assert h.sched.phases.built is not None and h.sched.phases.run is None
     assert h.recorder.collect == [] and h.journal == []  # nothing announced yet
     h.collected(n1)
-    assert isinstance(h.sched.phase, PlansRead)
+    assert isinstance(h.sched.phases.phase, PlansRead)
     h.schedule()
     # The tests the worker left out are reported while the run is announced.
     assert watch.seen == [Announced]
-    assert isinstance(h.sched.phase, Running) and h.sched.run is phase.launch.run
+    assert isinstance(h.sched.phases.phase, Running) and h.sched.phases.run is phase.launch.run
     h.drain(n1, n2)
-    assert isinstance(h.sched.phase, Running) and h.sched.tests_finished
+    assert isinstance(h.sched.phases.phase, Running) and h.sched.tests_finished
     h.schedule()  # a late call: still running, nothing sent
-    assert isinstance(h.sched.phase, Running)
+    assert isinstance(h.sched.phases.phase, Running)
 
 
 def test_a_worker_gone_while_collecting_keeps_the_phase_and_the_next_one_is_asked(
         harness: Any) -> None:
     h: Harness = harness(make_facts(CHAIN))
     gone = h.add("gw0", channel=FakeChannel(EOFError("gone")))
-    assert isinstance(h.sched.phase, Collecting)
-    assert h.sched.gone == {gone}
+    assert isinstance(h.sched.phases.phase, Collecting)
+    assert h.sched.start.gone == {gone}
     n2 = h.add("gw1")
-    assert h.controller.channels[n2].requests == [wire.PLAN_REQUEST]
-    phase = h.sched.phase
+    assert h.controller.channels[n2].requests == [wire.plan_request()]
+    phase = h.sched.phases.phase
     assert isinstance(phase, PlansRead) and phase.launch.followed is n2
     h.schedule()
-    assert isinstance(h.sched.phase, Running)
+    assert isinstance(h.sched.phases.phase, Running)
     assert gone.sends == []
     h.drain(n2)
     assert h.terminal() == set(h.ids)
@@ -100,10 +101,10 @@ def test_every_worker_gone_while_collecting_aborts_once_at_the_start(harness: An
     h: Harness = harness(make_facts(CHAIN))
     channels = [FakeChannel(EOFError("gone")) for _ in range(2)]
     nodes = [h.add(f"gw{k}", channel=channels[k]) for k in range(2)]
-    assert isinstance(h.sched.phase, Collecting) and h.sched.gone == set(nodes)
+    assert isinstance(h.sched.phases.phase, Collecting) and h.sched.start.gone == set(nodes)
     with pytest.raises(pytest.Session.Interrupted):
         h.sched.schedule()  # the first to collect is asked once more, and cannot ship
-    assert h.sched.phase == Aborted()
+    assert h.sched.phases.phase == Aborted()
     reads = [len(c.timeouts) for c in channels]
     reported = len(h.recorder.collect)
     late_schedule(h)  # the session is ending: nothing read or reported
@@ -116,8 +117,8 @@ def test_a_plan_with_problems_aborts_with_its_collection(harness: Any) -> None:
     n1, n2 = h.up("gw0"), h.up("gw1")
     with pytest.raises(pytest.Session.Interrupted):
         h.collected(n1)
-    assert h.sched.phase == Aborted(collection=h.ids)
-    assert h.sched.run is None and h.sched.built is None
+    assert h.sched.phases.phase == Aborted(collection=h.ids)
+    assert h.sched.phases.run is None and h.sched.phases.built is None
     # DSession's loop ends once every collection is in.
     assert not h.sched.tests_finished
     h.collected(n2)
@@ -131,7 +132,7 @@ def test_a_usage_error_in_the_plan_aborts(harness: Any) -> None:
     n1, n2 = h.up("gw0"), h.up("gw1")
     with pytest.raises(pytest.UsageError, match="bad ordering"):
         h.collected(n1)
-    assert h.sched.phase == Aborted(collection=h.ids)
+    assert h.sched.phases.phase == Aborted(collection=h.ids)
     assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
 
 
@@ -142,7 +143,7 @@ def test_a_worker_of_another_version_aborts_once(harness: Any) -> None:
     n2 = h.up("gw1")
     with pytest.raises(pytest.UsageError):
         h.collected(n1)
-    assert h.sched.phase == Aborted()
+    assert h.sched.phases.phase == Aborted()
     reads = len(channel.timeouts)
     h.collected(n2)  # the session is ending: its plan is not asked for
     late_schedule(h)  # no second read, no second usage error
@@ -154,14 +155,14 @@ def test_no_worker_left_aborts_keeping_the_run_and_a_late_worker_is_not_read(
         harness: Any) -> None:
     h: Harness = harness(make_facts({"a": "", "b": ""}), "--dag-affinity=none", nodes=1)
     (n1,) = h.start("gw0")
-    assert isinstance(h.sched.phase, Running)
+    assert isinstance(h.sched.phases.phase, Running)
     assert h.remove(n1) is not None  # crashed in its first test
     h.add("gw0-2", collection=list(reversed(h.ids)))  # refused: another order
     with pytest.raises(pytest.Session.Interrupted):
         h.sched.schedule()
-    phase = h.sched.phase
+    phase = h.sched.phases.phase
     assert isinstance(phase, Aborted) and phase.launch is not None
-    assert h.sched.run is phase.launch.run  # its summary is still written
+    assert h.sched.phases.run is phase.launch.run  # its summary is still written
     assert h.sched.tests_finished
     reported = len(h.recorder.collect)
     late = h.add("gw0-3")  # a replacement with the run's own tests
@@ -175,7 +176,7 @@ def test_a_worker_with_other_tests_joining_a_running_run_is_refused(harness: Any
     (n1,) = h.start("gw0")
     late = h.add("gw1", collection=list(reversed(h.ids)))
     h.sched.schedule()
-    assert isinstance(h.sched.phase, Running)
+    assert isinstance(h.sched.phases.phase, Running)
     assert late.sends == [] and len(h.recorder.collect) == 1
     h.drain(n1)
     assert h.terminal() == set(h.ids)

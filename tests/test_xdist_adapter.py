@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -566,17 +567,17 @@ def test_the_first_collected_worker_is_asked_and_the_core_built_while_others_col
     first = h.add("gw1")
     first_channel = h.controller.channels[first]
     # Told to host the barrier as soon as its hello was read, then asked.
-    assert first_channel.sent == [wire.BARRIERS, wire.PLAN_REQUEST]
+    assert first_channel.sent == [wire.barriers(), wire.plan_request()]
     assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
-    assert h.sched.built is not None and h.sched.run is None
+    assert h.sched.phases.built is not None and h.sched.phases.run is None
     assert not h.sched.tests_finished and not h.sched.has_pending
     other = h.add("gw0")
     other_channel = h.controller.channels[other]
     assert other_channel.sent == [] and other_channel.timeouts == []
     assert h.journal == [] and h.recorder.reports == []
     h.schedule()
-    assert h.sched.followed is first
-    assert other_channel.sent == [wire.BARRIERS]
+    assert h.sched.phases.followed is first
+    assert other_channel.sent == [wire.barriers()]
     assert other_channel.timeouts == [RECEIVE_TIMEOUT]  # the hello only
     assert first_channel.timeouts == [RECEIVE_TIMEOUT, RECEIVE_TIMEOUT]
     h.drain(first, other)
@@ -588,13 +589,13 @@ def test_a_worker_gone_since_its_collection_is_passed_over(harness: Any) -> None
     # worker to collect is asked instead, and the run starts without the first.
     h: Harness = harness(make_facts(CHAIN))
     gone = h.add("gw0", channel=FakeChannel(EOFError("gone")))
-    assert h.sched.built is None
+    assert h.sched.phases.built is None
     n2 = h.add("gw1")
-    assert h.controller.channels[n2].requests == [wire.PLAN_REQUEST]
-    assert h.sched.built is not None
+    assert h.controller.channels[n2].requests == [wire.plan_request()]
+    assert h.sched.phases.built is not None
     assert h.sched.remove_node(gone) is None
     h.schedule()
-    assert h.sched.followed is n2
+    assert h.sched.phases.followed is n2
 
 
 @pytest.mark.parametrize("gone_first", [True, False], ids=["asked-for-its-plan", "admitted"])
@@ -613,7 +614,7 @@ def test_a_gone_worker_xdist_has_not_removed_yet_gets_nothing_and_ends_nothing(
         h.schedule()
     except pytest.Session.Interrupted as exc:  # a KeyboardInterrupt: would end this session
         pytest.fail(f"the session was ended: {exc}")
-    assert h.sched.followed is n2
+    assert h.sched.phases.followed is n2
     assert gone.sends == [] and gone.shutdown_calls == 0
     assert h.controller.channels[gone].timeouts == [RECEIVE_TIMEOUT]
     assert h.sched.remove_node(gone) is None
@@ -646,21 +647,22 @@ def test_a_worker_dead_before_xdist_noticed_gets_nothing_and_loses_nothing(
 
 
 @pytest.mark.parametrize("raw", [
-    '{"format": 1, "version": "0.0.1", "ids": []}',
-    '{"ids": ["a"]}',
-    "not json",
+    ("hello", {"format": 1, "version": "0.0.1", "census": ()}),
+    ("hello", {"format": wire.FORMAT}),
+    {"format": 10, "version": "0.0.1", "census": ()},  # before the envelope
+    "not a message",
 ])
 def test_a_message_of_another_version_is_a_usage_error_naming_both(
-        harness: Any, raw: str) -> None:
+        harness: Any, raw: object) -> None:
     h: Harness = harness(make_facts(CHAIN))
     n1 = h.up("gw0", channel=FakeChannel(raw))
     n2 = h.up("gw1")
     with pytest.raises(pytest.UsageError) as info:
         h.collected(n1)
-    theirs = "pytest-dagorder 0.0.1" if "0.0.1" in raw else "an unknown version"
+    theirs = ("pytest-dagorder 0.0.1" if isinstance(raw, tuple) and "version" in raw[1]
+              else "an unknown version of pytest-dagorder")
     assert str(info.value) == (
-        f"pytest-dagorder: worker gw0: a worker runs {theirs}"
-        f"{'' if '0.0.1' in raw else ' of pytest-dagorder'}, this process runs "
+        f"pytest-dagorder: worker gw0: a worker runs {theirs}, this process runs "
         f"pytest-dagorder {wire.__version__}; install the same version where the workers run")
     assert (n1.shutdown_calls, n2.shutdown_calls) == (1, 1)
     assert n1.sends == n2.sends == []
@@ -669,10 +671,30 @@ def test_a_message_of_another_version_is_a_usage_error_naming_both(
 def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> None:
     h: Harness = harness(make_facts(CHAIN))
     n1 = h.up("gw0", channel=FakeChannel(
-        f'{{"format": {wire.FORMAT}, "version": "{wire.__version__}"}}'))
+        ("hello", {"format": wire.FORMAT, "version": wire.__version__})))
     h.up("gw1")
     with pytest.raises(pytest.UsageError, match="malformed hello"):
         h.collected(n1)
+
+
+def test_each_side_reads_a_message_by_its_kind_and_refuses_an_unknown_one() -> None:
+    table = {wire.EXIT: wire.read_exit, wire.PUBLISHED: wire.read_published}
+    read, data = wire.route(over_execnet(wire.published("t.py::a", {"x": 1})), table)
+    assert read(data) == wire.Published("t.py::a", {"x": 1})
+    for raw, error in [
+        (("bogus", None), "a message of unknown kind 'bogus' on the dagorder channel "
+                          "(expected 'exit', 'published')"),
+        (wire.closing("t.py::a", []), "unknown kind 'closing'"),  # the other side's
+        ("bogus", "not a (kind, data) pair: str"),
+        (("exit", None, None), "not a (kind, data) pair: tuple"),
+    ]:
+        with pytest.raises(wire.WireError, match=re.escape(error)):
+            wire.route(raw, table)
+    for kind, reader in [(wire.EXIT, wire.read_exit), (wire.PUBLISHED, wire.read_published),
+                         (wire.DELIVERY, wire.read_deliveries),
+                         (wire.CLOSING, wire.read_closing)]:
+        with pytest.raises(wire.WireError, match=f"a malformed '{kind}' message"):
+            reader(("t.py::a",))
 
 
 def native(value: object) -> bool:
@@ -764,7 +786,7 @@ def test_locations_the_node_ids_do_not_give_and_outside_prerequisites_cross() ->
 ])
 def test_facts_of_the_wrong_shape_are_malformed(field: str, value: object) -> None:
     message = wire.encode(make_facts(CHAIN))
-    message["facts"] = {**message["facts"], field: value}
+    message = (message[0], {**message[1], field: value})
     with pytest.raises(wire.WireError, match="malformed collection message"):
         wire.decode(message)
 
@@ -775,23 +797,25 @@ def test_a_run_that_needs_the_barrier_tells_every_worker_before_its_first_test(
     nodes = h.start("gw0", "gw1")
     for node in nodes:
         channel = h.controller.channels[node]
-        assert channel.sent[0] == wire.BARRIERS
-        assert channel.sent.count(wire.BARRIERS) == 1
+        assert channel.sent[0] == wire.barriers()
+        assert channel.sent.count(wire.barriers()) == 1
     assert any(node.sends for node in nodes)
     # A suite that declares nothing: no barrier, no word of one.
     h = harness(make_facts({"a": "", "b": ""}, graph=False))
     nodes = [h.add("gw0"), h.add("gw1")]
     h.sched.schedule()
     assert any(node.sends for node in nodes)
-    assert all(wire.BARRIERS not in h.controller.channels[n].sent for n in nodes)
+    assert all(wire.barriers() not in h.controller.channels[n].sent for n in nodes)
 
 
 def test_an_exit_request_survives_its_wire_format_and_nothing_else_is_one() -> None:
+    table = {wire.EXIT: wire.read_exit}
     for request in (wire.ExitRequest("enough", None), wire.ExitRequest("stop: now", 3)):
-        assert wire.decode_exit(wire.encode_exit(request)) == request
-    assert wire.decode_exit(wire.encode(make_facts(CHAIN))) is None
-    assert wire.decode_exit(wire.hello(Census())) is None
-    assert wire.decode_exit("not json") is None
+        read, data = wire.route(over_execnet(wire.encode_exit(request)), table)
+        assert read(data) == request
+    for other in (wire.encode(make_facts(CHAIN)), wire.hello(Census()), "not json"):
+        with pytest.raises(wire.WireError):
+            wire.route(other, table)
 
 
 def test_plugin_missing_on_the_workers_interrupts(harness: Any) -> None:
@@ -878,7 +902,7 @@ def test_a_failure_ahead_is_skipped_by_the_worker_not_twice(harness: Any) -> Non
     # The worker holding c, d skips them itself; the controller reports nothing.
     assert h.recorder.skipped() == {}
     assert h.sched.tests_finished
-    run = h.sched.run
+    run = h.sched.phases.run
     assert run is not None
     assert run.summary_lines() == [], "no skip shown yet: none counted"
     n1.shutdown()
@@ -1208,7 +1232,7 @@ class ResultsChannel(FakeChannel):
         return self.inbox.pop(0)  # type: ignore[return-value]
 
     def send(self, item: object) -> None:
-        if item in (wire.PLAN_REQUEST, wire.BARRIERS):
+        if item in (wire.plan_request(), wire.barriers()):
             super().send(item)
             return
         assert self.node is not None
@@ -1250,10 +1274,10 @@ def test_values_reach_the_reader_s_worker_ahead_of_its_dispatch(harness: Any) ->
     channel = channels[reader.gateway.id]
     dispatch = next(k for k, send in enumerate(reader.sends) if h.index("b") in send)
     # (The dispatch may also say which scopes its last test ends: wire.closing.)
-    deliveries = [wire.read_deliveries(item) for k, item in channel.outbox
-                  if k == dispatch and wire.read_closing(item) is None]
+    deliveries = [wire.read_deliveries(data) for k, (kind, data) in channel.outbox
+                  if k == dispatch and kind == wire.DELIVERY]
     assert len(deliveries) == 1, channel.outbox  # sent just before that dispatch
-    ready, values = deliveries[0]
+    ready, values = deliveries[0].ready, deliveries[0].values
     assert ready == [nodeid("b")]
     # What the reader's worker published itself it has already; the other's it gets.
     own = next(name for name in "ae" if h.local.get(reader, {}).get(h.index(name)))
@@ -1279,7 +1303,7 @@ def test_values_queued_before_a_barrier_completion_is_handled_are_kept(
     channels[reader.gateway.id].inbox.append(wire.published(nodeid("b"), {"z": 3}))
     h.pass_barrier(reader)
     h.run(reader, "b")
-    relay = h.sched.relay
+    relay = h.sched.phases.relay
     assert relay is not None
     assert relay.keys_by_test().get(h.index("b")) == ["z"]
 
@@ -1293,7 +1317,7 @@ def test_an_exit_request_read_with_published_values_is_kept(harness: Any) -> Non
         wire.encode_exit(wire.ExitRequest("enough", 3)),
     ]
     h.run(node, "a")
-    relay = h.sched.relay
+    relay = h.sched.phases.relay
     assert relay is not None and relay.keys_by_test() == {h.index("a"): ["x"]}
     with pytest.raises(pytest.exit.Exception) as info:
         h.sched.mark_test_complete(node, h.barrier)
@@ -1305,7 +1329,7 @@ def test_a_failed_test_s_values_are_dropped(harness: Any) -> None:
     node = holder(h, "e")
     channels[node.gateway.id].inbox.append(wire.published(nodeid("e"), {"y": 1}))
     h.run(node, "e", "failed")
-    relay = h.sched.relay
+    relay = h.sched.phases.relay
     assert relay is not None and relay.values == {}
     node = holder(h, "a")
     channels[node.gateway.id].inbox.append(wire.published(nodeid("a"), {"x": 1}))
@@ -1313,10 +1337,22 @@ def test_a_failed_test_s_values_are_dropped(harness: Any) -> None:
     assert relay.keys_by_test() == {h.index("a"): ["x"]}
 
 
+@pytest.mark.parametrize("raw", [("bogus", None), ("published", "t.py::a"),
+                                 wire.refused(wire.WireError("a message of unknown kind"))])
+def test_a_message_the_controller_cannot_read_ends_the_session_naming_the_worker(
+        harness: Any, raw: object) -> None:
+    h, channels = results_harness(harness, {"a": "", "e": "", "b": "a e"})
+    node = holder(h, "a")
+    channels[node.gateway.id].inbox.append(raw)
+    with pytest.raises(pytest.UsageError, match=f"^pytest-dagorder: worker {node.gateway.id}: "):
+        h.run(node, "a")
+    assert all(n.shutdown_calls == 1 for n in h.nodes)
+
+
 def test_no_relay_without_a_dag_user(harness: Any) -> None:
     h: Harness = harness(make_facts(CHAIN))
     h.start("gw0", "gw1")
-    assert h.sched.relay is None
+    assert h.sched.phases.relay is None
 
 
 
@@ -1329,9 +1365,9 @@ def test_a_dispatch_says_which_module_its_last_test_ends(harness: Any) -> None:
     payload = make_facts({"a": "", "b": "a", "c": ""}, modules={"c": "test_other.py"})
     h, channels = channels_harness(harness, payload)
     h.run(holder(h, "a"), "a")
-    closing = [wire.read_closing(item) for channel in channels.values()
-               for _, item in channel.outbox]
-    found = [c for c in closing if c is not None]
+    found = [(c.nodeid, c.scopes) for c in (
+        wire.read_closing(data) for channel in channels.values()
+        for _, (kind, data) in channel.outbox if kind == wire.CLOSING)]
     assert (nodeid("b"), [MODULE]) in found, found
     assert (nodeid("c", "test_other.py"), ["test_other.py"]) in found, found
     assert all(nid != nodeid("a") for nid, _ in found), found  # b was still to come

@@ -19,11 +19,12 @@ then ends its own scopes only, keeping module/class fixtures for whatever
 comes next.
 
 When neither is installed.  A suite that declares nothing the controller
-must order, limit or withhold (see :func:`~.payload.declares_nothing`) needs no
+must order, limit or withhold (see ``glue/decide.plain_run``) needs no
 barrier: every test is ready from the start, so the controller always
 sends a worker its next test ahead, as xdist's own load scheduling does.
-Every worker decides that after its collection (all collect the same) and
-then leaves xdist's worker as it is.
+The controller decides that from the census in each worker's hello and
+sends :data:`~.wire.BARRIERS` only where the run needs them; a worker not
+sent it stays as xdist made it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,7 +33,7 @@ from ..glue.stall import (
 )
 from . import wire
 from . import wording as xdist_wording
-from .session import WorkerGone, abort
+from .session import WorkerGone, abort, refuse
 from .xdist_internals import hand_over_scheduler
 
 if TYPE_CHECKING:
@@ -79,17 +79,14 @@ class DagController:
         #: Per worker whose hello was read: whether its run is plain (see
         #: ``glue/decide.plain_run``), decided from the census it said.
         self.hellos: dict[WorkerController, bool] = {}
-        self.stall_seconds = settings_of(config).stall_report
-        self.dumps = ControllerDumps()
-        self.watch: StallWatch | None = None
+        self.stall = ControllerStall(config, settings_of(config).stall_report)
 
     def pytest_configure_node(self, node: WorkerController) -> None:
         channel = node.gateway.newchannel()
         node.workerinput[wire.CHANNEL_KEY] = channel
         node.workerinput[wire.DIST_KEY] = self.config.getvalue("dist")
         self.channels[node] = channel
-        if self.stall_seconds > 0 and (directory := self.dumps.for_node(node)) is not None:
-            node.workerinput[STALL_KEY] = directory
+        self.stall.configure_node(node)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> Generator[
@@ -111,8 +108,7 @@ class DagController:
     def dag_scheduler(self, config: pytest.Config, log: Producer) -> DependencyScheduling:
         """The DAG scheduler, fed the reports from now on."""
         self.sched = scheduling.DependencyScheduling(config, log, self)
-        if self.stall_seconds > 0:
-            self.watch = StallWatch(self.stall_seconds, self._stall_report, self._write_stall)
+        self.stall.watch(self.sched)
         return self.sched
 
     def declares_nothing(self, node: WorkerController,
@@ -137,7 +133,7 @@ class DagController:
         try:
             return wire.decode(raw)
         except wire.WireError as exc:
-            self._refuse_version(node, nodes, exc)
+            refuse(node, nodes, exc)
 
     def admit(self, node: WorkerController, nodes: Sequence[WorkerController]) -> None:
         """Check the version of a worker whose plan the run does not follow.
@@ -162,7 +158,7 @@ class DagController:
                 try:
                     census = wire.check_hello(first)
                 except wire.WireError as exc:
-                    self._refuse_version(node, nodes, exc)
+                    refuse(node, nodes, exc)
                 dist = self.config.getvalue("dist")
                 found = settings_of(self.config)
                 # Installed, not asked for, nothing declared: xdist's own
@@ -171,10 +167,10 @@ class DagController:
                     found.asked or declares_something(census))
                 if not plain and dist in DAG_MODES:
                     # Before any test of the worker: see DagWorker._install.
-                    channel.send(wire.BARRIERS)
+                    channel.send(wire.barriers())
             if not read:
                 return None
-            channel.send(wire.PLAN_REQUEST)
+            channel.send(wire.plan_request())
             return channel.receive(timeout=RECEIVE_TIMEOUT)
         except (pytest.UsageError, pytest.Session.Interrupted):
             raise
@@ -188,21 +184,13 @@ class DagController:
             abort(self.config, nodes, [Problem("", (
                 f"no dependency graph from worker {node.gateway.id}: {exc}"))])
 
-    def _refuse_version(self, node: WorkerController, nodes: Sequence[WorkerController],
-                        exc: Exception) -> NoReturn:
-        # Not the suite's fault: a usage error (exit status 4), as for a bad option.
-        for other in nodes:
-            other.shutdown()
-        raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         # Dispatch before any other plugin handles the report: a dependent
         # starts sooner.
         if self.sched is not None:
             self.sched.on_report(report, emit=False)
-        if self.watch is not None:
-            self.watch.beat()
+        self.stall.beat()
         result = yield
         # Report skips only after every other plugin handled the report: the
         # prerequisite's own line comes first in every output.
@@ -211,40 +199,85 @@ class DagController:
         return result
 
     def pytest_runtest_logstart(self) -> None:
-        # Counted from the first test on: collecting and starting the workers
-        # may take long on a loaded machine, and no test can report before.
-        watch = self.watch
-        if watch is not None:
-            watch.beat()
-            if not watch.started:
-                if self.sched is None or self.sched.plain:
-                    self.watch = None  # a run left to plain xdist is not watched
-                else:
-                    watch.start()
+        self.stall.test_started(self.sched is None or self.sched.phases.plain)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
-        if self.watch is not None:
-            self.watch.stop()
+        self.stall.stop()
         result = yield
-        if self.sched is not None and self.sched.run is not None:
-            self.sched.run.finish(session.config)
+        if self.sched is not None and self.sched.phases.run is not None:
+            self.sched.phases.run.finish(session.config)
         return result
 
     def pytest_unconfigure(self) -> None:
-        if self.watch is not None:
-            self.watch.stop()
-        self.dumps.remove()
+        self.stall.stop()
+        self.stall.dumps.remove()
 
-    def _stall_report(self) -> list[str]:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.sched is not None and self.sched.phases.run is not None:
+            dag_run.write_summary(terminalreporter, self.sched.phases.run, self.sched.numnodes)
+            if self.sched.phases.relay is not None:
+                nodeids = self.sched.phases.run.nodeids
+                dag_fixture.write_published(terminalreporter, {
+                    nodeids[i]: keys for i, keys in self.sched.phases.relay.keys_by_test().items()})
+
+
+class ControllerStall:
+    """The controller's part of the stall report (``--dag-stall-report``, see
+    ``glue/stall.py``): where each worker dumps its stacks, the watch that
+    notices no test ended for that long, and the report it then writes.
+
+    ``seconds``: the setting (0: off).
+    """
+
+    def __init__(self, config: pytest.Config, seconds: float) -> None:
+        self.config = config
+        self.seconds = seconds
+        self.dumps = ControllerDumps()
+        self._watch: StallWatch | None = None
+        self._sched: DependencyScheduling | None = None
+
+    def configure_node(self, node: WorkerController) -> None:
+        """Tell ``node`` where to dump its stacks (a local worker only)."""
+        if self.seconds > 0 and (directory := self.dumps.for_node(node)) is not None:
+            node.workerinput[STALL_KEY] = directory
+
+    def watch(self, sched: DependencyScheduling) -> None:
+        """Watch the run ``sched`` schedules (started at its first test)."""
+        if self.seconds > 0:
+            self._sched = sched
+            self._watch = StallWatch(self.seconds, self._report, self._write)
+
+    def beat(self) -> None:
+        if self._watch is not None:
+            self._watch.beat()
+
+    def test_started(self, plain: bool) -> None:
+        """A test started; ``plain``: the run is left to plain xdist."""
+        # Counted from the first test on: collecting and starting the workers
+        # may take long on a loaded machine, and no test can report before.
+        watch = self._watch
+        if watch is not None:
+            watch.beat()
+            if not watch.started:
+                if plain:
+                    self._watch = None  # a run left to plain xdist is not watched
+                else:
+                    watch.start()
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+
+    def _report(self) -> list[str]:
         """Runs in the watch's thread, while the main thread waits for an event."""
-        sched = self.sched
+        sched = self._sched
         if sched is None:
-            return report_lines(self.stall_seconds, [])
+            return report_lines(self.seconds, [])
         ledger = sched.ledger
         # xdist indices are positions in the collection; a worker runs what it
         # was sent in order, so the first not completed is the one it runs.
-        collection = sched.collection or []
+        collection = sched.phases.collection or []
         own_timer = leaves_faulthandler_alone(self.config)
         workers = []
         for node in list(ledger.sent):
@@ -263,9 +296,9 @@ class DagController:
                 stack = last_dump(dump_file(directory, name), since if test else None)
                 no_stack = None if stack else glue_wording.STALL_NO_DUMP
             workers.append(WorkerState(name, test, since, stack, no_stack))
-        return report_lines(self.stall_seconds, workers)
+        return report_lines(self.seconds, workers)
 
-    def _write_stall(self, lines: list[str]) -> None:
+    def _write(self, lines: list[str]) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is None:
             print("\n".join(lines), file=sys.stderr, flush=True)
@@ -275,14 +308,6 @@ class DagController:
         for line in lines:
             terminal.write_line(line)
         terminal.flush()
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.sched is not None and self.sched.run is not None:
-            dag_run.write_summary(terminalreporter, self.sched.run, self.sched.numnodes)
-            if self.sched.relay is not None:
-                nodeids = self.sched.run.nodeids
-                dag_fixture.write_published(terminalreporter, {
-                    nodeids[i]: keys for i, keys in self.sched.relay.keys_by_test().items()})
 
 
 class ForwardingScheduling:

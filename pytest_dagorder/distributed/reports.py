@@ -12,6 +12,7 @@ from ..core.published import Relay
 from ..glue.dag_run import DagRun
 from . import wire
 from .ledger import Ledger
+from .session import refuse
 from .skips import SkipEmitter
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ class ReportFeed:
         self.exit_requests: dict[WorkerController, wire.ExitRequest] = {}
         #: Per settled test, the worker that ran it (its gateway id).
         self.ran_on: dict[int, str] = {}
+        #: What a worker sends after its plan, by kind (see :meth:`read_side_channel`).
+        self._handlers: dict[str, Callable[[WorkerController, object], None]] = {
+            wire.EXIT: self._exit_asked, wire.PUBLISHED: self._published,
+            wire.REFUSED: self._refused}
 
     def feed(self, report: pytest.TestReport) -> int | None:
         """Fold ``report`` into its test's outcome; the test's index once that is
@@ -126,12 +131,14 @@ class ReportFeed:
     def read_side_channel(self, node: WorkerController | None) -> None:
         """Take what ``node`` queued on the side channel after its plan (never waits).
 
-        Two kinds come: a passed test's published values, sent before that
+        Three kinds come: a passed test's published values, sent before that
         test's reports on the same connection (so by the time its last report
-        is handled here they are queued), and a ``pytest.exit()`` request
-        (kept in :attr:`exit_requests`).  This is the one reader of both: a
-        reader of one kind would drop a message of the other that happened to
-        be queued first.
+        is handled here they are queued), a ``pytest.exit()`` request (kept
+        in :attr:`exit_requests`) and a worker's word that it could not read
+        a message of this controller.  This is the one reader of them all: a
+        reader of one kind would drop a message of another that happened to
+        be queued first.  A message it cannot read ends the session, as a
+        worker of another version does (:func:`~.session.refuse`).
         """
         channel = None if node is None else self.channels.get(node)
         if node is None or channel is None:
@@ -142,15 +149,20 @@ class ReportFeed:
                 raw = channel.receive(timeout=0)
             except Exception:  # empty (execnet's TimeoutError), closed, or gone
                 return
-            request = wire.decode_exit(raw)
-            if request is not None:
-                self.exit_requests.setdefault(node, request)
-                continue
             try:
-                nodeid, values = wire.read_published(raw)
+                handle, data = wire.route(raw, self._handlers)
+                handle(node, data)
             except wire.WireError as exc:
-                self.log(f"ignored from {node.gateway.id}: {exc}")
-                continue
-            i = self.index_of_sent(node, nodeid)
-            if i is not None and self.relay is not None:
-                self.relay.received(node, i, values)
+                refuse(node, list(self.ledger.sent), exc)
+
+    def _exit_asked(self, node: WorkerController, data: object) -> None:
+        self.exit_requests.setdefault(node, wire.read_exit(data))
+
+    def _published(self, node: WorkerController, data: object) -> None:
+        passed = wire.read_published(data)
+        i = self.index_of_sent(node, passed.nodeid)
+        if i is not None and self.relay is not None:
+            self.relay.received(node, i, passed.values)
+
+    def _refused(self, node: WorkerController, data: object) -> None:
+        raise wire.read_refused(data)

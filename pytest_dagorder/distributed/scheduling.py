@@ -10,14 +10,15 @@ translates: every decision about the run is
 :class:`~.skips.SkipEmitter`, and tests are handed out by
 :class:`~.dispatch.Dispatcher`; the decisions come from the scheduler core.
 
-Its start-up is a phase machine: :class:`Collecting` (the workers collect;
-the first whose collection comes in is asked for its plan),
-:class:`PlansRead` (the run is built from that plan, not yet announced),
-:class:`Announced` (xdist's first ``schedule()`` wrote the header; the
-workers are admitted), :class:`Running` (tests are handed out) and
-:class:`Aborted` (the session ends before the run could).  The phase is
-one attribute; every move goes through :meth:`DependencyScheduling._enter`
-(the allowed ones are :data:`NEXT`); what a phase knows is in its object.
+Its start-up (:class:`Launcher`) is a phase machine: :class:`Collecting`
+(the workers collect; the first whose collection comes in is asked for its
+plan), :class:`PlansRead` (the run is built from that plan, not yet
+announced), :class:`Announced` (xdist's first ``schedule()`` wrote the
+header; the workers are admitted), :class:`Running` (tests are handed out)
+and :class:`Aborted` (the session ends before the run could).  The phase is
+one attribute of :class:`Phases`; every move goes through
+:meth:`Phases.enter` (the allowed ones are :data:`NEXT`); what a phase
+knows is in its object.
 
 Relies on xdist's ``WorkerController``'s ``send_runtest_some`` /
 ``shutting_down`` / ``shutdown`` / ``workerinput`` / ``gateway`` (pinned in
@@ -180,27 +181,18 @@ NEXT: dict[type[Phase], tuple[type[Phase], ...]] = {
 }
 
 
-class DependencyScheduling:
-    """xdist's scheduler protocol, driven by the pure core (see module docstring)."""
+class Phases:
+    """The start-up's phase and what each phase knows (see the module docstring).
 
-    def __init__(self, config: pytest.Config, log: Producer, controller: Channels) -> None:
-        self.numnodes = xdist_node_count(config)
-        self.config = config
-        self.log: Callable[..., None] = log.dagsched
-        self.controller = controller
-        self.node2collection: dict[WorkerController, list[str]] = {}
-        self.ledger = Ledger()
-        # Workers whose side channel closed before the run could use them
-        # (see WorkerGone): never asked again, never given work.
-        self.gone: set[WorkerController] = set()
-        # How many tests go out at once, from the durations seen (and, once
-        # the run is built, those recorded by earlier runs).  Unknown yet:
-        # start with the careful depth (one test in flight).
-        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
-                           initial=FAST_TEST)
+    :meth:`enter` is the one place the phase changes (the moves of
+    :data:`NEXT`); the rest reads the run as far as the phase has it, for
+    the scheduler, the controller plugin and the tests.
+    """
+
+    def __init__(self) -> None:
         self.phase: Phase = Collecting()
 
-    def _enter(self, phase: Phase) -> None:
+    def enter(self, phase: Phase) -> None:
         """Move to ``phase``: the one place the phase changes."""
         if type(phase) not in NEXT[type(self.phase)]:
             raise RuntimeError(f"pytest-dagorder: no move from {type(self.phase).__name__} "
@@ -208,29 +200,27 @@ class DependencyScheduling:
         self.phase = phase
 
     @contextmanager
-    def _ending_on_refusal(self) -> Iterator[None]:
+    def ending_on_refusal(self) -> Iterator[None]:
         """A call of the controller's that may end the session (a usage error, an
         abort): the phase is then :class:`Aborted`."""
         try:
             yield
         except (pytest.UsageError, pytest.Session.Interrupted):
             if not isinstance(self.phase, Aborted):
-                self._enter(Aborted(self.collection, self._announced()))
+                self.enter(Aborted(self.collection, self.announced()))
             raise
 
-    # -- what the phases know ---------------------------------------------------
-
-    def _launch(self) -> Launch | None:
+    def launch(self) -> Launch | None:
         """The run once built (from :class:`PlansRead` on)."""
         phase = self.phase
         return None if isinstance(phase, Collecting) else phase.launch
 
-    def _announced(self) -> Launch | None:
+    def announced(self) -> Launch | None:
         """The run once announced (still there after an abort)."""
         phase = self.phase
         return None if isinstance(phase, (Collecting, PlansRead)) else phase.launch
 
-    def _live(self) -> Launch | None:
+    def live(self) -> Launch | None:
         """The run while it may hand out tests (announced, not aborted)."""
         phase = self.phase
         return phase.launch if isinstance(phase, (Announced, Running)) else None
@@ -242,20 +232,20 @@ class DependencyScheduling:
 
     @property
     def run(self) -> DagRun | None:
-        """The run, once announced (see :meth:`_announce`)."""
-        launch = self._announced()
+        """The run, once announced (see :meth:`Launcher.announce`)."""
+        launch = self.announced()
         return None if launch is None else launch.run
 
     @property
     def built(self) -> DagRun | None:
-        """The run, once built (see :meth:`_plan_early`)."""
-        launch = self._launch()
+        """The run, once built (see :meth:`Launcher.plan_early`)."""
+        launch = self.launch()
         return None if launch is None else launch.run
 
     @property
     def followed(self) -> WorkerController | None:
         """The worker whose collection and plan the run follows."""
-        launch = self._launch()
+        launch = self.launch()
         return None if launch is None else launch.followed
 
     @property
@@ -264,72 +254,58 @@ class DependencyScheduling:
         phase = self.phase
         if isinstance(phase, Aborted):
             return phase.collection
-        launch = self._launch()
+        launch = self.launch()
         return None if launch is None else launch.collection
 
     @property
     def relay(self) -> Relay | None:
-        launch = self._launch()
+        launch = self.launch()
         return None if launch is None else launch.relay
 
     @property
     def skips(self) -> SkipEmitter | None:
-        launch = self._launch()
+        launch = self.launch()
         return None if launch is None else launch.skips
-
-    @property
-    def dispatcher(self) -> Dispatcher | None:
-        launch = self._launch()
-        return None if launch is None else launch.dispatcher
 
     @property
     def plain(self) -> bool:
         """Whether the workers run as under plain xdist (see ``glue/decide.plain_run``)."""
-        launch = self._launch()
+        launch = self.launch()
         return launch is not None and launch.dispatcher.plain
 
-    # -- xdist's protocol ---------------------------------------------------
 
-    @property
-    def nodes(self) -> list[WorkerController]:
-        return list(self.ledger.sent)
+class Launcher:
+    """The run's start: the plan read from a worker, the run built and checked,
+    announced at xdist's first ``schedule()``, the workers admitted.
 
-    @property
-    def collection_is_completed(self) -> bool:
-        return len(self.node2collection) >= self.numnodes
+    ``collections``: every worker's collection as it came in; ``gone``:
+    workers whose side channel closed before the run could use them (see
+    :class:`WorkerGone`), never asked again, never given work.
+    """
 
-    @property
-    def tests_finished(self) -> bool:
-        # Asked on every turn of xdist's event loop: the run exists only once
-        # every collection was in (see schedule), so it decides alone.
-        phase = self.phase
-        if isinstance(phase, (Announced, Running)):
-            return phase.launch.run.machine.done
-        if isinstance(phase, Aborted):
-            return phase.launch is not None or (
-                phase.collection is not None and self.collection_is_completed)
-        return False
+    def __init__(self, config: pytest.Config, log: Callable[..., None], controller: Channels,
+                 ledger: Ledger, phases: Phases, pace: Pacing) -> None:
+        self.config = config
+        self.log = log
+        self.controller = controller
+        self.ledger = ledger
+        self.phases = phases
+        self.pace = pace
+        self.numnodes = xdist_node_count(config)
+        self.collections: dict[WorkerController, list[str]] = {}
+        self.gone: set[WorkerController] = set()
 
-    @property
-    def has_pending(self) -> bool:
-        run = self.run
-        if run is None:
-            return False
-        return not run.machine.done or any(self.ledger.sent.values())
-
-    def add_node(self, node: WorkerController) -> None:
-        self.ledger.add(node)
-
-    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
-        launch = self._announced()
-        if launch is not None and list(collection) != launch.collection:
-            self._refuse(launch, node, list(collection))  # a worker joining a started run
+    def collected(self, node: WorkerController, collection: list[str]) -> None:
+        """``node``'s collection is in: kept, and the run built from it if it is the first."""
+        launch = self.phases.announced()
+        if launch is not None and collection != launch.collection:
+            self.refuse(launch, node, collection)  # a worker joining a started run
             return
-        self.node2collection[node] = list(collection)
+        self.collections[node] = collection
         if launch is None:
-            self._plan_early(node)
+            self.plan_early(node)
 
-    def _refuse(self, launch: Launch, node: WorkerController, collection: list[str]) -> None:
+    def refuse(self, launch: Launch, node: WorkerController, collection: list[str]) -> None:
         """A worker that collected other tests than the first: indices would not match.
 
         Shown as a collection error (as xdist does); the worker gets no work.
@@ -341,10 +317,213 @@ class DependencyScheduling:
         self.config.hook.pytest_collectreport(report=pytest.CollectReport(
             node.gateway.id, "failed", msg, []))
 
+    def admit(self, launch: Launch) -> None:
+        """Give the core every worker that collected the run's tests and is not gone."""
+        sent = self.ledger.sent
+        machine = launch.run.machine
+        for node in sent:
+            # A gone worker gets no work: xdist removes it soon.
+            if (node not in launch.core_workers and node in self.collections
+                    and node not in launch.unusable and node not in self.gone):
+                if node is not launch.followed:
+                    try:
+                        with self.phases.ending_on_refusal():
+                            self.controller.admit(node, list(sent))
+                    except WorkerGone:
+                        self.gone.add(node)
+                        continue
+                machine.add_worker(node)
+                launch.core_workers.add(node)
+        if not machine.done and sent and all(n in launch.unusable for n in sent):
+            # No worker can run what is left, and none is on its way (xdist
+            # calls schedule() once a worker's collection is in): end the
+            # session rather than wait for ever.
+            self.phases.enter(Aborted(launch.collection, launch))
+            abort(self.config, list(sent), [Problem(next(iter(sent)).gateway.id, (
+                "no worker left that collected the same tests; "
+                "the tests not yet run cannot be scheduled"))])
+
+    def plan_early(self, node: WorkerController) -> None:
+        """Build the run from ``node``'s plan as soon as its collection is in.
+
+        Every worker makes the same plan, so the first whose collection
+        arrives is asked for it, and the controller decodes it and builds
+        its core while the other workers are still collecting (at start the
+        controller is otherwise idle and every worker waits for its first
+        tests).  The run is announced, and its first tests sent, only when
+        xdist calls :meth:`~DependencyScheduling.schedule` once every
+        collection is in.  A worker that cannot ship (it died since) is
+        passed over: the next one to collect is asked, or at the latest the
+        start asks a live one.
+        """
+        if not isinstance(self.phases.phase, Collecting) or node not in self.ledger.sent:
+            return
+        with collector_paused():  # the graph and the core: see memory.py
+            self._build(node, early=True)
+
+    def announce(self) -> Launch:
+        """Announce the run (built from the first plan read, or now): xdist's first schedule()."""
+        phases = self.phases
+        if isinstance(phases.phase, Collecting):
+            # A worker that died since its collection came in ships nothing more.
+            alive = [n for n in self.collections
+                     if n in self.ledger.sent and n not in self.gone]
+            with collector_paused():
+                # The first to collect, as the plan asked for early would be.
+                self._build((alive or list(self.collections))[0], early=False)
+        phase = phases.phase
+        # Not early, a worker that cannot ship ends the session: the plan was read.
+        assert isinstance(phase, PlansRead)
+        launch = phase.launch
+        for node, collection in self.collections.items():
+            if node is not launch.followed and collection != launch.collection:
+                self.refuse(launch, node, collection)
+        phases.enter(Announced(launch))
+        if launch.errors:
+            report_problems(self.config, launch.errors)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            for line in launch.header:
+                terminal.write_line(line)
+        launch.skips.emit(launch.run)
+        return launch
+
+    def _build(self, first: WorkerController, *, early: bool) -> None:
+        """Read ``first``'s plan and build the run from it (then :class:`PlansRead`).
+
+        Early (see :meth:`plan_early`), a worker that cannot ship is only
+        passed over; at the start it ends the session, as does a plan with
+        problems either way.
+        """
+        nodes = list(self.ledger.sent)
+        try:
+            facts = self._read_plan(first, nodes, early=early)
+        except WorkerGone:
+            self.gone.add(first)
+            return
+        collection = self.collections[first]
+        decided = self._decide(facts)
+        self._check_plan(first, collection, facts, decided, nodes)
+        for note in decided.notes:
+            self.log(note)
+        sharding.from_workers(self.config, deselected=facts.deselected,
+                              empty_part=decided.empty_part)
+        self.phases.enter(PlansRead(self._launch_from(first, collection, facts, decided)))
+
+    def _read_plan(self, first: WorkerController, nodes: list[WorkerController], *,
+                   early: bool) -> Facts:
+        """``first``'s facts, off its side channel (:class:`WorkerGone` if early and gone)."""
+        with self.phases.ending_on_refusal():
+            return self.controller.receive_payload(first, nodes, passable=early)
+
+    def _decide(self, facts: Facts) -> Decisions:
+        """Every decision about the run, from the facts read, this session's settings
+        and recorded durations (see ``glue/decide.py``)."""
+        return decide(facts, settings_of(self.config), durations.load(self.config),
+                      dist=self.config.getvalue("dist"), workers=self.numnodes)
+
+    def _check_plan(self, first: WorkerController, collection: list[str], facts: Facts,
+                    decided: Decisions, nodes: list[WorkerController]) -> None:
+        """End the session if the run cannot be run (then :class:`Aborted`)."""
+        if decided.usage_error:
+            # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
+            self.phases.enter(Aborted(collection))
+            for node in nodes:
+                node.shutdown()
+            raise pytest.UsageError(decided.usage_error)
+        if decided.problems:
+            self.phases.enter(Aborted(collection))
+            abort(self.config, nodes, decided.problems)
+        if facts.ids != collection and sorted(facts.ids) != sorted(collection):
+            self.phases.enter(Aborted(collection))
+            abort(self.config, nodes, [Problem(first.gateway.id, (
+                "the worker's plan names other tests than it collected; "
+                "select tests in pytest_collection_modifyitems, not later"))])
+
+    def _launch_from(self, first: WorkerController, collection: list[str], facts: Facts,
+                     decided: Decisions) -> Launch:
+        """Everything that drives the run beside the core, made from the decisions."""
+        run = decided.run
+        assert run is not None  # no problem, no usage error: decide made the run
+        if decided.mean_duration is not None:
+            # Pipeline depth from the first dispatch, not only once tests ran.
+            self.pace.average = decided.mean_duration
+        skips = SkipEmitter(self.config, self.ledger, facts.locations)
+        # The workers' barrier item follows their real tests.
+        dispatcher = Dispatcher(
+            self.ledger, self.controller.channels, self.log, self.pace,
+            speculate=self.controller.policy == "skip", barrier=len(facts.ids),
+            plain=decided.plain, relay=decided.relay, dag_users=decided.dag_users,
+            scopes=None if decided.plain else OpenScopes(
+                facts.module_scopes, facts.class_scopes, len(facts.ids)))
+        feed = ReportFeed(run, self.ledger, skips,
+                          self.controller.channels, decided.relay, self.log)
+        # --continue-on-collection-errors: tests the worker left out, reported
+        # when the run is announced (the terminal shows the collection until then).
+        return Launch(first, collection, run, decided.header, decided.errors,
+                      decided.relay, skips, dispatcher, feed, time_limits=facts.time_limits)
+
+
+class DependencyScheduling:
+    """xdist's scheduler protocol, driven by the pure core (see module docstring).
+
+    The protocol's members and the report feed only: the start-up is the
+    :class:`Launcher`'s, what each phase knows the :class:`Phases`'.
+    """
+
+    def __init__(self, config: pytest.Config, log: Producer, controller: Channels) -> None:
+        self.config = config
+        self.log: Callable[..., None] = log.dagsched
+        self.ledger = Ledger()
+        # How many tests go out at once, from the durations seen (and, once
+        # the run is built, those recorded by earlier runs).  Unknown yet:
+        # start with the careful depth (one test in flight).
+        self.pace = Pacing(fast=FAST_TEST, seconds=BATCH_SECONDS, cap=FAST_PIPELINE,
+                           initial=FAST_TEST)
+        self.phases = Phases()
+        self.start = Launcher(config, self.log, controller, self.ledger, self.phases,
+                              self.pace)
+        self.numnodes = self.start.numnodes
+
+    # -- xdist's protocol ---------------------------------------------------
+
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return list(self.ledger.sent)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return len(self.start.collections) >= self.numnodes
+
+    @property
+    def tests_finished(self) -> bool:
+        # Asked on every turn of xdist's event loop: the run exists only once
+        # every collection was in (see schedule), so it decides alone.
+        phase = self.phases.phase
+        if isinstance(phase, (Announced, Running)):
+            return phase.launch.run.machine.done
+        if isinstance(phase, Aborted):
+            return phase.launch is not None or (
+                phase.collection is not None and self.collection_is_completed)
+        return False
+
+    @property
+    def has_pending(self) -> bool:
+        run = self.phases.run
+        if run is None:
+            return False
+        return not run.machine.done or any(self.ledger.sent.values())
+
+    def add_node(self, node: WorkerController) -> None:
+        self.ledger.add(node)
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        self.start.collected(node, list(collection))
+
     def mark_test_complete(self, node: WorkerController, item_index: int,
                            duration: float = 0) -> None:
         self.ledger.completed(node, item_index)
-        launch = self._announced()
+        launch = self.phases.announced()
         if launch is None:
             return  # nothing was sent yet
         barrier = launch.barrier
@@ -396,23 +575,13 @@ class DependencyScheduling:
     def remove_node(self, node: WorkerController) -> str | None:
         since = self.ledger.head_since.get(node)
         pending = self.ledger.remove(node)
-        launch = self._announced()
+        launch = self.phases.announced()
         if launch is None:
             return None
         launch.dispatcher.dead.discard(node)
         run = launch.run
         machine = run.machine
-        awaiting = launch.skips.awaiting
-        crashed: int | None = None
-        if pending and pending[0] < launch.barrier:
-            # The worker died in the first test it had not finished reporting:
-            # one still open, or one it held to skip itself (sent ahead).
-            crashed = next((i for i in pending if i < launch.barrier
-                            and (not machine.state[i].terminal or i in awaiting)), None)
-        if crashed is not None:
-            # xdist reports it as crashed; a skip it was to report is dropped.
-            awaiting.pop(crashed, None)
-            machine.finished(crashed, "crashed", crash_cause(launch, crashed, since))
+        crashed = self._crashed(launch, pending, since)
         if launch.relay is not None:
             launch.relay.forget(node)
         if node in launch.core_workers:
@@ -430,166 +599,40 @@ class DependencyScheduling:
         self.ledger.forget_tasks_of(node)
         return None if crashed is None else run.nodeids[crashed]
 
+    def _crashed(self, launch: Launch, pending: Sequence[int],
+                 since: float | None) -> int | None:
+        """The test a removed worker died in, settled as crashed; None if it died
+        between tests (``pending``: what it held, ``since``: when it got to the first)."""
+        if not pending or pending[0] >= launch.barrier:
+            return None
+        machine = launch.run.machine
+        awaiting = launch.skips.awaiting
+        # The worker died in the first test it had not finished reporting:
+        # one still open, or one it held to skip itself (sent ahead).
+        crashed = next((i for i in pending if i < launch.barrier
+                        and (not machine.state[i].terminal or i in awaiting)), None)
+        if crashed is not None:
+            # xdist reports it as crashed; a skip it was to report is dropped.
+            awaiting.pop(crashed, None)
+            machine.finished(crashed, "crashed", crash_cause(launch, crashed, since))
+        return crashed
+
     def schedule(self) -> None:
-        phase = self.phase
+        phases = self.phases
+        phase = phases.phase
         if isinstance(phase, Aborted):
             return  # the session is ending (see abort)
-        launch = phase.launch if isinstance(phase, (Announced, Running)) else self._announce()
-        self._admit(launch)
-        if isinstance(self.phase, Announced):
-            self._enter(Running(launch))
+        launch = (phase.launch if isinstance(phase, (Announced, Running))
+                  else self.start.announce())
+        self.start.admit(launch)
+        if isinstance(phases.phase, Announced):
+            phases.enter(Running(launch))
         self._dispatch()
-
-    def _admit(self, launch: Launch) -> None:
-        """Give the core every worker that collected the run's tests and is not gone."""
-        sent = self.ledger.sent
-        machine = launch.run.machine
-        for node in sent:
-            # A gone worker gets no work: xdist removes it soon.
-            if (node not in launch.core_workers and node in self.node2collection
-                    and node not in launch.unusable and node not in self.gone):
-                if node is not launch.followed:
-                    try:
-                        with self._ending_on_refusal():
-                            self.controller.admit(node, list(sent))
-                    except WorkerGone:
-                        self.gone.add(node)
-                        continue
-                machine.add_worker(node)
-                launch.core_workers.add(node)
-        if not machine.done and sent and all(n in launch.unusable for n in sent):
-            # No worker can run what is left, and none is on its way (xdist
-            # calls schedule() once a worker's collection is in): end the
-            # session rather than wait for ever.
-            self._enter(Aborted(launch.collection, launch))
-            abort(self.config, list(sent), [Problem(next(iter(sent)).gateway.id, (
-                "no worker left that collected the same tests; "
-                "the tests not yet run cannot be scheduled"))])
-
-    # -- the run ---------------------------------------------------------------
-
-    def _plan_early(self, node: WorkerController) -> None:
-        """Build the run from ``node``'s plan as soon as its collection is in.
-
-        Every worker makes the same plan, so the first whose collection
-        arrives is asked for it, and the controller decodes it and builds
-        its core while the other workers are still collecting (at start the
-        controller is otherwise idle and every worker waits for its first
-        tests).  The run is announced, and its first tests sent, only when
-        xdist calls :meth:`schedule` once every collection is in.  A worker
-        that cannot ship (it died since) is passed over: the next one to
-        collect is asked, or at the latest the start asks a live one.
-        """
-        if not isinstance(self.phase, Collecting) or node not in self.ledger.sent:
-            return
-        with collector_paused():  # the graph and the core: see memory.py
-            self._build(node, early=True)
-
-    def _announce(self) -> Launch:
-        """Announce the run (built from the first plan read, or now): xdist's first schedule()."""
-        if isinstance(self.phase, Collecting):
-            # A worker that died since its collection came in ships nothing more.
-            alive = [n for n in self.node2collection
-                     if n in self.ledger.sent and n not in self.gone]
-            with collector_paused():
-                # The first to collect, as the plan asked for early would be.
-                self._build((alive or list(self.node2collection))[0], early=False)
-        phase = self.phase
-        # Not early, a worker that cannot ship ends the session: the plan was read.
-        assert isinstance(phase, PlansRead)
-        launch = phase.launch
-        for node, collection in self.node2collection.items():
-            if node is not launch.followed and collection != launch.collection:
-                self._refuse(launch, node, collection)
-        self._enter(Announced(launch))
-        if launch.errors:
-            report_problems(self.config, launch.errors)
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None:
-            for line in launch.header:
-                terminal.write_line(line)
-        self.emit_skips()
-        return launch
-
-    def _build(self, first: WorkerController, *, early: bool) -> None:
-        """Read ``first``'s plan and build the run from it (then :class:`PlansRead`).
-
-        Early (see :meth:`_plan_early`), a worker that cannot ship is only
-        passed over; at the start it ends the session, as does a plan with
-        problems either way.
-        """
-        nodes = list(self.ledger.sent)
-        try:
-            facts = self._read_plan(first, nodes, early=early)
-        except WorkerGone:
-            self.gone.add(first)
-            return
-        collection = self.node2collection[first]
-        decided = self._decide(facts)
-        self._check_plan(first, collection, facts, decided, nodes)
-        for note in decided.notes:
-            self.log(note)
-        sharding.from_workers(self.config, deselected=facts.deselected,
-                              empty_part=decided.empty_part)
-        self._enter(PlansRead(self._launch_from(first, collection, facts, decided)))
-
-    def _read_plan(self, first: WorkerController, nodes: list[WorkerController], *,
-                   early: bool) -> Facts:
-        """``first``'s facts, off its side channel (:class:`WorkerGone` if early and gone)."""
-        with self._ending_on_refusal():
-            return self.controller.receive_payload(first, nodes, passable=early)
-
-    def _decide(self, facts: Facts) -> Decisions:
-        """Every decision about the run, from the facts read, this session's settings
-        and recorded durations (see ``glue/decide.py``)."""
-        return decide(facts, settings_of(self.config), durations.load(self.config),
-                      dist=self.config.getvalue("dist"), workers=self.numnodes)
-
-    def _check_plan(self, first: WorkerController, collection: list[str], facts: Facts,
-                    decided: Decisions, nodes: list[WorkerController]) -> None:
-        """End the session if the run cannot be run (then :class:`Aborted`)."""
-        if decided.usage_error:
-            # As serially (pytest-order's --fail-all-on-failed-ordering): exit status 4.
-            self._enter(Aborted(collection))
-            for node in nodes:
-                node.shutdown()
-            raise pytest.UsageError(decided.usage_error)
-        if decided.problems:
-            self._enter(Aborted(collection))
-            abort(self.config, nodes, decided.problems)
-        if facts.ids != collection and sorted(facts.ids) != sorted(collection):
-            self._enter(Aborted(collection))
-            abort(self.config, nodes, [Problem(first.gateway.id, (
-                "the worker's plan names other tests than it collected; "
-                "select tests in pytest_collection_modifyitems, not later"))])
-
-    def _launch_from(self, first: WorkerController, collection: list[str], facts: Facts,
-                     decided: Decisions) -> Launch:
-        """Everything that drives the run beside the core, made from the decisions."""
-        run = decided.run
-        assert run is not None  # no problem, no usage error: decide made the run
-        if decided.mean_duration is not None:
-            # Pipeline depth from the first dispatch, not only once tests ran.
-            self.pace.average = decided.mean_duration
-        skips = SkipEmitter(self.config, self.ledger, facts.locations)
-        # The workers' barrier item follows their real tests.
-        dispatcher = Dispatcher(
-            self.ledger, self.controller.channels, self.log, self.pace,
-            speculate=self.controller.policy == "skip", barrier=len(facts.ids),
-            plain=decided.plain, relay=decided.relay, dag_users=decided.dag_users,
-            scopes=None if decided.plain else OpenScopes(
-                facts.module_scopes, facts.class_scopes, len(facts.ids)))
-        feed = ReportFeed(run, self.ledger, skips,
-                          self.controller.channels, decided.relay, self.log)
-        # --continue-on-collection-errors: tests the worker left out, reported
-        # when the run is announced (the terminal shows the collection until then).
-        return Launch(first, collection, run, decided.header, decided.errors,
-                      decided.relay, skips, dispatcher, feed, time_limits=facts.time_limits)
 
     # -- reports, from the controller plugin's hooks ---------------------------
 
     def on_report(self, report: pytest.TestReport, *, emit: bool = True) -> None:
-        launch = self._announced()
+        launch = self.phases.announced()
         if launch is None:
             return
         feed = launch.feed
@@ -605,12 +648,12 @@ class DependencyScheduling:
 
     def emit_skips(self) -> None:
         """Report the skips decided so far, each after the line of what caused it."""
-        launch = self._announced()
+        launch = self.phases.announced()
         if launch is not None:
             launch.skips.emit(launch.run)
 
     def _dispatch(self, *, emit: bool = True) -> None:
-        launch = self._live()
+        launch = self.phases.live()
         if launch is None:
             return
         launch.dispatcher.dispatch(launch.run, launch.eligible)

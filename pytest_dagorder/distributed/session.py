@@ -30,3 +30,13 @@ def abort(config: pytest.Config, nodes: Sequence[WorkerController],
     for node in nodes:
         node.shutdown()
     raise pytest.Session.Interrupted(interrupted_message(problems))
+
+
+def refuse(node: WorkerController, nodes: Sequence[WorkerController],
+           exc: Exception) -> NoReturn:
+    """End the session on a message of ``node`` this controller cannot read
+    (another version's, see ``wire.py``): a usage error (exit status 4), not
+    the suite's fault, as for a bad option; every one of ``nodes`` is shut down."""
+    for other in nodes:
+        other.shutdown()
+    raise pytest.UsageError(f"pytest-dagorder: worker {node.gateway.id}: {exc}") from None

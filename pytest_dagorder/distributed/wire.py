@@ -6,9 +6,16 @@ ids, locations, scopes, the declared edges as the collection resolved them,
 fixture use, markers, problems as found, counts), on the side channel opened
 in ``pytest_configure_node``; the controller decides everything from them
 (``glue/decide.py``).  This module is the only place that knows the messages'
-shape: the worker calls :func:`hello` and :func:`encode`, the controller
-:func:`check_hello` and :func:`decode`.  Every message is made of the values
-execnet carries as they are (lists, tuples, dicts of str, int, bool, None).
+shape.
+
+Every message is one envelope, ``(kind, data)``: ``kind`` one of the names
+below, ``data`` made of the values execnet carries as they are (lists,
+tuples, dicts of str, int, bool, None).  Each side reads the envelope with
+:func:`route`, which picks the handler of its kind from a table (xdist's
+controller likewise calls ``worker_<event>`` for each ``(event, kwargs)`` a
+worker sends); a kind the table lacks is a :class:`WireError`, never
+dropped.  Each kind has a function that makes its message and one that
+reads its data into a named record.
 
 Every worker says :func:`hello` after its collection: the format and
 version it speaks, and the :class:`~pytest_dagorder.glue.facts.Census` the
@@ -16,45 +23,68 @@ controller decides from whether the run needs the DAG machinery; if it
 does, the controller sends :data:`BARRIERS` and the worker installs its
 barrier item and the gate that hides it.  A worker running another version
 is refused with both versions named (its message may mean something else
-even where the shape still fits).
+even where the shape still fits).  The controller then asks one worker for
+its facts (:data:`PLAN_REQUEST`, answered by :func:`encode`).
 
 The same channel later carries the values tests publish (``dag.publish``):
 a worker sends :func:`published` for a test that passed, the controller
-sends :func:`deliveries` ahead of the tests that read results.
+sends :func:`deliveries` ahead of the tests that read results, and
+:func:`closing` ahead of a dispatch whose last test ends scopes.  A
+worker's ``pytest.exit()`` travels as :func:`encode_exit`; a worker that
+cannot read a message of the controller says so with :func:`refused`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from .. import __version__
 from ..glue.facts import Census, Facts
 
-#: Bumped whenever a message changes meaning (9: a state scope is its
-#: group's reasons; 10: facts only, every decision on the controller, the
-#: census in the hello and the controller's :data:`BARRIERS`).
-FORMAT = 10
+#: Bumped whenever a message changes meaning: a worker that speaks another
+#: format is refused at its hello (:func:`check_hello`).
+FORMAT = 11
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the facts travel on, and the controller's ``--dist``
 #: (workers do not see it; a ``pytest.exit()`` is handed on only in the DAG modes).
 CHANNEL_KEY = "dagorder_channel"
 DIST_KEY = "dagorder_dist"
-#: What the controller sends the worker whose facts it follows: the first
-#: whose collection came in (every worker collects the same, so gathering
-#: and sending them once is enough).
-PLAN_REQUEST = "dagorder-plan-please"
+
+# -- the kinds ------------------------------------------------------------------
+
+#: Worker -> controller: the format, version and census (:func:`hello`).
+HELLO: Final = "hello"
+#: Worker -> controller, when asked: the facts of its collection (:func:`encode`).
+FACTS: Final = "facts"
+#: Worker -> controller: a test called ``pytest.exit()`` (:func:`encode_exit`).
+EXIT: Final = "exit"
+#: Worker -> controller: a passed test's published values (:func:`published`).
+PUBLISHED: Final = "published"
+#: Worker -> controller: a message of the controller it could not read (:func:`refused`).
+REFUSED: Final = "refused"
+#: Controller -> the worker whose facts it follows: the first whose
+#: collection came in (every worker collects the same, so gathering and
+#: sending them once is enough).
+PLAN_REQUEST: Final = "plan-please"
 #: Controller -> worker, before its first test: the run needs the barrier
 #: item and the gate (see ``glue/decide.plain_run``); without it the worker
 #: stays as xdist made it.
-BARRIERS = "dagorder-barriers"
+BARRIERS: Final = "barriers"
+#: Controller -> worker, ahead of a dispatch: the values its readers lack (:func:`deliveries`).
+DELIVERY: Final = "deliveries"
+#: Controller -> worker, ahead of a dispatch: scopes its last test ends (:func:`closing`).
+CLOSING: Final = "closing"
+
+#: One message: its kind and its data.
+Message = tuple[str, Any]
+H = TypeVar("H")
 
 
 class WireError(ValueError):
-    """A message from a worker that this controller cannot read.
+    """A message that this side cannot read.
 
     ``worker_version`` is the version the worker announced (None if the
     message did not say).
@@ -65,7 +95,29 @@ class WireError(ValueError):
         self.worker_version = worker_version
 
 
-def hello(census: Census) -> dict[str, Any]:
+def route(raw: object, table: Mapping[str, H]) -> tuple[H, Any]:
+    """The entry of ``table`` for the kind of the envelope ``raw``, and its data.
+
+    :class:`WireError` if ``raw`` is no envelope or ``table`` has no entry
+    for its kind (both sides run the same version, checked at the hello: a
+    kind one side does not read is a fault to report, not to pass over).
+    """
+    kind, data = _opened(raw)
+    if kind not in table:
+        raise WireError(f"a message of unknown kind {kind!r} on the dagorder channel "
+                        f"(expected {', '.join(map(repr, table))})")
+    return table[kind], data
+
+
+def _opened(raw: object) -> Message:
+    if type(raw) is tuple and len(raw) == 2 and type(raw[0]) is str:
+        return raw[0], raw[1]
+    raise WireError(f"a message that is not a (kind, data) pair: {type(raw).__name__}")
+
+
+# -- hello ----------------------------------------------------------------------
+
+def hello(census: Census) -> Message:
     """The first message of every worker: which format and version it speaks,
     and its collection's census.
 
@@ -74,8 +126,8 @@ def hello(census: Census) -> dict[str, Any]:
     :data:`PLAN_REQUEST`; a run that did not ask for the plugin needs no
     facts where the first census shows a plain run: xdist schedules it.
     """
-    return {"format": FORMAT, "version": __version__,
-            "census": dataclasses.astuple(census)}
+    return (HELLO, {"format": FORMAT, "version": __version__,
+                    "census": dataclasses.astuple(census)})
 
 
 def check_hello(raw: object) -> Census:
@@ -93,37 +145,43 @@ def check_hello(raw: object) -> Census:
                         data.get("version")) from None
 
 
-@dataclass(frozen=True)
-class ExitRequest:
-    """A test on a worker called ``pytest.exit(message, returncode)``.
-
-    Sent after the hello (and the facts, if they are shipped): the controller
-    ends the session the way pytest ends it (see ``DependencyScheduling``).
-    """
-
-    message: str
-    returncode: int | None
-
-
-def encode_exit(request: ExitRequest) -> dict[str, Any]:
-    return {"format": FORMAT, "version": __version__,
-            "exit": (request.message, request.returncode)}
-
-
-def decode_exit(raw: object) -> ExitRequest | None:
-    """The exit request in ``raw``; None if ``raw`` is something else."""
+def _checked(raw: object) -> dict[str, Any]:
+    """The data of the hello ``raw``, if its format and version are this process's."""
     try:
-        data = _checked(raw)
-        message, code = data["exit"]
-        return ExitRequest(str(message), None if code is None else int(code))
-    except (WireError, KeyError, TypeError, ValueError):
-        return None
+        kind, data = _opened(raw)
+    except WireError:
+        kind, data = "", None
+    if kind != HELLO or type(data) is not dict:
+        data = {}
+    version = data.get("version")
+    if data.get("format") != FORMAT or version != __version__:
+        theirs = f"pytest-dagorder {version}" if isinstance(version, str) else (
+            "an unknown version of pytest-dagorder")
+        raise WireError(
+            f"a worker runs {theirs}, this process runs pytest-dagorder {__version__}; "
+            "install the same version where the workers run",
+            version if isinstance(version, str) else None,
+        )
+    return data
 
 
-def encode(facts: Facts) -> dict[str, Any]:
+# -- the controller's orders -----------------------------------------------------
+
+def plan_request() -> Message:
+    """Controller -> worker: ship your facts (:data:`PLAN_REQUEST`)."""
+    return (PLAN_REQUEST, None)
+
+
+def barriers() -> Message:
+    """Controller -> worker: install the barrier and its gate (:data:`BARRIERS`)."""
+    return (BARRIERS, None)
+
+
+# -- facts ----------------------------------------------------------------------
+
+def encode(facts: Facts) -> Message:
     """The facts as one message: a dict of their fields, as they are."""
-    return {"format": FORMAT, "version": __version__,
-            "facts": {f.name: getattr(facts, f.name) for f in _FIELDS}}
+    return (FACTS, {f.name: getattr(facts, f.name) for f in _FIELDS})
 
 
 _FIELDS = dataclasses.fields(Facts)
@@ -147,14 +205,14 @@ _RECORDS = {"edges_file": 5, "shard": 8, "evidence": 5}
 
 
 def decode(raw: object) -> Facts:
-    """The facts in ``raw``; :class:`WireError` if it is not a message this version reads."""
-    data = _checked(raw)
+    """The facts in ``raw``; :class:`WireError` if it is not a facts message this
+    version reads (its version was checked at the hello, on the same channel)."""
+    _, fields = route(raw, {FACTS: None})
     try:
-        return _facts(data["facts"])
-    except (KeyError, TypeError, ValueError) as exc:
+        return _facts(fields)
+    except (TypeError, ValueError) as exc:
         raise WireError(f"a worker sent a malformed collection message ({exc!r}); "
-                        "install the same pytest-dagorder version everywhere",
-                        data.get("version")) from None
+                        "install the same pytest-dagorder version everywhere") from None
 
 
 def _facts(fields: Any) -> Facts:
@@ -200,73 +258,110 @@ PER_TEST = ("locations", "module_scopes", "class_scopes", "xdist_groups", "resou
             "module_fixtures", "fixtures", "ordinals", "time_limits")
 
 
-def _checked(raw: object) -> dict[str, Any]:
-    """The message as a dict, if its format and version are this process's."""
-    if isinstance(raw, str):
-        # Earlier formats were JSON text: read only to name their version.
-        with contextlib.suppress(ValueError):
-            raw = json.loads(raw)
-    data = raw if isinstance(raw, dict) else None
-    version = data.get("version") if data is not None else None
-    if data is None or data.get("format") != FORMAT or version != __version__:
-        theirs = f"pytest-dagorder {version}" if isinstance(version, str) else (
-            "an unknown version of pytest-dagorder")
-        raise WireError(
-            f"a worker runs {theirs}, this process runs pytest-dagorder {__version__}; "
-            "install the same version where the workers run",
-            version if isinstance(version, str) else None,
-        )
-    return data
+# -- during the run ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExitRequest:
+    """A test on a worker called ``pytest.exit(message, returncode)``.
+
+    Sent after the hello (and the facts, if they are shipped): the controller
+    ends the session the way pytest ends it (see ``DependencyScheduling``).
+    """
+
+    message: str
+    returncode: int | None
 
 
-# -- published values ------------------------------------------------------------
-
-PUBLISHED = "dagorder-published"
-DELIVERY = "dagorder-results"
+def encode_exit(request: ExitRequest) -> Message:
+    return (EXIT, (request.message, request.returncode))
 
 
-def published(nodeid: str, values: dict[str, object]) -> tuple[str, str, dict[str, object]]:
+def read_exit(data: object) -> ExitRequest:
+    """The request in the data of an :data:`EXIT` message."""
+    if type(data) is tuple and len(data) == 2 and type(data[0]) is str and (
+            data[1] is None or type(data[1]) is int):
+        return ExitRequest(data[0], data[1])
+    raise _malformed(EXIT)
+
+
+@dataclass(frozen=True)
+class Published:
+    """A test that passed on a worker (``nodeid``) and the values it published."""
+
+    nodeid: str
+    values: dict[str, object]
+
+
+def published(nodeid: str, values: dict[str, object]) -> Message:
     """Worker -> controller: ``nodeid`` passed, having published ``values``."""
-    return (PUBLISHED, nodeid, values)
+    return (PUBLISHED, (nodeid, values))
 
 
-def read_published(raw: object) -> tuple[str, dict[str, object]]:
-    """(node id, values) of a :func:`published` message; WireError if it is not one."""
-    if (isinstance(raw, tuple) and len(raw) == 3 and raw[0] == PUBLISHED
-            and isinstance(raw[1], str) and isinstance(raw[2], dict)):
-        return raw[1], raw[2]
-    raise WireError(f"unexpected message on the dagorder channel: {type(raw).__name__}")
+def read_published(data: object) -> Published:
+    """The record in the data of a :data:`PUBLISHED` message."""
+    if (type(data) is tuple and len(data) == 2 and type(data[0]) is str
+            and type(data[1]) is dict):
+        return Published(data[0], data[1])
+    raise _malformed(PUBLISHED)
 
 
-def deliveries(ready: list[str], values: dict[str, dict[str, object]]) -> tuple[
-        str, list[str], dict[str, dict[str, object]]]:
+@dataclass(frozen=True)
+class Delivery:
+    """Values of prerequisites a worker lacks (by node id), and the tests of the
+    coming dispatch that may now read them (``ready``)."""
+
+    ready: list[str]
+    values: dict[str, dict[str, object]]
+
+
+def deliveries(ready: list[str], values: dict[str, dict[str, object]]) -> Message:
     """Controller -> worker, ahead of a dispatch: the values of prerequisites it
     lacks (by node id), and the tests of the dispatch (``ready``) that may now read."""
-    return (DELIVERY, ready, values)
+    return (DELIVERY, (ready, values))
 
 
-def read_deliveries(raw: object) -> tuple[list[str], dict[str, dict[str, object]]]:
-    if (isinstance(raw, tuple) and len(raw) == 3 and raw[0] == DELIVERY
-            and isinstance(raw[1], list) and isinstance(raw[2], dict)):
-        return raw[1], raw[2]
-    raise WireError(f"unexpected message on the dagorder channel: {type(raw).__name__}")
+def read_deliveries(data: object) -> Delivery:
+    """The record in the data of a :data:`DELIVERY` message."""
+    if (type(data) is tuple and len(data) == 2 and type(data[0]) is list
+            and type(data[1]) is dict):
+        return Delivery(data[0], data[1])
+    raise _malformed(DELIVERY)
 
 
-#: Controller -> worker, ahead of a dispatch: scopes that end with its last test.
-CLOSING = "dagorder-closing"
+@dataclass(frozen=True)
+class Closing:
+    """The scopes (node ids of its class and module, innermost first) that end
+    with test ``nodeid``."""
+
+    nodeid: str
+    scopes: list[str]
 
 
-def closing(nodeid: str, scopes: list[str]) -> tuple[str, str, list[str]]:
+def closing(nodeid: str, scopes: list[str]) -> Message:
     """Controller -> worker, ahead of a dispatch that ends with ``nodeid``: no test
     of ``scopes`` (node ids of its class and module, innermost first) is left for
     any worker, so its teardown may end them, as pytest's would before another
     module."""
-    return (CLOSING, nodeid, scopes)
+    return (CLOSING, (nodeid, scopes))
 
 
-def read_closing(raw: object) -> tuple[str, list[str]] | None:
-    """(node id, scopes) of a :func:`closing` message; None if it is not one."""
-    if (isinstance(raw, tuple) and len(raw) == 3 and raw[0] == CLOSING
-            and isinstance(raw[1], str) and isinstance(raw[2], list)):
-        return raw[1], [str(s) for s in raw[2]]
-    return None
+def read_closing(data: object) -> Closing:
+    """The record in the data of a :data:`CLOSING` message."""
+    if (type(data) is tuple and len(data) == 2 and type(data[0]) is str
+            and type(data[1]) is list):
+        return Closing(data[0], [str(s) for s in data[1]])
+    raise _malformed(CLOSING)
+
+
+def refused(error: WireError) -> Message:
+    """Worker -> controller: a message of the controller's it could not read."""
+    return (REFUSED, str(error))
+
+
+def read_refused(data: object) -> WireError:
+    """The error a worker reported in a :data:`REFUSED` message."""
+    return WireError(f"the worker could not read the controller: {data}")
+
+
+def _malformed(kind: str) -> WireError:
+    return WireError(f"a malformed {kind!r} message on the dagorder channel")

@@ -6,15 +6,16 @@ the hidden barrier item and the gate that hides it (why both: that
 module's docstring), :mod:`.exit_forwarding` hands a test's
 ``pytest.exit()`` to the controller, :mod:`.sent_ahead` skips a test
 handed out ahead whose prerequisite failed here.  This plugin reads the
-side channel and passes each message to its part; it sends a passed
-test's published values (the ``dag`` fixture) on it.
+side channel and passes each message to its part by a table of the kinds
+the controller sends (:func:`~.wire.route`); it sends a passed test's
+published values (the ``dag`` fixture) on it.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -39,7 +40,6 @@ class DagWorker(Planner):
         self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
         # Gating of speculatively sent tests (see StateMachine.take), under "skip".
         self.gating = settings_of(config).on_failure == "skip"
-        self.stop_policy = settings_of(config).on_failure == "stop"
         self.sent_ahead: SentAhead | None = None  # once collected, when gating
         self.index: dict[str, int] = {}
         self.dag_mode = False  # the controller runs the DAG scheduler (known at collection)
@@ -60,6 +60,10 @@ class DagWorker(Planner):
         # asks the first worker whose collection came in).
         self.shipper = (None if self.channel is None
                         else PlanShipper(self.channel, self._before_tests))
+        #: The controller's messages by kind (see :meth:`_on_delivery`).
+        self._handlers: dict[str, Callable[[object], None]] = {
+            wire.CLOSING: self._closing, wire.PLAN_REQUEST: self._plan_asked,
+            wire.BARRIERS: self._install, wire.DELIVERY: self._delivered}
         if self.channel is not None:
             # Deliveries are handled in execnet's receiver thread, in the order
             # they were sent: one sent ahead of a dispatch is stored before
@@ -87,22 +91,29 @@ class DagWorker(Planner):
             self.channel.send(wire.published(nodeid, values))
 
     def _on_delivery(self, raw: object) -> None:
-        ending = wire.read_closing(raw)
-        if ending is not None:
-            self.host.closing[ending[0]] = ending[1]
-            return
-        if raw == wire.PLAN_REQUEST:
-            if self.shipper is not None:
-                self.shipper.asked()
-            return
-        if raw == wire.BARRIERS:
-            self._install()
-            return
+        """Hand a message of the controller to its handler in :attr:`_handlers`.
+
+        One it cannot read is said back on the channel (:func:`~.wire.refused`):
+        the controller ends the session with it, where dropping it would leave
+        a reader waiting for values that never come.
+        """
         try:
-            ready, values = wire.read_deliveries(raw)
-        except wire.WireError:
-            return  # nothing else is sent this way; a reader's wait then ends in its error
-        self.results.store.deliver(ready, values)
+            handle, data = wire.route(raw, self._handlers)
+            handle(data)
+        except wire.WireError as exc:
+            self.channel.send(wire.refused(exc))
+
+    def _closing(self, data: object) -> None:
+        ending = wire.read_closing(data)
+        self.host.closing[ending.nodeid] = ending.scopes
+
+    def _plan_asked(self, data: object) -> None:
+        if self.shipper is not None:
+            self.shipper.asked()
+
+    def _delivered(self, data: object) -> None:
+        delivery = wire.read_deliveries(data)
+        self.results.store.deliver(delivery.ready, delivery.values)
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
         self.results.planned(plan, items)
@@ -144,7 +155,7 @@ class DagWorker(Planner):
                 functools.partial(payload.make_facts, self.config, self.plan, planned,
                                   final, ids))
 
-    def _install(self) -> None:
+    def _install(self, data: object) -> None:
         """The controller decided the run needs the barrier: install it and its gate.
 
         Runs in execnet's receiver thread, which handles the side channel's

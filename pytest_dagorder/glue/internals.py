@@ -360,7 +360,7 @@ def collect_quietly(collector: pytest.Collector) -> list[pytest.Item | pytest.Co
 
 
 def directory_nodes(known: Sequence[pytest.Item]) -> dict[Path, pytest.Collector]:
-    """The session's directory nodes above ``known``, by path (for :func:`module_in_tree`)."""
+    """The session's directory nodes above ``known``, by path (for :func:`file_in_tree`)."""
     have: dict[Path, pytest.Collector] = {}
     for item in known:
         for node in item.listchain():

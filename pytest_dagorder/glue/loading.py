@@ -13,49 +13,80 @@ binds it to a :class:`Later`, beside an import only the type checker reads::
         durations = Later("pytest_dagorder.glue.durations")
 
 Nothing here imports pytest: the package root's public names (the thread-pool
-runners) load through :func:`load` too, in processes without pytest.
+runners, the declaration decorators) are in the same table and load through
+:func:`public`, in processes without pytest too.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Final, final
 
+
+@final
+@dataclass(frozen=True)
+class Late:
+    """Why a module loads late: the run that needs it (``why``), and the public
+    names of the package root it holds (``pytest_dagorder.<name>``)."""
+
+    why: str
+    public: tuple[str, ...] = ()
+
+
 #: Each module loaded late, and the run that needs it.
-LATE: Final[dict[str, str]] = {
-    "pytest_dagorder.distributed.worker": "an xdist worker",
-    "pytest_dagorder.distributed.controller": "an xdist controller",
-    "pytest_dagorder.distributed.scheduling": "an xdist controller once a suite declares",
-    "pytest_dagorder.distributed.xdist_internals": "the question whether xdist runs a session",
-    "pytest_dagorder.drivers.serial": "a run without xdist",
-    "pytest_dagorder.drivers.find_missing": "--dag-find-missing",
-    "pytest_dagorder.glue.durations": "a durations file or a --dag-shard part",
-    "pytest_dagorder.glue.sharding": "a --dag-shard part",
-    "pytest_dagorder.glue.dag_fixture": "a test that requests the dag fixture",
-    "pytest_dagorder.glue.dag_run": "a run that schedules through the core",
-    "pytest_dagorder.glue.stall": "a serial run's stall report",
-    "pytest_dagorder.glue.edges_file": "--dag-edges (or ini dag_edges)",
-    "pytest_dagorder.glue.evidence": "an edges file read by an xdist worker",
-    "pytest_dagorder.glue.visual": "--dag-graph or --dag-timeline",
-    "pytest_dagorder.glue.wording": "a message naming an option (here: a bad --dag-shard)",
-    "pytest_dagorder.core.graph": "a suite that declares an edge",
-    "pytest_dagorder.core.affinity": "the affinity groups and files kept whole under xdist",
-    "pytest_dagorder.core.shards": "a --dag-shard part",
-    "pytest_dagorder.core.bounds": "affinity groups weighed by recorded durations",
-    "pytest_dagorder.core.module_runs": "a run that schedules through the core",
-    "pytest_dagorder.core.published": "a run that schedules through the core",
-    "pytest_dagorder.migration.sorting": "pytest-order's markers",
-    "pytest_dagorder.migration.order": "pytest-order's markers",
-    "pytest_dagorder.migration.depends": "pytest-depends' markers",
-    "pytest_dagorder.migration.dependency": "pytest-dependency's markers",
-    "pytest_dagorder.migration.common": "a foreign plugin's markers",
-    "pytest_dagorder.migration.wording": "a foreign plugin's markers or runtime depends()",
-    "pytest_dagorder.glue.markers": "the declaration decorators (public names)",
-    "pytest_dagorder.runners.dag_scheduler": "DagScheduler (public name)",
-    "pytest_dagorder.runners.dag_executor": "DagExecutor (public name)",
+LATE: Final[dict[str, Late]] = {
+    "pytest_dagorder.distributed.worker": Late("an xdist worker"),
+    "pytest_dagorder.distributed.controller": Late("an xdist controller"),
+    "pytest_dagorder.distributed.scheduling": Late("an xdist controller once a suite declares"),
+    "pytest_dagorder.distributed.xdist_internals": Late(
+        "the question whether xdist runs a session"),
+    "pytest_dagorder.drivers.serial": Late("a run without xdist"),
+    "pytest_dagorder.drivers.find_missing": Late("--dag-find-missing"),
+    "pytest_dagorder.glue.durations": Late("a durations file or a --dag-shard part"),
+    "pytest_dagorder.glue.sharding": Late("a --dag-shard part"),
+    "pytest_dagorder.glue.dag_fixture": Late("a test that requests the dag fixture", ("Dag",)),
+    "pytest_dagorder.glue.dag_run": Late("a run that schedules through the core"),
+    "pytest_dagorder.glue.stall": Late("a serial run's stall report"),
+    "pytest_dagorder.glue.edges_file": Late("--dag-edges (or ini dag_edges)"),
+    "pytest_dagorder.glue.evidence": Late("an edges file read by an xdist worker"),
+    "pytest_dagorder.glue.visual": Late("--dag-graph or --dag-timeline"),
+    "pytest_dagorder.glue.wording": Late(
+        "a message naming an option (here: a bad --dag-shard)"),
+    "pytest_dagorder.core.graph": Late("a suite that declares an edge"),
+    "pytest_dagorder.core.affinity": Late(
+        "the affinity groups and files kept whole under xdist"),
+    "pytest_dagorder.core.shards": Late("a --dag-shard part"),
+    "pytest_dagorder.core.bounds": Late("affinity groups weighed by recorded durations"),
+    "pytest_dagorder.core.module_runs": Late("a run that schedules through the core"),
+    "pytest_dagorder.core.published": Late("a run that schedules through the core"),
+    "pytest_dagorder.migration.sorting": Late("pytest-order's markers"),
+    "pytest_dagorder.migration.order": Late("pytest-order's markers"),
+    "pytest_dagorder.migration.depends": Late("pytest-depends' markers"),
+    "pytest_dagorder.migration.dependency": Late("pytest-dependency's markers"),
+    "pytest_dagorder.migration.common": Late("a foreign plugin's markers"),
+    "pytest_dagorder.migration.wording": Late(
+        "a foreign plugin's markers or runtime depends()"),
+    "pytest_dagorder.glue.markers": Late(
+        "the declaration decorators", ("depends_on", "run_after")),
+    "pytest_dagorder.runners.dag_scheduler": Late(
+        "the standalone scheduler", ("DagScheduler", "Task", "TaskResult")),
+    "pytest_dagorder.runners.dag_executor": Late(
+        "the standalone executor", ("DagExecutor", "PrerequisiteFailed")),
 }
+
+#: The package root's public names, by the module that holds each (from :data:`LATE`).
+_PUBLIC: Final = {name: module for module, late in LATE.items() for name in late.public}
+
+
+def public(name: str) -> object:
+    """The package root's public ``name``, from the module of :data:`LATE` that holds it."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_dagorder' has no attribute {name!r}")
+    return getattr(load(module), name)
 
 
 def load(name: str) -> ModuleType:

@@ -146,7 +146,7 @@ def find_run(config: pytest.Config) -> tuple[RunView | None, bool]:
     The one place that reads the run plugin's internals: a
     :class:`~pytest_dagorder.drivers.serial.SerialRunner` (``.run``, ``.plan``) or,
     on an xdist controller, a :class:`~pytest_dagorder.distributed.controller.DagController`
-    (``.sched.run``, ``.sched.aborted``).
+    (``.sched.phases.run``, ``.sched.phases.aborted``).
     """
     holder = config.pluginmanager.get_plugin(DRIVER_NAME)
     if holder is None:
@@ -155,7 +155,7 @@ def find_run(config: pytest.Config) -> tuple[RunView | None, bool]:
         scheduling = holder.sched
         if scheduling is None:
             return None, False
-        run, invalid = scheduling.run, bool(scheduling.aborted)
+        run, invalid = scheduling.phases.run, bool(scheduling.phases.aborted)
     else:
         plan = getattr(holder, "plan", None)
         run, invalid = holder.run, bool(plan is not None and plan.problems)

@@ -78,17 +78,17 @@ class FakeChannel:
     Like execnet's, it holds the hello (the facts' census), then the facts
     once the worker was sent the request, and is empty after them: a
     receive then raises TimeoutError (the controller drains it without
-    waiting).  A string stands in for both messages.
+    waiting).  Anything but facts stands in for both messages.
     """
 
-    def __init__(self, payload: Facts | str | BaseException) -> None:
+    def __init__(self, payload: object) -> None:
         self.payload = payload
         self.timeouts: list[float | None] = []
         self.sent: list[object] = []
 
     def handshake(self) -> int:
         """How many messages the worker has sent before any test ran."""
-        return 1 + (wire.PLAN_REQUEST in self.sent)
+        return 1 + (wire.plan_request() in self.sent)
 
     def send(self, item: object) -> None:
         self.sent.append(item)
@@ -99,7 +99,7 @@ class FakeChannel:
             raise self.payload
         if len(self.timeouts) > self.handshake():
             raise TimeoutError("nothing queued")
-        if isinstance(self.payload, str):
+        if not isinstance(self.payload, Facts):
             return self.payload
         if len(self.timeouts) == 1:
             return wire.hello(self.payload.census())
@@ -107,8 +107,8 @@ class FakeChannel:
 
     @property
     def requests(self) -> list[object]:
-        """What the controller sent but the barrier's order (see wire.BARRIERS)."""
-        return [item for item in self.sent if item != wire.BARRIERS]
+        """What the controller sent but the barrier's order (see wire.barriers())."""
+        return [item for item in self.sent if item != wire.barriers()]
 
 
 class FakeLog:
@@ -430,12 +430,13 @@ class Harness:
             assert self.sched.tests_finished, f"every test ended: {sorted(terminal)}"
         # A skip deferred until its cause's line is shown waits for a report a
         # worker owes (or for another held skip): it is reported, not lost.
-        owed = set(self.sched.skips.awaiting) | {skip.task for skip in self.sched.skips.deferred}
-        for skip in self.sched.skips.deferred:
+        skips = self.sched.phases.skips
+        owed = set(skips.awaiting) | {skip.task for skip in skips.deferred}
+        for skip in skips.deferred:
             assert skip.prerequisite in owed, f"{self.ids[skip.task]} deferred for nothing"
         if self.sched.tests_finished:
             left = set(self.ids) - terminal
-            later = {self.ids[skip.task] for skip in self.sched.skips.deferred}
+            later = {self.ids[skip.task] for skip in self.sched.phases.skips.deferred}
             assert left <= held | later, f"finished, but {sorted(left - held - later)} never ran"
 
 
