@@ -834,8 +834,8 @@ def test_on_failure_stop_under_xdist(pytester: pytest.Pytester, dagtester: DagTe
             mark("b")
 
 
-        def test_c():
-            mark("c", 0.6)
+        def test_c():  # long enough that test_a's failure is in before it ends, under load too
+            mark("c", 2.0)
 
 
         @pytest.mark.parametrize("n", range(3))
