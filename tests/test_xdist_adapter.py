@@ -668,10 +668,18 @@ def test_a_message_of_another_version_is_a_usage_error_naming_both(
     assert n1.sends == n2.sends == []
 
 
-def test_a_malformed_message_of_this_version_is_a_usage_error(harness: Any) -> None:
+@pytest.mark.parametrize("census", [
+    None,  # none said
+    dataclasses.astuple(Census()),  # the counts without their names
+    {**dataclasses.asdict(Census()), "needs": "1"},
+    {"graph": True},
+])
+def test_a_malformed_message_of_this_version_is_a_usage_error(
+        harness: Any, census: object) -> None:
     h: Harness = harness(make_facts(CHAIN))
+    said = {"format": wire.FORMAT, "version": wire.__version__}
     n1 = h.up("gw0", channel=FakeChannel(
-        ("hello", {"format": wire.FORMAT, "version": wire.__version__})))
+        ("hello", said if census is None else {**said, "census": census})))
     h.up("gw1")
     with pytest.raises(pytest.UsageError, match="malformed hello"):
         h.collected(n1)

@@ -127,7 +127,7 @@ def hello(census: Census) -> Message:
     facts where the first census shows a plain run: xdist schedules it.
     """
     return (HELLO, {"format": FORMAT, "version": __version__,
-                    "census": dataclasses.astuple(census)})
+                    "census": dataclasses.asdict(census)})
 
 
 def check_hello(raw: object) -> Census:
@@ -136,13 +136,17 @@ def check_hello(raw: object) -> Census:
     data = _checked(raw)
     try:
         values = data["census"]
-        if type(values) is not tuple or not all(type(v) in (int, bool) for v in values):
-            raise TypeError("a census is a tuple of counts")
-        return Census(*values)
+        if (type(values) is not dict or set(values) != _CENSUS
+                or not all(type(v) in (int, bool) for v in values.values())):
+            raise TypeError("a census is a dict of counts, by name")
+        return Census(**values)
     except (KeyError, TypeError) as exc:
         raise WireError(f"a worker sent a malformed hello ({exc!r}); "
                         "install the same pytest-dagorder version everywhere",
                         data.get("version")) from None
+
+
+_CENSUS = {f.name for f in dataclasses.fields(Census)}
 
 
 def _checked(raw: object) -> dict[str, Any]:
