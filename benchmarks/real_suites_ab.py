@@ -10,7 +10,8 @@ Prints each run's warm makespan, its bounds (DAG, with groups), the sum of
 the test times junit recorded and the load, then the best and median per side.
 
 Run: ``python benchmarks/real_suites_ab.py labgrid --work DIR --side new=. --side
-base=OLD --edges DIR/labgrid/edges.json --rounds 3``.
+base=OLD --edges DIR/labgrid/edges.json --rounds 3`` (``--affinity none``: every
+declared edge free, where no learned file is at hand).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def main() -> None:
     ap.add_argument("--side", action="append", default=[], help="NAME=DIR (repeatable)")
     ap.add_argument("--edges", default=None, help="the learned edges file (--dag-edges)")
     ap.add_argument("--no-plain", action="store_true")
+    ap.add_argument("--affinity", default=None, help="--dag-affinity of the -p dagorder runs")
     a = ap.parse_args()
     suite = rs.SUITES[a.suite]
     tree = a.work / suite.name / "src"
@@ -51,6 +53,8 @@ def main() -> None:
                 dag = ["-p", "dagorder", "-n", "2", "-o", f"cache_dir={tmp / 'cache'}"]
                 if a.edges:
                     dag.append(f"--dag-edges={a.edges}")
+                if a.affinity:
+                    dag.append(f"--dag-affinity={a.affinity}")
                 cold = rs.pytest_run(python, tree, suite, dag, tmp, env)
                 warm = rs.pytest_run(python, tree, suite, dag, tmp, env)
             spans[name].append(warm.makespan)
