@@ -46,6 +46,7 @@ LATE: Final[dict[str, str]] = {
     "pytest_dagorder.core.bounds": "affinity groups weighed by recorded durations",
     "pytest_dagorder.core.module_runs": "a run that schedules through the core",
     "pytest_dagorder.core.published": "a run that schedules through the core",
+    "pytest_dagorder.core.state_machine": "a run that schedules through the core",
     "pytest_dagorder.migration.sorting": "pytest-order's markers",
     "pytest_dagorder.migration.order": "pytest-order's markers",
     "pytest_dagorder.migration.depends": "pytest-depends' markers",

@@ -259,11 +259,9 @@ def make_plan(
 def _renumbered(graph: core_graph.Order, order: Sequence[int]) -> Edges:
     """``graph``'s edges with position ``order[k]`` at ``k`` (a topological
     order stays one: nothing to check again)."""
-    pos = [0] * len(order)
-    for k, old in enumerate(order):
-        pos[old] = k
-    return core_graph.Edges([tuple(pos[p] for p in graph.requires[old]) for old in order],
-                            [tuple(pos[p] for p in graph.after[old]) for old in order])
+    to = core_graph.inverse(order)
+    return core_graph.Edges(core_graph.renumbered(graph.requires, order, to),
+                            core_graph.renumbered(graph.after, order, to))
 
 
 def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],
