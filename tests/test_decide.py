@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_dagorder.glue.decide import decide_serial, decide_xdist
 from pytest_dagorder.glue.facts import Facts
+from pytest_dagorder.glue.notes import EdgesFileNote, ShardNote
 from pytest_dagorder.glue.settings import Settings
 
 MODULE = "test_m.py"
@@ -188,8 +189,8 @@ def test_resources_and_exclusive_tests_are_announced() -> None:
 
 
 def test_the_collection_steps_are_worded_in_the_order_they_ran() -> None:
-    p = payload({"a": ""}, lf_blocked=2, edges_file=("ci/edges.json", True, 3, 1, 1),
-                shard=(2, 3, 1, 4, None, ("t.py::test_x", 3, None), True, False),
+    p = payload({"a": ""}, lf_blocked=2, edges_file=EdgesFileNote("ci/edges.json", True, 3, 1, 1),
+                shard=ShardNote(2, 3, 1, 4, None, ("t.py::test_x", 3, None), True, False),
                 complete=True)
     decided = decide_xdist(p, settings(), {})
     assert list(decided.header[1:4]) == [
@@ -200,8 +201,8 @@ def test_the_collection_steps_are_worded_in_the_order_they_ran() -> None:
     assert decided.header[3].startswith("dagorder: shard 2/3: 1 of 4 tests")
     assert "t.py::test_x" in decided.header[3]
     assert decided.run is not None and decided.run.whole is True
-    missing = decide_xdist(payload({"a": ""}, edges_file=("e.json", False, 0, 0, 0),
-                             shard=(1, 2, 0, 3, None, None, False, True)), settings(), {})
+    missing = decide_xdist(payload({"a": ""}, edges_file=EdgesFileNote("e.json", False, 0, 0, 0),
+                             shard=ShardNote(1, 2, 0, 3, None, None, False, True)), settings(), {})
     assert list(missing.header[1:]) == [
         "dagorder: no edges file at e.json yet (--dag-find-missing writes one)",
         "dagorder: shard 1/2: no failure of this part to re-run (--lf): the failures "
@@ -309,7 +310,7 @@ def test_problems_and_the_usage_error_are_decided_without_a_run() -> None:
 
 
 def test_the_serial_driver_gets_its_run_and_header_from_the_same_function() -> None:
-    p = payload({"a": "", "b": "a", "c": "b"}, shard=(1, 2, 1, 2, 1.0, None, True, False),
+    p = payload({"a": "", "b": "a", "c": "b"}, shard=ShardNote(1, 2, 1, 2, 1.0, None, True, False),
                 pulled_back=1, resources=[["db"], [], []])
     decided = decide_serial(p, settings(explain=True, limits={"typo": 1}))
     assert decided.run is not None and decided.run.machine.groups == []

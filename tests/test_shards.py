@@ -22,6 +22,7 @@ from pytest_dagorder.distributed import wire
 from pytest_dagorder.glue.decide import decide_xdist
 from pytest_dagorder.glue.durations import Suite, merged, read_file, write_file
 from pytest_dagorder.glue.facts import Facts
+from pytest_dagorder.glue.notes import ShardNote
 from pytest_dagorder.glue.settings import Settings
 
 # -- the K/N value -----------------------------------------------------------------
@@ -275,7 +276,7 @@ SETTINGS = Settings(affinity="module", on_failure="skip", with_prerequisites=Fal
 
 def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() -> None:
     facts = Facts(["t.py::a"], [("t.py", 0, "a")], ["t.py"], [None],
-                  shard=(1, 2, 1, 2, 1.0, None, True, False),
+                  shard=ShardNote(1, 2, 1, 2, 1.0, None, True, False),
                   complete=True, deselected=3, shard_left=1)
     back = wire.decode(wire.encode(facts))
     assert back == facts

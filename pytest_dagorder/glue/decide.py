@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
+    from ..core.state_machine import Setup
     from . import dag_run, evidence
     from .dag_run import DagRun
 else:
@@ -288,22 +289,8 @@ def decide_xdist(facts: Facts, settings: Settings, recorded: Mapping[str, float]
               "class": facts.class_scopes}.get(mode, [None] * n)
     groups = affinity.affinity_groups(scopes, graph.requires[:n], graph.after[:n],
                                       chains.explicit, joined)
-    size = len(graph)
-    keeps = facts.module_fixtures
     stateless = settings.stateless_fixtures
-    setup = state_machine.Setup(
-        on_failure=settings.on_failure, history=settings.explain,
-        groups=_padded(groups, size, None),
-        # affinity none: tests share no process state, so a released test
-        # need not prefer the worker that released it; priority alone decides.
-        locality=mode != "none",
-        # Deselected prerequisites (past the run) never start: they use nothing.
-        resources=_padded(facts.resources, size, ()) if facts.resources else None,
-        limits=settings.limits,
-        exclusive=_padded(facts.exclusive, size, False) if any(facts.exclusive) else None,
-        modules=_padded(facts.module_scopes, size, None) if any(keeps) else None,
-        module_fixtures=_padded(keeps, size, False) if any(keeps) else None,
-        fences=fences(facts.ordinals))
+    setup = _xdist_setup(facts, settings, groups, len(graph))
     labels = [None if label is None else _worded(facts, k, label)
               for k, label in enumerate(chains.explicit)]
     run = dag_run.DagRun(graph, nodeids, setup, n_run=n, checks=dict(facts.fail_checks),
@@ -323,6 +310,26 @@ def decide_xdist(facts: Facts, settings: Settings, recorded: Mapping[str, float]
         dag_users=facts.dag_users if relay is not None else (),
         mean_duration=sum(known.values()) / len(known) if known else None,
         notes=tuple(notes))
+
+
+def _xdist_setup(facts: Facts, settings: Settings, groups: Sequence[str | None],
+                 size: int) -> Setup:
+    """What the core needs beyond the graph of ``size`` tasks: the settings,
+    and per test its group, resources, exclusivity, module and fences."""
+    keeps = facts.module_fixtures
+    return state_machine.Setup(
+        on_failure=settings.on_failure, history=settings.explain,
+        groups=_padded(groups, size, None),
+        # affinity none: tests share no process state, so a released test
+        # need not prefer the worker that released it; priority alone decides.
+        locality=settings.affinity != "none",
+        # Deselected prerequisites (past the run) never start: they use nothing.
+        resources=_padded(facts.resources, size, ()) if facts.resources else None,
+        limits=settings.limits,
+        exclusive=_padded(facts.exclusive, size, False) if any(facts.exclusive) else None,
+        modules=_padded(facts.module_scopes, size, None) if any(keeps) else None,
+        module_fixtures=_padded(keeps, size, False) if any(keeps) else None,
+        fences=fences(facts.ordinals))
 
 
 def _xdist_header(run: DagRun, facts: Facts, settings: Settings, dist: str, workers: int,
@@ -388,11 +395,14 @@ def note_lines(facts: Facts) -> list[str]:
         lines.append(edges_file_line(*facts.edges_file))
     if facts.evidence is not None:
         lines.append(evidence.header_line(facts.evidence))
-    if facts.shard is not None:
-        k, n, tests, of, seconds, big, cut, rerun = facts.shard
-        lines.append(glue_wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
-            k, n, tests, of, seconds, None if big is None else wording.Oversized(*big),
-            selected_elsewhere=cut))
+    shard = facts.shard
+    if shard is not None:
+        big = shard.oversized
+        lines.append(glue_wording.shard_failures_rerun(shard.part, shard.parts)
+                     if shard.rerun_done else wording.shard_header(
+            shard.part, shard.parts, shard.kept, shard.selected, shard.seconds,
+            None if big is None else wording.Oversized(*big),
+            selected_elsewhere=shard.collected_here))
     return lines
 
 
@@ -401,8 +411,8 @@ def _verdicts_only(facts: Facts) -> bool:
     holds verdicts: the evidence line says all there is to say of it."""
     if facts.evidence is None or facts.edges_file is None:
         return False
-    _, found, edges, resources, stale = facts.edges_file
-    return found and not (edges or resources or stale)
+    note = facts.edges_file
+    return note.found and not (note.edges or note.resources or note.stale)
 
 
 def state_labels(facts: Facts) -> tuple[list[str | None], list[int | None]]:

@@ -31,6 +31,7 @@ from .dag_fixture import uses_dag
 from .internals import requested_fixtures, wide_fixtures
 from .loading import Later
 from .markers import SHARES_NOTHING
+from .notes import EdgesFileNote, EvidenceNote, ShardNote
 from .resources import NONE
 from .settings import settings_of
 
@@ -40,9 +41,7 @@ if TYPE_CHECKING:
     from ..core.affinity import DocumentKind
     from ..migration import order
     from . import evidence, sharding
-    from .evidence import EvidenceNote
-    from .planning import EdgesFileNote, Plan
-    from .sharding import ShardNote
+    from .planning import Plan
 else:
     affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
     core_graph = Later("pytest_dagorder.core.graph")  # only where a suite declares an edge
@@ -153,7 +152,7 @@ class Facts:
     pulled_back: int = 0
     #: What the collection steps found to announce: tests ``--lf`` runs again
     #: because a prerequisite blocked them, the edges file, the ``--dag-shard``
-    #: part (see ``planning.EdgesFileNote`` and ``sharding.ShardNote``).
+    #: part (see :class:`EdgesFileNote` and :class:`ShardNote`).
     lf_blocked: int = 0
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None
@@ -212,10 +211,9 @@ class Facts:
                 moved["after"] = core_graph.renumbered(self.after, back, to)
             if self.lifted:
                 moved["lifted"] = tuple((to[p], to[d]) for p, d in self.lifted)
-            if self.evidence is not None and self.evidence[4]:
-                path, free, total, stale, kept = self.evidence
-                moved["evidence"] = (path, free, total, stale,
-                                     tuple((to[p], to[d], why) for p, d, why in kept))
+            if self.evidence is not None and self.evidence.kept:
+                moved["evidence"] = self.evidence._replace(kept=tuple(
+                    (to[p], to[d], why) for p, d, why in self.evidence.kept))
         return replace(self, **moved)
 
 
