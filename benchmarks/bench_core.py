@@ -135,8 +135,13 @@ graph = Graph.build(pairs)
 graph.critical_path()
 modules = [str(t).split("::")[0] for t in graph.ids]
 
+try:
+    from pytest_dagorder.core.state_machine import Setup
+except ImportError:  # a commit from before the settings record
+    Setup = None
+
 def drive(**kw):
-    s = StateMachine(graph, **kw)
+    s = StateMachine(graph, **kw) if Setup is None else StateMachine(graph, Setup(**kw))
     for w in range(4):
         s.add_worker(w)
     running = []

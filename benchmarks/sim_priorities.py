@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_xdist import lower_bound, shape  # this directory (run as a script)
 
 from pytest_dagorder.core.graph import Graph
-from pytest_dagorder.core.state_machine import StateMachine
+from pytest_dagorder.core.state_machine import Setup, StateMachine
 
 Tests = list[tuple[str, float, list[str]]]
 
@@ -40,7 +40,7 @@ def makespan(tests: Tests, n: int, known: bool, cost: float) -> float:
     """Simulated makespan; ``known``: the core ranks by the real durations."""
     pairs = [(t, deps) for t, _, deps in tests]
     graph = Graph.build(pairs, durations={t: s for t, s, _ in tests} if known else None)
-    sched = StateMachine(graph, locality=False)
+    sched = StateMachine(graph, Setup(locality=False))
     secs = [s for _, s, _ in tests]
     for w in range(n):
         sched.add_worker(w)

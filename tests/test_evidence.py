@@ -10,6 +10,7 @@ from pathlib import Path
 from pytest_dagorder.glue import edges_file, evidence
 from pytest_dagorder.glue.decide import note_lines
 from pytest_dagorder.glue.edges_file import FileEdge, _groups
+from pytest_dagorder.glue.notes import EvidenceNote
 
 
 def suite(root: Path) -> tuple[list[str], list[tuple[int, ...]]]:
@@ -83,7 +84,7 @@ def test_the_header_carries_the_evidence_line() -> None:
     from pytest_dagorder.glue.facts import Facts
 
     facts = Facts(["a", "b"], [None, None], [None, None], [None, None],
-                  evidence=("e.json", 3, 5, 1, ()))
+                  evidence=EvidenceNote("e.json", 3, 5, 1, ()))
     assert note_lines(facts) == [
         "dagorder: 3 of 5 edges free by evidence from e.json (1 stale: a file they rest on "
         "changed; renew with pytest --dag-find-missing -n 2 --dag-edges=e.json)"]
@@ -95,7 +96,7 @@ def test_lifted_positions_cross_the_wire_and_follow_a_reorder() -> None:
 
     facts = Facts(["a", "b", "c"], [None] * 3, [None] * 3, [None] * 3, graph=True,
                   requires=[(), (0,), (1,)], lifted=((0, 1),),
-                  evidence=("e.json", 1, 2, 0, ((1, 2, "c failed"),)))
+                  evidence=EvidenceNote("e.json", 1, 2, 0, ((1, 2, "c failed"),)))
     assert wire.decode(wire.encode(facts)) == facts
     moved = facts.in_order(["b", "a", "c"])
     assert moved.lifted == ((1, 0),)

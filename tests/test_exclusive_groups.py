@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dagorder.core.graph import Graph
-from pytest_dagorder.core.state_machine import State, StateMachine
+from pytest_dagorder.core.state_machine import Setup, State, StateMachine
 
 
 def chain_graph() -> Graph:
@@ -25,8 +25,8 @@ def chain_graph() -> Graph:
 
 def test_an_exclusive_member_waits_for_the_drain_then_runs_on_its_groups_worker() -> None:
     graph = chain_graph()
-    sched = StateMachine(graph, exclusive=[False, True, False, False, False, False],
-                      groups=["g", "g", "g", None, None, None], locality=False)
+    sched = StateMachine(graph, Setup(exclusive=[False, True, False, False, False, False],
+                      groups=["g", "g", "g", None, None, None], locality=False))
     for w in ("w1", "w2", "w3"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]  # setup binds the group to w1
@@ -53,8 +53,8 @@ def test_an_exclusive_member_waits_for_the_drain_then_runs_on_its_groups_worker(
 
 def test_the_parked_member_of_a_lost_worker_goes_with_its_group() -> None:
     graph = chain_graph()
-    sched = StateMachine(graph, exclusive=[False, True, False, False, False, False],
-                      groups=["g", "g", "g", None, None, None], locality=False)
+    sched = StateMachine(graph, Setup(exclusive=[False, True, False, False, False, False],
+                      groups=["g", "g", "g", None, None, None], locality=False))
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]
@@ -73,8 +73,8 @@ def test_the_parked_member_of_a_lost_worker_goes_with_its_group() -> None:
 
 def test_the_group_worker_may_hold_the_members_behind_its_exclusive_task() -> None:
     graph = chain_graph()
-    sched = StateMachine(graph, exclusive=[False, True, False, False, False, False],
-                      groups=["g", "g", "g", None, None, None])
+    sched = StateMachine(graph, Setup(exclusive=[False, True, False, False, False, False],
+                      groups=["g", "g", "g", None, None, None]))
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1", speculate=True) == [0]
@@ -91,8 +91,8 @@ def test_the_group_worker_may_hold_the_members_behind_its_exclusive_task() -> No
 def test_a_limited_member_runs_on_its_groups_worker_once_the_resource_is_free() -> None:
     graph = Graph.build([("setup", []), ("reader", ["setup"]), ("after", ["reader"]),
                          ("other", [])])
-    sched = StateMachine(graph, resources=[(), ("db",), (), ("db",)],
-                      groups=["g", "g", "g", None], locality=False)
+    sched = StateMachine(graph, Setup(resources=[(), ("db",), (), ("db",)],
+                      groups=["g", "g", "g", None], locality=False))
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]  # binds the group
@@ -128,7 +128,7 @@ def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
     requires, groups, alone, resources, steps = case
     n = len(requires)
     graph = Graph.build([(i, [p for p in requires[i]]) for i in range(n)])
-    sched = StateMachine(graph, exclusive=alone, groups=groups, resources=resources)
+    sched = StateMachine(graph, Setup(exclusive=alone, groups=groups, resources=resources))
     workers: list[Hashable] = ["w1", "w2", "w3"]
     for w in workers:
         sched.add_worker(w)

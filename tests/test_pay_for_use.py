@@ -30,7 +30,7 @@ from support.xdist_fakes import (
 from pytest_dagorder.distributed import wire
 from pytest_dagorder.distributed.controller import DagController, XdistUnlessDeclared
 from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
-from pytest_dagorder.glue.decide import decide, plain_run
+from pytest_dagorder.glue.decide import decide_xdist, plain_run
 from pytest_dagorder.glue.settings import Settings
 
 TIMEOUT = 120
@@ -263,7 +263,7 @@ def test_the_controller_decides_plain_from_the_census_every_hello_carries() -> N
     stop = dataclasses.replace(settings, on_failure="stop")
     assert not plain_run(plain.census(), stop, "load")
     # The full facts decide alike.
-    assert decide(plain, settings, {}).plain and not decide(chain, settings, {}).plain
+    assert decide_xdist(plain, settings, {}).plain and not decide_xdist(chain, settings, {}).plain
 
 
 # -- each process loads only the parts of the plugin its run uses -------------------

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_dagorder.core.graph import Graph
 from pytest_dagorder.core.placement import Rank, ReadyQueues, ResourceLimits
-from pytest_dagorder.core.state_machine import StateMachine
+from pytest_dagorder.core.state_machine import Setup, StateMachine
 from pytest_dagorder.core.states import State
 
 
@@ -132,7 +132,7 @@ def test_a_group_bound_by_claim_is_never_handed_to_another_worker() -> None:
     # The group's heap entry stays queued when a claim binds it; taking it
     # from elsewhere must drop it, not try to bind the group twice.
     g = Graph.build([("a", []), ("b", ["a"]), ("c", [])])
-    s = StateMachine(g, groups=["m", "m", None])
+    s = StateMachine(g, Setup(groups=["m", "m", None]))
     s.add_worker("w1")
     s.add_worker("w2")
     s.claim(0, "w1")
@@ -144,7 +144,7 @@ def test_a_group_bound_by_claim_is_never_handed_to_another_worker() -> None:
 
 def test_a_start_the_placement_refuses_changes_nothing() -> None:
     g = Graph.build([("a", []), ("b", [])])
-    s = StateMachine(g, groups=["m", "m"])
+    s = StateMachine(g, Setup(groups=["m", "m"]))
     s.add_worker("w1")
     s.add_worker("w2")
     s.claim(0, "w1")
@@ -160,7 +160,7 @@ def test_a_group_is_queued_under_its_most_urgent_member_and_runs_in_serial_order
     # waits in the heap under b's rank, its most urgent member, so it goes
     # first; inside it a goes before b (serial order), whatever their ranks.
     g = Graph.build([("a", []), ("b", []), ("f", [])])
-    s = StateMachine(g, groups=["m", "m", None], priority=[1.0, 3.0, 2.0])
+    s = StateMachine(g, Setup(groups=["m", "m", None], priority=[1.0, 3.0, 2.0]))
     s.add_worker("w")
     assert s.take("w", 2) == [0, 1]
     s.validate()
@@ -180,7 +180,7 @@ def simulate_modules(durations: list[float], modules: list[str], keeps: list[boo
     """Run the tasks on ``workers`` simulated workers, one task at a time each,
     in simulated time: per worker, the tasks it ran in order."""
     graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
-    m = StateMachine(graph, modules=modules, module_fixtures=keeps, **kwargs)  # type: ignore[arg-type]
+    m = StateMachine(graph, Setup(modules=modules, module_fixtures=keeps, **kwargs))  # type: ignore[arg-type]
     names = [f"w{k}" for k in range(workers)]
     for w in names:
         m.add_worker(w)
@@ -289,8 +289,8 @@ def test_a_group_spanning_modules_runs_module_by_module(speculate: bool) -> None
     modules = ["a", "a", "a", "b", "b", "c"]
     requires: list[list[int]] = [[], [0], [], [], [], []] if speculate else [[]] * 6
     graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
-    m = StateMachine(graph, groups=["g"] * 5 + [None], modules=modules,
-                     module_fixtures=[True] * 6)
+    m = StateMachine(graph, Setup(groups=["g"] * 5 + [None], modules=modules,
+                     module_fixtures=[True] * 6))
     m.add_worker("w")
     order: list[int] = []
     while not m.done:
@@ -309,7 +309,7 @@ def test_an_idle_worker_comes_back_only_when_the_others_are_busy() -> None:
     # w0 runs a0 then b0 (leaving a) while w1 runs c0.
     graph = Graph.of_positions([[], [2], [], [], []])
     modules = ["a", "a", "c", "b", "b"]
-    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 5)
+    m = StateMachine(graph, Setup(modules=modules, module_fixtures=[True] * 5))
     m.add_worker("w0")
     m.add_worker("w1")
     m.claim(0, "w0")  # w0 enters a
@@ -328,7 +328,7 @@ def test_an_idle_worker_comes_back_only_when_the_others_are_busy() -> None:
 def test_an_idle_worker_comes_back_rather_than_wait_for_a_busy_one() -> None:
     graph = Graph.of_positions([[], [2], [], [], []])
     modules = ["a", "a", "c", "b", "b"]
-    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 5)
+    m = StateMachine(graph, Setup(modules=modules, module_fixtures=[True] * 5))
     m.add_worker("w0")
     m.add_worker("w1")
     m.claim(0, "w0")
@@ -345,7 +345,7 @@ def test_an_idle_worker_comes_back_rather_than_wait_for_a_busy_one() -> None:
 def test_a_batch_stops_before_leaving_a_module_whose_next_test_waits_on_it() -> None:
     graph = Graph.of_positions([[], [0], [], []])
     modules = ["a", "a", "b", "b"]
-    m = StateMachine(graph, modules=modules, module_fixtures=[True] * 4)
+    m = StateMachine(graph, Setup(modules=modules, module_fixtures=[True] * 4))
     m.add_worker("w")
     order: list[int] = []
     while not m.done:
@@ -371,11 +371,11 @@ def test_module_runs_never_stall_a_run(seed: int) -> None:
     graph = Graph.of_positions(requires, durations={
         i: rng.choice([0.01, 0.1, 0.3, 1.0]) for i in range(n)})
     m = StateMachine(
-        graph, modules=[f"m{rng.randrange(4)}" for _ in range(n)],
+        graph, Setup(modules=[f"m{rng.randrange(4)}" for _ in range(n)],
         module_fixtures=[rng.random() < 0.7 for _ in range(n)],
         groups=[rng.choice([None, None, "g1", "g2"]) for _ in range(n)] if seed % 2 else None,
         resources=[["r"] if rng.random() < 0.1 else [] for _ in range(n)] if seed % 3 else None,
-        exclusive=[rng.random() < 0.05 for _ in range(n)] if seed % 5 == 0 else None)
+        exclusive=[rng.random() < 0.05 for _ in range(n)] if seed % 5 == 0 else None))
     workers = [f"w{k}" for k in range(rng.randint(1, 3))]
     for w in workers:
         m.add_worker(w)
@@ -455,7 +455,7 @@ def test_a_group_hands_out_its_tests_in_serial_order_whatever_their_priority(
         case: tuple[list[list[int]], list[str | None], list[float]], workers: int,
         data: st.DataObject) -> None:
     requires, groups, priority = case
-    machine = StateMachine(Graph.of_positions(requires), groups=groups, priority=priority)
+    machine = StateMachine(Graph.of_positions(requires), Setup(groups=groups, priority=priority))
     handed = drive(machine, workers, data)
     for members in machine.groups:
         mine = [i for i in handed if i in members]
@@ -470,8 +470,8 @@ def test_a_fenced_test_is_handed_out_after_every_test_before_the_fence(
     requires, _, priority = case
     n = len(requires)
     fences = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=2)))
-    machine = StateMachine(Graph.of_positions(requires), priority=priority,
-                           fences=fences, on_failure="skip")
+    machine = StateMachine(Graph.of_positions(requires), Setup(priority=priority,
+                           fences=fences, on_failure="skip"))
     handed = drive(machine, workers, data, ahead=data.draw(st.booleans()))
     at = {task: k for k, task in enumerate(handed)}
     for f in fences:
@@ -485,7 +485,7 @@ def test_a_test_fenced_last_waits_for_every_other_to_be_handed_out() -> None:
     # z is the most urgent, ready from the start, and fenced at its place:
     # it goes only once a and b went (started, not ended).
     graph = Graph.of_positions([[], [], []])
-    machine = StateMachine(graph, priority=[1.0, 2.0, 9.0], fences=[2], locality=False)
+    machine = StateMachine(graph, Setup(priority=[1.0, 2.0, 9.0], fences=[2], locality=False))
     machine.add_worker("w1")
     machine.add_worker("w2")
     assert machine.take("w1") == [1]
@@ -500,7 +500,7 @@ def test_a_ready_test_behind_a_fence_does_not_keep_the_next_test_from_being_held
     # behind a on w1, which opens the fence, and x goes to w2 at once, not
     # once a ended.
     graph = Graph.of_positions([[], [0], []])
-    machine = StateMachine(graph, fences=[1, 2], on_failure="skip")
+    machine = StateMachine(graph, Setup(fences=[1, 2], on_failure="skip"))
     machine.add_worker("w1")
     machine.add_worker("w2")
     assert machine.take("w1") == [0]

@@ -19,9 +19,10 @@ from pytest_dagorder.core.shards import (
     partition,
 )
 from pytest_dagorder.distributed import wire
-from pytest_dagorder.glue.decide import decide
+from pytest_dagorder.glue.decide import decide_xdist
 from pytest_dagorder.glue.durations import Suite, merged, read_file, write_file
 from pytest_dagorder.glue.facts import Facts
+from pytest_dagorder.glue.notes import ShardNote
 from pytest_dagorder.glue.settings import Settings
 
 # -- the K/N value -----------------------------------------------------------------
@@ -275,7 +276,7 @@ SETTINGS = Settings(affinity="module", on_failure="skip", with_prerequisites=Fal
 
 def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() -> None:
     facts = Facts(["t.py::a"], [("t.py", 0, "a")], ["t.py"], [None],
-                  shard=(1, 2, 1, 2, 1.0, None, True, False),
+                  shard=ShardNote(1, 2, 1, 2, 1.0, None, True, False),
                   complete=True, deselected=3, shard_left=1)
     back = wire.decode(wire.encode(facts))
     assert back == facts
@@ -288,12 +289,12 @@ def test_the_selection_facts_travel_and_the_controller_decides_what_they_mean() 
     assert (moved.shard, moved.complete, moved.deselected, moved.shard_left) == (
         facts.shard, True, 3, 1)
     # The part left tests to others: not the whole suite, for a durations file.
-    decided = decide(facts, SETTINGS, {})
+    decided = decide_xdist(facts, SETTINGS, {})
     assert (decided.whole, decided.empty_part) == (False, False)
     assert decided.header[1] == "dagorder: shard 1/2: 1 of 2 tests, about 1.0 s recorded"
-    assert decide(dataclasses.replace(facts, shard_left=0), SETTINGS, {}).whole
+    assert decide_xdist(dataclasses.replace(facts, shard_left=0), SETTINGS, {}).whole
     empty = Facts([], [], [], [], complete=True, shard_left=2)
-    assert decide(empty, SETTINGS, {}).empty_part
+    assert decide_xdist(empty, SETTINGS, {}).empty_part
 
 
 def test_the_header_line_reads_as_documented() -> None:

@@ -16,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_dagorder.core.graph import Graph
-from pytest_dagorder.core.state_machine import OUTCOMES, FailurePolicy, Skip, State, StateMachine
+from pytest_dagorder.core.state_machine import (
+    OUTCOMES,
+    FailurePolicy,
+    Setup,
+    Skip,
+    State,
+    StateMachine,
+)
 
 # ---------------------------------------------------------------- the driver
 
@@ -61,11 +68,11 @@ class Driver:
         ids = [str(t) for t in self.graph.ids]
         self.sched = StateMachine(
             self.graph,
-            on_failure=on_failure,
+            Setup(on_failure=on_failure,
             resources=[(resources or {}).get(t, "").split() for t in ids]
             if resources else None,
             limits=limits,
-            groups=[(groups or {}).get(t) for t in ids] if groups else None,
+            groups=[(groups or {}).get(t) for t in ids] if groups else None),
         )
         self.log: list[tuple[Hashable, str]] = []  # (worker, task) per dispatch
         self.check()
@@ -216,7 +223,7 @@ def test_priority_longest_critical_path_first() -> None:
 
 def test_explicit_priority_overrides_the_critical_path() -> None:
     g = graph_of({"a": "", "b": "", "c": ""})
-    s = StateMachine(g, priority=[1.0, 3.0, 2.0])
+    s = StateMachine(g, Setup(priority=[1.0, 3.0, 2.0]))
     s.add_worker("w")
     assert s.take("w", 3) == [1, 2, 0]
     s.validate()
@@ -346,11 +353,11 @@ def test_explicit_stop_skips_every_unstarted_task_with_its_reason() -> None:
 def test_bad_policy_and_limits_rejected() -> None:
     g = graph_of({"a": ""})
     with pytest.raises(ValueError, match="on_failure"):
-        StateMachine(g, on_failure="ignore")  # type: ignore[arg-type]
+        StateMachine(g, Setup(on_failure="ignore"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least 1"):
-        StateMachine(g, limits={"db": 0})
+        StateMachine(g, Setup(limits={"db": 0}))
     with pytest.raises(ValueError, match="groups has 2 entries for 1 tasks"):
-        StateMachine(g, groups=["x", "y"])
+        StateMachine(g, Setup(groups=["x", "y"]))
 
 
 # ---------------------------------------------------------------- after-edges
@@ -728,20 +735,19 @@ def test_group_cycle_through_two_groups() -> None:
 HASHSEED_SCRIPT = textwrap.dedent("""
     import json
     from pytest_dagorder.core.graph import Graph
-    from pytest_dagorder.core.state_machine import StateMachine
+    from pytest_dagorder.core.state_machine import Setup, StateMachine
 
     names = ["t%02d" % k for k in range(40)]
     pairs = [(n, [names[j] for j in range(k) if (k * 7 + j * 3) % 5 == 0][:3])
              for k, n in enumerate(names)]
     after = {names[k]: [names[k - 1]] for k in range(3, 40, 6)}
     g = Graph.build(pairs, after=after)
-    s = StateMachine(
-        g,
+    s = StateMachine(g, Setup(
         resources=[["db", "net"] if k % 4 == 0 else (["net"] if k % 3 == 0 else [])
                    for k in range(40)],
         limits={"net": 2},
         groups=[("grp%d" % (k % 3)) if k % 5 == 1 else None for k in range(40)],
-    )
+    ))
     workers = ["w%d" % k for k in range(3)]
     for w in workers:
         s.add_worker(w)
@@ -840,8 +846,9 @@ class Run:
 def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
     graph = case.graph()
     n = len(graph)
-    sched = StateMachine(graph, on_failure=policy, resources=case.resources, limits=case.limits,
-                      groups=case.groups, exclusive=case.exclusive, history=True)
+    sched = StateMachine(graph, Setup(on_failure=policy, resources=case.resources,
+                                      limits=case.limits, groups=case.groups,
+                                      exclusive=case.exclusive, history=True))
     sched.validate()
     alone = case.exclusive or [False] * n
     dispatched = dict.fromkeys(range(n), 0)
@@ -1024,7 +1031,7 @@ def test_random_runs_stop_policy(case: Case, data: st.DataObject) -> None:
 def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> None:
     """Every worker that asks gets work whenever a ready task fits its resources."""
     graph = case.graph()
-    sched = StateMachine(graph, resources=case.resources, limits=case.limits)
+    sched = StateMachine(graph, Setup(resources=case.resources, limits=case.limits))
     workers = [f"w{k}" for k in range(nworkers)]
     for w in workers:
         sched.add_worker(w)
@@ -1154,8 +1161,8 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     prerequisites passed, and the outcome equals the non-speculative rule."""
     graph = case.graph()
     n = len(graph)
-    sched = StateMachine(graph, on_failure="skip", resources=case.resources, limits=case.limits,
-                      groups=case.groups, history=True)
+    sched = StateMachine(graph, Setup(on_failure="skip", resources=case.resources,
+                                      limits=case.limits, groups=case.groups, history=True))
     workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
     for w in workers:
         sched.add_worker(w)
@@ -1285,8 +1292,8 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
     task starts only after its prerequisites passed, or is skipped (remote)."""
     graph = case.graph()
     n = len(graph)
-    sched = StateMachine(graph, on_failure="skip", resources=case.resources,
-                      limits=case.limits, groups=case.groups)
+    sched = StateMachine(graph, Setup(on_failure="skip", resources=case.resources,
+                      limits=case.limits, groups=case.groups))
     workers = [f"w{k}" for k in range(data.draw(st.integers(1, 3), label="workers"))]
     for w in workers:
         sched.add_worker(w)
@@ -1342,7 +1349,7 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
 
 def test_an_exclusive_task_waits_for_the_run_to_drain_and_runs_alone() -> None:
     graph = graph_of({"a": "", "x": "", "b": "", "c": ""})
-    sched = StateMachine(graph, exclusive=[False, True, False, False], locality=False)
+    sched = StateMachine(graph, Setup(exclusive=[False, True, False, False], locality=False))
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]  # a
@@ -1359,7 +1366,7 @@ def test_an_exclusive_task_waits_for_the_run_to_drain_and_runs_alone() -> None:
 
 def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> None:
     graph = graph_of({"a": "", "x": "a", "b": "x"})
-    sched = StateMachine(graph, exclusive=[False, True, False], groups=["g", "g", "g"])
+    sched = StateMachine(graph, Setup(exclusive=[False, True, False], groups=["g", "g", "g"]))
     sched.add_worker("w")
     assert sched.take("w", speculate=True) == [0]
     assert sched.ahead("w", 3) == []  # x waits on a but runs alone: not held
@@ -1372,7 +1379,7 @@ def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> No
 def test_a_group_in_progress_finishes_while_an_exclusive_task_waits() -> None:
     # g1, g2: one group (an edge); x: runs alone; w1 works through the group.
     graph = graph_of({"g1": "", "g2": "g1", "x": ""})
-    sched = StateMachine(graph, exclusive=[False, False, True], groups=["g", "g", None])
+    sched = StateMachine(graph, Setup(exclusive=[False, False, True], groups=["g", "g", None]))
     for w in ("w1", "w2"):
         sched.add_worker(w)
     assert sched.take("w1") == [0]
@@ -1448,7 +1455,7 @@ def test_checked_edges_are_the_graphs_and_follow_a_renumbering() -> None:
 
 def test_a_tasks_history_says_what_released_held_and_skipped_it() -> None:
     g = graph_of({"a": "", "b": "a", "c": "b", "d": "", "e": "d"}, after={"d": "a"})
-    sched = StateMachine(g, history=True)
+    sched = StateMachine(g, Setup(history=True))
     sched.add_worker("w1")
     sched.add_worker("w2")
     assert sched.take("w1") == [0]
@@ -1476,7 +1483,7 @@ def test_a_grouped_task_kept_for_its_groups_worker_counts_the_starts_elsewhere()
     while w2 starts two free tasks: c waited for w1 through both.  b started
     at once, and a, the group's first, waited for nothing."""
     g = graph_of({"a": "", "b": "a", "c": "a", "f1": "", "f2": ""})
-    sched = StateMachine(g, groups=["g", "g", "g", None, None], history=True)
+    sched = StateMachine(g, Setup(groups=["g", "g", "g", None, None], history=True))
     sched.add_worker("w1")
     sched.add_worker("w2")
     sched.claim(0, "w1")  # a
@@ -1494,7 +1501,7 @@ def test_a_grouped_task_kept_for_its_groups_worker_counts_the_starts_elsewhere()
 
 def test_a_task_put_back_and_failed_for_a_check_says_so() -> None:
     g = graph_of({"a": "", "b": ""}, after={"b": "a"}).checking({1: [0]})
-    sched = StateMachine(g, history=True)
+    sched = StateMachine(g, Setup(history=True))
     sched.add_worker("w1")
     assert sched.take("w1") == [0]
     assert sched.remove_worker("w1") == [0]

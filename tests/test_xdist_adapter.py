@@ -48,6 +48,7 @@ from pytest_dagorder.distributed.controller import (
 )
 from pytest_dagorder.distributed.dispatch import SHORT_TEST
 from pytest_dagorder.glue.facts import PER_TEST_FIELDS, Census, Facts, location_of
+from pytest_dagorder.glue.notes import EdgesFileNote, ShardNote
 
 CHAIN = {"a": "", "b": "a", "c": "b"}
 AFFINITIES = ["--dag-affinity=module", "--dag-affinity=none"]
@@ -730,11 +731,15 @@ def test_the_facts_cross_as_execnet_values_and_come_back_equal() -> None:
         fixtures=[[("shop", "session", "")], None, []], ordinals=[0, None, -1],
         time_limits=[1.5, None, None], fail_checks=[(nodeid("c"), [nodeid("a")])],
         problems=[(nodeid("b"), "why")],
-        shard=(1, 2, 1, 2, 1.0, None, True, False), edges_file=("e.json", True, 1, 0, 2),
+        shard=ShardNote(1, 2, 1, 2, 1.0, None, True, False),
+        edges_file=EdgesFileNote("e.json", True, 1, 0, 2),
         lf_blocked=1, complete=True, deselected=2)
     message = wire.encode(facts)
     assert native(message)
-    assert wire.decode(over_execnet(message)) == facts
+    back = wire.decode(over_execnet(message))
+    assert back == facts
+    # Named again on arrival (a plain tuple compares equal to a named one).
+    assert type(back.shard) is ShardNote and type(back.edges_file) is EdgesFileNote
     hello = wire.hello(facts.census())
     assert native(hello)
     assert wire.check_hello(over_execnet(hello)) == facts.census()
@@ -748,7 +753,7 @@ def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest()
         documents=["file", None, "module"], module_fixtures=[True, False, False],
         fixtures=[None, [], [("s", "session", "")]],
         fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u",
-        shard=(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
+        shard=ShardNote(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
         shard_left=1, ordinals=[None, None, -1], time_limits=[None, 2.0, None])
     moved = facts.in_order(list(reversed(facts.ids)))
     for f in dataclasses.fields(Facts):

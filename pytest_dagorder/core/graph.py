@@ -346,6 +346,24 @@ class Order(NamedTuple):
     after: list[tuple[int, ...]]
 
 
+def inverse(order: Sequence[int]) -> list[int]:
+    """The permutation that undoes ``order``: ``inverse(order)[order[k]] == k``."""
+    out = [0] * len(order)
+    for k, old in enumerate(order):
+        out[old] = k
+    return out
+
+
+def renumbered(edges: Sequence[Sequence[int]], order: Sequence[int],
+               to: Sequence[int] | None = None) -> list[tuple[int, ...]]:
+    """``edges`` by position after the positions moved: old position
+    ``order[k]`` is now ``k`` (``to``: :func:`inverse` of ``order``, where
+    the caller has it).  The one place a permutation moves edges: the plan's
+    topological order, a hook that reordered the items, xdist's order."""
+    to = inverse(order) if to is None else to
+    return [tuple(to[p] for p in edges[old]) for old in order]
+
+
 def stable_order(requires: Sequence[Sequence[int]], *,
                  after: Mapping[int, Sequence[int]] | None = None) -> Order:
     """The checks and the order of :meth:`Graph.of_positions` ``(..., stable=True)``,

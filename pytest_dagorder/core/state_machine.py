@@ -83,6 +83,7 @@ __all__ = [
     "TRANSITIONS",
     "FailurePolicy",
     "Outcome",
+    "Setup",
     "Skip",
     "State",
     "StateMachine",
@@ -184,6 +185,47 @@ def _or_checked(checked: Mapping[int, Sequence[int]],
     return lambda t: t in checked or inner(t)
 
 
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """How a run is scheduled beyond its graph: decided once, before the machine is made.
+
+    A driver fills it from its own settings (the plugin from its options,
+    the executor from its tasks) and hands it over whole.  The per-task
+    sequences are indexed like the graph; None: no task has any.
+
+    ``on_failure``: what a task that did not pass does to its dependents.
+    ``history``: keep every task's moves and their causes
+    (:meth:`StateMachine.history`), for a driver that explains a run.
+    ``priority``: per task, its rank (the larger first; None: the critical
+    path of the graph).  ``locality``: a task released on a worker prefers
+    it (False: priority order alone, see :class:`~.placement.ReadyQueues`).
+    ``groups``: per task, its affinity group's label
+    (:class:`~.placement.AffinityGroups`); ``resources`` and ``limits``:
+    per task the resources it uses, and how many tasks may use each at once
+    (:class:`~.placement.ResourceLimits`); ``exclusive``: per task, whether
+    it runs alone.  ``modules``: per task, its module; ``module_fixtures``:
+    per task, whether it uses a fixture of module scope or wider; with
+    both, a worker keeps each module's tests in one stretch where the graph
+    allows (see :mod:`.module_runs`).  ``fences``: positions before which
+    serial order is kept in hand-out (see :class:`~.placement.Fences`): a
+    task at or past one is handed out only once every task before it has
+    been (pytest-order's ``order(-1)`` test, fenced at its own position,
+    goes after every other test has gone).
+    """
+
+    on_failure: FailurePolicy = "skip"
+    history: bool = False
+    priority: Sequence[float] | None = None
+    locality: bool = True
+    groups: Sequence[Hashable | None] | None = None
+    resources: Sequence[Sequence[str]] | None = None
+    limits: Mapping[str, int] | None = None
+    exclusive: Sequence[bool] | None = None
+    modules: Sequence[Hashable | None] | None = None
+    module_fixtures: Sequence[bool] | None = None
+    fences: Sequence[int] = ()
+
+
 @dataclass(slots=True)
 class PlacementChain:
     """What :func:`placement_chain` assembled: the outermost policy and the parts
@@ -202,15 +244,7 @@ def placement_chain(
     rank: list[Rank],
     state: list[State],
     running_on: dict[Worker, set[int]],
-    *,
-    locality: bool,
-    resources: Sequence[Sequence[str]] | None,
-    limits: Mapping[str, int] | None,
-    groups: Sequence[Hashable | None] | None,
-    exclusive: Sequence[bool] | None,
-    modules: Sequence[Hashable | None] | None,
-    module_fixtures: Sequence[bool] | None,
-    fences: Sequence[int] = (),
+    setup: Setup,
 ) -> PlacementChain:
     """The ready queues, each other policy wrapping the one before, outermost last.
 
@@ -218,6 +252,8 @@ def placement_chain(
     shared (placement reads them, never writes a state).
     """
     n = len(graph)
+    exclusive, modules, module_fixtures = setup.exclusive, setup.modules, setup.module_fixtures
+    resources, limits, fences = setup.resources, setup.limits, setup.fences
     alone = list(exclusive) if exclusive is not None and any(exclusive) else None
     if alone is not None and len(alone) != n:
         raise ValueError(f"exclusive has {len(alone)} entries for {n} tasks")
@@ -230,11 +266,11 @@ def placement_chain(
         runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
             of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
     fenced = Fences.of(fences, n) if fences else None
-    queues = ReadyQueues(rank, state, locality=locality, runs=runs, fences=fenced)
+    queues = ReadyQueues(rank, state, locality=setup.locality, runs=runs, fences=fenced)
     placement: Placement = queues
     affinity: AffinityGroups | None = None
-    if groups is not None:
-        affinity = AffinityGroups(queues, graph, groups, rank, state, running_on)
+    if setup.groups is not None:
+        affinity = AffinityGroups(queues, graph, setup.groups, rank, state, running_on)
         placement = affinity
     limited: ResourceLimits | None = None
     if resources or limits:
@@ -256,28 +292,6 @@ def placement_chain(
 class StateMachine:
     """The scheduler's state machine over ``graph`` (see the module docstring).
 
-    ``history``: keep every task's moves and their causes (:meth:`history`),
-    for a driver that explains a run; off, nothing is recorded (every move
-    is still checked against :data:`TRANSITIONS`).
-
-    ``modules``: per task, its module (None: none); ``module_fixtures``:
-    per task, whether it uses a fixture of module scope or wider.  With
-    both, a worker keeps each module's tests in one stretch where the
-    graph allows (see :mod:`.module_runs`).
-
-    The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
-    ``--failed-dependency-action=fail``) are settled at release: a task
-    whose checked prerequisite did not pass fails without running, a
-    decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
-    Such a task is never handed out ahead (its worker may not know those
-    outcomes).
-
-    ``fences``: positions before which serial order is kept in hand-out
-    (see :class:`~.placement.Fences`): a task at or past one is handed
-    out only once every task before it has been (pytest-order's
-    ``order(-1)`` test, fenced at its own position, goes after every
-    other test has gone).
-
     Over 20 methods, in one class on purpose: the events and queries the
     drivers call (each small), and the moves behind them, which share the
     task lists and counters whose invariants :meth:`validate` checks; the
@@ -285,31 +299,26 @@ class StateMachine:
     :class:`~.hand_out_ahead.HandOutAhead`).
     """
 
-    def __init__(
-        self,
-        graph: Graph,
-        *,
-        on_failure: FailurePolicy = "skip",
-        resources: Sequence[Sequence[str]] | None = None,
-        limits: Mapping[str, int] | None = None,
-        groups: Sequence[Hashable | None] | None = None,
-        priority: Sequence[float] | None = None,
-        name: Callable[[int], str] | None = None,
-        locality: bool = True,
-        exclusive: Sequence[bool] | None = None,
-        modules: Sequence[Hashable | None] | None = None,
-        module_fixtures: Sequence[bool] | None = None,
-        history: bool = False,
-        fences: Sequence[int] = (),
-    ) -> None:
-        """See the class docstring."""
+    def __init__(self, graph: Graph, setup: Setup = Setup(), *,
+                 name: Callable[[int], str] | None = None) -> None:
+        """``setup``: everything decided about the run beyond its graph (see
+        :class:`Setup`); ``name``: how reasons name a task (default: its id).
+
+        The graph's checked edges (:attr:`.Graph.checked`, pytest-depends'
+        ``--failed-dependency-action=fail``) are settled at release: a task
+        whose checked prerequisite did not pass fails without running, a
+        decision in :meth:`pop_skipped` with ``failed`` set, the task FAILED.
+        Such a task is never handed out ahead (its worker may not know those
+        outcomes).
+        """
+        on_failure = setup.on_failure
         if on_failure not in FAILURE_POLICIES:
             raise ValueError(f"on_failure must be 'skip', 'stop' or 'run', not {on_failure!r}")
         n = len(graph)
         self.graph: Final = graph
         self.on_failure: Final = on_failure
         self._name = name or (lambda i: name_of(graph.ids[i]))
-        crit = graph.critical_path() if priority is None else priority
+        crit = graph.critical_path() if setup.priority is None else setup.priority
         self._rank: list[Rank] = [(-crit[i], i) for i in range(n)]
         self.state: list[State] = [State.WAITING] * n
         self.outcome: list[Outcome | None] = [None] * n
@@ -335,11 +344,8 @@ class StateMachine:
         self._workers: dict[Worker, None] = {}
         self._running_on: dict[Worker, set[int]] = {}
         self._history = (History(lambda i: None if self._groups is None else self._groups.of[i])
-                         if history else None)
-        chain = placement_chain(
-            graph, self._rank, self.state, self._running_on, locality=locality,
-            resources=resources, limits=limits, groups=groups, exclusive=exclusive,
-            modules=modules, module_fixtures=module_fixtures, fences=fences)
+                         if setup.history else None)
+        chain = placement_chain(graph, self._rank, self.state, self._running_on, setup)
         self._wire(chain)
         for i in range(n):
             if not self._pending[i]:
@@ -646,17 +652,17 @@ class StateMachine:
 
     @property
     def keeps_history(self) -> bool:
-        """Whether the machine was made with ``history=True``."""
+        """Whether the machine was made with ``Setup(history=True)``."""
         return self._history is not None
 
     def history(self, task: int) -> list[Transition]:
         """``task``'s moves so far, oldest first, each with its cause.
 
-        Kept only when the machine was made with ``history=True`` (else
+        Kept only when the machine was made with ``Setup(history=True)`` (else
         ValueError).  :meth:`Transition.describe` words one for people.
         """
         if self._history is None:
-            raise ValueError("this state machine keeps no history (history=True keeps it)")
+            raise ValueError("this state machine keeps no history (Setup(history=True) keeps it)")
         return self._history.of(task)
 
     # ------------------------------------------------------------------ transitions

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..glue import wording as glue_wording
-from ..glue.decide import declares_something, plain_run
+from ..glue.decide import refused, worker_plain
 from ..glue.declarations import Problem
 from ..glue.facts import Facts
 from ..glue.loading import Later
@@ -163,8 +163,7 @@ class DagController:
                 found = settings_of(self.config)
                 # Installed, not asked for, nothing declared: xdist's own
                 # scheduler runs it (XdistUnlessDeclared), with no barrier.
-                plain = self.hellos[node] = plain_run(census, found, dist) or not (
-                    found.asked or declares_something(census))
+                plain = self.hellos[node] = worker_plain(census, found, dist)
                 if not plain and dist in DAG_MODES:
                     # Before any test of the worker: see DagWorker._install.
                     channel.send(wire.barriers())
@@ -397,25 +396,15 @@ class GuardedScheduling(ForwardingScheduling):
         nodes = list(self._inner.nodes)
         payload = self._controller.receive_payload(node, nodes, passable=passable)
         self._checked = True
-        problems = [Problem(n, m) for n, m in payload.problems]
-        if payload.graph or problems:
-            declared = problems[0].nodeid if problems else _first_declaring(payload)
-            refused = xdist_wording.dist_refused(self._dist, declared)
-            problems.insert(0, Problem(declared, refused))
-            abort(self._controller.config, nodes, problems)
+        declared = refused(payload)
+        if declared is not None:
+            abort(self._controller.config, nodes, [
+                Problem(declared, xdist_wording.dist_refused(self._dist, declared)),
+                *(Problem(n, m) for n, m in payload.problems)])
 
     def __getattr__(self, name: str) -> Any:
         # Anything else xdist's scheduler has (a pytest_handlecrashitem may look).
         return getattr(self._inner, name)
-
-
-def _first_declaring(facts: Facts) -> str:
-    """The first test (in collection order) that declares a prerequisite: the one to name."""
-    afters = facts.afters()
-    for i, nid in enumerate(facts.ids):
-        if facts.requires[i] or afters[i]:
-            return nid
-    return facts.ids[0]
 
 
 class XdistUnlessDeclared(ForwardingScheduling):

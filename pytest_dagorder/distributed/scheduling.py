@@ -42,7 +42,7 @@ from ..core.published import Relay
 from ..glue import durations, sharding
 from ..glue import wording as glue_wording
 from ..glue.dag_run import DagRun, report_problems
-from ..glue.decide import Decisions, decide
+from ..glue.decide import Decisions, decide_xdist
 from ..glue.declarations import Problem
 from ..glue.facts import Facts
 from ..glue.memory import collector_paused
@@ -87,8 +87,8 @@ class Launch:
     run: DagRun
     #: What announcing the run writes, and the tests the worker left out
     #: (``--continue-on-collection-errors``), reported then.
-    header: list[str]
-    errors: list[Problem]
+    header: Sequence[str]
+    errors: Sequence[Problem]
     #: Published values (``dag`` fixture), when some test requests it.
     relay: Relay | None
     skips: SkipEmitter
@@ -419,8 +419,8 @@ class Launcher:
     def _decide(self, facts: Facts) -> Decisions:
         """Every decision about the run, from the facts read, this session's settings
         and recorded durations (see ``glue/decide.py``)."""
-        return decide(facts, settings_of(self.config), durations.load(self.config),
-                      dist=self.config.getvalue("dist"), workers=self.numnodes)
+        return decide_xdist(facts, settings_of(self.config), durations.load(self.config),
+                            dist=self.config.getvalue("dist"), workers=self.numnodes)
 
     def _check_plan(self, first: WorkerController, collection: list[str], facts: Facts,
                     decided: Decisions, nodes: list[WorkerController]) -> None:

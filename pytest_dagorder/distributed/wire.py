@@ -43,6 +43,7 @@ from typing import Any, Final, TypeVar
 
 from .. import __version__
 from ..glue.facts import Census, Facts
+from ..glue.notes import EdgesFileNote, EvidenceNote, ShardNote
 
 #: Bumped whenever a message changes meaning: a worker that speaks another
 #: format is refused at its hello (:func:`check_hello`).
@@ -185,7 +186,12 @@ def barriers() -> Message:
 
 def encode(facts: Facts) -> Message:
     """The facts as one message: a dict of their fields, as they are."""
-    return (FACTS, {f.name: getattr(facts, f.name) for f in _FIELDS})
+    fields = {f.name: getattr(facts, f.name) for f in _FIELDS}
+    for name in _RECORDS:
+        # execnet carries a plain tuple, not a named one.
+        if fields[name] is not None:
+            fields[name] = tuple(fields[name])
+    return (FACTS, fields)
 
 
 _FIELDS = dataclasses.fields(Facts)
@@ -204,8 +210,9 @@ _KINDS: dict[str, tuple[type, ...]] = {
 _SCALARS: dict[str, type] = {"graph": bool, "ordering_failure": str, "deselected": int,
                              "shard_left": int, "complete": bool, "pulled_back": int,
                              "lf_blocked": int}
-#: The fields that are a tuple of this many values, or None.
-_RECORDS = {"edges_file": 5, "shard": 8, "evidence": 5}
+#: The fields that are a named record (sent as a plain tuple of its values), or None.
+_RECORDS: dict[str, type[EdgesFileNote | ShardNote | EvidenceNote]] = {
+    "edges_file": EdgesFileNote, "shard": ShardNote, "evidence": EvidenceNote}
 
 
 def decode(raw: object) -> Facts:
@@ -230,8 +237,9 @@ def _facts(fields: Any) -> Facts:
     for name, kind in _SCALARS.items():
         if type(fields[name]) is not kind:
             raise TypeError(f"{name}: expected {kind.__name__}")
-    for name, size in _RECORDS.items():
+    for name, record in _RECORDS.items():
         value = fields[name]
+        size = len(record._fields)
         if value is not None and (type(value) is not tuple or len(value) != size):
             raise TypeError(f"{name}: expected a tuple of {size} or None")
     n = len(fields["ids"])
@@ -253,7 +261,9 @@ def _facts(fields: Any) -> Facts:
             or any(type(p) is not int or not 0 <= p < positions for p in pair)
             for pair in lifted):
         raise ValueError("lifted: pairs of positions")
-    return Facts(**fields)
+    records = {name: None if fields[name] is None else record(*fields[name])
+               for name, record in _RECORDS.items()}
+    return Facts(**{**fields, **records})
 
 
 #: The per-test fields (checked for their length).

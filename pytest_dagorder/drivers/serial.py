@@ -16,7 +16,7 @@ import pytest
 
 from ..core import wording
 from ..glue.dag_fixture import LocalResults, write_published
-from ..glue.decide import decide
+from ..glue.decide import decide_serial
 from ..glue.facts import collect_facts
 from ..glue.internals import skip_here
 from ..glue.loading import Later
@@ -50,9 +50,8 @@ class SerialRunner(Planner):
         facts = collect_facts(config, plan, items, [it.nodeid for it in items],
                               affinity=settings.affinity, full=False)
         # The run names the plan's tests, in the plan's order: the plan's names.
-        decided = decide(facts, settings, {}, driver="serial",
-                         names=lambda: plan.short_names)
-        self.header = decided.header
+        decided = decide_serial(facts, settings, names=lambda: plan.short_names)
+        self.header = list(decided.header)
         if decided.usage_error:
             raise pytest.UsageError(decided.usage_error)
         if decided.errors:

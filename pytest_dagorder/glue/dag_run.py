@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from ..core import wording
 from ..core.bounds import bounds
 from ..core.graph import Graph
-from ..core.state_machine import FailurePolicy, Skip, StateMachine, Transition, as_outcome
+from ..core.state_machine import Setup, Skip, StateMachine, Transition, as_outcome
 from ..core.states import State
 from . import durations
 from . import wording as glue_wording
@@ -72,34 +73,35 @@ class SkipToReport(NamedTuple):
     fail: bool = False
 
 
+@dataclass(frozen=True)
+class Notes:
+    """What the run's summary says beside the core's record, decided with the run.
+
+    ``whole``: the run collected its whole suite (see ``Plan.whole``): a
+    durations file may forget the tests it did not see.  ``labels``: per
+    test, how users named its affinity group (an xdist_group, a document;
+    None: by its first test).  ``held``: the fixture instances that hold
+    tests of the given groups together (then ``--dag-affinity=none`` is
+    never advised: it would split them); None: none do.
+    """
+
+    whole: bool = False
+    labels: Sequence[str | None] = ()
+    held: Callable[[Sequence[Sequence[int]]], Sequence[str]] | None = None
+
+
 class DagRun:
-    def __init__(
-        self,
-        graph: Graph,
-        nodeids: Sequence[str],
-        *,
-        n_run: int,
-        on_failure: FailurePolicy,
-        groups: Sequence[str | None] | None = None,
-        locality: bool = True,
-        resources: Sequence[Sequence[str]] | None = None,
-        limits: Mapping[str, int] | None = None,
-        exclusive: Sequence[bool] | None = None,
-        checks: Mapping[str, Sequence[str]] | None = None,
-        modules: Sequence[str | None] | None = None,
-        module_fixtures: Sequence[bool] | None = None,
-        history: bool = False,
-        names: Callable[[], Sequence[str]] | None = None,
-        fences: Sequence[int] = (),
-    ) -> None:
-        """``checks``: by node id, prerequisites that must have passed, else the
-        test fails without running; ``modules``, ``module_fixtures``: per test,
-        its module and whether it uses a fixture a module switch tears down
-        (see :class:`~..core.state_machine.StateMachine`); ``history``: keep
-        each test's moves, for the summary to explain them (``--dag-explain``);
-        ``names``: :func:`short_names` of ``nodeids``, where this process has
-        them already (asked for on first use); ``fences``: positions serial
-        order is kept across in hand-out (see the state machine)."""
+    def __init__(self, graph: Graph, nodeids: Sequence[str], setup: Setup, *, n_run: int,
+                 checks: Mapping[str, Sequence[str]] | None = None,
+                 names: Callable[[], Sequence[str]] | None = None,
+                 notes: Notes = Notes()) -> None:
+        """``setup``: what the core needs beyond the graph (see
+        :class:`~..core.state_machine.Setup`); ``n_run``: the tests of the
+        run are the first ``n_run`` node ids (the rest, prerequisites
+        outside it); ``checks``: by node id, prerequisites that must have
+        passed, else the test fails without running; ``names``:
+        :func:`short_names` of ``nodeids``, where this process has them
+        already (asked for on first use); ``notes``: see :class:`Notes`."""
         self.nodeids = list(nodeids)
         self.index = {nid: i for i, nid in enumerate(self.nodeids)}
         if checks:
@@ -110,30 +112,9 @@ class DagRun:
         self._names: Sequence[str] | None = None  # see name()
         self._named = names
         self.n_run = n_run
-        self.machine = StateMachine(
-            graph,
-            on_failure=on_failure,
-            groups=groups,
-            name=self.name,
-            locality=locality,
-            resources=resources,
-            limits=limits,
-            exclusive=exclusive,
-            modules=modules,
-            module_fixtures=module_fixtures,
-            history=history,
-            fences=fences,
-        )
+        self.notes = notes
+        self.machine = StateMachine(graph, setup, name=self.name)
         self.tracker = OutcomeTracker()
-        #: The run collected its whole suite (see ``Plan.whole``): a durations
-        #: file may forget the tests it did not see.
-        self.whole = False
-        #: Per group of ``machine.groups``, how users named it (an xdist_group,
-        #: a document); None: by its first test.
-        self.group_names: list[str | None] | None = None
-        #: The fixture instances that hold tests of a group together (then
-        #: ``--dag-affinity=none`` is never advised: it would split them).
-        self.held_by: tuple[str, ...] = ()
         # Seconds per test (all phases), recorded for the next run's priorities.
         self.elapsed: dict[int, float] = {}
         # The run's wall time, from here to the last time a test's time came
@@ -144,6 +125,25 @@ class DagRun:
         # Prerequisites outside the run never run: settle them first.
         for i in range(n_run, len(graph)):
             self.machine.finished(i, "deselected")
+
+    @property
+    def whole(self) -> bool:
+        return self.notes.whole
+
+    @property
+    def group_names(self) -> list[str | None] | None:
+        """Per group of ``machine.groups``, how users named it (see :class:`Notes`)."""
+        labels = self.notes.labels
+        if not labels:
+            return None
+        return [next((labels[k] for k in members if labels[k] is not None), None)
+                for members in self.machine.groups]
+
+    @property
+    def held_by(self) -> tuple[str, ...]:
+        """The fixture instances that hold tests of a group together (see :class:`Notes`)."""
+        held = self.notes.held
+        return () if held is None else tuple(held(self.machine.groups))
 
     def name(self, i: int) -> str:
         """How skip reasons name test ``i`` (made on first use: a run with no

@@ -1,14 +1,17 @@
-"""Every decision about a run, from the facts of its collection: one pure function.
+"""Every decision about a run, from the facts of its collection: pure functions.
 
-:func:`decide` turns :class:`~.facts.Facts` (what a collection found), the
-checked settings and the recorded durations into what the driver acts on:
-the problems that end the session (or the usage error), the graph the core
-runs with its groups, limits and priorities, whether the run needs the DAG
-machinery at all (:func:`plain_run`), what the selection means for a
+:func:`decide_serial` and :func:`decide_xdist` turn :class:`~.facts.Facts`
+(what a collection found), the checked settings and (under xdist) the
+recorded durations into frozen :class:`Decisions` the driver acts on: the
+problems that end the session (or the usage error), the run the core
+drives with its groups, limits and priorities, whether the run needs the
+DAG machinery at all (:func:`plain_run`), what the selection means for a
 durations file and an empty ``--dag-shard`` part, and the header lines.
-No worker, no xdist call, no pytest item: the serial driver and the xdist
-controller call it alike, and the xdist workers decide nothing (they
-gather facts, and install their barrier when the controller says so).
+The xdist controller asks here too what a worker's hello means
+(:func:`worker_plain`) and whether a ``--dist`` mode not scheduled as a
+DAG refuses the suite (:func:`refused`).  No worker, no xdist call, no
+pytest item; the xdist workers decide nothing (they gather facts, and
+install their barrier when the controller says so).
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeVar
 
 from ..core import wording
 from ..core.errors import DependencyError
 from . import wording as glue_wording
 from .declarations import Problem
-from .facts import DOCUMENT, Census, Facts, kept_whole
+from .facts import DOCUMENT, Census, Facts, inner_edges, kept_whole
 from .loading import Later
 from .resources import resources_in_use, unused_limits
 from .settings import AffinityMode, Settings
@@ -32,10 +35,11 @@ from .wording import edges_file_line, xdist_header
 if TYPE_CHECKING:
     import pytest_dagorder.migration.wording as migration_wording
 
-    from ..core import affinity, bounds, module_runs, published
+    from ..core import affinity, bounds, module_runs, published, state_machine
     from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
+    from ..core.state_machine import Setup
     from . import dag_run, evidence
     from .dag_run import DagRun
 else:
@@ -44,32 +48,32 @@ else:
     bounds = Later("pytest_dagorder.core.bounds")
     module_runs = Later("pytest_dagorder.core.module_runs")
     published = Later("pytest_dagorder.core.published")
+    state_machine = Later("pytest_dagorder.core.state_machine")
     core_graph = Later("pytest_dagorder.core.graph")
     dag_run = Later("pytest_dagorder.glue.dag_run")
     evidence = Later("pytest_dagorder.glue.evidence")
     migration_wording = Later("pytest_dagorder.migration.wording")
 
-#: Which driver the run is for: one process (``serial``) or xdist's workers.
-Driver = Literal["serial", "xdist"]
+_T = TypeVar("_T")
 
-
-@dataclass
+@dataclass(frozen=True)
 class Decisions:
-    """What :func:`decide` makes: the run and everything said or done about it."""
+    """What :func:`decide_serial` or :func:`decide_xdist` makes: the run and
+    everything said or done about it, fixed once made."""
 
     #: The run the core drives (None: nothing to schedule, or problems).
     run: DagRun | None
     #: Lines announcing the run.
-    header: list[str]
+    header: tuple[str, ...]
     #: The run needs nothing of the DAG scheduler but its order by durations:
     #: no barrier on the workers, nothing withheld (see :func:`plain_run`).
     plain: bool = False
     #: Problems that end the session (collection errors, exit status 2) and
     #: the usage error that does (exit status 4; "" none).
-    problems: list[Problem] = field(default_factory=list)
+    problems: tuple[Problem, ...] = ()
     usage_error: str = ""
     #: ``--continue-on-collection-errors``: problems reported while the rest runs.
-    errors: list[Problem] = field(default_factory=list)
+    errors: tuple[Problem, ...] = ()
     #: The run saw its whole suite: a durations file may forget the tests it did not see.
     whole: bool = False
     #: ``--dag-shard`` left this part empty although the selection has tests.
@@ -81,7 +85,7 @@ class Decisions:
     #: Mean recorded duration of the run's tests (None: none recorded).
     mean_duration: float | None = None
     #: What the controller's log should say about the build.
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
 def plain_run(census: Census, settings: Settings, dist: str) -> bool:
@@ -120,37 +124,87 @@ def declares_something(census: Census) -> bool:
     return bool(c.graph or c.problems or c.needs or c.dag_users or c.runtime_depends)
 
 
-def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
-           driver: Driver = "xdist", dist: str = "load", workers: int = 0,
-           names: Callable[[], Sequence[str]] | None = None) -> Decisions:
-    """Every decision about the run ``facts`` describe; ``recorded``: seconds per node id.
+def worker_plain(census: Census, settings: Settings, dist: str) -> bool:
+    """Whether a worker whose hello says ``census`` runs as under plain xdist
+    (no barrier): the run needs nothing of the DAG scheduler
+    (:func:`plain_run`), or it did not ask for this plugin and its suite
+    declares nothing (then xdist's own scheduler runs it)."""
+    return plain_run(census, settings, dist) or not (
+        settings.asked or declares_something(census))
 
-    ``dist`` is xdist's ``--dist`` mode (it decides which files are kept
-    whole); ``workers``, how many there will be (0: unknown), for what the
-    groups cost by the recorded durations.  ``names``: serially, the plan's
-    short names of the run's tests (made once per process, see
-    ``Plan.short_names``).
+
+def refused(facts: Facts) -> str | None:
+    """Under a ``--dist`` mode not scheduled as a DAG (``each``), whether the
+    run is refused: the test to name (the first with a problem, else the
+    first that declares a prerequisite), or None: the suite declares
+    nothing, xdist's own scheduler runs it."""
+    if facts.problems:
+        return facts.problems[0][0]
+    return _first_declaring(facts) if facts.graph else None
+
+
+def _first_declaring(facts: Facts) -> str:
+    """The first test (in collection order) that declares a prerequisite: the one to name."""
+    afters = facts.afters()
+    for i, nid in enumerate(facts.ids):
+        if facts.requires[i] or afters[i]:
+            return nid
+    return facts.ids[0]
+
+
+def _verdict(facts: Facts, settings: Settings) -> Decisions:
+    """What ends the session, and what the selection means, alike for both
+    drivers: the decisions before any run is made."""
+    return Decisions(None, (), problems=tuple(Problem(nid, msg) for nid, msg in facts.problems),
+                     usage_error=facts.ordering_failure or unknown_explained(facts, settings),
+                     errors=tuple(Problem(nid, msg) for nid, msg in facts.errors),
+                     whole=facts.complete and not facts.errors and not facts.shard_left,
+                     empty_part=facts.shard_left > 0 and not facts.ids)
+
+
+def decide_serial(facts: Facts, settings: Settings,
+                  names: Callable[[], Sequence[str]] | None = None) -> Decisions:
+    """Every decision about a run of one process: the plan's order is the
+    schedule, the core only settles.  ``names``: the plan's short names of
+    the run's tests (made once per process, see ``Plan.short_names``).
+
+    Serially nothing is sent to workers: never plain.
     """
-    whole = facts.complete and not facts.errors and not facts.shard_left
-    decided = Decisions(
-        # Serially nothing is sent to workers: plain or not is the controller's question.
-        None, [], plain=driver == "xdist" and plain_run(facts.census(), settings, dist),
-        problems=[Problem(nid, msg) for nid, msg in facts.problems],
-        usage_error=facts.ordering_failure or unknown_explained(facts, settings),
-        errors=[Problem(nid, msg) for nid, msg in facts.errors],
-        whole=whole, empty_part=facts.shard_left > 0 and not facts.ids)
+    verdict = _verdict(facts, settings)
+    header: list[str] = []
+    run: DagRun | None = None
+    # Only the core can withhold what follows a failure: a suite that
+    # declares nothing gets a run with no edges when --dag-on-failure=stop,
+    # and when one test's story is asked for (the core records it).
+    if verdict.problems or not (facts.graph or settings.on_failure == "stop"
+                                or settings.explain_test):
+        if not verdict.problems and facts.edges_file is not None:
+            # An edges file that added nothing (or is not there) still says so.
+            header.append(edges_file_line(*facts.edges_file))
+    else:
+        n = len(facts.ids)
+        edges = (core_graph.Edges(facts.requires, facts.afters()) if facts.graph
+                 else core_graph.Edges.none(n + len(facts.outside)))
+        # This process's collection checked these edges (``planning.make_plan``):
+        # the graph is built without checking them again.
+        graph = core_graph.Graph.of_checked(edges)
+        run = dag_run.DagRun(graph, [*facts.ids, *facts.outside],
+                             state_machine.Setup(on_failure=settings.on_failure,
+                                                 history=settings.keeps_moves),
+                             n_run=n, names=names, notes=dag_run.Notes(whole=verdict.whole))
+        header.append(wording.serial_header(n, graph.edge_count, graph.longest_chain()))
+        header += note_lines(facts)
+        if facts.pulled_back:
+            # pytest's "collected N items" counted before they were pulled back.
+            header.append(glue_wording.pulled_back_line(facts.pulled_back, n))
+        if settings.explain:
+            header.append(glue_wording.EXPLAIN_SERIAL)
     unused = unused_limits(settings.limits, facts.resources)
-    if driver == "serial":
-        _serial(decided, facts, settings, names)
-        if unused:
-            # Limits do nothing serially (one test at a time), but a name no
-            # test uses is the same typo here as under -n: the same warning.
-            decided.header.append(glue_wording.unused_limits_warning(unused))
-        return decided
-    if decided.problems or decided.usage_error:
-        return decided
-    _xdist(decided, facts, settings, recorded, dist, workers, unused)
-    return decided
+    if unused:
+        # Limits do nothing serially (one test at a time), but a name no
+        # test uses is the same typo here as under -n: the same warning.
+        header.append(glue_wording.unused_limits_warning(unused))
+    return replace(verdict, run=run, header=tuple(header))
 
 
 def unknown_explained(facts: Facts, settings: Settings) -> str:
@@ -163,39 +217,6 @@ def unknown_explained(facts: Facts, settings: Settings) -> str:
     return glue_wording.explain_unknown(test, difflib.get_close_matches(test, ids, n=3))
 
 
-def _serial(decided: Decisions, facts: Facts, settings: Settings,
-            names: Callable[[], Sequence[str]] | None) -> None:
-    """The run of one process: the plan's order is the schedule, the core only settles."""
-    # Only the core can withhold what follows a failure: a suite that
-    # declares nothing gets a run with no edges when --dag-on-failure=stop,
-    # and when one test's story is asked for (the core records it).
-    if decided.problems or not (facts.graph or settings.on_failure == "stop"
-                                or settings.explain_test):
-        if not decided.problems and facts.edges_file is not None:
-            # An edges file that added nothing (or is not there) still says so.
-            decided.header.append(edges_file_line(*facts.edges_file))
-        return
-    n = len(facts.ids)
-    n_all = n + len(facts.outside)
-    edges = (core_graph.Edges(facts.requires, facts.afters()) if facts.graph
-             else core_graph.Edges.none(n_all))
-    # This process's collection checked these edges (``planning.make_plan``):
-    # the graph is built without checking them again.
-    graph = core_graph.Graph.of_checked(edges)
-    run = decided.run = dag_run.DagRun(graph, [*facts.ids, *facts.outside], n_run=n,
-                               on_failure=settings.on_failure, history=settings.keeps_moves,
-                               names=names)
-    run.whole = decided.whole
-    header = decided.header
-    header.append(wording.serial_header(n, graph.edge_count, graph.longest_chain()))
-    header += note_lines(facts)
-    if facts.pulled_back:
-        # pytest's "collected N items" counted before they were pulled back.
-        header.append(glue_wording.pulled_back_line(facts.pulled_back, n))
-    if settings.explain:
-        header.append(glue_wording.EXPLAIN_SERIAL)
-
-
 def _graph(facts: Facts, chained: Mapping[int, Sequence[int]],
            known: Mapping[int, float]) -> Graph:
     """The graph the core runs: the declared edges and ``chained`` ones (after-edges)."""
@@ -204,27 +225,29 @@ def _graph(facts: Facts, chained: Mapping[int, Sequence[int]],
     return core_graph.Graph.of_positions(requires, after=chained, durations=known)
 
 
-def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mapping[str, float],
-           dist: str, workers: int, unused: list[str]) -> None:
+@dataclass(frozen=True)
+class _Chains:
+    """What keeps tests in collection order on one worker beyond their edges:
+    modules with a runtime ``depends()`` (by module) and the files ``--dist``
+    keeps whole (by label); per test, its explicit group label (an
+    ``xdist_group``, a kept file); and the after-edges that chain them."""
+
+    runtime: Mapping[str, Sequence[int]]
+    whole: Mapping[str, Sequence[int]]
+    explicit: Sequence[str | None]
+    chained: Mapping[int, Sequence[int]]
+
+
+def _chains(facts: Facts, mode: AffinityMode, dist: str) -> _Chains:
     n = len(facts.ids)
-    nodeids = [*facts.ids, *facts.outside]
-    notes = decided.notes
-    # Graph ids are positions: node ids may repeat (--keep-duplicates).
-    known: dict[int, float] = {
-        k: recorded[nid] for k, nid in enumerate(nodeids) if nid in recorded}
-    # Priorities: the longest remaining path in recorded seconds, declared
-    # dependencies or not (tests with no record count as the mean of those
-    # with one).
-    mode = settings.affinity
-    after: dict[int, list[int]] = {k: list(a) for k, a in enumerate(facts.after) if a}
     explicit: list[str | None] = list(facts.xdist_groups) or [None] * n
-    chains = ({} if mode == "none" else
-              affinity.serial_modules(facts.module_scopes, facts.runtime_depends))
+    runtime = ({} if mode == "none" else
+               affinity.serial_modules(facts.module_scopes, facts.runtime_depends))
     whole = kept_whole(dist, mode, facts.ids, facts.module_scopes, facts.class_scopes,
                        facts.documents)
-    chained = {k: list(a) for k, a in after.items()}
+    chained: dict[int, list[int]] = {k: list(a) for k, a in enumerate(facts.after) if a}
     for label, members in itertools.chain(
-            ((f"runtime depends() in {m}", ks) for m, ks in chains.items()),
+            ((f"runtime depends() in {m}", ks) for m, ks in runtime.items()),
             whole.items()):
         # A runtime depends() checks results in its own process, a
         # document's items share its namespace: the file runs as one group
@@ -233,77 +256,128 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
             chained.setdefault(nxt, []).append(prev)
         for k in members:
             explicit[k] = explicit[k] or label
+    return _Chains(runtime, whole, explicit, chained)
+
+
+def _padded(values: Sequence[_T], size: int, pad: _T) -> list[_T]:
+    """``values`` for every task of the graph: ``pad`` for the deselected
+    prerequisites (past the run)."""
+    return [*values, *[pad] * (size - len(values))]
+
+
+def decide_xdist(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
+                 dist: str = "load", workers: int = 0) -> Decisions:
+    """Every decision about an xdist run, from the facts a worker shipped;
+    ``recorded``: seconds per node id.
+
+    ``dist`` is xdist's ``--dist`` mode (it decides which files are kept
+    whole); ``workers``, how many there will be (0: unknown), for what the
+    groups cost by the recorded durations.
+    """
+    verdict = _verdict(facts, settings)
+    plain = plain_run(facts.census(), settings, dist)
+    if verdict.problems or verdict.usage_error:
+        return replace(verdict, plain=plain)
+    n = len(facts.ids)
+    nodeids = [*facts.ids, *facts.outside]
+    notes: list[str] = []
+    # Graph ids are positions: node ids may repeat (--keep-duplicates).
+    # Priorities: the longest remaining path in recorded seconds, declared
+    # dependencies or not (tests with no record count as the mean of those
+    # with one).
+    known: dict[int, float] = {
+        k: recorded[nid] for k, nid in enumerate(nodeids) if nid in recorded}
+    mode = settings.affinity
+    chains = _chains(facts, mode, dist)
     try:
-        graph = _graph(facts, chained, known)
+        graph = _graph(facts, chains.chained, known)
     except DependencyError:
         # The worker's order contradicts a declared edge (a hook reordered
         # the tests after the plan): the declared order wins.
         notes.append("runtime depends() modules not chained: their order contradicts an edge")
-        graph = _graph(facts, after, known)
+        graph = _graph(facts, {k: a for k, a in enumerate(facts.after) if a}, known)
     state, joined = (state_labels(facts)
                      if mode == "state" and facts.graph else ([None] * n, []))
     scopes = {"state": state, "module": facts.module_scopes,
               "class": facts.class_scopes}.get(mode, [None] * n)
-    groups = affinity.affinity_groups(scopes, graph.requires[:n], graph.after[:n], explicit,
-                                      joined)
-    groups += [None] * (len(graph) - n)
-    # affinity none: tests share no process state, so a released test
-    # need not prefer the worker that released it; priority alone decides.
-    # Deselected prerequisites (past the run) never start: they use nothing.
-    resources = ([*facts.resources, *[()] * (len(graph) - n)] if facts.resources else None)
-    alone = ([*facts.exclusive, *[False] * (len(graph) - n)]
-             if any(facts.exclusive) else None)
-    # Module runs: deselected prerequisites (past the run) never start.
-    keeps = facts.module_fixtures
-    modules = [*facts.module_scopes, *[None] * (len(graph) - n)] if any(keeps) else None
-    run = dag_run.DagRun(graph, nodeids, n_run=n, on_failure=settings.on_failure,
-                 groups=groups, locality=mode != "none",
-                 resources=resources, limits=settings.limits, exclusive=alone,
-                 checks=dict(facts.fail_checks), modules=modules,
-                 module_fixtures=[*keeps, *[False] * (len(graph) - n)] if modules else None,
-                 history=settings.keeps_moves, fences=fences(facts.ordinals))
-    decided.run = run
-    run.whole = decided.whole
-    run.group_names = [_group_label(facts, explicit, members) for members in run.machine.groups]
-    if known:
-        decided.mean_duration = sum(known.values()) / len(known)
+    groups = affinity.affinity_groups(scopes, graph.requires[:n], graph.after[:n],
+                                      chains.explicit, joined)
+    stateless = settings.stateless_fixtures
+    setup = _xdist_setup(facts, settings, groups, len(graph))
+    labels = [None if label is None else _worded(facts, k, label)
+              for k, label in enumerate(chains.explicit)]
+    run = dag_run.DagRun(graph, nodeids, setup, n_run=n, checks=dict(facts.fail_checks),
+                         notes=dag_run.Notes(
+                             whole=verdict.whole, labels=labels,
+                             held=None if mode == "none" else
+                             lambda members: held_by_fixtures(facts, members, stateless)))
+    relay = None
     if any(facts.dag_users):
         outcome = run.machine.outcome
-        decided.dag_users = facts.dag_users
-        decided.relay = published.Relay(graph.requires, lambda i: outcome[i] == "passed")
-    header = decided.header
-    header.append(xdist_header(
-        n, graph.edge_count, graph.longest_chain(), mode,
-        len(run.machine.groups), len(known), len(nodeids)))
+        relay = published.Relay(graph.requires, lambda i: outcome[i] == "passed")
+    header = _xdist_header(run, facts, settings, dist, workers, known, chains)
+    if settings.explain:
+        header += explain_lines(run, facts, mode, groups, chains.explicit, state, stateless)
+    return replace(
+        verdict, run=run, header=tuple(header), plain=plain, relay=relay,
+        dag_users=facts.dag_users if relay is not None else (),
+        mean_duration=sum(known.values()) / len(known) if known else None,
+        notes=tuple(notes))
+
+
+def _xdist_setup(facts: Facts, settings: Settings, groups: Sequence[str | None],
+                 size: int) -> Setup:
+    """What the core needs beyond the graph of ``size`` tasks: the settings,
+    and per test its group, resources, exclusivity, module and fences."""
+    keeps = facts.module_fixtures
+    return state_machine.Setup(
+        on_failure=settings.on_failure, history=settings.keeps_moves,
+        groups=_padded(groups, size, None),
+        # affinity none: tests share no process state, so a released test
+        # need not prefer the worker that released it; priority alone decides.
+        locality=settings.affinity != "none",
+        # Deselected prerequisites (past the run) never start: they use nothing.
+        resources=_padded(facts.resources, size, ()) if facts.resources else None,
+        limits=settings.limits,
+        exclusive=_padded(facts.exclusive, size, False) if any(facts.exclusive) else None,
+        modules=_padded(facts.module_scopes, size, None) if any(keeps) else None,
+        module_fixtures=_padded(keeps, size, False) if any(keeps) else None,
+        fences=fences(facts.ordinals))
+
+
+def _xdist_header(run: DagRun, facts: Facts, settings: Settings, dist: str, workers: int,
+                  known: Mapping[int, float], chains: _Chains) -> list[str]:
+    """The lines announcing an xdist run: its shape, then each thing that shapes it."""
+    graph, mode, machine = run.graph, settings.affinity, run.machine
+    header = [xdist_header(run.n_run, graph.edge_count, graph.longest_chain(), mode,
+                           len(machine.groups), len(known), len(run.nodeids))]
     header += note_lines(facts)
-    runs = run.machine.runs
+    runs = machine.runs
     if runs is not None and graph.edge_count:
         split = module_runs.forced_returns(graph, runs.module, runs.keeps)
         if split:
-            names = {number: name for name, number in zip(modules or (), runs.module,
-                                                              strict=False)}
+            modules = _padded(facts.module_scopes, len(graph), None)
+            names = {number: name for name, number in zip(modules, runs.module, strict=True)}
             header.append(wording.module_returns_header([str(names[m]) for m in split]))
-    if chains:
-        header.append(migration_wording.runtime_depends_header(len(chains)))
-    if whole:
-        header.append(glue_wording.kept_whole_header(dist, len(whole), [
-            label.removeprefix(f"{DOCUMENT} ") for label in whole
+    if chains.runtime:
+        header.append(migration_wording.runtime_depends_header(len(chains.runtime)))
+    if chains.whole:
+        header.append(glue_wording.kept_whole_header(dist, len(chains.whole), [
+            label.removeprefix(f"{DOCUMENT} ") for label in chains.whole
             if label.startswith(DOCUMENT)]))
     used = resources_in_use(facts.resources)
     if used:
         header.append(wording.limits_header(settings.limits, used))
+    unused = unused_limits(settings.limits, facts.resources)
     if unused:
         header.append(glue_wording.unused_limits_warning(unused))
-    if alone is not None:
-        header.append(glue_wording.exclusive_header(sum(alone)))
-    if run.machine.groups and mode != "none":
-        held = held_by_fixtures(facts, run.machine.groups, settings.stateless_fixtures)
+    if any(facts.exclusive):
+        header.append(glue_wording.exclusive_header(sum(facts.exclusive)))
+    if machine.groups and mode != "none":
+        held = held_by_fixtures(facts, machine.groups, settings.stateless_fixtures)
         # The end-of-run summary gives the same advice as the header.
-        run.held_by = tuple(held)
         header.append(_groups_line(run, known, workers, mode, held))
-    if settings.explain:
-        header += explain_lines(run, facts, mode, groups, explicit, state,
-                                settings.stateless_fixtures)
+    return header
 
 
 def fences(ordinals: Sequence[int | None]) -> list[int]:
@@ -345,11 +419,14 @@ def note_lines(facts: Facts) -> list[str]:
         lines.append(edges_file_line(*facts.edges_file))
     if facts.evidence is not None:
         lines.append(evidence.header_line(facts.evidence))
-    if facts.shard is not None:
-        k, n, tests, of, seconds, big, cut, rerun = facts.shard
-        lines.append(glue_wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
-            k, n, tests, of, seconds, None if big is None else wording.Oversized(*big),
-            selected_elsewhere=cut))
+    shard = facts.shard
+    if shard is not None:
+        big = shard.oversized
+        lines.append(glue_wording.shard_failures_rerun(shard.part, shard.parts)
+                     if shard.rerun_done else wording.shard_header(
+            shard.part, shard.parts, shard.kept, shard.selected, shard.seconds,
+            None if big is None else wording.Oversized(*big),
+            selected_elsewhere=shard.collected_here))
     return lines
 
 
@@ -358,8 +435,8 @@ def _verdicts_only(facts: Facts) -> bool:
     holds verdicts: the evidence line says all there is to say of it."""
     if facts.evidence is None or facts.edges_file is None:
         return False
-    _, found, edges, resources, stale = facts.edges_file
-    return found and not (edges or resources or stale)
+    note = facts.edges_file
+    return note.found and not (note.edges or note.resources or note.stale)
 
 
 def state_labels(facts: Facts) -> tuple[list[str | None], list[int | None]]:
@@ -387,7 +464,7 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int, mode: Af
         n = run.n_run
         took = {i: known.get(i, mean) for i in range(n)}
         g = run.graph
-        edges = [(p, i) for i in range(n) for p in (*g.requires[i], *g.after[i]) if p < n]
+        edges = list(inner_edges(g.requires, g.after, n))
         label = {i: k for k, members in enumerate(groups) for i in members}
         b = bounds.bounds(took, edges, label, workers)
         cost = (b.cost, b.grouped_bound, b.bound)
@@ -444,8 +521,8 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
         why += [f"its tests share {key}"
                 for key in held_by_fixtures(facts, [members], stateless)]
         lines.append(wording.explain_group(ids[members[0]], [ids[k] for k in members], why))
-    free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
-            if p < n and (labels[i] is None or labels[i] != labels[p])]
+    free = [(ids[p], ids[i]) for p, i in inner_edges(g.requires, g.after, n)
+            if labels[i] is None or labels[i] != labels[p]]
     lines.append(glue_wording.explain_free(free, mode))
     if facts.evidence is not None:
         lines += evidence.explained(facts.evidence, facts.lifted, ids)
@@ -455,16 +532,6 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
 def _worded(facts: Facts, k: int, label: str) -> str:
     groups = facts.xdist_groups
     return f"xdist_group {label!r}" if groups and label == groups[k] else label
-
-
-def _group_label(facts: Facts, explicit: Sequence[str | None],
-                 members: Sequence[int]) -> str | None:
-    """The first label among a group's tests, worded as :func:`_reasons` words it."""
-    for k in members:
-        label = explicit[k]
-        if label is not None:
-            return _worded(facts, k, label)
-    return None
 
 
 def _reasons(facts: Facts, mode: AffinityMode, k: int, label: str | None,

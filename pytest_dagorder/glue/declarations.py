@@ -517,95 +517,134 @@ def _resolve_mark(
     if not mark.kwargs and mark.args:
         # The common case, every target a name that resolves: no message is
         # worded (any other case starts over below).
-        edges: list[int] = []
-        for target in mark.args:
-            spelled = target.strip() if type(target) is str else None
-            hit = index.resolve(item, spelled) if spelled else None
-            if hit is None or (index.repeated and not index.repeated.isdisjoint(
-                    [index.ids[j] for j in hit])):
-                break
-            if len(hit) > 1 and spelled and "[" not in spelled:
-                hit = index.same_instance(i, hit)
-            edges.extend(hit if own else [j for j in hit if j != i])
-        else:
+        edges = _all_named(index, i, item, mark.args, own)
+        if edges is not None:
             return Declared(edges)
-    found = Declared()
-    problems = found.problems
-    nodeid = index.ids[i]
-    lead = f"@{name} on" if own else f"@{name} inherited by"
-    where = f"{lead} {nodeid}"
+    reading = _Reading(index, i, item, name, own)
     if mark.kwargs:
-        problems.append(Problem(nodeid, (
-            f"{where}: unexpected keyword "
-            f"{'argument' if len(mark.kwargs) == 1 else 'arguments'} "
-            f"{', '.join(sorted(mark.kwargs))}; "
-            f"{name} takes test names or test functions only")))
+        reading.problem(
+            f"unexpected keyword {'argument' if len(mark.kwargs) == 1 else 'arguments'} "
+            f"{', '.join(sorted(mark.kwargs))}; {name} takes test names or test functions only")
     if not mark.args:
-        problems.append(Problem(nodeid, (
-            f"{where}: no target given; name at least one test, e.g. "
-            f"@{name}('test_create')")))
+        reading.problem(f"no target given; name at least one test, e.g. @{name}('test_create')")
     for target in mark.args:
         if isinstance(target, str) and target.strip():
-            hit = index.find(item, target)
-            if hit is not None and len(hit) > 1 and "[" not in target:
-                hit = index.same_instance(i, hit)
-            if hit is None and (gone := index.unreachable(target.strip())) is not None:
-                module, why = gone
-                if not why.skipped:
-                    tail = wording.target_uncollectable(target, module, why.reason)
-                    problems.append(Problem(nodeid, f"{where}: {tail}", (lead, tail)))
-                elif name == DEPENDS_ON:
-                    # Its tests never exist; after-edges to them are simply void.
-                    found.skip = found.skip or wording.prerequisite_module_skipped(
-                        module, why.reason)
-                continue
-            if hit is None:
-                found.unknown.append(target.strip())
-                hint = index.suggest(item, target.strip(), itself=not own)
-                extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
-                    "; use a test name, Class::test, or a node id relative to the rootdir")
-                tail = f"target {target!r} matches no collected test{extra}"
-                if _names_a_path(target.strip()):
-                    tail += wording.relative_to_rootdir(str(item.config.rootpath))
-                problems.append(Problem(nodeid, f"{where}: {tail}", (lead, tail)))
-                continue
+            hit = reading.named(target)
         elif callable(target) and not isinstance(target, str):
-            fn = getattr(target, "__func__", target)
-            hit = index.find(item, target)
-            if hit is None:
-                problems.append(Problem(nodeid, (
-                    f"{where}: {getattr(fn, '__qualname__', fn)!r} is not a collected test "
-                    "function; pass a test function or its name")))
-                continue
-            places = list(dict.fromkeys(
-                p.nodeid for j in hit if (p := index.items[j].parent) is not None))
-            if len(places) > 1:
-                # The same function object collected in several modules or
-                # classes (imported, or inherited by subclasses).
-                problems.append(Problem(nodeid, (
-                    f"{where}: {getattr(fn, '__qualname__', fn)!r} is ambiguous: it is "
-                    f"collected in {' and '.join(places)}; name the test by its node id")))
-                continue
-            if len(hit) > 1:
-                hit = index.same_instance(i, hit)
+            hit = reading.function(target)
         else:
-            problems.append(Problem(nodeid, (
-                f"{where}: {target!r} is not a test name or test function; "
-                "pass strings such as 'test_create' or 'TestA::test_x'")))
+            reading.problem(f"{target!r} is not a test name or test function; "
+                            "pass strings such as 'test_create' or 'TestA::test_x'")
             continue
+        if hit is not None:
+            reading.add(target, hit)
+    return reading.found
+
+
+def _all_named(index: Index, i: int, item: pytest.Item, targets: Sequence[object],
+               own: bool) -> list[int] | None:
+    """The edges of ``targets`` if each is a name that resolves to tests
+    collected once; None: some is not (the caller words why)."""
+    edges: list[int] = []
+    for target in targets:
+        spelled = target.strip() if type(target) is str else None
+        hit = index.resolve(item, spelled) if spelled else None
+        if hit is None or (index.repeated and not index.repeated.isdisjoint(
+                [index.ids[j] for j in hit])):
+            return None
+        if len(hit) > 1 and spelled and "[" not in spelled:
+            hit = index.same_instance(i, hit)
+        edges.extend(hit if own else [j for j in hit if j != i])
+    return edges
+
+
+@dataclass
+class _Reading:
+    """One marker of test ``i`` read target by target: what it found, and
+    its problems worded alike (``@depends_on on ID: ...``)."""
+
+    index: Index
+    i: int
+    item: pytest.Item
+    name: str
+    #: The test's own marker (else one of its class or module).
+    own: bool
+    found: Declared = field(default_factory=Declared)
+
+    @property
+    def nodeid(self) -> str:
+        return self.index.ids[self.i]
+
+    @property
+    def lead(self) -> str:
+        return f"@{self.name} on" if self.own else f"@{self.name} inherited by"
+
+    def problem(self, tail: str, *, shared: bool = False) -> None:
+        """A problem with the marker; ``shared``: many tests may have it alike
+        (a module-wide marker), reported once (see :class:`Problem`)."""
+        self.found.problems.append(Problem(self.nodeid, f"{self.lead} {self.nodeid}: {tail}",
+                                           (self.lead, tail) if shared else None))
+
+    def named(self, target: str) -> list[int] | None:
+        """The tests a name targets (None: it names none, said why)."""
+        index, item = self.index, self.item
+        hit = index.find(item, target)
+        if hit is not None and len(hit) > 1 and "[" not in target:
+            hit = index.same_instance(self.i, hit)
+        if hit is None and (gone := index.unreachable(target.strip())) is not None:
+            module, why = gone
+            if not why.skipped:
+                self.problem(wording.target_uncollectable(target, module, why.reason),
+                             shared=True)
+            elif self.name == DEPENDS_ON:
+                # Its tests never exist; after-edges to them are simply void.
+                self.found.skip = self.found.skip or wording.prerequisite_module_skipped(
+                    module, why.reason)
+            return None
+        if hit is None:
+            self.found.unknown.append(target.strip())
+            hint = index.suggest(item, target.strip(), itself=not self.own)
+            extra = f"; did you mean {', '.join(map(repr, hint))}?" if hint else (
+                "; use a test name, Class::test, or a node id relative to the rootdir")
+            tail = f"target {target!r} matches no collected test{extra}"
+            if _names_a_path(target.strip()):
+                tail += wording.relative_to_rootdir(str(item.config.rootpath))
+            self.problem(tail, shared=True)
+        return hit
+
+    def function(self, target: object) -> list[int] | None:
+        """The test a function targets (None: not one collected test, said why)."""
+        index = self.index
+        fn = getattr(target, "__func__", target)
+        hit = index.find(self.item, target)
+        if hit is None:
+            self.problem(f"{getattr(fn, '__qualname__', fn)!r} is not a collected test "
+                         "function; pass a test function or its name")
+            return None
+        places = list(dict.fromkeys(
+            p.nodeid for j in hit if (p := index.items[j].parent) is not None))
+        if len(places) > 1:
+            # The same function object collected in several modules or
+            # classes (imported, or inherited by subclasses).
+            self.problem(f"{getattr(fn, '__qualname__', fn)!r} is ambiguous: it is "
+                         f"collected in {' and '.join(places)}; name the test by its node id")
+            return None
+        return index.same_instance(self.i, hit) if len(hit) > 1 else hit
+
+    def add(self, target: object, hit: list[int]) -> None:
+        """The edges to ``hit``, unless a test it names was collected twice."""
+        index = self.index
         twice = sorted({index.ids[j] for j in hit} & index.repeated) if index.repeated else []
         if twice:
-            problems.append(Problem(nodeid, (
-                f"{where}: {target!r} is ambiguous: {', '.join(twice)} was collected more "
-                "than once (--keep-duplicates, or a collector yielding a name twice); "
-                "collect it once to depend on it")))
-            continue
-        if not own:
+            self.problem(f"{target!r} is ambiguous: {', '.join(twice)} was collected more "
+                         "than once (--keep-duplicates, or a collector yielding a name "
+                         "twice); collect it once to depend on it")
+            return
+        if not self.own:
             # A class or module marker that names a member of itself applies to
             # the other members: the named test is not its own prerequisite.
-            hit = [j for j in hit if j != i]
-        found.requires.extend(hit)
-    return found
+            hit = [j for j in hit if j != self.i]
+        self.found.requires.extend(hit)
 
 
 def _names_a_path(target: str) -> bool:

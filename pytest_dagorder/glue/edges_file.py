@@ -180,7 +180,7 @@ def write(path: Path, found: EdgesFile) -> None:
 
 def apply(path: Path, items: Sequence[pytest.Item]) -> tuple[str, bool, int, int, int]:
     """Add the file's declarations to ``items`` as markers; what it added (see
-    ``planning.EdgesFileNote``)."""
+    ``facts.EdgesFileNote``)."""
     if not path.exists():
         return str(path), False, 0, 0, 0
     try:

@@ -23,10 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from .edges_file import EdgesFileError, Verdict, read
-
-#: (the file, from the rootdir, edges lifted, declared edges in the run, stale verdicts, and per
-#: edge kept by a failing probe: (prerequisite, dependent, the probe)).
-EvidenceNote = tuple[str, int, int, int, tuple[tuple[int, int, str], ...]]
+from .notes import EvidenceNote
 
 #: The hex digits of a fingerprint kept in the file (64 bits: a changed file is
 #: never mistaken for an unchanged one in practice).
@@ -114,12 +111,12 @@ def lifted(path: Path, root: Path, ids: Sequence[str], requires: Sequence[Sequen
         shown = os.path.relpath(path, root)
     except ValueError:
         shown = str(path)
-    return tuple(free), (shown, len(free), total, stale, tuple(kept))
+    return tuple(free), EvidenceNote(shown, len(free), total, stale, tuple(kept))
 
 
 def header_line(note: EvidenceNote) -> str:
     """``N of M edges free by evidence from FILE (K stale)``, and how to renew it."""
-    path, free, total, stale, _ = note
+    path, free, total, stale = note.path, note.free, note.total, note.stale
     line = (f"dagorder: {free:,} of {total:,} edge{'s' * (total != 1)} free by evidence from "
             f"{os.path.basename(path)}")
     if stale:
@@ -134,5 +131,5 @@ def explained(note: EvidenceNote, lifted: Sequence[tuple[int, int]],
     lines = [f"dagorder: lifted by evidence (passed in a fresh process after its "
              f"prerequisites ran in another): {ids[p]} -> {ids[d]}" for p, d in lifted]
     lines += [f"dagorder: kept by evidence: {ids[p]} -> {ids[d]} ({probe})"
-              for p, d, probe in note[4]]
+              for p, d, probe in note.kept]
     return lines

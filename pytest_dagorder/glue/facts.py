@@ -18,7 +18,7 @@ as found, the count of tests deselected.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,19 +31,20 @@ from .dag_fixture import uses_dag
 from .internals import requested_fixtures, wide_fixtures
 from .loading import Later
 from .markers import SHARES_NOTHING
+from .notes import EdgesFileNote, EvidenceNote, ShardNote
 from .resources import NONE
 from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import affinity
+    from ..core import graph as core_graph
     from ..core.affinity import DocumentKind
     from ..migration import order
     from . import evidence, sharding
-    from .evidence import EvidenceNote
-    from .planning import EdgesFileNote, Plan
-    from .sharding import ShardNote
+    from .planning import Plan
 else:
     affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
+    core_graph = Later("pytest_dagorder.core.graph")  # only where a suite declares an edge
     evidence = Later("pytest_dagorder.glue.evidence")  # only where an edges file is read
     order = Later("pytest_dagorder.migration.order")  # only where a test has an order mark
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
@@ -151,7 +152,7 @@ class Facts:
     pulled_back: int = 0
     #: What the collection steps found to announce: tests ``--lf`` runs again
     #: because a prerequisite blocked them, the edges file, the ``--dag-shard``
-    #: part (see ``planning.EdgesFileNote`` and ``sharding.ShardNote``).
+    #: part (see :class:`EdgesFileNote` and :class:`ShardNote`).
     lf_blocked: int = 0
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None
@@ -169,7 +170,7 @@ class Facts:
         """The facts the plain-or-not decision reads (what a hello carries)."""
         return census_of(self.ids, self.module_scopes, self.class_scopes, self.documents,
                          graph=self.graph, problems=len(self.problems),
-                         needs=sum(bool(r) for r in self.resources) + sum(self.exclusive),
+                         needs=needing(self.resources, self.exclusive),
                          grouped=sum(g is not None for g in self.xdist_groups),
                          dag_users=sum(self.dag_users),
                          runtime_depends=sum(self.runtime_depends))
@@ -196,9 +197,7 @@ class Facts:
             n = taken.get(nid, 0)
             new[k] = slots[nid][n]
             taken[nid] = n + 1
-        old = [0] * len(new)
-        for k, j in enumerate(new):
-            old[j] = k
+        old = core_graph.inverse(new)
         moved: dict[str, Any] = {
             name: [getattr(self, name)[k] for k in old]
             for name in PER_TEST_FIELDS if getattr(self, name)}
@@ -207,15 +206,14 @@ class Facts:
             m = len(self.requires)
             to = [*new, *range(len(new), m)]
             back = [*old, *range(len(old), m)]
-            moved["requires"] = [tuple(to[p] for p in self.requires[k]) for k in back]
+            moved["requires"] = core_graph.renumbered(self.requires, back, to)
             if self.after:
-                moved["after"] = [tuple(to[p] for p in self.after[k]) for k in back]
+                moved["after"] = core_graph.renumbered(self.after, back, to)
             if self.lifted:
                 moved["lifted"] = tuple((to[p], to[d]) for p, d in self.lifted)
-            if self.evidence is not None and self.evidence[4]:
-                path, free, total, stale, kept = self.evidence
-                moved["evidence"] = (path, free, total, stale,
-                                     tuple((to[p], to[d], why) for p, d, why in kept))
+            if self.evidence is not None and self.evidence.kept:
+                moved["evidence"] = self.evidence._replace(kept=tuple(
+                    (to[p], to[d], why) for p, d, why in self.evidence.kept))
         return replace(self, **moved)
 
 
@@ -283,6 +281,21 @@ def kept_whole(dist: str, affinity_mode: str, ids: Sequence[str],
     return {f"{dist} {scope}": ks for scope, ks in affinity.shared_scopes(scopes).items()}
 
 
+def needing(resources: Sequence[Sequence[str]], exclusive: Sequence[bool]) -> int:
+    """How many tests use a resource or run alone (the census's ``needs``; a
+    column is empty where no test has it)."""
+    return sum(bool(resources and resources[k]) or bool(exclusive and exclusive[k])
+               for k in range(max(len(resources), len(exclusive))))
+
+
+def _needs_of(plan: Plan, planned: Sequence[pytest.Item]) -> tuple[list[list[str]], list[bool]]:
+    """The resources and exclusivity of each of ``planned`` (empty: no test has any)."""
+    if not plan.needs:
+        return [], []
+    needs = [plan.needs.get(id(it), NONE) for it in planned]
+    return [list(x.resources) for x in needs], [x.exclusive for x in needs]
+
+
 def location_of(nodeid: str) -> Location:
     """A location from the node id alone, where none is known (no line)."""
     path, _, rest = nodeid.partition("::")
@@ -341,6 +354,16 @@ def module_fixture_users(items: Sequence[pytest.Item]) -> list[bool]:
     return out
 
 
+def inner_edges(requires: Sequence[Sequence[int]], after: Sequence[Sequence[int]],
+                n: int) -> Iterator[tuple[int, int]]:
+    """Every edge ``(prerequisite, dependent)`` between two tests of the run
+    (positions below ``n``; those past it are outside the run), by dependent."""
+    for i in range(n):
+        for p in (*requires[i], *after[i]):
+            if p < n:
+                yield p, i
+
+
 def state_facts(items: Sequence[pytest.Item], requires: Sequence[Sequence[int]],
                 after: Sequence[Sequence[int]]) -> list[list[tuple[str, str, str]] | None]:
     """Per test of ``items`` (graph positions ``0 .. len(items) - 1``), the
@@ -348,10 +371,8 @@ def state_facts(items: Sequence[pytest.Item], requires: Sequence[Sequence[int]],
     about a group under ``--dag-affinity=state`` (no group rests on it)."""
     n = len(items)
     touched: set[int] = set()
-    for i in range(n):
-        for p in (*requires[i], *after[i]):
-            if p < n:
-                touched.update((i, p))
+    for p, i in inner_edges(requires, after, n):
+        touched.update((i, p))
     fixtures: list[list[tuple[str, str, str]] | None] = [[] for _ in range(n)]
     for i in sorted(touched):
         fixtures[i] = requested_fixtures(items[i])
@@ -374,15 +395,12 @@ def graph_of(plan: Plan, planned: Sequence[pytest.Item], ids: Sequence[str]) -> 
         where = {id(it): k for k, it in enumerate(plan.items)}
         if len(where) != n or any(id(it) not in where for it in planned):
             raise ValueError("the items changed after the plan was made")
-        old = [where[id(it)] for it in planned]
-        new = [0] * n
-        for k, o in enumerate(old):
-            new[o] = k
-        to = [*new, *range(n, len(g))]
-        back = [*old, *range(n, len(g))]
-        requires = [tuple(to[p] for p in requires[k]) for k in back]
+        # Prerequisites outside the run (positions past it) keep theirs.
+        back = [*(where[id(it)] for it in planned), *range(n, len(g))]
+        to = core_graph.inverse(back)
+        requires = core_graph.renumbered(requires, back, to)
         if after:
-            after = [tuple(to[p] for p in after[k]) for k in back]
+            after = core_graph.renumbered(after, back, to)
     return requires, after, outside
 
 
@@ -421,9 +439,8 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
                                                after or [()] * len(requires))
                 fields.update(lifted=lifted, evidence=note)
         if plan.needs:
-            needs = [plan.needs.get(id(it), NONE) for it in planned]
-            fields.update(resources=[list(x.resources) for x in needs],
-                          exclusive=[x.exclusive for x in needs])
+            resources, exclusive = _needs_of(plan, planned)
+            fields.update(resources=resources, exclusive=exclusive)
         if full and ORDER_MARK in plan.marker_names:
             ordinals = [order.ordinal_of(it) for it in planned]
             if any(o is not None for o in ordinals):
@@ -480,7 +497,7 @@ def census(plan: Plan | None, planned: Sequence[pytest.Item], ids: Sequence[str]
         ids, scopes(planned, pytest.Module), scopes(planned, pytest.Class), documents(planned),
         graph=plan is not None and plan.graph is not None,
         problems=0 if plan is None else len(plan.problems),
-        needs=0 if plan is None else len(plan.needs),
+        needs=0 if plan is None else needing(*_needs_of(plan, planned)),
         grouped=grouped, dag_users=sum(map(uses_dag, planned)),
         runtime_depends=sum(map(uses, planned)))
 

@@ -62,6 +62,7 @@ LATE: Final[dict[str, Late]] = {
     "pytest_dagorder.core.bounds": Late("affinity groups weighed by recorded durations"),
     "pytest_dagorder.core.module_runs": Late("a run that schedules through the core"),
     "pytest_dagorder.core.published": Late("a run that schedules through the core"),
+    "pytest_dagorder.core.state_machine": Late("a run that schedules through the core"),
     "pytest_dagorder.migration.sorting": Late("pytest-order's markers"),
     "pytest_dagorder.migration.order": Late("pytest-order's markers"),
     "pytest_dagorder.migration.depends": Late("pytest-depends' markers"),

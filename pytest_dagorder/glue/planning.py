@@ -42,6 +42,7 @@ from .internals import (
 from .loading import Later
 from .markers import EXCLUSIVE, RESOURCE
 from .memory import collector_paused
+from .notes import EdgesFileNote, ShardNote
 from .resources import Needs, read_needs
 from .resume import blocked_last_time
 from .settings import settings_of
@@ -50,16 +51,11 @@ if TYPE_CHECKING:
     from ..core import graph as core_graph
     from ..core.graph import Edges
     from . import dag_run, edges_file, sharding
-    from .sharding import ShardNote
 else:
     core_graph = Later("pytest_dagorder.core.graph")
     edges_file = Later("pytest_dagorder.glue.edges_file")
     dag_run = Later("pytest_dagorder.glue.dag_run")  # only where a test is named in a skip
     sharding = Later("pytest_dagorder.glue.sharding")  # only where a run cuts or records
-
-#: The edges file: (its path, whether it exists, edges and resources it
-#: added, entries naming tests not collected here).
-EdgesFileNote = tuple[str, bool, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -178,21 +174,7 @@ def make_plan(
     chosen = {id(it) for it in selected}
     universe = [*selected, *(it for it in collected if id(it) not in chosen)]
     census = census if census is not None else MarkerCensus()
-    res = resolve_items(universe, readers, census=census)
-    failed: dict[str, Uncollectable] = {}
-    tried: set[str] = set()
-    # A test collected here may name a target in yet another file (a pulled-in
-    # sibling's own prerequisite): look again until no new target is left.
-    while res.unknown and not tried.issuperset(res.unknown):
-        tried.update(res.unknown)
-        extra = _collect_siblings(universe, failed) if narrowed else []
-        narrowed = False  # the siblings of the tests collected here are in already
-        n_failed = len(failed)
-        extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra}, failed)
-        if not extra and len(failed) == n_failed:
-            break
-        universe.extend(extra)
-        res = resolve_items(universe, readers, failed, census)
+    res = _resolve_widening(universe, readers, census, narrowed)
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     foreign = {id(universe[i]) for i in res.foreign}
     if not res.declared:
@@ -211,7 +193,6 @@ def make_plan(
     # from the start, they keep back no test of the run in the stable
     # topological order; then the run in collection order.
     order = outside + run
-    pos = {u: k for k, u in enumerate(order)}
     problems: list[Problem] = []
     broken_now: set[str] = set()
     if res.problems:
@@ -221,14 +202,7 @@ def make_plan(
     items = [universe[i] for i in run]
     planned: Edges | None = None
     try:
-        # Ordered even when declarations had problems: cycles among the edges
-        # that did resolve are reported in the same run.  Graph ids are
-        # positions (node ids may repeat, with --keep-duplicates); names
-        # come from plan.nodeids.
-        graph = core_graph.stable_order(
-            [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
-            after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
-        )
+        graph = _stable_order(res, order, run)
     except DependencyError as exc:
         ids = [universe[u].nodeid for u in order]
         problems = [*problems, *(_problem_of(err, ids) for err in exc.errors)]
@@ -256,14 +230,50 @@ def make_plan(
     )
 
 
+def _resolve_widening(universe: list[pytest.Item], readers: Sequence[ForeignReader],
+                      census: MarkerCensus, narrowed: bool) -> Resolution:
+    """The declarations of ``universe`` resolved, the siblings and files their
+    unknown targets name collected into it (see :func:`make_plan`)."""
+    res = resolve_items(universe, readers, census=census)
+    failed: dict[str, Uncollectable] = {}
+    tried: set[str] = set()
+    # A test collected here may name a target in yet another file (a pulled-in
+    # sibling's own prerequisite): look again until no new target is left.
+    while res.unknown and not tried.issuperset(res.unknown):
+        tried.update(res.unknown)
+        extra = _collect_siblings(universe, failed) if narrowed else []
+        narrowed = False  # the siblings of the tests collected here are in already
+        n_failed = len(failed)
+        extra += _collect_files(universe, res.unknown, {it.nodeid for it in extra}, failed)
+        if not extra and len(failed) == n_failed:
+            break
+        universe.extend(extra)
+        res = resolve_items(universe, readers, failed, census)
+    return res
+
+
+def _stable_order(res: Resolution, order: Sequence[int], run: Sequence[int]) -> core_graph.Order:
+    """The edges of the tests of ``run`` with ``order[k]`` (an index into the
+    universe) at position ``k``, checked and in stable topological order.
+
+    Ordered even when declarations had problems: cycles among the edges that
+    did resolve are reported in the same run.  Graph ids are positions (node
+    ids may repeat, with --keep-duplicates); names come from plan.nodeids.
+    """
+    pos = {u: k for k, u in enumerate(order)}
+    in_run = set(run)
+    return core_graph.stable_order(
+        [[pos[p] for p in res.requires[u]] if u in in_run else () for u in order],
+        after={pos[u]: [pos[p] for p in res.after[u]] for u in run if res.after[u]},
+    )
+
+
 def _renumbered(graph: core_graph.Order, order: Sequence[int]) -> Edges:
     """``graph``'s edges with position ``order[k]`` at ``k`` (a topological
     order stays one: nothing to check again)."""
-    pos = [0] * len(order)
-    for k, old in enumerate(order):
-        pos[old] = k
-    return core_graph.Edges([tuple(pos[p] for p in graph.requires[old]) for old in order],
-                            [tuple(pos[p] for p in graph.after[old]) for old in order])
+    to = core_graph.inverse(order)
+    return core_graph.Edges(core_graph.renumbered(graph.requires, order, to),
+                            core_graph.renumbered(graph.after, order, to))
 
 
 def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],
@@ -475,7 +485,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     settings = settings_of(config)
     edges_note: EdgesFileNote | None = None
     if settings.edges_path is not None:  # the file's entries become markers, read below
-        edges_note = edges_file.apply(settings.edges_path, collected)
+        edges_note = EdgesFileNote(*edges_file.apply(settings.edges_path, collected))
     # One walk over every test's markers; what no test carries is not read.
     census = MarkerCensus([*collected, *items])
     order_sorted = migration.sorted_by_pytest_order(config, items)

@@ -22,6 +22,7 @@ from ..migration.runtime import RuntimeUsers
 from . import durations
 from .internals import count_deselected
 from .loading import Later
+from .notes import ShardNote
 from .settings import settings_of
 
 if TYPE_CHECKING:
@@ -29,13 +30,6 @@ if TYPE_CHECKING:
     from ..core.shards import Partition
 else:
     shards = Later("pytest_dagorder.core.shards")
-
-#: The ``--dag-shard`` part: (k, n, tests kept, tests of the selection, their
-#: recorded seconds or None, the oversized component as (first node id,
-#: tests, seconds or None) or None, whether some collected test lies in this
-#: part, whether ``--lf`` part after part has no failure left to re-run).
-ShardNote = tuple[int, int, int, int, float | None, tuple[str, int, float | None] | None,
-                  bool, bool]
 
 #: Set where ``--dag-shard`` left this process's part empty (see :func:`settle_exit_status`).
 EMPTY_PART = pytest.StashKey[bool]()
@@ -136,9 +130,9 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
     seconds = fsum(w[id(items[i])] for i in keep) if timed else None
     at = {id(it): u for u, it in enumerate(universe)}
     selected = {at[id(items[i])] for i in keep if id(items[i]) in at}
-    note: ShardNote = (k, n, len(keep), run, seconds,
-                       oversized(n, split, selected, timed=seconds is not None),
-                       len(split.members(k - 1)) > 0, done)
+    note = ShardNote(k, n, len(keep), run, seconds,
+                     oversized(n, split, selected, timed=seconds is not None),
+                     len(split.members(k - 1)) > 0, done)
     if not out:
         return whole._replace(note=note)
     if not keep:

@@ -21,7 +21,7 @@ from typing import Literal, final
 from ..core import wording
 from ..core.graph import Graph
 from ..core.pacing import Pacing
-from ..core.state_machine import FailurePolicy, StateMachine
+from ..core.state_machine import FailurePolicy, Setup, StateMachine
 
 Status = Literal["passed", "failed", "skipped"]
 
@@ -112,14 +112,13 @@ class DagScheduler:
     def execute(self) -> dict[Hashable, TaskResult]:
         """Run every task; return once each is terminal, keyed by task id."""
         tasks = self._tasks
-        sched = StateMachine(
-            self.graph,
+        sched = StateMachine(self.graph, Setup(
             on_failure=self.on_failure,
             resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,
             exclusive=[t.exclusive for t in tasks] if any(t.exclusive for t in tasks) else None,
             limits=self.limits,
             locality=False,  # threads share no fixtures: priority order alone
-        )
+        ))
         errors: dict[int, BaseException] = {}
         values: dict[int, object] = {}
         cond = self._cond
