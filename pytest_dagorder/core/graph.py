@@ -359,7 +359,7 @@ def renumbered(edges: Sequence[Sequence[int]], order: Sequence[int],
     """``edges`` by position after the positions moved: old position
     ``order[k]`` is now ``k`` (``to``: :func:`inverse` of ``order``, where
     the caller has it).  The one place a permutation moves edges: the plan's
-    topological order, a hook that reordered the items, xdist's order."""
+    topological order, a hook that reordered the items, a driver's order."""
     to = inverse(order) if to is None else to
     return [tuple(to[p] for p in edges[old]) for old in order]
 
