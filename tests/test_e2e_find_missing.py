@@ -387,10 +387,9 @@ def test_tests_alone_share_a_fresh_process_and_a_failure_there_is_taken_anew(
     assert ["chained"] in runs
 
 
-#: A table outside the rootdir (as a database server's): test_insert adds its
-#: row and fails if the row is there already; test_count depends on it and
-#: reads the table.  Nothing resets the table between probes, so after the
-#: serial pass no probe repeats test_insert's outcome.
+#: A table outside the rootdir (as a database server's): test_insert and
+#: test_insert_other add their row and fail if it is there already; test_count
+#: depends on test_insert and reads the table.
 OUTSIDE = """
     import pathlib
     from pytest_dagorder import depends_on
@@ -404,6 +403,11 @@ OUTSIDE = """
     @depends_on("test_insert")
     def test_count():
         assert "row" in TABLE.read_text().splitlines()
+
+    def test_insert_other():
+        rows = TABLE.read_text().splitlines()
+        assert "other" not in rows, "duplicate key"
+        TABLE.write_text("\\n".join([*rows, "other"]))
 """
 
 
@@ -416,12 +420,17 @@ def test_tests_the_probes_do_not_repeat_are_named_and_their_edges_kept(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: declared edges: 0 of 1 edge separable*",
-        "dagorder: 2 tests did not repeat the serial pass in a fresh copy of the rootdir*"
-        "a database server*",
+        "dagorder: 3 tests did not repeat the serial pass in a fresh copy of the rootdir*"
+        "a database server*they keep the serial order on one worker: "
+        '@pytest.mark.xdist_group("state outside the rootdir") on each:',
         "    test_db.py::test_insert (passed, then failed)",
-        "    test_db.py::test_count (passed, then skipped)"])
+        "    test_db.py::test_count (passed, then skipped)",
+        "    test_db.py::test_insert_other"])
     assert "needs" not in result.stdout.str()
-    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    written = json.loads((dagtester.path / "edges.json").read_text())
+    assert written["groups"] == [{"name": "state outside the rootdir", "tests": [
+        "test_db.py::test_insert", "test_db.py::test_count", "test_db.py::test_insert_other"]}]
+    verdicts = written["verdicts"]
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_db.py::test_count", False)]
     assert verdicts[0]["probe"].startswith("no evidence: test_db.py::test_insert failed when "
                                            "the serial order ran again in a fresh copy")

@@ -100,6 +100,8 @@ SERIAL_IDLE: Final = 600.0
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: The group of the tests the probes do not repeat (see ``Findings.unreproducible``).
+OUTSIDE_GROUP: Final = "state outside the rootdir"
 #: Tests named per list of the report (the rest are counted).
 SHOWN: Final = 10
 #: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
@@ -483,6 +485,15 @@ class MissingFinder:
             edges_run.shutdown(wait=True)
         if edges_job.done() and edges_job.exception() is not None:
             raise edges_job.exception()  # type: ignore[misc]
+        # A clash seen between tests the probes do not repeat is no evidence either.
+        self.found.conflicts = [c for c in self.found.conflicts
+                                if c[0] not in self.found.unreproducible
+                                and c[1] not in self.found.unreproducible]
+        if len(self.found.unreproducible) > 1:
+            # Their state lives where no probe resets it (a database's rows, its
+            # ids): what is known is that the serial order gives the serial
+            # outcomes, so they keep it, on one worker.
+            self.found.groups[OUTSIDE_GROUP] = sorted(self.found.unreproducible)
         self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
         if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
@@ -1494,8 +1505,11 @@ class MissingFinder:
                   "a fresh copy of the rootdir (run again at their serial place, or after "
                   "every set of earlier tests the search tried): they depend on state outside "
                   "the copies that nothing resets between probes (a database server, a path "
-                  "outside the rootdir); they are not searched and the declared edges whose "
-                  "probe ran after them stay kept:")
+                  "outside the rootdir); they are not searched, the declared edges whose "
+                  "probe ran after them stay kept"
+                  + (f", and they keep the serial order on one worker: "
+                     f"@pytest.mark.xdist_group({_quote(OUTSIDE_GROUP)}) on each"
+                     if OUTSIDE_GROUP in found.groups else "") + ":")
             for t in sorted(again)[:SHOWN]:
                 seen = again[t]
                 write(f"    {ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then "
