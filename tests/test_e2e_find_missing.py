@@ -5,10 +5,14 @@ carries them into later runs."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import pytest
 from support.dagtester import DagTester
+
+from pytest_dagorder.drivers import probe_plugin
 
 #: Each test gives ``-n`` or none itself.
 pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
@@ -434,3 +438,66 @@ def test_tests_the_probes_do_not_repeat_are_named_and_their_edges_kept(
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_db.py::test_count", False)]
     assert verdicts[0]["probe"].startswith("no evidence: test_db.py::test_insert failed when "
                                            "the serial order ran again in a fresh copy")
+
+
+#: The conftest logs each process's configuration (xdist workers by name); the
+#: first test, wherever it runs, waits (bounded) until an xdist worker logged one.
+STARTS_CONFTEST = """
+    import os, time
+
+    def pytest_configure(config):
+        name = getattr(config, "workerinput", {}).get("workerid", "main")
+        with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+            f.write(f"conf {name}\\n")
+"""
+STARTS = """
+    import os, pathlib, time
+    HERE = pathlib.Path(__file__).parent
+    LOG = pathlib.Path(os.environ["DAGORDER_E2E_LOG"])
+
+    def test_first():
+        end = time.monotonic() + 20
+        while "conf gw" not in LOG.read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+        with LOG.open("a") as f:
+            f.write("ran test_first\\n")
+
+    def test_write():
+        (HERE / "data.txt").write_text("42")
+
+    def test_read():
+        assert (HERE / "data.txt").read_text() == "42"
+"""
+
+
+def test_the_n2_check_starts_with_the_search_and_collects_once_the_findings_are_written(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "starts.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(STARTS_CONFTEST))
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(STARTS))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    # The check read the findings: its workers collected after they were written.
+    result.stdout.fnmatch_lines([
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: test_s.py::test_read needs test_s.py::test_write"])
+    lines = log.read_text().splitlines()
+    # Its workers started up before the serial pass ran its first test.
+    first = next(k for k, line in enumerate(lines) if line.startswith("conf gw"))
+    assert first < lines.index("ran test_first"), lines
+
+
+def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_h="def test_h():\n    pass\n")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    monkeypatch.setenv(probe_plugin.HOLD, f"{pytester.path / 'never'}|{gone.pid}")
+    result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
+                                           timeout=60)
+    assert result.ret == 1
+    assert not (pytester.path / "out.jsonl").exists()
+    result.stdout.no_fnmatch_line("*1 passed*")

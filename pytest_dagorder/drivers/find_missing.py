@@ -215,6 +215,18 @@ class Server:
 FORKS: Final = hasattr(os, "fork")
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The ``-n 2`` check of the findings, started with the search in a copy of its
+    own and held before collecting (``probe_plugin.HOLD``) until ``go`` exists:
+    its three process start-ups overlap the search instead of following it."""
+
+    sandbox: Sandbox
+    proc: subprocess.Popen[bytes]
+    out: Path
+    go: Path
+
+
 @dataclass
 class Findings:
     """What the search found, by position in the serial order (so far: it is
@@ -296,6 +308,7 @@ class MissingFinder:
         self.items: list[pytest.Item] = []
         self.order: dict[str, int] = {}
         self.declared: list[list[int]] = []
+        self.held: Held | None = None
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
         self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
@@ -397,6 +410,12 @@ class MissingFinder:
                           for k in range(self.slots)]
         for sandbox in self.sandboxes:
             self.pool.put(sandbox)
+            # Each slot's server starts now, all at once: a start-up (the suite's
+            # conftests) can cost seconds, and the second slot's would otherwise
+            # follow the serial pass.
+            self._server(sandbox)
+        if not one:
+            self._hold_check(ids)
         write(f"dagorder: finding missing declarations of "
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
@@ -673,20 +692,42 @@ class MissingFinder:
     def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
         """The tests whose outcome under ``-n 2`` with the findings differs from serial,
         less those no probe repeats (their outcome there says nothing of the findings)."""
-        sandbox = self.pool.get()
+        held, self.held = self.held, None
+        sandbox = held.sandbox if held is not None else self.pool.get()
         try:
-            sandbox.reset()
+            if held is None:
+                sandbox.reset()
             edges = sandbox.tmp.parent / "found-edges.json"
             edges.unlink(missing_ok=True)
             if self.settings.edges_path is not None and self.settings.edges_path.is_file():
                 shutil.copyfile(self.settings.edges_path, edges)
             edges_file.write(edges, self._record(ids, self.found))
-            proc, out = self._spawn(sandbox, ids, workers=2, edges=edges)
+            proc, out = self._started_check(sandbox, ids, edges, held)
             got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
-            self.pool.put(sandbox)
+            if held is None:
+                self.pool.put(sandbox)
         return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
                 != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
+
+    def _hold_check(self, ids: list[str]) -> None:
+        """Start the ``-n 2`` check now, held until its findings are written."""
+        assert self.workdir is not None
+        sandbox = Sandbox(self.config.rootpath, self.workdir / "check")
+        go = sandbox.tmp.parent / "go"
+        proc, out = self._spawn(sandbox, ids, workers=2,
+                                edges=sandbox.tmp.parent / "found-edges.json", hold=go)
+        self.held = Held(sandbox, proc, out, go)
+
+    def _started_check(self, sandbox: Sandbox, ids: list[str], edges: Path,
+                       held: Held | None) -> tuple[subprocess.Popen[bytes], Path]:
+        """The ``-n 2`` run reading ``edges``: the held one let go, else a new one."""
+        if held is not None and held.proc.poll() is None:
+            held.go.touch()
+            return held.proc, held.out
+        if held is not None:  # it ended by itself while held: a new one, in a reset copy
+            sandbox.reset()
+        return self._spawn(sandbox, ids, workers=2, edges=edges)
 
     def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
         """Turn back to "one process" each separable verdict whose dependent
@@ -899,6 +940,8 @@ class MissingFinder:
                   "run without them")
             for sandbox in self.sandboxes:
                 sandbox.drop(left)
+            if self.held is not None:
+                self.held.sandbox.drop(left)
 
     def _declared(self, n: int) -> list[list[int]]:
         runner = self.config.pluginmanager.get_plugin(DRIVER_NAME)
@@ -1116,8 +1159,8 @@ class MissingFinder:
 
     def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
                barrier: str | None = None, alone: Sequence[str] = (),
-               alone_limit: float = 0.0, workers: int = 0,
-               edges: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+               alone_limit: float = 0.0, workers: int = 0, edges: Path | None = None,
+               hold: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
         with self.lock:
             self.counter += 1
             n = self.counter
@@ -1132,6 +1175,8 @@ class MissingFinder:
             env[probe_plugin.TRACE] = "1"
         if barrier is not None:
             env[probe_plugin.BARRIER] = barrier
+        if hold is not None:
+            env[probe_plugin.HOLD] = f"{hold}|{os.getpid()}"
         if alone:
             names = sandbox.tmp.parent / f"alone-{n}.txt"
             names.write_text("\n".join(alone) + "\n", encoding="utf-8")
