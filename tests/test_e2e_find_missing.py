@@ -501,3 +501,33 @@ def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,
     assert result.ret == 1
     assert not (pytester.path / "out.jsonl").exists()
     result.stdout.no_fnmatch_line("*1 passed*")
+
+
+#: Every test declares test_base: each screening batch runs it (with its users).
+DENSE = """
+    import os
+    from pytest_dagorder import depends_on
+
+    def test_base():
+        with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+            f.write(f"base {os.getpid()} {os.environ.get('PYTEST_XDIST_WORKER', '-')}\\n")
+""" + "".join(f"""
+    @depends_on("test_base")
+    def test_user_{c}():
+        pass
+""" for c in "abcd")
+
+
+def test_the_screening_takes_one_batch_a_slot_where_prerequisites_fill_every_batch(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "base.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_d=textwrap.dedent(DENSE))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    # The serial pass, the declared edges' check (a serial prefix a probe slot),
+    # then two screening batches (one a probe slot), not four; the rest is the
+    # -n 2 check.
+    serially = [line for line in log.read_text().splitlines() if line.endswith(" -")]
+    assert len(serially) == 5, serially
