@@ -40,7 +40,10 @@ PLAN = "2c,2c,2c,2w,2w,3c,3c,3c,3w,3w"
 DESELECT = {"ensembl-genomio": (
     "--deselect",
     "src/python/tests/manifest/test_manifest.py::test_get_files_checksum_multifiles"
-    "[2 agp files with same name]")}
+    "[2 agp files with same name]"),
+    # Its one ``data`` test's module imports great_expectations (a dev requirement,
+    # not installed here): a collection error even when ``-m "not data"`` drops it.
+    "wikibase-metadata": ("--ignore", "tests/test_data_expectations.py")}
 PLANTED = Suite("planted", "", "", (), ())
 
 

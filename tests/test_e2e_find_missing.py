@@ -5,10 +5,14 @@ carries them into later runs."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import pytest
 from support.dagtester import DagTester
+
+from pytest_dagorder.drivers import probe_plugin
 
 #: Each test gives ``-n`` or none itself.
 pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
@@ -387,10 +391,9 @@ def test_tests_alone_share_a_fresh_process_and_a_failure_there_is_taken_anew(
     assert ["chained"] in runs
 
 
-#: A table outside the rootdir (as a database server's): test_insert adds its
-#: row and fails if the row is there already; test_count depends on it and
-#: reads the table.  Nothing resets the table between probes, so after the
-#: serial pass no probe repeats test_insert's outcome.
+#: A table outside the rootdir (as a database server's): test_insert and
+#: test_insert_other add their row and fail if it is there already; test_count
+#: depends on test_insert and reads the table.
 OUTSIDE = """
     import pathlib
     from pytest_dagorder import depends_on
@@ -404,6 +407,11 @@ OUTSIDE = """
     @depends_on("test_insert")
     def test_count():
         assert "row" in TABLE.read_text().splitlines()
+
+    def test_insert_other():
+        rows = TABLE.read_text().splitlines()
+        assert "other" not in rows, "duplicate key"
+        TABLE.write_text("\\n".join([*rows, "other"]))
 """
 
 
@@ -416,12 +424,110 @@ def test_tests_the_probes_do_not_repeat_are_named_and_their_edges_kept(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "dagorder: declared edges: 0 of 1 edge separable*",
-        "dagorder: 2 tests did not repeat the serial pass in a fresh copy of the rootdir*"
-        "a database server*",
+        "dagorder: 3 tests did not repeat the serial pass in a fresh copy of the rootdir*"
+        "a database server*they keep the serial order on one worker: "
+        '@pytest.mark.xdist_group("state outside the rootdir") on each:',
         "    test_db.py::test_insert (passed, then failed)",
-        "    test_db.py::test_count (passed, then skipped)"])
+        "    test_db.py::test_count (passed, then skipped)",
+        "    test_db.py::test_insert_other"])
     assert "needs" not in result.stdout.str()
-    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    written = json.loads((dagtester.path / "edges.json").read_text())
+    assert written["groups"] == [{"name": "state outside the rootdir", "tests": [
+        "test_db.py::test_insert", "test_db.py::test_count", "test_db.py::test_insert_other"]}]
+    verdicts = written["verdicts"]
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_db.py::test_count", False)]
     assert verdicts[0]["probe"].startswith("no evidence: test_db.py::test_insert failed when "
                                            "the serial order ran again in a fresh copy")
+
+
+#: The conftest logs each process's configuration (xdist workers by name); the
+#: first test, wherever it runs, waits (bounded) until an xdist worker logged one.
+STARTS_CONFTEST = """
+    import os, time
+
+    def pytest_configure(config):
+        name = getattr(config, "workerinput", {}).get("workerid", "main")
+        with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+            f.write(f"conf {name}\\n")
+"""
+STARTS = """
+    import os, pathlib, time
+    HERE = pathlib.Path(__file__).parent
+    LOG = pathlib.Path(os.environ["DAGORDER_E2E_LOG"])
+
+    def test_first():
+        end = time.monotonic() + 20
+        while "conf gw" not in LOG.read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+        with LOG.open("a") as f:
+            f.write("ran test_first\\n")
+
+    def test_write():
+        (HERE / "data.txt").write_text("42")
+
+    def test_read():
+        assert (HERE / "data.txt").read_text() == "42"
+"""
+
+
+def test_the_n2_check_starts_with_the_search_and_collects_once_the_findings_are_written(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "starts.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(STARTS_CONFTEST))
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(STARTS))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    # The check read the findings: its workers collected after they were written.
+    result.stdout.fnmatch_lines([
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: test_s.py::test_read needs test_s.py::test_write"])
+    lines = log.read_text().splitlines()
+    # Its workers started up before the serial pass ran its first test.
+    first = next(k for k, line in enumerate(lines) if line.startswith("conf gw"))
+    assert first < lines.index("ran test_first"), lines
+
+
+def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_h="def test_h():\n    pass\n")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    monkeypatch.setenv(probe_plugin.HOLD, f"{pytester.path / 'never'}|{gone.pid}")
+    result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
+                                           timeout=60)
+    assert result.ret == 1
+    assert not (pytester.path / "out.jsonl").exists()
+    result.stdout.no_fnmatch_line("*1 passed*")
+
+
+#: Every test declares test_base: each screening batch runs it (with its users).
+DENSE = """
+    import os
+    from pytest_dagorder import depends_on
+
+    def test_base():
+        with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+            f.write(f"base {os.getpid()} {os.environ.get('PYTEST_XDIST_WORKER', '-')}\\n")
+""" + "".join(f"""
+    @depends_on("test_base")
+    def test_user_{c}():
+        pass
+""" for c in "abcd")
+
+
+def test_the_screening_takes_one_batch_a_slot_where_prerequisites_fill_every_batch(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "base.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_d=textwrap.dedent(DENSE))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    # The serial pass, the declared edges' check (a serial prefix a probe slot),
+    # then two screening batches (one a probe slot), not four; the rest is the
+    # -n 2 check.
+    serially = [line for line in log.read_text().splitlines() if line.endswith(" -")]
+    assert len(serially) == 5, serially

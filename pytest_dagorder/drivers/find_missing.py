@@ -82,6 +82,9 @@ SKIPPED_DIRS: Final = frozenset({
 #: Batches per probe slot in the screening: small enough that a failure
 #: shows in a short run, few enough that process start-up stays a minor cost.
 BATCHES_PER_SLOT: Final = 2
+#: Unless the batches with their tests' declared prerequisites run more than
+#: this many tests per test screened: then one batch per slot.
+SCREEN_WORK: Final = 1.5
 #: Attempts at overlapping a candidate pair before it counts as compatible.
 OVERLAP_ATTEMPTS: Final = 2
 #: At most this many candidate pairs are overlapped (ranked, see
@@ -100,6 +103,8 @@ SERIAL_IDLE: Final = 600.0
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: The group of the tests the probes do not repeat (see ``Findings.unreproducible``).
+OUTSIDE_GROUP: Final = "state outside the rootdir"
 #: Tests named per list of the report (the rest are counted).
 SHOWN: Final = 10
 #: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
@@ -213,6 +218,18 @@ class Server:
 FORKS: Final = hasattr(os, "fork")
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The ``-n 2`` check of the findings, started with the search in a copy of its
+    own and held before collecting (``probe_plugin.HOLD``) until ``go`` exists:
+    its three process start-ups overlap the search instead of following it."""
+
+    sandbox: Sandbox
+    proc: subprocess.Popen[bytes]
+    out: Path
+    go: Path
+
+
 @dataclass
 class Findings:
     """What the search found, by position in the serial order (so far: it is
@@ -294,6 +311,7 @@ class MissingFinder:
         self.items: list[pytest.Item] = []
         self.order: dict[str, int] = {}
         self.declared: list[list[int]] = []
+        self.held: Held | None = None
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
         self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
@@ -395,6 +413,12 @@ class MissingFinder:
                           for k in range(self.slots)]
         for sandbox in self.sandboxes:
             self.pool.put(sandbox)
+            # Each slot's server starts now, all at once: a start-up (the suite's
+            # conftests) can cost seconds, and the second slot's would otherwise
+            # follow the serial pass.
+            self._server(sandbox)
+        if not one:
+            self._hold_check(ids)
         write(f"dagorder: finding missing declarations of "
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
@@ -483,6 +507,15 @@ class MissingFinder:
             edges_run.shutdown(wait=True)
         if edges_job.done() and edges_job.exception() is not None:
             raise edges_job.exception()  # type: ignore[misc]
+        # A clash seen between tests the probes do not repeat is no evidence either.
+        self.found.conflicts = [c for c in self.found.conflicts
+                                if c[0] not in self.found.unreproducible
+                                and c[1] not in self.found.unreproducible]
+        if len(self.found.unreproducible) > 1:
+            # Their state lives where no probe resets it (a database's rows, its
+            # ids): what is known is that the serial order gives the serial
+            # outcomes, so they keep it, on one worker.
+            self.found.groups[OUTSIDE_GROUP] = sorted(self.found.unreproducible)
         self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
         if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
@@ -662,20 +695,42 @@ class MissingFinder:
     def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
         """The tests whose outcome under ``-n 2`` with the findings differs from serial,
         less those no probe repeats (their outcome there says nothing of the findings)."""
-        sandbox = self.pool.get()
+        held, self.held = self.held, None
+        sandbox = held.sandbox if held is not None else self.pool.get()
         try:
-            sandbox.reset()
+            if held is None:
+                sandbox.reset()
             edges = sandbox.tmp.parent / "found-edges.json"
             edges.unlink(missing_ok=True)
             if self.settings.edges_path is not None and self.settings.edges_path.is_file():
                 shutil.copyfile(self.settings.edges_path, edges)
             edges_file.write(edges, self._record(ids, self.found))
-            proc, out = self._spawn(sandbox, ids, workers=2, edges=edges)
+            proc, out = self._started_check(sandbox, ids, edges, held)
             got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
-            self.pool.put(sandbox)
+            if held is None:
+                self.pool.put(sandbox)
         return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
                 != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
+
+    def _hold_check(self, ids: list[str]) -> None:
+        """Start the ``-n 2`` check now, held until its findings are written."""
+        assert self.workdir is not None
+        sandbox = Sandbox(self.config.rootpath, self.workdir / "check")
+        go = sandbox.tmp.parent / "go"
+        proc, out = self._spawn(sandbox, ids, workers=2,
+                                edges=sandbox.tmp.parent / "found-edges.json", hold=go)
+        self.held = Held(sandbox, proc, out, go)
+
+    def _started_check(self, sandbox: Sandbox, ids: list[str], edges: Path,
+                       held: Held | None) -> tuple[subprocess.Popen[bytes], Path]:
+        """The ``-n 2`` run reading ``edges``: the held one let go, else a new one."""
+        if held is not None and held.proc.poll() is None:
+            held.go.touch()
+            return held.proc, held.out
+        if held is not None:  # it ended by itself while held: a new one, in a reset copy
+            sandbox.reset()
+        return self._spawn(sandbox, ids, workers=2, edges=edges)
 
     def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
         """Turn back to "one process" each separable verdict whose dependent
@@ -888,6 +943,8 @@ class MissingFinder:
                   "run without them")
             for sandbox in self.sandboxes:
                 sandbox.drop(left)
+            if self.held is not None:
+                self.held.sandbox.drop(left)
 
     def _declared(self, n: int) -> list[list[int]]:
         runner = self.config.pluginmanager.get_plugin(DRIVER_NAME)
@@ -900,8 +957,16 @@ class MissingFinder:
     # -- the steps ---------------------------------------------------------------------
 
     def _screen(self, ids: list[str], targets: list[int]) -> list[int]:
-        count = max(1, min(len(targets), self.slots * BATCHES_PER_SLOT))
-        batches = [targets[k::count] for k in range(count)]
+        batches: list[list[int]] = []
+        for per_slot in range(BATCHES_PER_SLOT, 0, -1):
+            count = max(1, min(len(targets), self.slots * per_slot))
+            batches = [targets[k::count] for k in range(count)]
+            # Each batch runs with its tests' declared prerequisites: where they
+            # are dense, every batch grows to nearly the whole suite (pynurbs:
+            # 4 of 261-290 tests of 303), and fewer batches cost fewer runs.
+            work = sum(len(self._with_declared([ids[k] for k in b])) for b in batches)
+            if work <= SCREEN_WORK * len(targets):
+                break
 
         def screen(batch: list[int]) -> dict[str, Result] | None:
             if self._stopped():
@@ -1105,8 +1170,8 @@ class MissingFinder:
 
     def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
                barrier: str | None = None, alone: Sequence[str] = (),
-               alone_limit: float = 0.0, workers: int = 0,
-               edges: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+               alone_limit: float = 0.0, workers: int = 0, edges: Path | None = None,
+               hold: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
         with self.lock:
             self.counter += 1
             n = self.counter
@@ -1121,6 +1186,8 @@ class MissingFinder:
             env[probe_plugin.TRACE] = "1"
         if barrier is not None:
             env[probe_plugin.BARRIER] = barrier
+        if hold is not None:
+            env[probe_plugin.HOLD] = f"{hold}|{os.getpid()}"
         if alone:
             names = sandbox.tmp.parent / f"alone-{n}.txt"
             names.write_text("\n".join(alone) + "\n", encoding="utf-8")
@@ -1494,8 +1561,11 @@ class MissingFinder:
                   "a fresh copy of the rootdir (run again at their serial place, or after "
                   "every set of earlier tests the search tried): they depend on state outside "
                   "the copies that nothing resets between probes (a database server, a path "
-                  "outside the rootdir); they are not searched and the declared edges whose "
-                  "probe ran after them stay kept:")
+                  "outside the rootdir); they are not searched, the declared edges whose "
+                  "probe ran after them stay kept"
+                  + (f", and they keep the serial order on one worker: "
+                     f"@pytest.mark.xdist_group({_quote(OUTSIDE_GROUP)}) on each"
+                     if OUTSIDE_GROUP in found.groups else "") + ":")
             for t in sorted(again)[:SHOWN]:
                 seen = again[t]
                 write(f"    {ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then "

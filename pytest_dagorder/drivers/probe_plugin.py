@@ -56,6 +56,9 @@ TRACE: Final = "DAGORDER_PROBE_TRACE"
 BARRIER: Final = "DAGORDER_PROBE_BARRIER"
 #: A bounded wait: a partner that never arrives does not hang the probe.
 BARRIER_TIMEOUT: Final = 30.0
+#: ``<file>|<finder's pid>``: start up, then wait before collecting until that
+#: file exists (the finder wrote what the run reads); ends if the finder is gone.
+HOLD: Final = "DAGORDER_PROBE_HOLD"
 
 #: Audit events that change the path(s) among their arguments.
 _CHANGES: Final = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.rename": 2,
@@ -115,6 +118,12 @@ class ProbeReporter:
         factory = getattr(session.config, "_tmp_path_factory", None)
         if factory is not None:
             self.basetemp = str(factory.getbasetemp().resolve())
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        hold = os.environ.get(HOLD)
+        if hold is not None:
+            _hold(hold)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> object:
@@ -613,6 +622,22 @@ def _wait_at(where: Path, count: int) -> None:
     end = time.monotonic() + BARRIER_TIMEOUT
     while len(list(where.iterdir())) < count and time.monotonic() < end:
         time.sleep(0.002)
+
+
+def _hold(spec: str) -> None:
+    """Wait until the file of ``spec`` exists: a run started (interpreter,
+    conftests, xdist's workers) while the finder still searched, collecting
+    only once the findings it reads are written.  The wait lasts as long as
+    the finder does: it starts the run and stops it on every exit; a finder
+    killed outright ends the wait (and this process) here."""
+    where, _, pid = spec.rpartition("|")
+    go = Path(where)
+    while not go.exists():
+        try:
+            os.kill(int(pid), 0)
+        except OSError:
+            os._exit(1)
+        time.sleep(0.02)
 
 
 @pytest.hookimpl(tryfirst=True)
