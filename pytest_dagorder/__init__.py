@@ -21,11 +21,11 @@ from .core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from .glue.loading import public as _public
+from .shims.late_loading import public as _public
 
 if TYPE_CHECKING:
-    from .glue.dag_fixture import Dag
-    from .glue.markers import depends_on, run_after
+    from .live_run.dag_fixture import Dag
+    from .options.markers import depends_on, run_after
     from .runners.dag_executor import DagExecutor, PrerequisiteFailed
     from .runners.dag_scheduler import DagScheduler, Task, TaskResult
 
@@ -48,7 +48,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # The names loaded on first use are in glue/loading.py's one table.
+    # The names loaded on first use are in shims/late_loading.py's one table.
     value = _public(name)
     globals()[name] = value
     return value

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dagorder.glue.decide import decide_serial, decide_xdist
-from pytest_dagorder.glue.facts import Facts
-from pytest_dagorder.glue.notes import EdgesFileNote, ShardNote
-from pytest_dagorder.glue.settings import Settings
+from pytest_dagorder.deciding.decide import decide_serial, decide_xdist
+from pytest_dagorder.declaring.notes import EdgesFileNote, ShardNote
+from pytest_dagorder.options.settings import Settings
+from pytest_dagorder.planning.facts import Facts
 
 MODULE = "test_m.py"
 

@@ -20,7 +20,7 @@ from helpers import (
 from support.dagtester import DagTester
 
 from pytest_dagorder.core.affinity import DocumentKind
-from pytest_dagorder.glue.facts import kept_whole
+from pytest_dagorder.planning.facts import kept_whole
 
 pytestmark = pytest.mark.dag_modes("own")
 

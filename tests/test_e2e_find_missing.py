@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from support.dagtester import DagTester
 
-from pytest_dagorder.drivers import probe_plugin
+from pytest_dagorder.finder import probe_plugin
 
 #: Each test gives ``-n`` or none itself.
 pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]

@@ -1,0 +1,1 @@
+"""What a suite declares (markers, resources, the edges file), read into plain edges."""

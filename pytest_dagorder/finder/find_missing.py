@@ -1,0 +1,1829 @@
+"""``--dag-find-missing``: find the prerequisites and shared resources a suite never declared.
+
+The session collects and plans as usual, then runs no test in-process:
+every question is a probe, a fresh pytest process that runs a chosen list
+of node ids in serial order and reports each test's outcome (see
+``probe_plugin.py``).  In turn:
+
+1. the serial pass: the selection as one probe, which also records the
+   paths each test touches.  A suite that does not pass serially is refused
+   with the list of its failing tests: there is no order to restore.
+2. screening: the tests in batches, each batch in reverse serial order, so
+   that no test runs after the tests it could need; a test that fails there
+   is searched.
+3. the search (``core/missing.needed``): the tests of its serial prefix it
+   needs, by bisection, as many probes at once as ``-n`` says.  The serial
+   pass's record narrows it first: the tests that wrote a path the test
+   touched, or changed the environment or a module-level value below the
+   rootdir, are searched alone when the test passes after them (short
+   probes); otherwise the whole prefix is.  A found set
+   is then run in one process and the test in the next: if the test fails,
+   it reads what they left in the process (a global, an environment
+   variable) and must share their worker.  The serial pass settles it
+   without a probe where it saw only files or only process state change.
+4. conflicts: pairs of tests that touch one path (one of them writing) and
+   that no edge orders are run at the same time on purpose, two processes
+   held at a shared start line before the two tests; a pair where one fails
+   is reported with a resource name.
+
+Probes never touch the project: each runs in a copy of the rootdir (one per
+probe slot, reset to the original before each probe) with its own
+temporary directory, and writes no cache, durations or JUnit XML.  Test
+files are never edited; what was found is printed as the declarations to
+add, and written to the ``--dag-edges`` file when one is named.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import json
+import os
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from ..core.affinity import state_partition
+from ..core.missing import (
+    NotReproducible,
+    SearchStopped,
+    Touches,
+    conflict_candidates,
+    implied,
+    needed,
+    ordered,
+    resource_name,
+    writers,
+)
+from ..core.wording import plural
+from ..declaring import edges_file, evidence
+from ..options.markers import RESOURCE
+from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
+from ..shims.pytest_internals import wide_fixtures
+from . import probe_plugin
+
+#: Folders a probe's copy of the rootdir leaves out (version control, virtual
+#: environments, caches): large, and no test reads them.
+SKIPPED_DIRS: Final = frozenset({
+    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__",
+    ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"})
+#: Batches per probe slot in the screening: small enough that a failure
+#: shows in a short run, few enough that process start-up stays a minor cost.
+BATCHES_PER_SLOT: Final = 2
+#: Unless the batches with their tests' declared prerequisites run more than
+#: this many tests per test screened: then one batch per slot.
+SCREEN_WORK: Final = 1.5
+#: Attempts at overlapping a candidate pair before it counts as compatible.
+OVERLAP_ATTEMPTS: Final = 2
+#: At most this many candidate pairs are overlapped (ranked, see
+#: ``core/missing.conflict_candidates``), at most ``PAIRS_PER_PATH`` of one path
+#: (a clash on a path makes every test that writes it carry the resource).
+MAX_PAIRS: Final = 60
+PAIRS_PER_PATH: Final = 2
+#: A probe that runs longer than this many serial passes (plus a start-up
+#: allowance) is stopped and counts as failed.  The serial pass itself has no
+#: such limit (nothing measured it yet): it is stopped only when no test ended
+#: for ``SERIAL_IDLE`` seconds, and that is reported as a timeout.
+PROBE_TIMEOUT_FACTOR: Final = 3.0
+PROBE_TIMEOUT_ALLOWANCE: Final = 30.0
+SERIAL_IDLE: Final = 600.0
+#: A test run alone in the edge pass may take this many times its serial
+#: duration (plus the allowance) before it is stopped.
+ALONE_FACTOR: Final = 5.0
+PROGRESS_EVERY: Final = 2.0
+#: The group of the tests the probes do not repeat (see ``Findings.unreproducible``).
+OUTSIDE_GROUP: Final = "state outside the rootdir"
+#: Tests named per list of the report (the rest are counted).
+SHOWN: Final = 10
+#: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
+POLL: Final = 0.2
+
+_Write = Callable[[str], None]
+
+
+class ProbeTimedOut(SearchStopped):
+    """A probe of a search ran past its time: the test is left unsearched (reported)."""
+
+
+#: The key a probe's results carry when the probe was stopped by its time.
+KILLED: Final = "\0killed"
+
+
+class ProbeError(Exception):
+    """A probe process could not run the tests at all (its output's tail in ``args[0]``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    outcome: str
+    touches: Touches
+    #: The test changed the environment or a module-level value below the rootdir.
+    state: bool = False
+    seconds: float = 0.0
+
+
+FAILED: Final = Result("failed", Touches())
+
+
+class Sandbox:
+    """A copy of the rootdir where probes run, put back as it was before each one."""
+
+    def __init__(self, origin: Path, where: Path) -> None:
+        self.origin = origin
+        # The copy's folder has the original's name: with an ``__init__.py`` in
+        # the rootdir, pytest names the package after it (node ids of doctests).
+        self.root = where / (origin.name or "root")
+        self.tmp = where / ".dagorder-tmp"
+        shutil.copytree(origin, self.root, symlinks=True, ignore=_ignored)
+        self.files: dict[str, tuple[int, int]] = {}
+        self.dirs: set[str] = set()
+        for rel, st in self._walk():
+            if st is None:
+                self.dirs.add(rel)
+            else:
+                self.files[rel] = (st.st_size, st.st_mtime_ns)
+        self.tmp.mkdir()
+        #: The collected process that forks this sandbox's probes (None: not started).
+        self.server: Server | None = None
+
+    def _walk(self) -> list[tuple[str, os.stat_result | None]]:
+        out: list[tuple[str, os.stat_result | None]] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS]
+            base = os.path.relpath(dirpath, self.root)
+            for d in dirnames:
+                out.append((os.path.normpath(os.path.join(base, d)), None))
+            for f in filenames:
+                rel = os.path.normpath(os.path.join(base, f))
+                out.append((rel, os.lstat(os.path.join(dirpath, f))))
+        return out
+
+    def drop(self, paths: Sequence[str]) -> None:
+        """Leave these files (relative to the rootdir) out of the copy for good."""
+        for rel in paths:
+            (self.root / rel).unlink(missing_ok=True)
+            self.files.pop(os.path.normpath(rel), None)
+
+    def reset(self) -> None:
+        seen: set[str] = set()
+        for rel, st in self._walk():
+            path = self.root / rel
+            if st is None:
+                if rel not in self.dirs and path.exists():
+                    shutil.rmtree(path, ignore_errors=True)
+                continue
+            seen.add(rel)
+            if (st.st_size, st.st_mtime_ns) != self.files.get(rel):
+                path.unlink(missing_ok=True)
+                if rel in self.files:
+                    shutil.copy2(self.origin / rel, path, follow_symlinks=False)
+        for rel in self.files.keys() - seen:
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.origin / rel, self.root / rel, follow_symlinks=False)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir()
+
+
+def _ignored(dirpath: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in SKIPPED_DIRS
+            or os.path.exists(os.path.join(dirpath, n, "pyvenv.cfg"))]
+
+
+@dataclass
+class Server:
+    """A probe process that collected the selection and forks one child per probe
+    (``probe_plugin._serve``): requests go to ``ask``, answers come on ``answers``."""
+
+    proc: subprocess.Popen[bytes]
+    ask: int
+    answers: int
+    log: Path
+    #: Bytes of an answer read so far.
+    pending: bytes = b""
+
+
+#: Whether probes can be forked from a collected process (else each is a new one).
+FORKS: Final = hasattr(os, "fork")
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The ``-n 2`` check of the findings, started with the search in a copy of its
+    own and held before collecting (``probe_plugin.HOLD``) until ``go`` exists:
+    its three process start-ups overlap the search instead of following it."""
+
+    sandbox: Sandbox
+    proc: subprocess.Popen[bytes]
+    out: Path
+    go: Path
+
+
+@dataclass
+class Findings:
+    """What the search found, by position in the serial order (so far: it is
+    reported and written as it is when the budget or Ctrl-C ends the search)."""
+
+    needs: dict[int, list[int]]
+    same_process: set[int]
+    conflicts: list[tuple[int, int, str]]
+    unfinished: list[int]
+    #: The phases that ended.
+    phases: list[str] = field(default_factory=list)
+    #: Evidence about the declared edges (the edge pass).
+    verdicts: list[edges_file.Verdict] = field(default_factory=list)
+    #: Candidate pairs not overlapped (the budget, the cap), and tests with
+    #: declared prerequisites the edge pass did not reach.
+    unpaired: list[tuple[int, int, str]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    #: Group name -> its tests: those sharing a fixture instance with a test of a
+    #: conflict (the state lives in the fixture: its users stay on one worker).
+    groups: dict[str, list[int]] = field(default_factory=dict)
+    #: Tests whose outcome under -n 2 with the findings still differed from serial.
+    not_fixed: list[str] = field(default_factory=list)
+    #: Candidate pairs past the cap (not overlapped).
+    uncapped: int = 0
+    #: Tests whose search stopped on a probe that ran past its time.
+    timed_out: list[int] = field(default_factory=list)
+    #: Conflicts that need no advice: the default keeps both tests on one worker
+    #: (kept declared edges join them), or the suite already keeps them apart or
+    #: together (a shared ``dag_resource`` or ``xdist_group``); with the reason.
+    settled: dict[tuple[int, int, str], str] = field(default_factory=dict)
+    #: (first user, last user, path) of a module or class fixture instance of the
+    #: project that writes a path outside the session's temporary directory both
+    #: at its set-up and at its teardown: its users stay on one worker.
+    fixture_paths: list[tuple[int, int, str]] = field(default_factory=list)
+    #: Groups of fixture users the check of the findings dropped (two instances
+    #: of the fixture taking turns gave the serial outcomes): name -> its tests.
+    dropped: dict[str, list[int]] = field(default_factory=dict)
+    #: Tests the probes did not repeat: run again at their serial place in a fresh
+    #: copy (the edge pass's serial run), or searched, they gave another outcome
+    #: than the serial pass (state outside the copies: a database server, a path
+    #: outside the rootdir): (position, outcome seen again; "" from the search).
+    unreproducible: dict[int, str] = field(default_factory=dict)
+
+
+class MissingFinder:
+    """Runs the search in place of the test loop (registered for ``--dag-find-missing``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings: Settings = settings_of(config)
+        # The probes are the parallel part: this process starts no xdist workers.
+        if hasattr(config.option, "dist"):
+            config.option.dist = "no"
+            config.option.tx = []
+            config.option.numprocesses = None
+        self.slots = self.settings.find_workers
+        self.lock = threading.Lock()
+        self.probes_run = 0
+        self.processes = 0
+        self.left = 0
+        self.deadline = float("inf")
+        #: Until the serial pass measured the suite, a probe is bounded only by
+        #: the budget and by its tests' progress (see ``_collect``).
+        self.timeout = float("inf")
+        self.stop = threading.Event()
+        self.live: set[subprocess.Popen[bytes]] = set()
+        #: A probe was stopped (its time ran out, or no test ended for too long).
+        self.killed = False
+        self.serial: dict[str, Result] = {}
+        self.edges_run: cf.ThreadPoolExecutor | None = None
+        #: Each path two tests or more wrote in the serial pass, with its writers.
+        self.writers: dict[str, list[int]] = {}
+        self.found = Findings({}, set(), [], [])
+        self.pool: queue.Queue[Sandbox] = queue.Queue()
+        self.counter = 0
+        self.workdir: Path | None = None
+        self.sandboxes: list[Sandbox] = []
+        self.ids: list[str] = []
+        self.items: list[pytest.Item] = []
+        self.order: dict[str, int] = {}
+        self.declared: list[list[int]] = []
+        self.held: Held | None = None
+        # A conftest may have started a service for this session and named it in
+        # the environment: the probes must not share it.
+        self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
+
+    # -- the session -------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> object:
+        if session.config.option.collectonly:
+            return None
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        write = (lambda line: tr.write_line(line)) if tr is not None else (lambda line: None)
+        items = list(session.items)
+        if not items:
+            return True
+        target = self.settings.edges_path
+        if target is not None and (why := _unwritable(target)):
+            # Said before the search, not after it: hours of probes for nothing.
+            write(f"dagorder: cannot write the edges file {target} ({why}); "
+                  "name another with --dag-edges PATH")
+            session.testsfailed = 1
+            return True
+        began = time.monotonic()
+        budget = self.settings.find_budget
+        if budget is not None:
+            self.deadline = began + budget
+        self.found = Findings({}, set(), [], [])
+        stopped = ""
+        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work, \
+                self._stoppable():
+            self.workdir = Path(work)
+            try:
+                done = self._find(session, items, write)
+            except ProbeError as exc:
+                write(f"dagorder: a probe could not run the tests:\n{exc.args[0]}")
+                session.testsfailed = 1
+                return True
+            except KeyboardInterrupt:
+                done, stopped = True, "interrupted"
+            finally:
+                self._kill_all()
+                if self.edges_run is not None:
+                    # Its probes are stopped: it ends at once, with the verdicts so far.
+                    self.edges_run.shutdown(wait=True)
+        if not done:
+            return True
+        self._report(items, self.found, write, time.monotonic() - began, stopped)
+        return True
+
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """Ctrl-C (or a SIGTERM) sets the stop flag first, so that every probe
+        thread ends its probe and returns; then the search unwinds."""
+        def stop(signum: int, frame: object) -> None:
+            self.stop.set()
+            raise KeyboardInterrupt
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in before:
+            signal.signal(sig, stop)
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def _stopped(self) -> bool:
+        return self.stop.is_set() or time.monotonic() > self.deadline
+
+    def _kill_all(self) -> None:
+        self.stop.set()
+        for sandbox in self.sandboxes:
+            self._drop(sandbox)
+        with self.lock:
+            live = list(self.live)
+        for proc in live:
+            _kill(proc)
+
+    def _find(self, session: pytest.Session, items: list[pytest.Item],
+              write: _Write) -> bool:
+        """The search, into ``self.found``; False: nothing to report (refused)."""
+        ids = [it.nodeid for it in items]
+        one = self.settings.find_missing
+        if one:
+            if one not in ids:
+                raise pytest.UsageError(
+                    f"--dag-find-missing={one!r} names no selected test; give the node id "
+                    "of a collected test (see pytest --collect-only -q)")
+            ids = ids[:ids.index(one) + 1]
+        declared = self._declared(len(ids))
+        self.order = {nid: k for k, nid in enumerate(ids)}
+        self.ids, self.declared = ids, declared
+        self.items = items[:len(ids)]
+        assert self.workdir is not None
+        self.sandboxes = [Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                          for k in range(self.slots)]
+        for sandbox in self.sandboxes:
+            self.pool.put(sandbox)
+            # Each slot's server starts now, all at once: a start-up (the suite's
+            # conftests) can cost seconds, and the second slot's would otherwise
+            # follow the serial pass.
+            self._server(sandbox)
+        if not one:
+            self._hold_check(ids)
+        write(f"dagorder: finding missing declarations of "
+              f"{plural(len(ids) if not one else 1, 'test')} with up to "
+              f"{plural(self.slots, 'probe process', 'probe processes')} at once")
+        write("dagorder: serial pass: running the selection once, in one process")
+        began = time.monotonic()
+        serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        serial.pop(KILLED, None)  # self.killed says it
+        took = time.monotonic() - began
+        self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
+        self.found.phases.append("serial pass")
+        if self.stop.is_set() and len(serial) < len(ids):
+            raise KeyboardInterrupt
+        if len(serial) < len(ids) and self.killed:
+            running = ids[len(serial)]
+            write(f"dagorder: the serial pass was stopped, a timeout: no test ended for "
+                  f"{SERIAL_IDLE:.0f} s ({len(serial)} of {plural(len(ids), 'test')} had "
+                  f"ended; running: {running}); deselect that test, or find its hang "
+                  "(--dag-stall-report in a plain run)")
+            session.testsfailed = 1
+            return False
+        failing = [nid for nid in ids if serial.get(nid, FAILED).outcome
+                   in ("failed", "xpassed")]
+        if failing:
+            write("dagorder: the selection does not pass serially, so there is no order to "
+                  "restore; make these tests pass (or deselect them) first:")
+            for nid in failing:
+                write(f"    {nid}")
+            session.testsfailed = len(failing)
+            return False
+        self._drop_leftovers(serial, write)
+        self.serial = serial
+        passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
+        targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
+        dependents = [] if one else self._dependents(ids)
+        edges_run = self.edges_run = cf.ThreadPoolExecutor(1)
+        # Beside the screening, in a sandbox of its own; its verdicts go straight
+        # into the findings (written even if Ctrl-C ends the search later).
+        edges_job = edges_run.submit(self._edges_pass, ids, serial, dependents, write)
+        try:
+            write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
+                  f"screening {plural(len(targets), 'test')}"
+                  + (f"; checking {plural(len(dependents), 'test')} with declared "
+                     "prerequisites in a fresh process" if dependents else ""))
+            suspects = self._screen(ids, targets) if not one else targets
+            self._ended("screening")
+            if suspects and dependents:
+                # Its serial run says which tests the probes repeat: a search of one
+                # they do not repeat bisects noise (every prefix fails).
+                cf.wait([edges_job])
+                again = self.found.unreproducible
+                suspects = [t for t in suspects if t not in again]
+            write(f"dagorder: {plural(len(suspects), 'test')} "
+                  f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
+                  "them; searching")
+            hints = {t: _hints(ids, serial, t) for t in suspects}
+            needs, unfinished = self._search(ids, suspects, hints, write)
+            self.found.unfinished += unfinished
+            same = self._same_process(ids, needs, serial)
+            needs = implied(needs, declared, keep=lambda t, p: t in same)
+            self.found.needs, self.found.same_process = needs, same
+            self._ended("search")
+            touches = [serial[nid].touches if nid in serial else Touches() for nid in ids]
+            edges = [list(declared[k]) + needs.get(k, []) for k in range(len(ids))]
+            linked = ordered(edges)
+            every = conflict_candidates(touches, linked, len(ids) ** 2, PAIRS_PER_PATH)
+            if one:
+                every = [p for p in every if len(ids) - 1 in p[:2]]
+            pairs = every[:MAX_PAIRS]
+            self.writers = writers(touches)
+            write(f"dagorder: overlapping {plural(len(pairs), 'pair')} of tests that "
+                  "write one path"
+                  + (f" (the first {MAX_PAIRS} of {len(every)}, fewest writers of a path "
+                     "first)" if len(every) > MAX_PAIRS else ""))
+            self.found.conflicts, self.found.unpaired = self._conflicts(ids, pairs, needs,
+                                                                        write)
+            self.found.uncapped = len(every) - len(pairs)
+            # A fixture instance that writes a fixed path when it is set up (its
+            # first user) and again when torn down (its last): two instances, on
+            # two workers, would collide there whether or not an overlap showed it.
+            self.found.fixture_paths = _fixture_paths(items[:len(ids)], touches)
+            self.found.groups = _scoped(items[:len(ids)],
+                                        [*self.found.conflicts, *self.found.fixture_paths])
+            self._ended("conflicts")
+        finally:
+            # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
+            edges_run.shutdown(wait=True)
+        if edges_job.done() and edges_job.exception() is not None:
+            raise edges_job.exception()  # type: ignore[misc]
+        # A clash seen between tests the probes do not repeat is no evidence either.
+        self.found.conflicts = [c for c in self.found.conflicts
+                                if c[0] not in self.found.unreproducible
+                                and c[1] not in self.found.unreproducible]
+        if len(self.found.unreproducible) > 1:
+            # Their state lives where no probe resets it (a database's rows, its
+            # ids): what is known is that the serial order gives the serial
+            # outcomes, so they keep it, on one worker.
+            self.found.groups[OUTSIDE_GROUP] = sorted(self.found.unreproducible)
+        self._minimal(items[:len(ids)])
+        lifts = any(v.separable for v in self.found.verdicts)
+        if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
+                and not self._stopped()
+                and not one):
+            self._ended("conflicts")
+            self._verify(ids, serial, write)
+        return True
+
+    def _minimal(self, items: Sequence[pytest.Item]) -> None:
+        """No advice the suite does not need: a conflict whose tests the default
+        already keeps on one worker (declared edges no verdict lifts join them),
+        or that the suite's own markers already keep apart or together, gets
+        none; a group of fixture users the default keeps whole is not written."""
+        found = self.found
+        n = len(items)
+        free = {(self.order[v.after], self.order[v.test]) for v in found.verdicts
+                if v.separable and v.after in self.order and v.test in self.order}
+        modules = [it.nodeid.split("::", 1)[0] for it in items]
+        keeps = [any(scope in ("module", "package") for _, scope, _ in wide_fixtures(it) or ())
+                 for it in items]
+        roots = state_partition(modules, self.declared[:n], [[] for _ in range(n)],
+                                lifted=free, keeps=keeps)[1]
+
+        def marks(k: int) -> tuple[set[str], set[str]]:
+            item = items[k]
+            resources = {str(a) for m in item.iter_markers(RESOURCE) for a in m.args}
+            labels = {str(m.args[0]) if m.args else str(m.kwargs.get("name", ""))
+                      for m in item.iter_markers("xdist_group")}
+            return resources, labels
+
+        for conflict in found.conflicts:
+            i, j, _ = conflict
+            (res_i, lab_i), (res_j, lab_j) = marks(i), marks(j)
+            if roots[i] is not None and roots[i] == roots[j]:
+                found.settled[conflict] = ("the default keeps both on one worker (their "
+                                           "declared edges join them)")
+            elif res_i & res_j:
+                found.settled[conflict] = (f"both carry dag_resource("
+                                           f"{_quote(sorted(res_i & res_j)[0])}) already")
+            elif lab_i & lab_j:
+                found.settled[conflict] = (f"both carry xdist_group("
+                                           f"{_quote(sorted(lab_i & lab_j)[0])}) already")
+        for name, members in list(found.groups.items()):
+            first = roots[members[0]]
+            labels = [marks(k)[1] for k in members]
+            if ((first is not None and all(roots[k] == first for k in members))
+                    or set.intersection(*labels)):
+                del found.groups[name]
+
+    def _verify(self, ids: list[str], serial: dict[str, Result], write: _Write) -> None:
+        """The findings checked before they are given.  First the groups no failing
+        probe stands behind (a fixture writes a fixed path, no overlap clashed)
+        are tried on their own (``_unneeded_groups``): one whose tests pass with
+        two instances of the fixture taking turns is dropped.  Then the selection
+        under ``-n 2`` with what is left, against the serial outcomes.  Where it
+        differs, a dropped group with a test that differed is given back, and the
+        declared edges the findings lift next to a test that differed are kept
+        again (the fresh-process probe passed, the run did not: the run's
+        evidence wins), and the check runs once more; what still differs is
+        named, not fixed.  A finding a failing probe showed (a missing
+        prerequisite, a clash) is not dropped on a run that passes without it:
+        that run's schedule may only have missed the failing order."""
+        self._unneeded_groups(ids, serial, write)
+        write("dagorder: checking the findings: the selection under -n 2 with them")
+        differ = self._check_n2(ids, serial)
+        back = self._give_back(differ) if differ else []
+        lifted = list(self.found.verdicts)
+        rekept = self._rekeep(differ, serial) if differ else []
+        if back:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping the {plural(len(back), 'group')} of fixture users "
+                  f"{', '.join(map(_quote, back))} after all")
+        if rekept:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
+                  "next to them, and checking again")
+        if back or rekept:
+            first, differ = differ, self._check_n2(ids, serial)
+            if not differ and rekept:
+                self._lift_neighbours(ids, serial, lifted, set(first), write)
+        self.found.not_fixed = differ
+        if not differ:
+            write("dagorder: with the findings, -n 2 gave the serial outcomes"
+                  + (" (not compared: the tests the probes do not repeat, below)"
+                     if self.found.unreproducible else ""))
+
+    def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
+                         lifted: list[edges_file.Verdict], differed: set[str],
+                         write: _Write) -> None:
+        """The edges kept again only for sharing a module with a test that differed
+        (their own dependent did not) lifted once more, as their fresh-process
+        probe said, in one more ``-n 2`` run: kept lifted if it gives the serial
+        outcomes, else kept as the run before (which gave them)."""
+        before = {(v.test, v.after): v for v in lifted}
+        trial = []
+        for v in self.found.verdicts:
+            was = before.get((v.test, v.after))
+            again = was is not None and was.separable and not v.separable \
+                and v.test not in differed
+            trial.append(was if again and was is not None else v)
+        changed = sum(a is not b for a, b in zip(trial, self.found.verdicts, strict=True))
+        if not changed or self._stopped():
+            return
+        kept, self.found.verdicts = self.found.verdicts, trial
+        if self._check_n2(ids, serial):
+            self.found.verdicts = kept
+            write(f"dagorder: lifting the {plural(changed, 'edge')} kept only for their "
+                  "module again gave other outcomes: they stay kept")
+            return
+        write(f"dagorder: lifting the {plural(changed, 'edge')} kept only for their "
+              "module again gave the serial outcomes: they stay lifted")
+
+    def _unneeded_groups(self, ids: list[str], serial: dict[str, Result],
+                         write: _Write) -> None:
+        """Drop each group of fixture users that only a fixed path the fixture writes
+        made (no overlap of its tests clashed) when two instances of the fixture
+        taking turns leave every outcome as serially: its users in serial order,
+        the first and the last in one process, the others in a second one (each
+        tears down toward its own next test, as a worker does), so the second
+        instance is set up and torn down while the first is alive and its last
+        test runs after that.  Groups of two tests (no turn to take), of several
+        fixture instances, or past the budget are kept unchecked."""
+        if not FORKS:
+            return
+        clashed = {k for i, j, _ in self.found.conflicts for k in (i, j)}
+        group_of = {k: name for name, members in self.found.groups.items() for k in members}
+        for first, last, path in self.found.fixture_paths:
+            name = group_of.get(first)
+            if name is None or name in self.found.dropped or name != group_of.get(last):
+                continue
+            members = self.found.groups.get(name, [])
+            shared = set.intersection(*(_wide_instances(self.items[k]) for k in members)) \
+                if members else set()
+            if len(members) < 3 or not shared or not clashed.isdisjoint(members):
+                continue
+            if self._stopped():
+                return
+            run = sorted({*members, *(p for k in members for p in self._found_before(k))})
+            got: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                got = self._run(sandbox, [ids[k] for k in run],
+                                lane=[ids[k] for k in members[1:-1]], limit=self.timeout)
+            finally:
+                self.pool.put(sandbox)
+            if KILLED in got or not all(
+                    got.get(ids[k], FAILED).outcome == serial.get(ids[k], FAILED).outcome
+                    for k in members):
+                continue
+            self.found.dropped[name] = self.found.groups.pop(name)
+            write(f"dagorder: the fixture {ids[first]} and {ids[last]} share writes {path}, "
+                  f"but its {len(members)} tests gave the serial outcomes with two instances "
+                  "of it taking turns: no group needed")
+
+    def _found_before(self, k: int) -> set[int]:
+        """The missing prerequisites found for ``k``, transitively."""
+        seen: set[int] = set()
+        stack = [k]
+        while stack:
+            for p in self.found.needs.get(stack.pop(), ()):
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
+
+    def _give_back(self, differ: list[str]) -> list[str]:
+        """The dropped groups with a test that differed under ``-n 2``, kept again."""
+        wrong = {self.order[nid] for nid in differ if nid in self.order}
+        back = [name for name, members in self.found.dropped.items()
+                if not wrong.isdisjoint(members)]
+        for name in back:
+            self.found.groups[name] = self.found.dropped.pop(name)
+        return back
+
+    def _check_n2(self, ids: list[str], serial: dict[str, Result]) -> list[str]:
+        """The tests whose outcome under ``-n 2`` with the findings differs from serial,
+        less those no probe repeats (their outcome there says nothing of the findings)."""
+        held, self.held = self.held, None
+        sandbox = held.sandbox if held is not None else self.pool.get()
+        try:
+            if held is None:
+                sandbox.reset()
+            edges = sandbox.tmp.parent / "found-edges.json"
+            edges.unlink(missing_ok=True)
+            if self.settings.edges_path is not None and self.settings.edges_path.is_file():
+                shutil.copyfile(self.settings.edges_path, edges)
+            edges_file.write(edges, self._record(ids, self.found))
+            proc, out = self._started_check(sandbox, ids, edges, held)
+            got = self._collect(proc, out, sandbox, limit=self.timeout)
+        finally:
+            if held is None:
+                self.pool.put(sandbox)
+        return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
+                != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
+
+    def _hold_check(self, ids: list[str]) -> None:
+        """Start the ``-n 2`` check now, held until its findings are written."""
+        assert self.workdir is not None
+        sandbox = Sandbox(self.config.rootpath, self.workdir / "check")
+        go = sandbox.tmp.parent / "go"
+        proc, out = self._spawn(sandbox, ids, workers=2,
+                                edges=sandbox.tmp.parent / "found-edges.json", hold=go)
+        self.held = Held(sandbox, proc, out, go)
+
+    def _started_check(self, sandbox: Sandbox, ids: list[str], edges: Path,
+                       held: Held | None) -> tuple[subprocess.Popen[bytes], Path]:
+        """The ``-n 2`` run reading ``edges``: the held one let go, else a new one."""
+        if held is not None and held.proc.poll() is None:
+            held.go.touch()
+            return held.proc, held.out
+        if held is not None:  # it ended by itself while held: a new one, in a reset copy
+            sandbox.reset()
+        return self._spawn(sandbox, ids, workers=2, edges=edges)
+
+    def _rekeep(self, differ: list[str], serial: dict[str, Result]) -> list[edges_file.Verdict]:
+        """Turn back to "one process" each separable verdict whose dependent
+        differed, or shares a module with a test that differed (a module's
+        fixtures are shared by its tests, edges or not); the verdicts changed."""
+        modules = {nid.split("::", 1)[0] for nid in differ}
+        wrong = set(differ)
+        changed: list[edges_file.Verdict] = []
+        out: list[edges_file.Verdict] = []
+        for v in self.found.verdicts:
+            if v.separable and (v.test in wrong or v.test.split("::", 1)[0] in modules
+                                or v.after.split("::", 1)[0] in modules):
+                want = serial.get(v.test, FAILED).outcome
+                v = edges_file.Verdict(
+                    v.test, v.after, False,
+                    f"{v.test} passed in a fresh process after its prerequisites ran in "
+                    f"another, but -n 2 with this edge lifted gave other outcomes "
+                    f"(serially: {want})", v.fingerprint)
+                changed.append(v)
+            out.append(v)
+        self.found.verdicts = out
+        return changed
+
+    def _ended(self, phase: str) -> None:
+        """``phase`` ran to its end (not if the budget or Ctrl-C cut it)."""
+        if not self._stopped():
+            self.found.phases.append(phase)
+
+    def _dependents(self, ids: list[str]) -> list[int]:
+        """The tests with a declared prerequisite in the selection."""
+        n = len(ids)
+        return [k for k in range(n) if any(p < n for p in self.declared[k])]
+
+    def _edges_pass(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
+                    write: _Write) -> None:
+        """Each test with a declared prerequisite, run alone in a fresh process right
+        before its place in a serial run (the files of the tests before it in
+        place): one probe for them all (see ``probe_plugin.py``)."""
+        if not dependents:
+            return
+        if not FORKS:
+            write("dagorder: declared edges not checked: the check forks processes, "
+                  "which this platform cannot")
+            return
+        longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
+        alone: dict[str, Result] = {}
+        rerun: dict[str, Result] = {}
+
+        def check(chunk: list[int]) -> None:
+            # The serial run only up to the chunk's last test: its tests are checked.
+            found: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                again = self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
+                          into=found, alone_rules=self._batching(ids, serial, chunk),
+                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                          limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
+            finally:
+                self.pool.put(sandbox)
+            again.pop(KILLED, None)
+            with self.lock:
+                alone.update(found)
+                rerun.update(again)
+
+        # Split in runs of the serial order, one per probe slot: each is a serial
+        # prefix with its tests alone, so the slots the screening frees share it.
+        count = max(1, min(self.slots, len(dependents)))
+        size = -(-len(dependents) // count)
+        chunks = [dependents[k:k + size] for k in range(0, len(dependents), size)]
+        with cf.ThreadPoolExecutor(len(chunks)) as ex:
+            list(ex.map(check, chunks))
+        prints = evidence.Fingerprints(self.config.rootpath)
+        verdicts: list[edges_file.Verdict] = []
+        n = len(ids)
+        left = 0
+        # The serial order run again in a fresh copy: a test that does not repeat
+        # its serial outcome there depends on state no probe starts from.
+        for k, nid in enumerate(ids):
+            seen = rerun.get(nid)
+            if seen is not None and seen.outcome != serial.get(nid, FAILED).outcome:
+                self.found.unreproducible[k] = seen.outcome
+        again = self.found.unreproducible
+        for d in dependents:
+            got = alone.get(ids[d])
+            if got is None:
+                left += 1
+                continue
+            moved = sorted(k for k in {d, *self._prerequisites(d)} if k in again)
+            if moved:
+                # Its probe ran after tests that did not repeat their serial outcome:
+                # the evidence is void, the edges stay kept.
+                first = moved[0]
+                for p in sorted(q for q in set(self.declared[d]) if q < n):
+                    verdicts.append(edges_file.Verdict(
+                        ids[d], ids[p], False,
+                        f"no evidence: {ids[first]} {again[first]} when the serial order "
+                        f"ran again in a fresh copy (serially: "
+                        f"{serial.get(ids[first], FAILED).outcome})",
+                        prints.of((ids[p], ids[d]))))
+                continue
+            wanted = serial.get(ids[d], FAILED).outcome
+            same = got.outcome == wanted
+            probe = "" if same else (
+                f"{ids[d]} {got.outcome} in a fresh process after its prerequisites ran "
+                f"in another (serially: {wanted})")
+            direct = sorted(q for q in set(self.declared[d]) if q < n)
+            # A dependent that needs its process may need only some of its
+            # prerequisites there: the others' edges are separable.
+            needs = set(direct) if same or len(direct) < 2 else \
+                self._needed_direct(ids, serial, d, direct)
+            for p in direct:
+                verdicts.append(edges_file.Verdict(
+                    ids[d], ids[p], same or p not in needs, "" if same or p not in needs
+                    else probe, prints.of((ids[p], ids[d]))))
+        free = sum(v.separable for v in verdicts)
+        write(f"dagorder: declared edges: {free:,} of {plural(len(verdicts), 'edge')} "
+              "separable (the test passed in a fresh process after its prerequisites ran "
+              "in another, or with only the others in its process)"
+              + (f"; {plural(left, 'test')} not reached (stopped)" if left else ""))
+        self.found.unchecked = [ids[d] for d in dependents if ids[d] not in alone]
+        self.found.verdicts = verdicts
+
+    def _needed_direct(self, ids: list[str], serial: dict[str, Result], d: int,
+                       direct: list[int]) -> set[int]:
+        """Which of ``d``'s direct prerequisites it needs in its process (it failed
+        in a fresh one): each in turn is left out of the tests run in ``d``'s
+        process (those declared edges join to it) while the serial prefix runs
+        in two processes taking turns, the rest in the other, their files in
+        place; one whose absence leaves every outcome as serially is not needed.
+        Kept without a probe: one another path of declared edges joins to ``d``
+        anyway, or that shares a module or class fixture instance with it (the
+        state may live in the fixture, one instance per process)."""
+        needs = set(direct)
+        mine = _wide_instances(self.items[d])
+        for p in direct:
+            if self._stopped() or not mine.isdisjoint(_wide_instances(self.items[p])):
+                continue
+            lane = self._joined(d, {q for q in direct if q not in needs or q == p})
+            if p in lane:
+                continue
+            got: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                got = self._run(sandbox, ids[:d + 1], lane=[ids[k] for k in sorted(lane)],
+                                limit=2 * self.timeout)
+            finally:
+                self.pool.put(sandbox)
+            if all(got.get(nid, FAILED).outcome == serial.get(nid, FAILED).outcome
+                   for nid in ids[:d + 1]):
+                needs.discard(p)
+        return needs
+
+    def _joined(self, d: int, without: set[int]) -> set[int]:
+        """The tests up to ``d`` that declared edges join to it (either way), less
+        its edges to ``without``."""
+        near: dict[int, list[int]] = {}
+        for k in range(d + 1):
+            for q in self.declared[k]:
+                if q <= d and not (k == d and q in without):
+                    near.setdefault(k, []).append(q)
+                    near.setdefault(q, []).append(k)
+        seen = {d}
+        stack = [d]
+        while stack:
+            for v in near.get(stack.pop(), ()):
+                if v not in seen:
+                    seen.add(v)
+                    stack.append(v)
+        return seen
+
+    def _batching(self, ids: list[str], serial: dict[str, Result],
+                  chunk: list[int]) -> dict[str, object]:
+        """What the probe needs to run several of ``chunk`` alone in one fresh
+        process (``probe_plugin._batch``): their serial outcomes, their declared
+        prerequisites among them (transitively), and those that changed the
+        process's state in the serial pass."""
+        members = set(chunk)
+        prerequisites: dict[str, list[str]] = {}
+        for d in chunk:
+            seen = self._prerequisites(d)
+            if seen & members:
+                prerequisites[ids[d]] = [ids[p] for p in sorted(seen & members)]
+        return {"expect": {ids[k]: serial.get(ids[k], FAILED).outcome for k in chunk},
+                "prerequisites": prerequisites,
+                "stateful": [ids[k] for k in chunk if serial.get(ids[k], FAILED).state]}
+
+    def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
+        """Files the tests write that an earlier run left in the project would let a
+        test pass without the test that writes them: the copies leave out those
+        git does not track (a tracked one is part of the project)."""
+        root = self.config.rootpath
+        present = sorted({p for r in serial.values() for p in r.touches.writes
+                          if not os.path.isabs(p) and (root / p).is_file()})
+        if not present:
+            return
+        tracked = _tracked(root, present)
+        if tracked is None:
+            write(f"dagorder: {plural(len(present), 'file')} the tests write "
+                  f"{'was' if len(present) == 1 else 'were'} in the project "
+                  f"before the run (not a git checkout: kept), e.g. {present[0]}; a test "
+                  "that needs them is found only once they are removed")
+            return
+        left = [p for p in present if p not in tracked]
+        if left:
+            write(f"dagorder: {plural(len(left), 'file')} the tests write "
+                  f"{'was' if len(left) == 1 else 'were'} left in the project "
+                  f"by an earlier run (git does not track them), e.g. {left[0]}; the probes "
+                  "run without them")
+            for sandbox in self.sandboxes:
+                sandbox.drop(left)
+            if self.held is not None:
+                self.held.sandbox.drop(left)
+
+    def _declared(self, n: int) -> list[list[int]]:
+        runner = self.config.pluginmanager.get_plugin(DRIVER_NAME)
+        plan = getattr(runner, "plan", None)
+        graph = getattr(plan, "graph", None)
+        if graph is None:
+            return [[] for _ in range(n)]
+        return [[p for p in (*graph.requires[k], *graph.after[k]) if p < n] for k in range(n)]
+
+    # -- the steps ---------------------------------------------------------------------
+
+    def _screen(self, ids: list[str], targets: list[int]) -> list[int]:
+        batches: list[list[int]] = []
+        for per_slot in range(BATCHES_PER_SLOT, 0, -1):
+            count = max(1, min(len(targets), self.slots * per_slot))
+            batches = [targets[k::count] for k in range(count)]
+            # Each batch runs with its tests' declared prerequisites: where they
+            # are dense, every batch grows to nearly the whole suite (pynurbs:
+            # 4 of 261-290 tests of 303), and fewer batches cost fewer runs.
+            work = sum(len(self._with_declared([ids[k] for k in b])) for b in batches)
+            if work <= SCREEN_WORK * len(targets):
+                break
+
+        def screen(batch: list[int]) -> dict[str, Result] | None:
+            if self._stopped():
+                return None
+            return self._probe([ids[k] for k in reversed(batch)])
+
+        with cf.ThreadPoolExecutor(self.slots) as ex:
+            runs = list(ex.map(screen, batches))
+        # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
+        self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
+                                        if run is None for k in b)
+        return [k for b, run in zip(batches, runs, strict=True) if run is not None
+                for k in b if run.get(ids[k], FAILED).outcome != "passed"]
+
+    def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
+                write: _Write) -> tuple[dict[int, list[int]], list[int]]:
+        """Each suspect's needs: among its hints first (short probes), else its whole prefix."""
+        width = max(1, self.slots // max(1, len(suspects)))
+        self.left = len(suspects)
+        probes_ex = cf.ThreadPoolExecutor(self.slots)
+
+        def search(t: int) -> list[int]:
+            def over(among: Sequence[int]) -> Callable[[Sequence[Sequence[int]]], list[bool]]:
+                def probes(subsets: Sequence[Sequence[int]]) -> list[bool]:
+                    if self._stopped():
+                        raise SearchStopped
+                    runs = [probes_ex.submit(
+                        self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
+                    answers = [r.result() for r in runs]
+                    if any(KILLED in a and ids[t] not in a for a in answers):
+                        # A timeout is not an answer: the test is left unsearched.
+                        raise ProbeTimedOut
+                    return [a.get(ids[t], FAILED).outcome == "passed" for a in answers]
+                return probes
+
+            try:
+                if over([])([[]])[0]:
+                    return []
+                hinted = hints.get(t, [])
+                if hinted and over(hinted)([range(len(hinted))])[0]:
+                    return [hinted[k] for k in needed(len(hinted), over(hinted), width=width)]
+                return needed(t, over(range(t)), width=width)
+            finally:
+                with self.lock:
+                    self.left -= 1
+
+        needs: dict[int, list[int]] = {}
+        unfinished: list[int] = []
+        with probes_ex, cf.ThreadPoolExecutor(min(64, max(1, len(suspects)))) as ex:
+            futures = {t: ex.submit(search, t) for t in suspects}
+            shown = (-1, -1)
+            while True:
+                _, pending = cf.wait(futures.values(), timeout=PROGRESS_EVERY)
+                now = (self.left, self.probes_run)
+                if now != shown and pending:
+                    write(f"dagorder: {plural(now[0], 'test')} left to search, "
+                          f"{plural(now[1], 'probe')} run")
+                    shown = now
+                if not pending:
+                    break
+            for t, fut in futures.items():
+                try:
+                    found = fut.result()
+                except ProbeTimedOut:
+                    self.found.timed_out.append(t)
+                    continue
+                except NotReproducible:
+                    self.found.unreproducible.setdefault(t, "")
+                    continue
+                except SearchStopped:
+                    unfinished.append(t)
+                    continue
+                if found:
+                    needs[t] = found
+        return needs, unfinished
+
+    def _same_process(self, ids: list[str], needs: dict[int, list[int]],
+                      serial: dict[str, Result]) -> set[int]:
+        """The tests that need their prerequisites' process, not only their files.
+
+        Probed (the prerequisites in one process, the test in the next) unless
+        the serial pass settles it: each prerequisite wrote a path the test
+        touched and changed nothing in the process a later test could read
+        (files only), or none wrote such a path (the process: at worst the
+        two share a worker they did not need to).
+        """
+        def settled(t: int) -> bool | None:
+            mine = serial.get(ids[t], FAILED).touches
+            seen = [serial.get(ids[p], FAILED) for p in needs[t]]
+            wrote = [not r.touches.writes.isdisjoint(mine.reads | mine.writes) for r in seen]
+            if all(wrote) and not any(r.state for r in seen):
+                return False
+            if not any(wrote):
+                return True
+            return None
+
+        def check(t: int) -> bool:
+            if self._stopped():
+                return True  # unknown: kept on one worker (safe)
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                self._run(sandbox, [ids[k] for k in needs[t]])
+                after = self._run(sandbox, [ids[t]])
+            finally:
+                self.pool.put(sandbox)
+            return after.get(ids[t], FAILED).outcome != "passed"
+
+        known = {t: settled(t) for t in sorted(needs)}
+        asked = [t for t, same in known.items() if same is None]
+        with cf.ThreadPoolExecutor(self.slots) as ex:
+            answers = list(ex.map(check, asked))
+        known.update(zip(asked, answers, strict=True))
+        return {t for t, same in known.items() if same}
+
+    def _conflicts(self, ids: list[str], pairs: list[tuple[int, int, str]],
+                   needs: dict[int, list[int]], write: _Write
+                   ) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+        """The pairs that failed when overlapped, and those left (the budget, Ctrl-C)."""
+        def chain(t: int) -> list[str]:
+            seen: set[int] = set()
+            stack = [t]
+            while stack:
+                for p in needs.get(stack.pop(), ()):
+                    if p not in seen:
+                        seen.add(p)
+                        stack.append(p)
+            return [ids[k] for k in sorted(seen)] + [ids[t]]
+
+        done = [0]
+
+        def clash(pair: tuple[int, int, str]) -> bool | None:
+            i, j, _ = pair
+            for _ in range(OVERLAP_ATTEMPTS):
+                if self._stopped():
+                    return None
+                sandbox = self.pool.get()
+                try:
+                    sandbox.reset()
+                    runs = self._together(sandbox, [(chain(i), ids[i]), (chain(j), ids[j])])
+                finally:
+                    self.pool.put(sandbox)
+                if any(r.get(nid, FAILED).outcome != "passed"
+                       for r, nid in zip(runs, (ids[i], ids[j]), strict=True)):
+                    return True
+            with self.lock:
+                done[0] += 1
+            return False
+
+        with cf.ThreadPoolExecutor(max(1, self.slots // 2)) as ex:
+            futures = [ex.submit(clash, pair) for pair in pairs]
+            shown = -1
+            while True:
+                _, pending = cf.wait(futures, timeout=PROGRESS_EVERY)
+                if not pending:
+                    break
+                if done[0] != shown:
+                    write(f"dagorder: {done[0]} of {plural(len(pairs), 'pair')} overlapped")
+                    shown = done[0]
+            answers = [f.result() for f in futures]
+        hits = [p for p, hit in zip(pairs, answers, strict=True) if hit]
+        left = [p for p, hit in zip(pairs, answers, strict=True) if hit is None]
+        return hits, left
+
+    # -- probes ------------------------------------------------------------------------
+
+    def _probe(self, ids: list[str], *, trace: bool = False,
+               idle: float | None = None) -> dict[str, Result]:
+        """``ids`` in a fresh process, in a freshly reset copy of the rootdir."""
+        sandbox = self.pool.get()
+        try:
+            sandbox.reset()
+            return self._run(sandbox, ids, trace=trace, idle=idle)
+        finally:
+            self.pool.put(sandbox)
+
+    def _command(self, sandbox: Sandbox, ids: list[str], out: Path,
+                 basetemp: Path, *, workers: int = 0,
+                 edges: Path | None = None) -> tuple[list[str], Path]:
+        config = self.config
+        root = config.rootpath
+        args = [sys.executable, "-m", "pytest", "-p", probe_plugin.__name__,
+                "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header",
+                "--rootdir", str(sandbox.root), f"--basetemp={basetemp}",
+                "--dag-with-prerequisites", "-o", "console_output_style=classic"]
+        if config.inipath is not None:
+            args += ["-c", str(_inside(config.inipath, root, sandbox.root))]
+        if config.pluginmanager.has_plugin("xdist"):
+            args += ["-n", str(workers)]
+        if config.pluginmanager.has_plugin("_cov"):
+            args += ["--no-cov"]
+        if edges is not None:
+            args += [f"--dag-edges={edges}"]
+        elif self.settings.edges_path is not None:
+            args += [f"--dag-edges={_inside(self.settings.edges_path, root, sandbox.root)}"]
+        args += _forwarded(config.invocation_params.args)
+        args += _collection_options(config)
+        args += [str(sandbox.root / nid) for nid in ids]
+        cwd = _inside(config.invocation_params.dir, root, sandbox.root)
+        return args, cwd if cwd.is_dir() else sandbox.root
+
+    def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
+               barrier: str | None = None, alone: Sequence[str] = (),
+               alone_limit: float = 0.0, workers: int = 0, edges: Path | None = None,
+               hold: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+            self.processes += 1
+        out = sandbox.tmp.parent / f"probe-{n}.jsonl"
+        out.unlink(missing_ok=True)
+        ids = self._with_declared(ids)
+        args, cwd = self._command(sandbox, ids, out, sandbox.tmp / f"basetemp-{n}",
+                                  workers=workers, edges=edges)
+        env = self._environment(sandbox, out)
+        if trace:
+            env[probe_plugin.TRACE] = "1"
+        if barrier is not None:
+            env[probe_plugin.BARRIER] = barrier
+        if hold is not None:
+            env[probe_plugin.HOLD] = f"{hold}|{os.getpid()}"
+        if alone:
+            names = sandbox.tmp.parent / f"alone-{n}.txt"
+            names.write_text("\n".join(alone) + "\n", encoding="utf-8")
+            env[probe_plugin.ALONE] = str(names)
+            env[probe_plugin.ALONE_TIMEOUT] = str(alone_limit)
+        log = (sandbox.tmp.parent / f"probe-{n}.log").open("wb")
+        try:
+            # Its own process group: a stop ends the probe and every child it forked.
+            proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        finally:
+            log.close()
+        with self.lock:
+            self.live.add(proc)
+        return proc, out
+
+    def _collect(self, proc: subprocess.Popen[bytes], out: Path, sandbox: Sandbox, *,
+                 limit: float | None = None, idle: float | None = None,
+                 into: dict[str, Result] | None = None) -> dict[str, Result]:
+        """The probe's records once it ended; stopped (and its records so far) when
+        its time (``limit``, else the measured timeout) or the budget runs out, when
+        no test ended for ``idle`` seconds, or on Ctrl-C.  ``into``: where the
+        records of tests run alone go."""
+        began = time.monotonic()
+        end = began + (self.timeout if limit is None else limit)
+        size, moved = -1, began
+        code: int | None = None
+        while code is None:
+            try:
+                code = proc.wait(timeout=POLL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if idle is not None:
+                grown = out.stat().st_size if out.exists() else 0
+                if grown != size:
+                    size, moved = grown, now
+            if (self.stop.is_set() or now > end
+                    or (idle is None and now > self.deadline)
+                    or (idle is not None and now - moved > idle)):
+                _kill(proc)
+                self.killed = True
+                code = -1
+        with self.lock:
+            self.live.discard(proc)
+        results = self._read(out, sandbox, into)
+        if code == -1 and not self.stop.is_set():
+            results[KILLED] = FAILED
+        if not results and code not in (0, 1, 5, -1):
+            log = out.with_suffix(".log")
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise ProbeError(tail)
+        with self.lock:
+            self.probes_run += 1
+        return results
+
+    def _prerequisites(self, k: int) -> set[int]:
+        """The declared prerequisites of the test at ``k``, transitively."""
+        seen: set[int] = set()
+        stack = [k]
+        while stack:
+            for p in self.declared[stack.pop()]:
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
+
+    def _with_declared(self, ids: list[str]) -> list[str]:
+        """``ids`` and their declared prerequisites, transitively, in the serial order.
+
+        Named on the command line rather than pulled back by the plugin: a test
+        pulled back from outside a node-id selection comes from a module
+        collected apart, with its own module-scoped fixtures.
+        """
+        def closure(k: int) -> list[int]:
+            return sorted(self._prerequisites(k))
+
+        known = [self.order[nid] for nid in ids if nid in self.order]
+        if len(known) != len(ids) or not any(self.declared[k] for k in known):
+            return ids
+        if known == sorted(known):  # the serial order: the prerequisites at their places
+            return [self.ids[k] for k in sorted({*known, *(p for k in known
+                                                           for p in closure(k))})]
+        # Another order (the screening's): each test's prerequisites just before it.
+        out: dict[int, None] = {}
+        for k in known:
+            out.update(dict.fromkeys(p for p in closure(k) if p not in out))
+            out.setdefault(k, None)
+        return [self.ids[k] for k in out]
+
+    def _run(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
+             idle: float | None = None, limit: float | None = None,
+             alone: Sequence[str] = (), alone_limit: float = 0.0,
+             alone_rules: dict[str, object] | None = None,
+             into: dict[str, Result] | None = None,
+             lane: Sequence[str] = ()) -> dict[str, Result]:
+        # The serial pass (the one probe with ``idle``) runs whatever the budget:
+        # without it there is nothing to search.
+        if self.stop.is_set() or (idle is None and time.monotonic() > self.deadline):
+            return {}
+        server = self._server(sandbox)
+        if server is not None:
+            out = self._out(sandbox)
+            killed = self._ask(sandbox, server, [{
+                "ids": self._with_declared(ids), "out": str(out), "trace": trace,
+                "alone": list(alone), "alone_limit": alone_limit, "rules": alone_rules,
+                "lane": list(lane)}],
+                limit, idle, out)
+            found = self._read(out, sandbox, into)
+            if killed and not self.stop.is_set():
+                found[KILLED] = FAILED  # stopped by its time: see _search
+            return found
+        proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
+                                alone_limit=alone_limit)
+        return self._collect(proc, out, sandbox, limit=limit, idle=idle, into=into)
+
+    # -- the probe server --------------------------------------------------------------
+
+    def _out(self, sandbox: Sandbox) -> Path:
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        out = sandbox.tmp.parent / f"probe-{n}.jsonl"
+        out.unlink(missing_ok=True)
+        return out
+
+    def _server(self, sandbox: Sandbox) -> Server | None:
+        """The sandbox's probe server, started if it is not running."""
+        if not FORKS:
+            return None
+        server = sandbox.server
+        if server is not None and server.proc.poll() is None:
+            return server
+        if server is not None:
+            self._drop(sandbox)
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+            self.processes += 1
+        where = sandbox.tmp.parent
+        dummy = where / f"server-{n}.jsonl"
+        # Outside the sandbox's tmp (which each reset empties): numbered per test.
+        args, cwd = self._command(sandbox, self.ids, dummy, where / f"basetemp-server-{n}")
+        requests_r, requests_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        env = self._environment(sandbox, dummy)
+        env[probe_plugin.SERVE] = f"{requests_r} {answers_w}"
+        log = where / f"server-{n}.log"
+        with log.open("wb") as f:
+            proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(requests_r, answers_w))
+        os.close(requests_r)
+        os.close(answers_w)
+        with self.lock:
+            self.live.add(proc)
+        sandbox.server = Server(proc, requests_w, answers_r, log)
+        return sandbox.server
+
+    def _drop(self, sandbox: Sandbox) -> None:
+        server = sandbox.server
+        if server is None:
+            return
+        sandbox.server = None
+        _kill(server.proc)
+        for fd in (server.ask, server.answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with self.lock:
+            self.live.discard(server.proc)
+
+    def _ask(self, sandbox: Sandbox, server: Server, runs: list[dict[str, object]],
+             limit: float | None, idle: float | None = None, out: Path | None = None) -> bool:
+        """One request to the server, waited for as ``_collect`` waits for a probe; a
+        server that does not answer in time is stopped (and started anew next time)."""
+        seconds = self.timeout if limit is None else limit
+        request = {"runs": runs, "limit": seconds if seconds != float("inf") else 1e9}
+        try:
+            os.write(server.ask, (json.dumps(request) + "\n").encode())
+        except OSError:  # it died (a collection error): its log says why
+            self._dead(sandbox, server)
+            return False
+        began = time.monotonic()
+        end = began + seconds + PROBE_TIMEOUT_ALLOWANCE
+        size, moved = -1, began
+        while True:
+            ready, _, _ = select.select([server.answers], [], [], POLL)
+            if ready:
+                chunk = os.read(server.answers, 4096)
+                if not chunk:
+                    self._dead(sandbox, server)
+                    return False
+                server.pending += chunk
+                if b"\n" in server.pending:
+                    answer, _, server.pending = server.pending.partition(b"\n")
+                    killed = bool(json.loads(answer).get("killed"))
+                    self.killed |= killed
+                    with self.lock:
+                        self.probes_run += 1
+                    return killed
+            now = time.monotonic()
+            if idle is not None and out is not None:
+                grown = out.stat().st_size if out.exists() else 0
+                if grown != size:
+                    size, moved = grown, now
+            if (self.stop.is_set() or now > end
+                    or (idle is None and now > self.deadline)
+                    or (idle is not None and now - moved > idle)):
+                self.killed = True
+                self._drop(sandbox)
+                return True
+
+    def _dead(self, sandbox: Sandbox, server: Server) -> None:
+        """The server ended by itself: before any probe, it could not collect."""
+        code = server.proc.wait(timeout=30)
+        self._drop(sandbox)
+        if code not in (0, 1, 5):
+            tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
+            raise ProbeError(tail)
+
+    def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
+        env = {k: v for k, v in self.environment.items()
+               if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
+               and k not in ("PYTEST_CURRENT_TEST",)}
+        env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
+                    "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
+        return env
+
+    def _read(self, out: Path, sandbox: Sandbox,
+              into: dict[str, Result] | None = None) -> dict[str, Result]:
+        """The records a probe wrote (those of tests run alone go ``into``)."""
+        results: dict[str, Result] = {}
+        if not out.exists():
+            return results
+        for line in out.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # the last line of a probe stopped mid-write
+                continue
+            result = Result(rec["outcome"], Touches(
+                frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
+                frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
+                bool(rec.get("state")), float(rec.get("seconds", 0.0)))
+            nid = _relative(rec["id"], sandbox.root)
+            if rec.get("alone"):
+                if into is not None:
+                    into[nid] = result
+            else:
+                results[nid] = result
+        return results
+
+    def _together(self, sandbox: Sandbox,
+                  runs: list[tuple[list[str], str]]) -> list[dict[str, Result]]:
+        """Each list in its own process, at once, both held before their last test."""
+        line = sandbox.tmp / f"line-{self.counter}"
+        line.mkdir()
+        server = self._server(sandbox)
+        if server is not None:
+            outs = [self._out(sandbox) for _ in runs]
+            self._ask(sandbox, server, [
+                {"ids": self._with_declared(ids), "out": str(out),
+                 "barrier": f"{line}|{len(runs)}|{held}"}
+                for (ids, held), out in zip(runs, outs, strict=True)], None)
+            return [self._read(out, sandbox) for out in outs]
+        started = [self._spawn(sandbox, ids, barrier=f"{line}|{len(runs)}|{held}")
+                   for ids, held in runs]
+        return [self._collect(proc, out, sandbox) for proc, out in started]
+
+    # -- the report --------------------------------------------------------------------
+
+    def _record(self, ids: list[str], found: Findings) -> edges_file.EdgesFile:
+        """What the edges file gets: found edges, resources, groups, and the verdicts."""
+        prints = evidence.Fingerprints(self.config.rootpath)
+        grouped = {k for members in found.groups.values() for k in members}
+        record = edges_file.EdgesFile(
+            [edges_file.FileEdge(ids[t], ids[p], t in found.same_process)
+             for t in sorted(found.needs) for p in found.needs[t]], {},
+            list(found.verdicts) + [
+                # A found edge carries its evidence too: through files only, or
+                # the probe that showed the test reads its prerequisites' process.
+                edges_file.Verdict(
+                    ids[t], ids[p], t not in found.same_process,
+                    "" if t not in found.same_process else
+                    f"{ids[t]} failed in a fresh process after its prerequisites ran "
+                    "in another", prints.of((ids[p], ids[t])))
+                for t in sorted(found.needs) for p in found.needs[t]],
+            {name: [ids[k] for k in members] for name, members in found.groups.items()})
+        for i, j, p in found.conflicts:
+            if (i in grouped and j in grouped) or (i, j, p) in found.settled:
+                continue  # one worker runs them, or the suite keeps them apart: nothing to add
+            # Every test that wrote the path carries it, not only the pair overlapped.
+            users = record.resources.setdefault(resource_name(p, str(self.config.rootpath)), [])
+            users.extend(ids[k] for k in self.writers.get(p, [i, j]) if ids[k] not in users)
+        return record
+
+    def _report(self, items: list[pytest.Item], found: Findings, write: _Write,
+                seconds: float, stopped: str = "") -> None:
+        ids = [it.nodeid for it in items]
+        style = _style(self.config)
+        if stopped or time.monotonic() > self.deadline:
+            why = "interrupted" if stopped else "the time budget ran out"
+            left = [p for p in ("serial pass", "screening", "search", "conflicts")
+                    if p not in found.phases]
+            write(f"dagorder: {why}: what was found so far is reported"
+                  + (f"; phases not finished: {', '.join(left)}" if left else ""))
+        if not found.needs and not found.conflicts and not found.groups:
+            write("dagorder: no missing prerequisite and no conflict found"
+                  + (" so far" if stopped or time.monotonic() > self.deadline else "")
+                  + (" among the tests the probes repeat" if found.unreproducible else ""))
+        for t in sorted(found.needs):
+            names = [ids[p] for p in found.needs[t]]
+            write(f"dagorder: {ids[t]} needs {', '.join(names)}")
+            for line in _declaration(style, ids[t], names):
+                write(f"    {line}")
+            if t in found.same_process:
+                # No xdist_group to add: a declared edge keeps its tests in one
+                # process by default (only evidence lifts it, and this says not).
+                write("    # it reads what they leave in the process: declared, the edge "
+                      "keeps them on one worker")
+        group_of = {k: name for name, members in found.groups.items() for k in members}
+        advised: set[str] = set()
+        # Said before the conflicts: it holds whether or not an overlap showed a
+        # clash, and a conflict of the same group then names it.
+        for i, j, path in found.fixture_paths:
+            group = group_of.get(i)
+            if group is None or group in advised or group != group_of.get(j):
+                continue
+            advised.add(group)
+            write(f"dagorder: a fixture that {ids[i]} and {ids[j]} share writes {path} when "
+                  f"set up and torn down: keep its {len(found.groups[group])} tests on one "
+                  f"worker, @pytest.mark.xdist_group({_quote(group)}) on each")
+        for i, j, path in found.conflicts:
+            name = resource_name(path, str(self.config.rootpath))
+            write(f"dagorder: {ids[i]} and {ids[j]} fail when run at the same time "
+                  f"(both use {path})")
+            if (i, j, path) in found.settled:
+                write(f"    nothing to add: {found.settled[(i, j, path)]}")
+                continue
+            group = group_of.get(i)
+            if group is not None and group == group_of.get(j):
+                # One grouping per group: advised at its first conflict, named after.
+                if group in advised:
+                    write(f"    the group {_quote(group)} above keeps them on one worker")
+                    continue
+                advised.add(group)
+                write(f"    the path lives in a fixture its {len(found.groups[group])} tests "
+                      f"share: keep them on one worker, "
+                      f"@pytest.mark.xdist_group({_quote(group)}) on each")
+                continue
+            many = len(self.writers.get(path, ()))
+            write(f"    @pytest.mark.dag_resource({_quote(name)}) on each"
+                  + (f" of the {many} tests that write it" if many > 2 else ""))
+        if found.unfinished:
+            many = len(found.unfinished) != 1
+            write(f"dagorder: the time budget ran out before "
+                  f"{plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
+                  "searched:")
+            for t in found.unfinished:
+                write(f"    {ids[t]}")
+        if found.timed_out:
+            write(f"dagorder: {plural(len(found.timed_out), 'test')} not searched: a probe "
+                  f"ran past its time ({self.timeout:.0f} s, {PROBE_TIMEOUT_FACTOR:g} x the "
+                  "serial pass) and was stopped:")
+            for t in found.timed_out:
+                write(f"    {ids[t]}")
+        if found.unreproducible:
+            again = found.unreproducible
+            write(f"dagorder: {plural(len(again), 'test')} did not repeat the serial pass in "
+                  "a fresh copy of the rootdir (run again at their serial place, or after "
+                  "every set of earlier tests the search tried): they depend on state outside "
+                  "the copies that nothing resets between probes (a database server, a path "
+                  "outside the rootdir); they are not searched, the declared edges whose "
+                  "probe ran after them stay kept"
+                  + (f", and they keep the serial order on one worker: "
+                     f"@pytest.mark.xdist_group({_quote(OUTSIDE_GROUP)}) on each"
+                     if OUTSIDE_GROUP in found.groups else "") + ":")
+            for t in sorted(again)[:SHOWN]:
+                seen = again[t]
+                write(f"    {ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then "
+                                         f"{seen})" if seen else ""))
+            if len(again) > SHOWN:
+                write(f"    and {len(again) - SHOWN} more")
+        if found.unpaired:
+            write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that write one "
+                  "path not overlapped (stopped):")
+            for i, j, path in found.unpaired:
+                write(f"    {ids[i]} and {ids[j]} ({path})")
+        if found.uncapped:
+            write(f"dagorder: {plural(found.uncapped, 'more pair')} of tests that write one "
+                  f"path not overlapped (at most {MAX_PAIRS}, at most {PAIRS_PER_PATH} a path)")
+        if found.unchecked:
+            write(f"dagorder: {plural(len(found.unchecked), 'test')} with declared "
+                  "prerequisites not checked in a fresh process (stopped): their edges "
+                  "stay kept")
+        if found.not_fixed:
+            write(f"dagorder: with the findings, -n 2 still gave other outcomes than the "
+                  f"serial run for {plural(len(found.not_fixed), 'test')} (not fixed):")
+            for nid in found.not_fixed:
+                write(f"    {nid}")
+        target = self.settings.edges_path
+        wrote = ""
+        if target is not None and (found.needs or found.conflicts or found.verdicts
+                                   or found.groups):
+            edges_file.write(target, self._record(ids, found))
+            wrote = f"; written to {target}"
+        elif found.needs or found.conflicts or found.verdicts or found.groups:
+            wrote = "; add --dag-edges PATH to write them to a file later runs read"
+        edges = sum(len(v) for v in found.needs.values())
+        free = sum(v.separable for v in found.verdicts)
+        checked = (f", {free:,} of {plural(len(found.verdicts), 'declared edge')} separable"
+                   if found.verdicts else "")
+        write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
+              f"{plural(len(found.conflicts), 'conflict')}{checked} "
+              f"in {seconds:.1f} s with {plural(self.probes_run, 'probe')} in "
+              f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
+
+
+def _scoped(items: Sequence[pytest.Item],
+            conflicts: Sequence[tuple[int, int, str]]) -> dict[str, list[int]]:
+    """Groups for the conflicts whose tests use a fixture of the project wider than a
+    test (module, class or package): the path may be the fixture's, alive between
+    its tests, so every test using one of those fixture instances of either test
+    stays on one worker (one group per connected set)."""
+    every = [_wide_instances(it) for it in items]
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for i, j, _ in conflicts:
+        mine = every[i] | every[j]
+        if not mine:
+            continue  # a path the tests themselves write: a resource is enough
+        members = [k for k, ks in enumerate(every) if k in (i, j) or not ks.isdisjoint(mine)]
+        for k in members:
+            a, b = sorted((root(members[0]), root(k)))
+            parent.setdefault(a, a)
+            parent[b] = a
+    groups: dict[int, list[int]] = {}
+    for k in sorted(parent):
+        groups.setdefault(root(k), []).append(k)
+    return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _fixture_paths(items: Sequence[pytest.Item],
+                   touches: Sequence[Touches]) -> list[tuple[int, int, str]]:
+    """Per module or class fixture instance of the project with two users or more:
+    a path its first user (where it was set up) wrote in the serial pass, and
+    so did the last user or the last test of the module or class holding the
+    instance (where it was torn down: pytest ends a module's fixtures after
+    its last test, whether that test uses them or not), as (first user, last
+    user, path)."""
+    users: dict[tuple[str, str, str], list[int]] = {}
+    last_of: dict[str, int] = {}
+    for k, item in enumerate(items):
+        for key in _wide_instances(item):
+            users.setdefault(key, []).append(k)
+        node = item.nodeid
+        while "::" in node:
+            node = node.rsplit("::", 1)[0]
+            last_of[node] = k
+    out: list[tuple[int, int, str]] = []
+    for (_, _, holder), members in users.items():
+        first, last = members[0], members[-1]
+        ends = {last, last_of.get(holder, last)}
+        if first == last or max(first, *ends) >= len(touches):
+            continue
+        common = sorted(touches[first].writes
+                        & set().union(*(touches[k].writes for k in ends)))
+        if common:
+            out.append((first, last, common[0]))
+    return sorted(set(out))
+
+
+def _wide_instances(item: pytest.Item) -> set[tuple[str, str, str]]:
+    """The project fixture instances wider than a test (module, class, package)
+    that ``item`` uses: (name, where defined, the node holding the instance)."""
+    out: set[tuple[str, str, str]] = set()
+    for name, scope, where in wide_fixtures(item) or ():
+        if not where or scope not in ("module", "class", "package"):
+            continue
+        node = (item.getparent(pytest.Module) if scope == "module" else
+                item.getparent(pytest.Class) if scope == "class" else None)
+        out.add((name, where, node.nodeid if node is not None else where))
+    return out
+
+
+def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
+    modules = sorted({items[k].nodeid.split("::", 1)[0] for k in members})
+    return modules[0] if len(modules) == 1 else f"{modules[0]} and {len(modules) - 1} more"
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a probe and every process it forked (its own process group)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+
+
+def _unwritable(path: Path) -> str:
+    """Why ``path`` cannot be written ("" if it can): checked before any probe runs."""
+    if path.exists():
+        if path.is_dir():
+            return "it is a folder"
+        try:
+            edges_file.read(path)
+        except edges_file.EdgesFileError as exc:
+            return str(exc).split(": ", 1)[-1].split("; ", 1)[0]
+        return "" if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) \
+            else "not writable"
+    folder = path.parent
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    return "" if os.access(folder, os.W_OK) else f"{folder} is not writable"
+
+
+def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:
+    """The tests before ``t`` most likely to be what it needs, from the serial pass:
+    those that wrote a path ``t`` touched, and those that changed the process's state."""
+    mine = serial.get(ids[t], FAILED).touches
+    paths = mine.reads | mine.writes
+    out = []
+    for k in range(t):
+        seen = serial.get(ids[k], FAILED)
+        if seen.state or not seen.touches.writes.isdisjoint(paths):
+            out.append(k)
+    return out
+
+
+def _tracked(root: Path, paths: Sequence[str]) -> set[str] | None:
+    """Which of ``paths`` git tracks (None: not a git checkout, or no git)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *paths],
+                              capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return {os.path.normpath(p) for p in done.stdout.decode(errors="replace").split("\0") if p}
+
+
+def _inside(path: Path, root: Path, copy: Path) -> Path:
+    """``path`` in the copy of ``root`` if it lies below ``root``, else ``path``."""
+    try:
+        return copy / path.relative_to(root)
+    except ValueError:
+        return path
+
+
+def _relative(path: str, root: Path) -> str:
+    prefix = str(root) + os.sep
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+#: Options of the user's command line a probe keeps: plugins, ini overrides,
+#: warnings and how modules are imported.
+_KEPT: Final = ("-p", "-o", "--override-ini", "-W", "--pythonwarnings", "--import-mode")
+
+
+def _collection_options(config: pytest.Config) -> list[str]:
+    """The options (from the command line or the ini's ``addopts``) that change
+    which items a file holds and how they are named: a probe given node ids must
+    collect them as the user's session did."""
+    option = config.option
+    out: list[str] = []
+    if getattr(option, "doctestmodules", False):
+        out.append("--doctest-modules")
+    for glob in getattr(option, "doctestglob", None) or ():
+        out.append(f"--doctest-glob={glob}")
+    if getattr(option, "doctest_continue_on_failure", False):
+        out.append("--doctest-continue-on-failure")
+    mode = getattr(option, "importmode", None)
+    if mode:
+        out.append(f"--import-mode={mode}")
+    return out
+
+
+def _forwarded(args: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    k = 0
+    while k < len(args):
+        arg = args[k]
+        if arg in _KEPT and k + 1 < len(args):
+            out += [arg, args[k + 1]]
+            k += 1
+        elif arg.split("=", 1)[0] in _KEPT or (arg.startswith("-p") and not arg.startswith("--")):
+            out.append(arg)
+        k += 1
+    return out
+
+
+def _style(config: pytest.Config) -> str:
+    runner = config.pluginmanager.get_plugin(DRIVER_NAME)
+    names: frozenset[str] = getattr(getattr(runner, "plan", None), "marker_names", frozenset())
+    for marker in ("dependency", "depends", "order"):
+        if marker in names:
+            return marker
+    return "dagorder"
+
+
+def _quote(text: str) -> str:
+    """A Python string literal in double quotes (the declarations are code to paste)."""
+    return json.dumps(text)
+
+
+def _target(test: str, prerequisite: str) -> str:
+    """The prerequisite as ``test`` would name it: bare in its own module, else the node id."""
+    mine, _, _ = test.partition("::")
+    theirs, sep, rest = prerequisite.partition("::")
+    return rest if sep and mine == theirs else prerequisite
+
+
+def _declaration(style: str, test: str, prerequisites: list[str]) -> list[str]:
+    names = [_target(test, p) for p in prerequisites]
+    quoted = ", ".join(_quote(n) for n in names)
+    if style == "dependency":
+        scope = "module" if all(n != p for n, p in zip(names, prerequisites, strict=True)) \
+            else "session"
+        full = names if scope == "module" else prerequisites
+        lines = [f"@pytest.mark.dependency(depends=[{', '.join(map(_quote, full))}]"
+                 + (', scope="session")' if scope == "session" else ")")]
+        return [*lines, "# and @pytest.mark.dependency() on " + ", ".join(prerequisites)]
+    if style == "depends":
+        return [f"@pytest.mark.depends(on=[{quoted}])"]
+    if style == "order":
+        after = quoted if len(names) == 1 else f"[{quoted}]"
+        return [f"@pytest.mark.order(after={after})"]
+    return [f"@depends_on({quoted})"]

@@ -1,0 +1,654 @@
+"""The plugin inside each probe process of ``--dag-find-missing`` (loaded with ``-p``).
+
+It reports each test's outcome (and, asked to, the paths the test touched)
+as JSON lines into the file ``DAGORDER_PROBE_OUT`` names, holds a test
+at a start line shared with another probe process (``DAGORDER_PROBE_BARRIER``)
+so that two tests overlap on purpose, and keeps the probe from writing what a
+normal run writes: the durations file, JUnit XML.
+
+The paths come from Python's audit events (``open``, ``os.remove``,
+``sqlite3.connect``, ...) while a test runs, less the interpreter's own
+files and the session's temporary directory (each test's own).  A path
+counts as written when the test changed it (a file's size or time of
+change, a file or folder made or removed), read otherwise: a test that
+opens a database and only queries it reads it.  Also recorded: whether the
+test changed the process's state a later test could read (the environment,
+module-level values of modules below the rootdir).
+
+Asked to (``DAGORDER_PROBE_ALONE``: a file of node ids), the probe also runs
+each of those tests a second time in a fresh process, right before its turn
+in the serial run, with the files the tests before it left in place: the
+serial run goes on in a child process, and before each such test it asks
+this process, which collected and ran nothing, to fork another child that
+runs the test alone (pytest-forked's route: a fork costs milliseconds where
+a new pytest process costs its start-up and collection).  Its record says
+``"alone": true``; that is the evidence whether the test reads what its
+prerequisites left in their process (``find_missing.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import pytest
+
+from ..options.settings import DRIVER_NAME
+
+OUT: Final = "DAGORDER_PROBE_OUT"
+#: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.
+SERVE: Final = "DAGORDER_PROBE_SERVE"
+#: A file of node ids to run, also, each alone in a fresh process (see above).
+ALONE: Final = "DAGORDER_PROBE_ALONE"
+#: Seconds a test run alone may take before it is stopped (recorded as ``timeout``).
+ALONE_TIMEOUT: Final = "DAGORDER_PROBE_ALONE_TIMEOUT"
+TRACE: Final = "DAGORDER_PROBE_TRACE"
+#: ``<directory>|<processes>|<node id>``: wait, before that test's setup,
+#: until that many probe processes reached the line.
+BARRIER: Final = "DAGORDER_PROBE_BARRIER"
+#: A bounded wait: a partner that never arrives does not hang the probe.
+BARRIER_TIMEOUT: Final = 30.0
+#: ``<file>|<finder's pid>``: start up, then wait before collecting until that
+#: file exists (the finder wrote what the run reads); ends if the finder is gone.
+HOLD: Final = "DAGORDER_PROBE_HOLD"
+
+#: Audit events that change the path(s) among their arguments.
+_CHANGES: Final = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.rename": 2,
+                   "shutil.rmtree": 1, "os.truncate": 1, "os.chmod": 1, "sqlite3.connect": 1}
+_IGNORED_SUFFIXES: Final = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
+
+
+class ProbeReporter:
+    def __init__(self, config: pytest.Config, out: Path) -> None:
+        self.out = out
+        self.phases: dict[str, list[str]] = {}
+        self.current: str | None = None
+        #: Each path the running test touched, as it was when first touched.
+        self.before: dict[str, tuple[bool, bool, int, int] | None] = {}
+        self.state: tuple[dict[str, str], dict[str, object]] | None = None
+        #: The state the last test left (the next one's start), when tracing.
+        self.last: tuple[dict[str, str], dict[str, object]] | None = None
+        #: Module name -> (the module, whether it lies below the rootdir).
+        self.modules: dict[str, tuple[object, bool]] = {}
+        self.root = str(config.rootpath) + os.sep
+        self.tracing = os.environ.get(TRACE) == "1"
+        self.ignored = tuple(str(Path(p).resolve()) for p in {
+            sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev", "/proc", "/sys"})
+        self.basetemp: str | None = None
+        self.barrier = os.environ.get(BARRIER)
+        #: This process runs one test alone (its records say so).
+        self.is_alone = False
+        self.started = 0.0
+        if self.tracing:
+            sys.addaudithook(self._audit)
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.current is None:
+            return
+        if event == "open":
+            path = args[0] if args else None
+            self._note(path)
+        elif event in _CHANGES:
+            for path in args[:_CHANGES[event]]:
+                self._note(path)
+
+    def _note(self, path: object) -> None:
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str | os.PathLike) or str(path) in ("", ":memory:"):
+            return
+        full = os.path.abspath(os.fspath(path))
+        if (full.endswith(_IGNORED_SUFFIXES) or "__pycache__" in full
+                or full.startswith(self.ignored)
+                or (self.basetemp is not None and full.startswith(self.basetemp))):
+            return
+        if full not in self.before:
+            self.before[full] = _stat(full)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        factory = getattr(session.config, "_tmp_path_factory", None)
+        if factory is not None:
+            self.basetemp = str(factory.getbasetemp().resolve())
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        hold = os.environ.get(HOLD)
+        if hold is not None:
+            _hold(hold)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> object:
+        alone = os.environ.get(ALONE)
+        serve = os.environ.get(SERVE)
+        if (alone is None and serve is None) or session.config.option.collectonly:
+            return None
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(
+                f"{session.testsfailed} error{'s' * (session.testsfailed != 1)} "
+                "during collection")
+        if serve is not None:
+            reading, writing = (int(fd) for fd in serve.split())
+            _serve(session, self, reading, writing)
+            return True
+        assert alone is not None
+        names = set(Path(alone).read_text(encoding="utf-8").splitlines())
+        limit = float(os.environ.get(ALONE_TIMEOUT, "60"))
+        _serial_with_alone(session, self, names, limit, list(session.items))
+        return True
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.started = time.monotonic()
+        self.current = nodeid
+        self.before = {}
+        self.phases[nodeid] = []
+        if self.tracing:
+            # What the test before left is what this one starts from (nothing
+            # runs between two tests' protocols): taken once, not twice.
+            self.state = self.last if self.last is not None else self._state()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.barrier is not None:
+            where, count, nodeid = self.barrier.split("|", 2)
+            if item.nodeid == nodeid:
+                _wait_at(Path(where), int(count))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        else:
+            outcome = report.outcome
+        self.phases.setdefault(report.nodeid, []).append(outcome)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        phases = self.phases.pop(nodeid, [])
+        outcome = next((o for o in ("failed", "xfailed", "skipped", "xpassed") if o in phases),
+                       "passed")
+        writes = sorted(p for p, was in self.before.items() if _changed(was, _stat(p)))
+        self.last = self._state() if self.state is not None else None
+        line = {"id": nodeid, "outcome": outcome, "writes": writes,
+                "reads": sorted(self.before.keys() - set(writes)),
+                "state": self.state is not None and self.last != self.state,
+                "seconds": round(time.monotonic() - self.started, 4)}
+        if self.is_alone:
+            line["alone"] = True
+        with self.out.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        self.current = None
+
+
+    def _state(self) -> tuple[dict[str, str], dict[str, object]]:
+        """The environment, and a fingerprint of the module-level values of the
+        modules below the rootdir (what a test may leave for a later one).
+
+        Taken twice a test in the serial pass: it must cost little whatever the
+        modules hold (a ``repr`` of every value cost bpypolyskel's serial pass 20
+        x the plain run: its test modules hold large lists), and it runs none of
+        the suite's code (a ``repr`` may be slow or change things): see
+        :func:`_fingerprint`."""
+        values: dict[str, object] = {}
+        for name, module in list(sys.modules.items()):
+            if not self._below_root(name, module):
+                continue
+            for key, value in list(vars(module).items()):
+                if key.startswith("__") or callable(value) or isinstance(value, type(sys)):
+                    continue
+                values[f"{name}.{key}"] = _fingerprint(value, FINGERPRINT_DEPTH)
+        return dict(os.environ), values
+
+    def _below_root(self, name: str, module: object) -> bool:
+        """Whether the module's file lies below the rootdir (outside site-packages),
+        remembered per module object: the question comes twice a test."""
+        known = self.modules.get(name)
+        if known is not None and known[0] is module:
+            return known[1]
+        where = getattr(module, "__file__", None) or ""
+        mine = isinstance(where, str) and where.startswith(self.root) \
+            and "site-packages" not in where
+        self.modules[name] = (module, mine)
+        return mine
+
+
+#: How deep :func:`_fingerprint` looks into containers and instances, how many
+#: items of each container it looks into (of all: their identities), and how
+#: much of a string or a buffer (an array) it compares whole: the cost stays
+#: bounded per value, whatever the suite's modules hold.
+FINGERPRINT_DEPTH: Final = 3
+FINGERPRINT_ITEMS: Final = 4
+FINGERPRINT_TEXT: Final = 256
+FINGERPRINT_BYTES: Final = 1 << 16
+#: Immutable values compared by value.
+_LEAVES: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
+#: An object's identity, as ``id`` gives it but without ``id``'s audit event: the
+#: probe's own audit hook (a Python call) would run for each (5 x the cost).
+_identity: Final = object.__hash__
+_SEQUENCES: Final = (list, tuple, set, frozenset)
+_ITERATE: Final[dict[type, Callable[[Any], Iterator[object]]]] = {
+    list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
+    frozenset: frozenset.__iter__}
+#: Types whose instances are neither containers nor have attributes nor a
+#: buffer: compared by identity, and not looked into as items (asked once: the
+#: exception costs).
+_OPAQUE: set[type] = set()
+
+
+def _fingerprint(value: object, depth: int) -> object:
+    """A comparable summary of ``value`` that changes when the value does, built
+    from builtin operations only: no ``repr``, no ``__eq__``, ``__hash__`` or
+    ``__iter__`` of the suite's classes is called.
+
+    A container carries its identity (rebinding a name to an equal new object
+    counts), its length, the identities of all its items (C speed: an item put
+    in place of another, a number changed in a list, shows) and the summaries
+    of its first items, down to ``depth``; an instance its attributes; a buffer
+    its size and a hash of its bytes.  Not seen: a change inside a mutable item
+    past the first ones or below ``depth`` (the former ``repr``, cut at 2,000
+    characters, missed those past the cut, and cost bpypolyskel's serial pass
+    20 x the plain run: every test module holds lists of vectors)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        if kind is float:
+            # nan != nan would invent a change at every test.
+            return value if value == value else "nan"
+        if (kind is str or kind is bytes) and len(value) > FINGERPRINT_TEXT:  # type: ignore[arg-type]
+            return (kind.__name__, len(value), hash(value))  # type: ignore[arg-type]
+        return (kind.__name__, value)  # 1 == 1.0 == True would hide a change
+    mark: tuple[object, ...] = (kind.__qualname__, _identity(value))
+    if depth <= 0:
+        return mark
+    try:
+        # The identities of all items say whether one was put in place of
+        # another; only the first mutable ones are looked into (an immutable
+        # one changes only by being replaced).
+        if isinstance(value, dict):
+            keys, values = tuple(dict.keys(value)), tuple(dict.values(value))
+            inner = [_fingerprint(v, depth - 1) for v in values
+                     if type(v) not in _LEAVES and type(v) not in _OPAQUE]
+            return (*mark, len(keys), hash((*map(_identity, keys), *map(_identity, values))),
+                    tuple(inner[:FINGERPRINT_ITEMS]))
+        if kind in _SEQUENCES or isinstance(value, _SEQUENCES):
+            # The builtin type's own iteration: a subclass's __iter__ is the suite's code.
+            items = tuple(_ITERATE[kind](value) if kind in _ITERATE else
+                          next(it for t, it in _ITERATE.items() if isinstance(value, t))(value))
+            inner = []
+            for v in items:
+                if type(v) not in _LEAVES and type(v) not in _OPAQUE:
+                    inner.append(_fingerprint(v, depth - 1))
+                    if len(inner) == FINGERPRINT_ITEMS:
+                        break
+            return (*mark, len(items), hash(tuple(map(_identity, items))), tuple(inner))
+        if kind.__dictoffset__:
+            attrs = object.__getattribute__(value, "__dict__")
+            if isinstance(attrs, dict):
+                # Its attributes as a level of their own: ``module.thing.x = 1`` and
+                # ``module.things[0].x = 1`` show.
+                return (*mark, _fingerprint(attrs, depth))
+        if kind in _OPAQUE:
+            return mark
+        try:
+            view = memoryview(value)  # type: ignore[arg-type]
+        except TypeError:
+            _OPAQUE.add(kind)
+            return mark
+        with view:
+            if view.nbytes <= FINGERPRINT_BYTES:
+                return (*mark, view.nbytes, hash(view.tobytes()))
+            return (*mark, view.nbytes)
+    except Exception:  # a value that refuses to be looked into: its identity
+        return mark
+
+
+def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
+           writing: int) -> None:
+    """Run probes for the finder, each in a child forked from this collected
+    process, which runs no test itself: a probe costs a fork, not a pytest start
+    and a collection.  One JSON request per line on ``reading``: ``{"runs":
+    [...], "limit": seconds}``, each run ``{"ids", "out", "trace", "barrier",
+    "alone", "alone_limit"}``; the runs of one request start at once (two tests
+    overlapped at a start line) and ``{"done": ...}`` answers when all ended (a
+    run past the limit is killed).  A child is as fresh as a new process: the
+    modules were imported by the collection, no fixture was set up."""
+    by_id: dict[str, pytest.Item] = {}
+    for item in session.items:
+        by_id.setdefault(item.nodeid, item)
+    with os.fdopen(reading, "rb") as requests:
+        for line in requests:
+            request = json.loads(line)
+            end = time.monotonic() + float(request["limit"])
+            children: list[int] = []
+            for run in request["runs"]:
+                items = [by_id[n] for n in run["ids"] if n in by_id]
+                reporter.out = Path(run["out"])
+                if run.get("alone"):
+                    _serial_with_alone(session, reporter, set(run["alone"]),
+                                       float(run["alone_limit"]), items, run.get("rules"))
+                    continue
+                if run.get("lane"):
+                    _serial_in_lanes(session, reporter, set(run["lane"]), items, end)
+                    continue
+                children.append(_fork_run(session, reporter, items, run))
+            killed = False
+            for child in children:
+                while not os.waitpid(child, os.WNOHANG)[0]:
+                    if time.monotonic() > end:
+                        os.kill(child, signal.SIGKILL)
+                        os.waitpid(child, 0)
+                        killed = True
+                        break
+                    time.sleep(0.002)
+            os.write(writing, (json.dumps({"done": True, "killed": killed}) + "\n").encode())
+
+
+def _run_lane(items: list[pytest.Item], nexts: dict[int, int | None], orders_r: int,
+              answers_w: int) -> None:
+    """One lane of :func:`_serial_in_lanes`: each test the parent orders, then "d"."""
+    runner = items[0].config.pluginmanager.get_plugin(DRIVER_NAME)
+    if runner is not None and hasattr(runner, "run"):
+        runner.run = None  # prerequisites run in the other lane
+    with os.fdopen(orders_r, "rb") as orders:
+        for line in orders:
+            k = int(line)
+            following = nexts[k]
+            nextitem = items[following] if following is not None else None
+            items[k].config.hook.pytest_runtest_protocol(item=items[k], nextitem=nextitem)
+            os.write(answers_w, b"d")
+
+
+def _end_child(body: Callable[[], None]) -> NoReturn:
+    """Run ``body`` in a forked child, then end the child: it never returns into
+    pytest (status 1 when ``body`` raised), its output flushed first."""
+    code = 0
+    try:
+        body()
+    except BaseException:
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _fork_run(session: pytest.Session, reporter: ProbeReporter, items: list[pytest.Item],
+              run: dict[str, Any]) -> int:
+    """``items`` in order, in a child; its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        return child
+
+    def run_items() -> None:
+        reporter.barrier = run.get("barrier")
+        if run.get("trace") and not reporter.tracing:
+            reporter.tracing = True
+            sys.addaudithook(reporter._audit)
+        for i, item in enumerate(items):
+            nextitem = items[i + 1] if i + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail or session.shouldstop:
+                break
+
+    _end_child(run_items)
+
+
+#: At most this many tests run alone in one fresh process (a batch; the
+#: child's exit status counts the verdicts it gave).
+BATCH_MAX: Final = 64
+
+
+def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: set[str],
+                       limit: float, items: list[pytest.Item],
+                       rules: dict[str, Any] | None = None) -> None:
+    """The serial run of ``items`` in a child; before each test of ``names``, that
+    test alone in another child forked from this process (which runs no test
+    itself), or with the tests of ``names`` after it as one batch (see
+    :func:`_batch`) when ``rules`` give their serial outcomes."""
+    asks_r, asks_w = os.pipe()
+    go_r, go_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:  # the serial run
+        os.close(asks_r)
+        os.close(go_w)
+
+        def run_serially() -> None:
+            for i, item in enumerate(items):
+                if item.nodeid in names:
+                    os.write(asks_w, f"{i}\n".encode())
+                    if os.read(go_r, 1) != b"g":
+                        break
+                nextitem = items[i + 1] if i + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                if session.shouldfail or session.shouldstop:
+                    break
+
+        _end_child(run_serially)
+    os.close(asks_w)
+    os.close(go_r)
+    members = [k for k, item in enumerate(items) if item.nodeid in names]
+    done: set[int] = set()
+    try:
+        with os.fdopen(asks_r, "rb") as asks:
+            for line in asks:
+                at = int(line)
+                if at not in done:
+                    batch = _batch(items, members, at, done, rules)
+                    count = _alone([items[k] for k in batch], reporter, limit, rules)
+                    if count == 0:  # stopped or broken: its first test alone, at once
+                        count = _alone([items[at]], reporter, limit, rules)
+                    done.update(batch[:max(1, count)])
+                os.write(go_w, b"g")
+    finally:
+        os.close(go_w)
+        os.waitpid(child, 0)
+
+
+def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set[str],
+                     items: list[pytest.Item], end: float) -> None:
+    """``items`` in the serial order, taking turns in two processes forked from this
+    one: the tests of ``lane`` in one, the others in the other (each tears down
+    toward its own next test, as a worker does).  Whether a dependent needs
+    only some of its prerequisites in its process: those go into its lane,
+    the rest run in the other one, their files in place.  Every wait ends by
+    ``end`` (a process that does not answer is killed)."""
+    mine = [[k for k, it in enumerate(items) if (it.nodeid in lane) == (side == 1)]
+            for side in (0, 1)]
+    pipes = [(os.pipe(), os.pipe()) for _ in mine]  # (orders, answers) per lane
+    children: list[int] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for side, own in enumerate(mine):
+        child = os.fork()
+        if child == 0:
+            (orders_r, _), (_, answers_w) = pipes[side]
+            for fd in {fd for pair in pipes for ends in pair for fd in ends} - {orders_r,
+                                                                              answers_w}:
+                os.close(fd)  # the parent's ends and the other lane's: EOF reaches it
+            nexts = dict(zip(own, [*own[1:], None], strict=True))
+            _end_child(functools.partial(_run_lane, items, nexts, orders_r, answers_w))
+        children.append(child)
+    for (orders_r, _), (_, answers_w) in pipes:
+        os.close(orders_r)
+        os.close(answers_w)
+    try:
+        for k, item in enumerate(items):
+            (_, orders_w), (answers_r, _) = pipes[1 if item.nodeid in lane else 0]
+            os.write(orders_w, f"{k}\n".encode())
+            left = end - time.monotonic()
+            ready = select.select([answers_r], [], [], max(0.0, left))[0] if left > 0 else []
+            if not ready or os.read(answers_r, 1) != b"d":
+                break  # past its time, or the lane died: the rest is not run
+    finally:
+        for (_, orders_w), (answers_r, _) in pipes:
+            os.close(orders_w)
+            os.close(answers_r)
+        for child in children:
+            while not os.waitpid(child, os.WNOHANG)[0]:
+                if time.monotonic() > end:
+                    os.kill(child, signal.SIGKILL)
+                    os.waitpid(child, 0)
+                    break
+                time.sleep(0.002)
+
+
+def _batch(items: list[pytest.Item], members: list[int], at: int, done: set[int],
+           rules: dict[str, Any] | None) -> list[int]:
+    """The tests (positions in ``items``) to run in one fresh process at the
+    serial position ``at``: the test there, then later tests of ``members`` not
+    checked yet, in serial order.
+
+    A test joins the batch only if none of its declared prerequisites
+    (transitively: ``rules["prerequisites"]``) is in it, and no test before it in
+    the batch changed the process's state in the serial pass
+    (``rules["stateful"]`` ends a batch).  So what a joining test finds in its
+    process is what the fresh process had plus what tests that are not its
+    prerequisites and changed no state left: a dependence on its prerequisites'
+    process cannot be masked.  Its files are those before the batch's first
+    test (the serial run's tests between are not run here): a test that then
+    fails is not judged; its verdict is taken anew as the first of a batch at
+    its own place (see :func:`_alone`).  The first test is run as it would be
+    alone."""
+    if rules is None:
+        return [at]
+    prerequisites: dict[str, list[str]] = rules.get("prerequisites", {})
+    stateful = set(rules.get("stateful", ()))
+    batch = [at]
+    ids = {items[at].nodeid}
+    if items[at].nodeid in stateful:
+        return batch
+    for k in members:
+        if k <= at or k in done:
+            continue
+        if len(batch) >= BATCH_MAX:
+            break
+        nid = items[k].nodeid
+        if ids.intersection(prerequisites.get(nid, ())):
+            continue
+        batch.append(k)
+        ids.add(nid)
+        if nid in stateful:
+            break
+    return batch
+
+
+def _alone(batch: list[pytest.Item], reporter: ProbeReporter, limit: float,
+           rules: dict[str, Any] | None) -> int:
+    """``batch`` in one child of this (collected, untouched) process, in order:
+    how many of its tests got a verdict.  The first always does; a later one
+    only while each gave its serial outcome (``rules["expect"]``): at the first
+    that does not, the child ends, and that test's verdict is left to a batch
+    of its own.  0: the child was stopped by the time limit (``limit`` a test)
+    or broke; a batch of one stopped by it is recorded as a timeout."""
+    expect: dict[str, str] = (rules or {}).get("expect", {})
+    out = reporter.out
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        count = 0
+        try:
+            # Its prerequisites ran in another process: the serial driver must
+            # not skip it for not having seen them.
+            runner = batch[0].config.pluginmanager.get_plugin(DRIVER_NAME)
+            if runner is not None and hasattr(runner, "run"):
+                runner.run = None
+            reporter.is_alone = True
+            scratch = out.with_name(f"{out.name}.batch-{os.getpid()}")
+            reporter.out = scratch
+            for k, item in enumerate(batch):
+                scratch.unlink(missing_ok=True)
+                nextitem = batch[k + 1] if k + 1 < len(batch) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                record = scratch.read_text(encoding="utf-8") if scratch.exists() else ""
+                got = json.loads(record.splitlines()[-1])["outcome"] if record else "failed"
+                if k > 0 and got != expect.get(item.nodeid, "passed"):
+                    break
+                with out.open("a", encoding="utf-8") as f:
+                    f.write(record)
+                count += 1
+            scratch.unlink(missing_ok=True)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(count)
+    end = time.monotonic() + limit * len(batch)
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            return max(0, os.waitstatus_to_exitcode(status))
+        if time.monotonic() > end:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            if len(batch) > 1:
+                return 0
+            line = {"id": batch[0].nodeid, "outcome": "timeout", "writes": [], "reads": [],
+                    "state": False, "seconds": limit, "alone": True}
+            with out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+            return 1
+        time.sleep(0.002)
+
+
+def _stat(path: str) -> tuple[bool, bool, int, int] | None:
+    """(exists, is a folder, size, time of change), None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    folder = os.path.isdir(path)
+    return True, folder, st.st_size, st.st_mtime_ns
+
+
+def _changed(was: tuple[bool, bool, int, int] | None,
+             now: tuple[bool, bool, int, int] | None) -> bool:
+    if was is None or now is None:
+        return was != now
+    # A folder changes when any entry in it does: only its making or removal counts.
+    return not was[1] and was != now
+
+
+def _wait_at(where: Path, count: int) -> None:
+    (where / str(os.getpid())).touch()
+    end = time.monotonic() + BARRIER_TIMEOUT
+    while len(list(where.iterdir())) < count and time.monotonic() < end:
+        time.sleep(0.002)
+
+
+def _hold(spec: str) -> None:
+    """Wait until the file of ``spec`` exists: a run started (interpreter,
+    conftests, xdist's workers) while the finder still searched, collecting
+    only once the findings it reads are written.  The wait lasts as long as
+    the finder does: it starts the run and stops it on every exit; a finder
+    killed outright ends the wait (and this process) here."""
+    where, _, pid = spec.rpartition("|")
+    go = Path(where)
+    while not go.exists():
+        try:
+            os.kill(int(pid), 0)
+        except OSError:
+            os._exit(1)
+        time.sleep(0.02)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    out = os.environ.get(OUT)
+    if out is None:
+        return
+    # A probe writes none of what a normal run leaves behind.
+    # Nor a stall report: the finder bounds every probe itself.
+    for name, value in (("dag_store_durations", False), ("xmlpath", None),
+                        ("dag_stall_report", "0")):
+        if hasattr(config.option, name):
+            setattr(config.option, name, value)
+    config.pluginmanager.register(ProbeReporter(config, Path(out)), "dagorder-probe")

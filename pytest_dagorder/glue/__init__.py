@@ -1,1 +1,0 @@
-"""The pytest glue: markers, settings, planning and reports turned into core values."""

@@ -1,0 +1,1 @@
+"""The plugin's options, ini keys and markers, and the sentences that name them."""
