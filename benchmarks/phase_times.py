@@ -51,8 +51,11 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_dagorder.core import graph
-    from pytest_dagorder.distributed import payload, scheduling, wire
-    from pytest_dagorder.glue import decide, declarations, planning
+    from pytest_dagorder.deciding import decide
+    from pytest_dagorder.declaring import declarations
+    from pytest_dagorder.drivers.distributed import scheduling, wire
+    from pytest_dagorder.drivers.distributed import worker_facts as payload
+    from pytest_dagorder.planning import plan as planning
 
     for name in ("collect_plan", "make_plan", "resolve_items", "read_needs",
                  "fill_locations", "_collection_order"):

@@ -21,11 +21,11 @@ from .core.errors import (
     SelfDependencyError,
     UnknownDependencyError,
 )
-from .glue.loading import load as _load
+from .shims.late_loading import load as _load
 
 if TYPE_CHECKING:
-    from .glue.dag_fixture import Dag
-    from .glue.markers import depends_on, run_after
+    from .live_run.dag_fixture import Dag
+    from .options.markers import depends_on, run_after
     from .runners.dag_executor import DagExecutor, PrerequisiteFailed
     from .runners.dag_scheduler import DagScheduler, Task, TaskResult
 
@@ -48,9 +48,9 @@ __all__ = [
 
 #: Names loaded on first use, by the module that has them.
 _LAZY = {
-    "depends_on": "glue.markers",
-    "run_after": "glue.markers",
-    "Dag": "glue.dag_fixture",
+    "depends_on": "options.markers",
+    "run_after": "options.markers",
+    "Dag": "live_run.dag_fixture",
     "DagScheduler": "runners.dag_scheduler",
     "Task": "runners.dag_scheduler",
     "TaskResult": "runners.dag_scheduler",

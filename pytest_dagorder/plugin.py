@@ -3,11 +3,11 @@
 Hooks only; nothing imports this module.  One driver is registered per
 process:
 
-* an xdist worker gets :class:`~pytest_dagorder.distributed.worker.DagWorker` (ships the
+* an xdist worker gets :class:`~pytest_dagorder.drivers.distributed.worker.DagWorker` (ships the
   plan; hosts the hidden barrier items only if the suite declares something,
   decided after its collection), decided at configure, where
   ``config.workerinput`` tells;
-* an xdist controller gets :class:`~pytest_dagorder.distributed.controller.DagController`
+* an xdist controller gets :class:`~pytest_dagorder.drivers.distributed.controller.DagController`
   (schedules through the core), and any other process
   :class:`~pytest_dagorder.drivers.serial.SerialRunner` (reorders and skips
   in-process), decided at session start, once xdist's own configure has
@@ -27,35 +27,44 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .glue.internals import assertion_rewriting_paused, barriers_blocker, collect_all_under_lf
+from .shims.pytest_internals import (
+    assertion_rewriting_paused,
+    barriers_blocker,
+    collect_all_under_lf,
+)
 
 # The package's modules load as plain Python: pytest would rewrite their
 # asserts, at a cost to every process's start (see assertion_rewriting_paused).
 # Only what every process needs loads here; each driver, the migration
-# readers and the renderers load when first used (glue/loading.py, under the
+# readers and the renderers load when first used (shims/late_loading.py, under the
 # same pause), so a process pays only for the parts its run uses.
 with assertion_rewriting_paused():
     from . import migration
-    from .glue import settings, visual_options
-    from .glue.loading import Later
-    from .glue.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER, SHARES_NOTHING
-    from .glue.settings import DRIVER_NAME
+    from .live_run import visual_options
+    from .options import settings
+    from .options.markers import DEPENDS_ON, EXCLUSIVE, RESOURCE, RUN_AFTER, SHARES_NOTHING
+    from .options.settings import DRIVER_NAME
+    from .shims.late_loading import Later
 
 if TYPE_CHECKING:
-    from .distributed import controller, worker, xdist_internals
-    from .drivers import find_missing, serial
-    from .glue import dag_fixture, durations, edges_file, sharding
-    from .glue.dag_fixture import Dag
+    from .declaring import edges_file
+    from .drivers import serial
+    from .drivers.distributed import controller, worker
+    from .features import durations, sharding
+    from .finder import find_missing
+    from .live_run import dag_fixture
+    from .live_run.dag_fixture import Dag
+    from .shims import xdist_internals
 else:
-    controller = Later("pytest_dagorder.distributed.controller")
-    worker = Later("pytest_dagorder.distributed.worker")
-    xdist_internals = Later("pytest_dagorder.distributed.xdist_internals")
-    find_missing = Later("pytest_dagorder.drivers.find_missing")
+    controller = Later("pytest_dagorder.drivers.distributed.controller")
+    worker = Later("pytest_dagorder.drivers.distributed.worker")
+    xdist_internals = Later("pytest_dagorder.shims.xdist_internals")
+    find_missing = Later("pytest_dagorder.finder.find_missing")
     serial = Later("pytest_dagorder.drivers.serial")
-    dag_fixture = Later("pytest_dagorder.glue.dag_fixture")
-    durations = Later("pytest_dagorder.glue.durations")
-    edges_file = Later("pytest_dagorder.glue.edges_file")
-    sharding = Later("pytest_dagorder.glue.sharding")
+    dag_fixture = Later("pytest_dagorder.live_run.dag_fixture")
+    durations = Later("pytest_dagorder.features.durations")
+    edges_file = Later("pytest_dagorder.declaring.edges_file")
+    sharding = Later("pytest_dagorder.features.sharding")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -194,7 +203,7 @@ def _xdist_controller_active(config: pytest.Config) -> bool:
 
 def _durations_configure(config: pytest.Config) -> None:
     """A durations file or a shard: refuse to overwrite a file not read whole, take
-    the split's durations (see glue/durations.py), let ``--lf`` collect everything."""
+    the split's durations (see features/durations.py), let ``--lf`` collect everything."""
     if settings.settings_of(config).shard is not None and config.getoption("lf", False):
         collect_all_under_lf(config)
     if hasattr(config, "workerinput"):

@@ -12,7 +12,7 @@ from support.dagtester import DAG_MODES, MODES, SETUP, SETUP_KEYWORDS, DagTester
 if TYPE_CHECKING:
     from support.xdist_fakes import Harness, Recorder
 
-    from pytest_dagorder.glue.facts import Facts
+    from pytest_dagorder.planning.facts import Facts
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,9 +1,9 @@
-"""Which class and module scopes no test is left for (distributed/closing.py)."""
+"""Which class and module scopes no test is left for (drivers/distributed/closing.py)."""
 
 from __future__ import annotations
 
 from pytest_dagorder.core.states import State
-from pytest_dagorder.distributed.closing import OpenScopes
+from pytest_dagorder.drivers.distributed.closing import OpenScopes
 
 W, R, RUN, P = State.WAITING, State.READY, State.RUNNING, State.PASSED
 

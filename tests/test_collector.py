@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from support.dagtester import DagTester
 
-from pytest_dagorder.glue.memory import UntilTestsBegin
+from pytest_dagorder.shims.collector_pause import UntilTestsBegin
 
 TIMEOUT = 120
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_dagorder.glue.decide import decide
-from pytest_dagorder.glue.facts import Facts
-from pytest_dagorder.glue.settings import Settings
+from pytest_dagorder.deciding.decide import decide
+from pytest_dagorder.options.settings import Settings
+from pytest_dagorder.planning.facts import Facts
 
 MODULE = "test_m.py"
 

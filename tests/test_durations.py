@@ -142,7 +142,7 @@ def test_a_damaged_record_is_ignored(dagtester: DagTester, junk: object) -> None
 
 
 def test_only_finite_non_negative_numbers_under_string_keys_are_kept() -> None:
-    from pytest_dagorder.glue.durations import _sound
+    from pytest_dagorder.features.durations import _sound
 
     raw = {"a": 1, "b": 0.5, "c": True, "d": float("nan"), "e": float("inf"), "f": -0.1,
            "g": "1", "h": None, "i": 0, "j": [1], 1: 2.0, "k": 10**400, "l": 1e300}

@@ -14,7 +14,7 @@ import pytest
 from helpers import make_modules, read_log
 from support.dagtester import DagTester
 
-from pytest_dagorder.glue.dag_run import short_names
+from pytest_dagorder.live_run.dag_run import short_names
 
 TIMEOUT = 120.0
 
@@ -391,7 +391,7 @@ def test_the_plugin_loaded_plain():
     assert any(isinstance(f, AssertionRewritingHook) for f in sys.meta_path)
     loaded = {n: m for n, m in sys.modules.items() if n.startswith("pytest_dagorder.")}
     # Loaded on demand, once the hook was back: the driver of this process, the graph.
-    driver = ("pytest_dagorder.distributed.worker" if "PYTEST_XDIST_WORKER" in os.environ
+    driver = ("pytest_dagorder.drivers.distributed.worker" if "PYTEST_XDIST_WORKER" in os.environ
               else "pytest_dagorder.drivers.serial")
     assert driver in loaded and "pytest_dagorder.core.graph" in loaded
     rewritten = {n for n, m in loaded.items() if isinstance(m.__loader__, AssertionRewritingHook)}
@@ -422,8 +422,8 @@ def pytest_terminal_summary(terminalreporter):
 #: rewritten, as any plugin's modules are).
 EARLY = """
 EARLY = {"pytest_dagorder.plugin", "pytest_dagorder.core", "pytest_dagorder.core.errors",
-         "pytest_dagorder.glue", "pytest_dagorder.glue.internals",
-         "pytest_dagorder.glue.loading"}
+         "pytest_dagorder.glue", "pytest_dagorder.shims.pytest_internals",
+         "pytest_dagorder.shims.late_loading"}
 """
 
 

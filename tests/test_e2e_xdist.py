@@ -638,9 +638,9 @@ def test_a_worker_of_another_plugin_version_is_a_usage_error(
         import os
 
         if os.environ.get("PYTEST_XDIST_WORKER"):
-            import pytest_dagorder.distributed.wire
+            import pytest_dagorder.drivers.distributed.wire
 
-            pytest_dagorder.distributed.wire.__version__ = "0.0.1"
+            pytest_dagorder.drivers.distributed.wire.__version__ = "0.0.1"
     """)
     make_modules(pytester, test_x="""
         def test_a():

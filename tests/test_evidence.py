@@ -1,4 +1,4 @@
-"""glue/evidence.py and the edges file's verdicts and groups: which declared edges
+"""declaring/evidence.py and the edges file's verdicts and groups: which declared edges
 valid evidence lifts, what voids it, and how the file's groups join a test's own
 ``xdist_group``."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_dagorder.glue import edges_file, evidence
-from pytest_dagorder.glue.decide import note_lines
-from pytest_dagorder.glue.edges_file import FileEdge, _groups
+from pytest_dagorder.deciding.decide import note_lines
+from pytest_dagorder.declaring import edges_file, evidence
+from pytest_dagorder.declaring.edges_file import FileEdge, _groups
 
 
 def suite(root: Path) -> tuple[list[str], list[tuple[int, ...]]]:
@@ -80,7 +80,7 @@ def test_newer_verdicts_replace_older_ones_on_the_same_edge(tmp_path: Path) -> N
 
 
 def test_the_header_carries_the_evidence_line() -> None:
-    from pytest_dagorder.glue.facts import Facts
+    from pytest_dagorder.planning.facts import Facts
 
     facts = Facts(["a", "b"], [None, None], [None, None], [None, None],
                   evidence=("e.json", 3, 5, 1, ()))
@@ -90,8 +90,8 @@ def test_the_header_carries_the_evidence_line() -> None:
 
 
 def test_lifted_positions_cross_the_wire_and_follow_a_reorder() -> None:
-    from pytest_dagorder.distributed import wire
-    from pytest_dagorder.glue.facts import Facts
+    from pytest_dagorder.drivers.distributed import wire
+    from pytest_dagorder.planning.facts import Facts
 
     facts = Facts(["a", "b", "c"], [None] * 3, [None] * 3, [None] * 3, graph=True,
                   requires=[(), (0,), (1,)], lifted=((0, 1),),

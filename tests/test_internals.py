@@ -1,6 +1,6 @@
 """Each pytest / pluggy / xdist internal the plugin touches, taken away: the fallback.
 
-``pytest_dagorder.glue.internals`` looks every internal up by the names in its
+``pytest_dagorder.shims.pytest_internals`` looks every internal up by the names in its
 module constants and checks it is there before relying on it.  Each test
 here takes one away, either for real (the attribute replaced by one of
 another shape, where pytest itself does not need it) or by renaming the
@@ -26,10 +26,10 @@ import pytest
 from helpers import assert_after, base_args
 from support.dagtester import DagTester
 
-from pytest_dagorder.distributed import xdist_internals
-from pytest_dagorder.distributed.exit_forwarding import ExitForwarder
-from pytest_dagorder.glue import internals
+from pytest_dagorder.drivers.distributed.exit_forwarding import ExitForwarder
 from pytest_dagorder.migration import runtime, takeover
+from pytest_dagorder.shims import pytest_internals as internals
+from pytest_dagorder.shims import xdist_internals
 
 TIMEOUT = 120.0
 
@@ -68,7 +68,7 @@ A_FAILS = """
 
 
 #: The first line of the conftest.py :func:`rename_internals` writes.
-RENAMES = "import pytest_dagorder.glue.internals as internals"
+RENAMES = "import pytest_dagorder.shims.pytest_internals as internals"
 
 
 def rename_internals(dagtester: DagTester, **names: object) -> None:
@@ -119,7 +119,7 @@ def test_the_plugin_loads_and_runs_when_the_rewriter_moved(dagtester: DagTester)
     dagtester.modules(test_m=CHAIN)
     code = textwrap.dedent(f"""\
         import sys
-        import pytest_dagorder.glue.internals as internals
+        import pytest_dagorder.shims.pytest_internals as internals
         internals.REWRITE_MODULE = "_pytest.assertion.gone"
         import pytest
         sys.exit(pytest.main({[*base_args(), "-p", "no:xdist", "-q"]!r}))

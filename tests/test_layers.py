@@ -120,7 +120,7 @@ def test_the_standalone_runner_imports_without_pytest() -> None:
 
 
 def test_the_decorators_still_come_from_the_package_top() -> None:
-    code = ("import pytest_dagorder, pytest_dagorder.glue.markers as m; "
+    code = ("import pytest_dagorder, pytest_dagorder.options.markers as m; "
             "assert pytest_dagorder.depends_on is m.depends_on; "
             "from pytest_dagorder import run_after; assert run_after is m.run_after")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -176,7 +176,7 @@ def test_the_check_lets_the_dag_s_words_pass(text: str) -> None:
 def test_the_package_loads_its_own_modules_late_only_through_the_loader() -> None:
     """No module of the package is imported inside a function (the loader's own pause aside).
 
-    What a run may not need loads through ``glue/loading.py``: named there
+    What a run may not need loads through ``shims/late_loading.py``: named there
     with the run that needs it, and loaded as plain Python.
     """
     inner = []
@@ -190,11 +190,11 @@ def test_the_package_loads_its_own_modules_late_only_through_the_loader() -> Non
                         isinstance(node, ast.Import) and any(
                             a.name.startswith("pytest_dagorder") for a in node.names)):
                     inner.append(f"{name}:{node.lineno} in {func.name}")
-    assert [site for site in inner if not site.startswith("glue.loading:")] == []
+    assert [site for site in inner if not site.startswith("shims.late_loading:")] == []
 
 
 def test_every_module_loaded_late_exists_and_is_named_with_its_reason() -> None:
-    from pytest_dagorder.glue.loading import LATE, Later
+    from pytest_dagorder.shims.late_loading import LATE, Later
 
     for name, why in LATE.items():
         assert why and importlib.util.find_spec(name) is not None, name
@@ -204,9 +204,9 @@ def test_every_module_loaded_late_exists_and_is_named_with_its_reason() -> None:
 
 def test_a_module_loaded_late_loads_on_its_first_public_name_only() -> None:
     """pytest reads a plugin module's every global, private names too: that loads nothing."""
-    code = ("import sys; from pytest_dagorder.glue.loading import Later; "
-            "m = Later('pytest_dagorder.glue.edges_file'); "
+    code = ("import sys; from pytest_dagorder.shims.late_loading import Later; "
+            "m = Later('pytest_dagorder.declaring.edges_file'); "
             "assert getattr(m, '_pytestfixturefunction', None) is None; "
-            "assert 'pytest_dagorder.glue.edges_file' not in sys.modules; "
-            "m.apply; assert 'pytest_dagorder.glue.edges_file' in sys.modules")
+            "assert 'pytest_dagorder.declaring.edges_file' not in sys.modules; "
+            "m.apply; assert 'pytest_dagorder.declaring.edges_file' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -13,7 +13,7 @@ import gc
 
 import pytest
 
-from pytest_dagorder.glue.internals import fill_locations
+from pytest_dagorder.shims.pytest_internals import fill_locations
 
 SHARED = """
 def test_imported():

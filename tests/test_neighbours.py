@@ -23,7 +23,7 @@ import pytest
 from helpers import A_THEN_B, assert_after
 from support.dagtester import DagTester
 
-from pytest_dagorder.distributed.barrier import BARRIER_NAME
+from pytest_dagorder.drivers.distributed.barrier import BARRIER_NAME
 
 
 def needs(module: str, dist: str) -> pytest.MarkDecorator:

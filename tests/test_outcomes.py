@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dagorder.glue.outcome_tracker import CAUSE_WIDTH, RERUN, OutcomeTracker
+from pytest_dagorder.live_run.outcome_tracker import CAUSE_WIDTH, RERUN, OutcomeTracker
 
 PHASES = ("setup", "call", "teardown")
 OUTCOMES = ("passed", "failed", "skipped", RERUN)

@@ -27,11 +27,11 @@ from support.xdist_fakes import (
     make_facts,
 )
 
-from pytest_dagorder.distributed import wire
-from pytest_dagorder.distributed.controller import DagController, XdistUnlessDeclared
-from pytest_dagorder.distributed.dispatch import PLAIN_DEPTH
-from pytest_dagorder.glue.decide import decide, plain_run
-from pytest_dagorder.glue.settings import Settings
+from pytest_dagorder.deciding.decide import decide, plain_run
+from pytest_dagorder.drivers.distributed import wire
+from pytest_dagorder.drivers.distributed.controller import DagController, XdistUnlessDeclared
+from pytest_dagorder.drivers.distributed.dispatch import PLAIN_DEPTH
+from pytest_dagorder.options.settings import Settings
 
 TIMEOUT = 120
 
@@ -282,20 +282,20 @@ def pytest_unconfigure(config):
 #: What no process of a run that declares nothing needs: the renderers, the
 #: foreign plugins' readers, the thread-pool runners (a name ending in "."
 #: stands for its package's modules).
-UNUSED = ("pytest_dagorder.render.", "pytest_dagorder.glue.visual", "pytest_dagorder.runners.",
+UNUSED = ("pytest_dagorder.render.", "pytest_dagorder.live_run.visual", "pytest_dagorder.runners.",
           "pytest_dagorder.migration.depends", "pytest_dagorder.migration.dependency",
           "pytest_dagorder.migration.order", "pytest_dagorder.migration.sorting",
-          "pytest_dagorder.drivers.find_missing", "pytest_dagorder.drivers.probe_plugin",
-          "pytest_dagorder.glue.edges_file", "pytest_dagorder.core.missing")
+          "pytest_dagorder.finder.find_missing", "pytest_dagorder.finder.probe_plugin",
+          "pytest_dagorder.declaring.edges_file", "pytest_dagorder.core.missing")
 #: ... nor, serially, the core's run, the affinity groups or the shards.
 UNUSED_SERIALLY = ("pytest_dagorder.core.state_machine", "pytest_dagorder.core.shards",
-                   "pytest_dagorder.glue.dag_run", "pytest_dagorder.glue.sharding",
+                   "pytest_dagorder.live_run.dag_run", "pytest_dagorder.features.sharding",
                    "pytest_dagorder.core.affinity")
 #: xdist's controller and worker sides (the probe whether a DSession runs excepted).
-DISTRIBUTED = "pytest_dagorder.distributed."
-PROBE_OF_XDIST = "pytest_dagorder.distributed.xdist_internals"
-#: What only an xdist worker runs, besides its plugin (distributed/worker.py).
-WORKER_PARTS = tuple(f"pytest_dagorder.distributed.{name}" for name in (
+DISTRIBUTED = "pytest_dagorder.drivers.distributed."
+PROBE_OF_XDIST = "pytest_dagorder.shims.xdist_internals"
+#: What only an xdist worker runs, besides its plugin (drivers/distributed/worker.py).
+WORKER_PARTS = tuple(f"pytest_dagorder.drivers.distributed.{name}" for name in (
     "barrier", "shipping", "sent_ahead", "exit_forwarding"))
 
 
@@ -331,14 +331,14 @@ def test_under_xdist_the_controller_and_the_workers_load_only_their_side(
     found = loaded_modules(dagtester)
     assert sorted(found) == ["gw0", "gw1", "main"]
     controller = found.pop("main")
-    assert "pytest_dagorder.distributed.controller" in controller
+    assert "pytest_dagorder.drivers.distributed.controller" in controller
     assert unneeded(controller, *UNUSED, "pytest_dagorder.drivers.",
-                    "pytest_dagorder.distributed.worker", *WORKER_PARTS) == []
+                    "pytest_dagorder.drivers.distributed.worker", *WORKER_PARTS) == []
     for modules in found.values():
-        assert "pytest_dagorder.distributed.worker" in modules
+        assert "pytest_dagorder.drivers.distributed.worker" in modules
         assert unneeded(modules, *UNUSED, "pytest_dagorder.drivers.",
-                        "pytest_dagorder.distributed.controller",
-                        "pytest_dagorder.distributed.scheduling") == []
+                        "pytest_dagorder.drivers.distributed.controller",
+                        "pytest_dagorder.drivers.distributed.scheduling") == []
 
 
 # -- installed is not opted in: xdist schedules a suite that declares nothing -------------
@@ -483,10 +483,10 @@ def test_a_controller_left_to_xdist_loads_no_scheduler_of_its_own(
         dagtester: DagTester) -> None:
     found = loaded_modules(dagtester)
     controller = found.pop("main")
-    assert "pytest_dagorder.distributed.controller" in controller
-    assert unneeded(controller, "pytest_dagorder.distributed.scheduling",
-                    "pytest_dagorder.distributed.dispatch",
-                    "pytest_dagorder.glue.planning") == []
+    assert "pytest_dagorder.drivers.distributed.controller" in controller
+    assert unneeded(controller, "pytest_dagorder.drivers.distributed.scheduling",
+                    "pytest_dagorder.drivers.distributed.dispatch",
+                    "pytest_dagorder.planning.plan") == []
 
 
 class FakeDSession:

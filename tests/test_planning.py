@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 from helpers import runpytest
 
-from pytest_dagorder.glue import dag_run
-from pytest_dagorder.glue.planning import Plan, Resolved
+from pytest_dagorder.live_run import dag_run
+from pytest_dagorder.planning.plan import Plan, Resolved
 
 
 @pytest.mark.parametrize("kind", [Plan, Resolved])

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from pytest_dagorder.drivers import probe_plugin
+from pytest_dagorder.finder import probe_plugin
 
 SUITE = """
     class Loud:

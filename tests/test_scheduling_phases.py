@@ -19,8 +19,8 @@ from support.xdist_fakes import (
     nodeid,
 )
 
-from pytest_dagorder.distributed import wire
-from pytest_dagorder.distributed.scheduling import (
+from pytest_dagorder.drivers.distributed import wire
+from pytest_dagorder.drivers.distributed.scheduling import (
     NEXT,
     Aborted,
     Announced,

@@ -18,11 +18,11 @@ from pytest_dagorder.core.shards import (
     parse_spec,
     partition,
 )
-from pytest_dagorder.distributed import wire
-from pytest_dagorder.glue.decide import decide
-from pytest_dagorder.glue.durations import Suite, merged, read_file, write_file
-from pytest_dagorder.glue.facts import Facts
-from pytest_dagorder.glue.settings import Settings
+from pytest_dagorder.deciding.decide import decide
+from pytest_dagorder.drivers.distributed import wire
+from pytest_dagorder.features.durations import Suite, merged, read_file, write_file
+from pytest_dagorder.options.settings import Settings
+from pytest_dagorder.planning.facts import Facts
 
 # -- the K/N value -----------------------------------------------------------------
 

@@ -178,6 +178,6 @@ def test_the_serial_report_says_true_and_leaves_its_own_frames_out(
     assert "said once" not in err, err
     assert "said again only after another test reports" in err, err
     assert "dagorder-stall-watch" not in err and "in _watch" not in err, err
-    assert "glue/stall.py" not in err.replace("\\", "/"), err
+    assert "features/stall.py" not in err.replace("\\", "/"), err
     assert f'test_m.py", line {stuck_line(dagtester)} in test_stuck' in err
 

@@ -2,7 +2,7 @@
 
 The texts about the graph come from ``pytest_dagorder.core.wording``, and those
 that name pytest's options, xdist or another plugin from the layers that say them
-(``glue/wording.py``, ``distributed/wording.py``, ``migration/wording.py``); a
+(``options/wording.py``, ``drivers/distributed/wording.py``, ``declaring/foreign_wording.py``); a
 change to one of them shows here first, next to the sentence users saw before.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 
 from pytest_dagorder.core import wording
-from pytest_dagorder.distributed import wording as xdist_wording
-from pytest_dagorder.glue import wording as glue_wording
-from pytest_dagorder.migration import wording as migration_wording
+from pytest_dagorder.declaring import foreign_wording as migration_wording
+from pytest_dagorder.drivers.distributed import wording as xdist_wording
+from pytest_dagorder.options import wording as glue_wording
 
 CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("test_a", "failed"), "prerequisite test_a failed"),

@@ -39,14 +39,14 @@ from support.xdist_fakes import (
 )
 from xdist.scheduler import LoadScheduling
 
-from pytest_dagorder.distributed import wire
-from pytest_dagorder.distributed.controller import (
+from pytest_dagorder.drivers.distributed import wire
+from pytest_dagorder.drivers.distributed.controller import (
     RECEIVE_TIMEOUT,
     DagController,
     GuardedScheduling,
 )
-from pytest_dagorder.distributed.dispatch import SHORT_TEST
-from pytest_dagorder.glue.facts import PER_TEST_FIELDS, Census, Facts, location_of
+from pytest_dagorder.drivers.distributed.dispatch import SHORT_TEST
+from pytest_dagorder.planning.facts import PER_TEST_FIELDS, Census, Facts, location_of
 
 CHAIN = {"a": "", "b": "a", "c": "b"}
 AFFINITIES = ["--dag-affinity=module", "--dag-affinity=none"]
@@ -1325,7 +1325,7 @@ def test_no_relay_without_a_dag_user(harness: Any) -> None:
 
 def test_a_dispatch_says_which_module_its_last_test_ends(harness: Any) -> None:
     """Ahead of the dispatch of the last unsent test of a module, its worker is told
-    the module ends with it (see distributed/closing.py); not before."""
+    the module ends with it (see drivers/distributed/closing.py); not before."""
     payload = make_facts({"a": "", "b": "a", "c": ""}, modules={"c": "test_other.py"})
     h, channels = channels_harness(harness, payload)
     h.run(holder(h, "a"), "a")

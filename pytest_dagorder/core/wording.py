@@ -3,8 +3,8 @@ summary, the groups, the shards, published values.
 
 Pure, and about the DAG only: it names no pytest option, no other plugin.
 The sentences that do live with the layer that owns them
-(``glue/wording.py``: pytest's options and fixtures; ``migration/wording.py``:
-pytest-dependency's and pytest-depends' behaviour; ``distributed/wording.py``:
+(``options/wording.py``: pytest's options and fixtures; ``declaring/foreign_wording.py``:
+pytest-dependency's and pytest-depends' behaviour; ``drivers/distributed/wording.py``:
 xdist), so the core, the drivers and the migration layer word a decision
 alike: a test skipped by the controller, by a worker that held it, or by the
 serial runner reads the same.  tests/test_wording.py pins each text; change

@@ -20,23 +20,24 @@ from typing import TYPE_CHECKING, Literal
 
 from ..core import wording
 from ..core.errors import DependencyError
-from . import wording as glue_wording
-from .declarations import Problem
-from .facts import Census, Facts
-from .loading import Later
-from .resources import resources_in_use, unused_limits
-from .settings import AffinityMode, Settings
-from .wording import edges_file_line, xdist_header
+from ..declaring.declarations import Problem
+from ..declaring.resources import resources_in_use, unused_limits
+from ..options import wording as glue_wording
+from ..options.settings import AffinityMode, Settings
+from ..options.wording import edges_file_line, xdist_header
+from ..planning.facts import Census, Facts
+from ..shims.late_loading import Later
 
 if TYPE_CHECKING:
-    import pytest_dagorder.migration.wording as migration_wording
+    import pytest_dagorder.declaring.foreign_wording as migration_wording
 
     from ..core import affinity, bounds, module_runs, published
     from ..core import graph as core_graph
     from ..core.graph import Graph
     from ..core.published import Relay
-    from . import dag_run, evidence
-    from .dag_run import DagRun
+    from ..declaring import evidence
+    from ..live_run import dag_run
+    from ..live_run.dag_run import DagRun
 else:
     # Only for a run that schedules through the core (see loading.py).
     affinity = Later("pytest_dagorder.core.affinity")
@@ -44,9 +45,9 @@ else:
     module_runs = Later("pytest_dagorder.core.module_runs")
     published = Later("pytest_dagorder.core.published")
     core_graph = Later("pytest_dagorder.core.graph")
-    dag_run = Later("pytest_dagorder.glue.dag_run")
-    evidence = Later("pytest_dagorder.glue.evidence")
-    migration_wording = Later("pytest_dagorder.migration.wording")
+    dag_run = Later("pytest_dagorder.live_run.dag_run")
+    evidence = Later("pytest_dagorder.declaring.evidence")
+    migration_wording = Later("pytest_dagorder.declaring.foreign_wording")
 
 #: Which driver the run is for: one process (``serial``) or xdist's workers.
 Driver = Literal["serial", "xdist"]

@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 from ..core import wording
-from .internals import wide_fixtures
-from .loading import Later
-from .markers import DEPENDS_ON, RUN_AFTER
+from ..options.markers import DEPENDS_ON, RUN_AFTER
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import wide_fixtures
 
 if TYPE_CHECKING:
-    import pytest_dagorder.migration.wording as migration_wording
+    import pytest_dagorder.declaring.foreign_wording as migration_wording
 
     from ..core import graph as core_graph
 else:
     core_graph = Later("pytest_dagorder.core.graph")  # only where a cycle may be
     # Only pytest-dependency's reader gives lenient edges: the migration layer is loaded.
-    migration_wording = Later("pytest_dagorder.migration.wording")
+    migration_wording = Later("pytest_dagorder.declaring.foreign_wording")
 
 
 @dataclass

@@ -27,7 +27,7 @@ whole on one worker).
 Entries naming a test this session did not collect are left out, and
 counted.  A file that cannot be read is a usage error, never written over.
 
-A verdict is evidence about a declared edge (``glue/evidence.py`` reads
+A verdict is evidence about a declared edge (``declaring/evidence.py`` reads
 it): whether the test passed in a fresh process after its prerequisites
 ran in another (``separable``), or which probe failed (``probe``: the
 test's id and outcome), with a fingerprint of the files the probe rested on;
@@ -44,7 +44,7 @@ from typing import Any, Final
 
 import pytest
 
-from .markers import RESOURCE, RUN_AFTER
+from ..options.markers import RESOURCE, RUN_AFTER
 
 VERSION: Final = 1
 #: The ``xdist_group`` label prefix of tests the file joins on one worker.

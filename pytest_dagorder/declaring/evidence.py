@@ -3,8 +3,8 @@ showed separable, and whether what it rested on is unchanged.
 
 ``--dag-find-missing`` runs each test that declares a prerequisite in a fresh
 process after its prerequisites ran in another one, their files in place
-(``drivers/find_missing.py``), and writes a verdict per edge into the edges
-file (``glue/edges_file.py``): separable, or the probe that failed.  A verdict
+(``finder/find_missing.py``), and writes a verdict per edge into the edges
+file (``declaring/edges_file.py``): separable, or the probe that failed.  A verdict
 rests on the source of both tests' modules and of every ``conftest.py`` on
 their paths below the rootdir; its fingerprint is a hash of those files.
 Here, at every run that reads the file, an edge is *lifted* (the default no

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from ..options.markers import EXCLUSIVE, RESOURCE
 from .declarations import Problem
-from .markers import EXCLUSIVE, RESOURCE
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ pytest runs ``session.items`` in order, so the plan's stable topological
 order is the schedule; this driver only settles outcomes in the core and
 skips a test before its fixtures are set up when the core decided so.  What
 the run is (the core's graph, the header, the problems to report) is
-decided from the collection's facts by ``glue/decide.py``, as under xdist.
+decided from the collection's facts by ``deciding/decide.py``, as under xdist.
 """
 
 from __future__ import annotations
@@ -15,21 +15,22 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..core import wording
-from ..glue.dag_fixture import LocalResults, write_published
-from ..glue.decide import decide
-from ..glue.facts import collect_facts
-from ..glue.internals import skip_here
-from ..glue.loading import Later
-from ..glue.planning import Plan, Planner
-from ..glue.settings import settings_of
+from ..deciding.decide import decide
+from ..live_run.dag_fixture import LocalResults, write_published
+from ..options.settings import settings_of
+from ..planning.facts import collect_facts
+from ..planning.plan import Plan, Planner
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import skip_here
 
 if TYPE_CHECKING:
-    from ..glue import dag_run, stall
-    from ..glue.dag_run import DagRun
-    from ..glue.stall import SerialStall
+    from ..features import stall
+    from ..features.stall import SerialStall
+    from ..live_run import dag_run
+    from ..live_run.dag_run import DagRun
 else:
-    dag_run = Later("pytest_dagorder.glue.dag_run")
-    stall = Later("pytest_dagorder.glue.stall")
+    dag_run = Later("pytest_dagorder.live_run.dag_run")
+    stall = Later("pytest_dagorder.features.stall")
 
 WORKER = "serial"
 

@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 
 from ..core.wording import plural
-from .internals import LASTFAILED_KEY
-from .settings import settings_of
+from ..options.settings import settings_of
+from ..shims.pytest_internals import LASTFAILED_KEY
 
 CACHE_KEY = "dagorder/durations"
 #: Decimal places written to a durations file (0.1 ms: finer is noise).
@@ -409,7 +409,7 @@ def _split_key(parts: int) -> str:
 @dataclass(frozen=True)
 class SplitBasis:
     """What ``--dag-shard`` cuts by: the durations, and whether the loop began with
-    failures recorded (see :func:`~pytest_dagorder.glue.sharding.apply`)."""
+    failures recorded (see :func:`~pytest_dagorder.features.sharding.apply`)."""
 
     durations: dict[str, float]
     failures_at_start: bool = False

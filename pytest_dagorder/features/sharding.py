@@ -19,10 +19,10 @@ import pytest
 
 from ..core.graph import Edges
 from ..migration.runtime import RuntimeUsers
+from ..options.settings import settings_of
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import count_deselected
 from . import durations
-from .internals import count_deselected
-from .loading import Later
-from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import shards
@@ -95,7 +95,7 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
 
     The parts are cut from everything collected, before ``-k``, ``-m`` or
     ``--lf`` narrowed it (``universe``), by the durations of
-    :func:`~pytest_dagorder.glue.durations.split_basis`; then the selection
+    :func:`~pytest_dagorder.features.durations.split_basis`; then the selection
     keeps what of it lies in this part.  So a part does not move when the
     selection does: ``--lf`` run part after part, each part's run changing
     what failed last, still runs each failure in exactly one part.

@@ -42,7 +42,7 @@ from typing import IO, Any
 
 import pytest
 
-from . import wording
+from ..options import wording
 
 #: workerinput key: the directory a local worker dumps its stack into.
 STALL_KEY = "dagorder_stall_dir"

@@ -67,10 +67,10 @@ from ..core.missing import (
     writers,
 )
 from ..core.wording import plural
-from ..glue import edges_file, evidence
-from ..glue.internals import wide_fixtures
-from ..glue.markers import RESOURCE
-from ..glue.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
+from ..declaring import edges_file, evidence
+from ..options.markers import RESOURCE
+from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
+from ..shims.pytest_internals import wide_fixtures
 from . import probe_plugin
 
 #: Folders a probe's copy of the rootdir leaves out (version control, virtual

@@ -41,7 +41,7 @@ from typing import Any, Final, NoReturn
 
 import pytest
 
-from ..glue.settings import DRIVER_NAME
+from ..options.settings import DRIVER_NAME
 
 OUT: Final = "DAGORDER_PROBE_OUT"
 #: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.

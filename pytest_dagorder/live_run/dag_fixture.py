@@ -7,7 +7,7 @@ one :class:`LocalResults`, owned by its driver: it opens a
 once the test passed (a worker also sends it to the controller then), and
 answers reads from what it holds.  Under xdist the controller sends a
 worker the values a test may read ahead of the test itself
-(:mod:`~pytest_dagorder.distributed.controller`); :meth:`LocalResults.read` waits, bounded,
+(:mod:`~pytest_dagorder.drivers.distributed.controller`); :meth:`LocalResults.read` waits, bounded,
 until that delivery is in.
 """
 
@@ -29,13 +29,13 @@ from ..core.published import (
     ordered_before,
     requires_closure,
 )
-from . import wording
-from .declarations import Index
+from ..declaring.declarations import Index
+from ..options import wording
+from ..options.settings import DRIVER_NAME
 from .outcome_tracker import OutcomeTracker
-from .settings import DRIVER_NAME
 
 if TYPE_CHECKING:
-    from .planning import Plan
+    from ..planning.plan import Plan
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of
 #: the test on the same connection, so it is normally there already; the

@@ -19,19 +19,19 @@ from ..core.bounds import bounds
 from ..core.graph import Graph
 from ..core.state_machine import FailurePolicy, Skip, StateMachine, Transition, as_outcome
 from ..core.states import State
-from . import durations
-from . import wording as glue_wording
-from .declarations import Problem
-from .internals import keep_in_lastfailed
-from .loading import Later
+from ..declaring.declarations import Problem
+from ..features import durations
+from ..options import wording as glue_wording
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import keep_in_lastfailed
 from .outcome_tracker import OutcomeTracker
 from .resume import remember_blocked
 
 if TYPE_CHECKING:
-    import pytest_dagorder.migration.wording as migration_wording
+    import pytest_dagorder.declaring.foreign_wording as migration_wording
 else:
     # Only pytest-depends' fail action checks edges: its reader is loaded.
-    migration_wording = Later("pytest_dagorder.migration.wording")
+    migration_wording = Later("pytest_dagorder.declaring.foreign_wording")
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:

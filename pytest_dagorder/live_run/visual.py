@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from ..core.wording import plural
+from ..options.settings import DRIVER_NAME, settings_of
 from ..render import graph_export, timeline
 from ..render.graph_export import Edge, Node
 from ..render.timeline import Interval, Skipped
-from .loading import Later
+from ..shims.late_loading import Later
 from .outcome_tracker import OutcomeTracker
-from .settings import DRIVER_NAME, settings_of
 
 if TYPE_CHECKING:
-    from . import edges_file
+    from ..declaring import edges_file
 else:
-    edges_file = Later("pytest_dagorder.glue.edges_file")
+    edges_file = Later("pytest_dagorder.declaring.edges_file")
 
 PLUGIN_NAME: Final = "dagorder-visuals"
 MARKER_RESOURCE: Final = "dag_resource"
@@ -145,7 +145,7 @@ def find_run(config: pytest.Config) -> tuple[RunView | None, bool]:
 
     The one place that reads the run plugin's internals: a
     :class:`~pytest_dagorder.drivers.serial.SerialRunner` (``.run``, ``.plan``) or,
-    on an xdist controller, a :class:`~pytest_dagorder.distributed.controller.DagController`
+    on an xdist controller, a :class:`~pytest_dagorder.drivers.distributed.controller.DagController`
     (``.sched.run``, ``.sched.aborted``).
     """
     holder = config.pluginmanager.get_plugin(DRIVER_NAME)

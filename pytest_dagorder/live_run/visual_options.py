@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .loading import Later
+from ..shims.late_loading import Later
 
 if TYPE_CHECKING:
     from . import visual
 else:
-    visual = Later("pytest_dagorder.glue.visual")
+    visual = Later("pytest_dagorder.live_run.visual")
 
 
 def addoption(group: Any) -> None:

@@ -7,7 +7,7 @@ collection:
 * :mod:`.takeover` blocks the original plugins when they are installed too
   (two plugins must never both reorder or skip) and says so in the header;
 * one reader per foreign plugin (:mod:`.dependency`, :mod:`.depends`,
-  :mod:`.order`) turns its markers into :class:`~pytest_dagorder.glue.declarations.Declared`
+  :mod:`.order`) turns its markers into :class:`~pytest_dagorder.declaring.declarations.Declared`
   records and touches nothing else;
 * :mod:`.runtime` keeps pytest-dependency's run-time ``depends()`` working.
 """
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..glue.loading import Later
-from ..glue.settings import GROUP
+from ..options.settings import GROUP
+from ..shims.late_loading import Later
 from .dependency_names import MARK as DEPENDENCY_MARK
 from .dependency_names import dependency_defines_options, depends_defines_options
 from .report import UnknownNames
@@ -28,8 +28,8 @@ from .runtime import RuntimeDepends
 from .takeover import DEPENDS_ACTIONS, SORTING_PLUGIN, Takeover
 
 if TYPE_CHECKING:
-    from ..glue.declarations import ForeignReader
-    from ..glue.settings import Settings
+    from ..declaring.declarations import ForeignReader
+    from ..options.settings import Settings
     from . import common, dependency, depends, order, sorting
     from .depends import DependsActions
     from .sorting import OrderSorting
@@ -221,7 +221,7 @@ def readers(config: pytest.Config, settings: Settings, markers: Collection[str],
     """One reader per foreign plugin whose marker some test carries (``markers``), for one plan.
 
     A reader with nothing to read would be skipped anyway (see
-    :func:`~pytest_dagorder.glue.declarations.resolve_items`).
+    :func:`~pytest_dagorder.declaring.declarations.resolve_items`).
     """
     found: list[ForeignReader] = []
     if DEPENDENCY_MARK in markers:

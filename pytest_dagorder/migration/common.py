@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ..glue.declarations import Index, Problem
+from ..declaring.declarations import Index, Problem
 
 
 def where(mark: str, item: pytest.Item) -> str:

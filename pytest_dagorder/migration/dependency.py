@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..glue.declarations import Declared, Index, Problem
-from . import wording
+from ..declaring import foreign_wording as wording
+from ..declaring.declarations import Declared, Index, Problem
 from .common import Reader, Tables, drop_self, names, where
 from .dependency_names import MARK, SCOPE_CLS, SCOPES, scope_name
 

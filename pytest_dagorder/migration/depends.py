@@ -25,9 +25,9 @@ from typing import ClassVar
 
 import pytest
 
-from ..glue.declarations import Declared, Index, Problem
+from ..declaring import foreign_wording as wording
+from ..declaring.declarations import Declared, Index, Problem
 from . import DEPENDS_MARK as MARK
-from . import wording
 from .common import Reader, Tables, drop_self, names, where
 from .takeover import DEPENDS_ACTIONS
 

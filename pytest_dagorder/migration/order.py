@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from ..glue.declarations import Declared, Index, Problem
+from ..declaring.declarations import Declared, Index, Problem
 from . import ORDER_MARK as MARK
 from .common import Reader, Tables, names, unknown, where
 

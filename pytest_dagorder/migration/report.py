@@ -2,7 +2,7 @@
 
 Those plugins skip a test whose dependency names no test; a typo then hides
 among ordinary skips.  The names are read back from the skip reasons
-(:data:`~pytest_dagorder.migration.wording.UNKNOWN_TAIL`), so the line is the same
+(:data:`~pytest_dagorder.declaring.foreign_wording.UNKNOWN_TAIL`), so the line is the same
 serially and under ``-n`` (where only the reports reach the controller).
 """
 
@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from . import wording
+from ..declaring import foreign_wording as wording
 
 _REASON = re.compile(r" depends on (.*)" + re.escape(wording.UNKNOWN_TAIL))
 _NAME = re.compile(r"'([^']*)'|\"([^\"]*)\"")

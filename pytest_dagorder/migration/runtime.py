@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..glue.internals import fixture_functions, skip_here
-from ..glue.settings import settings_of
-from . import wording
+from ..declaring import foreign_wording as wording
+from ..options.settings import settings_of
+from ..shims.pytest_internals import fixture_functions, skip_here
 from .dependency_names import MARK, SCOPE_CLS, SCOPES, scope_name
 
 #: pytest-depends' module and its list of ``DependencyManager``, whose

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 import pytest
 
 from ..core.states import FAILURE_POLICIES, FailurePolicy
-from .internals import ini_keys, rootdir_for
-from .loading import Later
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import ini_keys, rootdir_for
 
 if TYPE_CHECKING:
     from ..core import shards
     from . import wording as glue_wording
 else:
     shards = Later("pytest_dagorder.core.shards")
-    glue_wording = Later("pytest_dagorder.glue.wording")
+    glue_wording = Later("pytest_dagorder.options.wording")
 
 #: Which tests must share a worker (see affinity.py): every chain along which
 #: a dependent may read process state (inside a module, or across modules
@@ -39,7 +39,7 @@ AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
 
 GROUP = "dagorder"
 #: The registration name of whichever driver runs the session (drivers/serial.py,
-#: distributed/controller.py, distributed/worker.py); other parts find the run state under it.
+#: drivers/distributed/controller.py, drivers/distributed/worker.py); other parts find the run state under it.
 DRIVER_NAME = "dagorder-run"
 #: --dist modes the DAG scheduler takes over: the default and worksteal (its
 #: workers steal anyway), loadgroup (xdist_group marks are affinity groups),
@@ -96,7 +96,7 @@ class Settings:
     @property
     def cuts_or_records(self) -> bool:
         """A part is cut or durations are written: the run goes through the
-        core even where the suite declares nothing (see glue/sharding.py)."""
+        core even where the suite declares nothing (see features/sharding.py)."""
         return self.shard is not None or self.store_durations
 
 
@@ -382,7 +382,7 @@ def _truthy(value: object) -> bool:
 
 
 def _add_find_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    """Options of the edges file and of ``--dag-find-missing`` (drivers/find_missing.py)."""
+    """Options of the edges file and of ``--dag-find-missing`` (finder/find_missing.py)."""
     group.addoption(
         "--dag-edges",
         default=None,

@@ -1,11 +1,11 @@
 """What a collection found, as plain values: the facts every decision is made from.
 
 A collection (the serial process's, or an xdist worker's) turns its items
-into :class:`Facts`; :func:`pytest_dagorder.glue.decide.decide` derives every
+into :class:`Facts`; :func:`pytest_dagorder.deciding.decide.decide` derives every
 decision from them and the settings (the graph the core runs, the affinity
 groups, the files kept whole, whether the run needs the DAG machinery at
 all, the header).  Under xdist the facts cross the process boundary
-(``distributed/wire.py``), so every field is of the types execnet carries
+(``drivers/distributed/wire.py``), so every field is of the types execnet carries
 as they are: lists, tuples and dicts of str, int, bool and None.
 
 What changes the collection itself stays a collection step on the side
@@ -24,29 +24,30 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..declaring.resources import NONE
+from ..live_run.dag_fixture import uses_dag
 from ..migration import ORDER_MARK, fail_checks, ordering_failed
 from ..migration.runtime import RuntimeUsers
+from ..options.markers import SHARES_NOTHING
+from ..options.settings import settings_of
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import requested_fixtures, wide_fixtures
 from . import time_limits
-from .dag_fixture import uses_dag
-from .internals import requested_fixtures, wide_fixtures
-from .loading import Later
-from .markers import SHARES_NOTHING
-from .resources import NONE
-from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import affinity
     from ..core.affinity import DocumentKind
+    from ..declaring import evidence
+    from ..declaring.evidence import EvidenceNote
+    from ..features import sharding
+    from ..features.sharding import ShardNote
     from ..migration import order
-    from . import evidence, sharding
-    from .evidence import EvidenceNote
-    from .planning import EdgesFileNote, Plan
-    from .sharding import ShardNote
+    from .plan import EdgesFileNote, Plan
 else:
     affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
-    evidence = Later("pytest_dagorder.glue.evidence")  # only where an edges file is read
+    evidence = Later("pytest_dagorder.declaring.evidence")  # only where an edges file is read
     order = Later("pytest_dagorder.migration.order")  # only where a test has an order mark
-    sharding = Later("pytest_dagorder.glue.sharding")  # only where a test has xdist_group
+    sharding = Later("pytest_dagorder.features.sharding")  # only where a test has xdist_group
 
 Location = tuple[str, int | None, str]
 
@@ -54,7 +55,7 @@ Location = tuple[str, int | None, str]
 @dataclass(frozen=True)
 class Census:
     """The few facts whether a run needs the DAG machinery depends on (see
-    :func:`~pytest_dagorder.glue.decide.plain_run`): counts of tests, the
+    :func:`~pytest_dagorder.deciding.decide.plain_run`): counts of tests, the
     widest file, scope and document.  Small: every xdist worker's hello
     carries it."""
 
@@ -137,7 +138,7 @@ class Facts:
     fixtures: list[list[tuple[str, str, str]] | None] = field(default_factory=list)
     #: Per test: its pytest-timeout limit in seconds where the timer ends the
     #: process (the thread method; None: none), for a crash's reason
-    #: (``glue/time_limits.py``).
+    #: (``planning/time_limits.py``).
     time_limits: list[float | None] = field(default_factory=list)
     #: How many collected tests the collection deselected (``-k``, ``-m``,
     #: ``--dag-shard``, ...), and how many of those ``--dag-shard`` left to
@@ -156,7 +157,7 @@ class Facts:
     edges_file: EdgesFileNote | None = None
     shard: ShardNote | None = None
     #: Declared edges (prerequisite, dependent) by position that evidence in the
-    #: edges file showed separable (``glue/evidence.py``): not joined by the rule.
+    #: edges file showed separable (``declaring/evidence.py``): not joined by the rule.
     lifted: tuple[tuple[int, int], ...] = ()
     #: What the edges file's verdicts said (None: it holds none).
     evidence: EvidenceNote | None = None

@@ -20,8 +20,7 @@ import pytest
 from .. import migration
 from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
-from . import wording as glue_wording
-from .declarations import (
+from ..declaring.declarations import (
     ForeignReader,
     MarkerCensus,
     Problem,
@@ -30,7 +29,14 @@ from .declarations import (
     merge_shared,
     resolve_items,
 )
-from .internals import (
+from ..declaring.resources import Needs, read_needs
+from ..live_run.resume import blocked_last_time
+from ..options import wording as glue_wording
+from ..options.markers import EXCLUSIVE, RESOURCE
+from ..options.settings import settings_of
+from ..shims.collector_pause import collector_paused
+from ..shims.late_loading import Later
+from ..shims.pytest_internals import (
     collect_quietly,
     directory_nodes,
     file_in_tree,
@@ -39,23 +45,19 @@ from .internals import (
     testmon_selects,
     undo_deselected,
 )
-from .loading import Later
-from .markers import EXCLUSIVE, RESOURCE
-from .memory import collector_paused
-from .resources import Needs, read_needs
-from .resume import blocked_last_time
-from .settings import settings_of
 
 if TYPE_CHECKING:
     from ..core import graph as core_graph
     from ..core.graph import Edges
-    from . import dag_run, edges_file, sharding
-    from .sharding import ShardNote
+    from ..declaring import edges_file
+    from ..features import sharding
+    from ..features.sharding import ShardNote
+    from ..live_run import dag_run
 else:
     core_graph = Later("pytest_dagorder.core.graph")
-    edges_file = Later("pytest_dagorder.glue.edges_file")
-    dag_run = Later("pytest_dagorder.glue.dag_run")  # only where a test is named in a skip
-    sharding = Later("pytest_dagorder.glue.sharding")  # only where a run cuts or records
+    edges_file = Later("pytest_dagorder.declaring.edges_file")
+    dag_run = Later("pytest_dagorder.live_run.dag_run")  # only where a test is named in a skip
+    sharding = Later("pytest_dagorder.features.sharding")  # only where a run cuts or records
 
 #: The edges file: (its path, whether it exists, edges and resources it
 #: added, entries naming tests not collected here).

@@ -7,7 +7,7 @@ pytest-timeout reads it (its ``timeout`` marker, then ``--timeout``, the
 ``PYTEST_TIMEOUT`` variable and the ini ``timeout``; the method likewise),
 without importing it; the controller then names the limit in the
 dependents' skip reasons when the crashed test ran that long
-(``distributed/scheduling.py``).
+(``drivers/distributed/scheduling.py``).
 """
 
 from __future__ import annotations

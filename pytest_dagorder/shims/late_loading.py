@@ -10,7 +10,7 @@ binds it to a :class:`Later`, beside an import only the type checker reads::
     if TYPE_CHECKING:
         from . import durations
     else:
-        durations = Later("pytest_dagorder.glue.durations")
+        durations = Later("pytest_dagorder.features.durations")
 
 Nothing here imports pytest: the package root's public names (the thread-pool
 runners) load through :func:`load` too, in processes without pytest.
@@ -25,21 +25,21 @@ from typing import Final, final
 
 #: Each module loaded late, and the run that needs it.
 LATE: Final[dict[str, str]] = {
-    "pytest_dagorder.distributed.worker": "an xdist worker",
-    "pytest_dagorder.distributed.controller": "an xdist controller",
-    "pytest_dagorder.distributed.scheduling": "an xdist controller once a suite declares",
-    "pytest_dagorder.distributed.xdist_internals": "the question whether xdist runs a session",
+    "pytest_dagorder.drivers.distributed.worker": "an xdist worker",
+    "pytest_dagorder.drivers.distributed.controller": "an xdist controller",
+    "pytest_dagorder.drivers.distributed.scheduling": "an xdist controller once a suite declares",
+    "pytest_dagorder.shims.xdist_internals": "the question whether xdist runs a session",
     "pytest_dagorder.drivers.serial": "a run without xdist",
-    "pytest_dagorder.drivers.find_missing": "--dag-find-missing",
-    "pytest_dagorder.glue.durations": "a durations file or a --dag-shard part",
-    "pytest_dagorder.glue.sharding": "a --dag-shard part",
-    "pytest_dagorder.glue.dag_fixture": "a test that requests the dag fixture",
-    "pytest_dagorder.glue.dag_run": "a run that schedules through the core",
-    "pytest_dagorder.glue.stall": "a serial run's stall report",
-    "pytest_dagorder.glue.edges_file": "--dag-edges (or ini dag_edges)",
-    "pytest_dagorder.glue.evidence": "an edges file read by an xdist worker",
-    "pytest_dagorder.glue.visual": "--dag-graph or --dag-timeline",
-    "pytest_dagorder.glue.wording": "a message naming an option (here: a bad --dag-shard)",
+    "pytest_dagorder.finder.find_missing": "--dag-find-missing",
+    "pytest_dagorder.features.durations": "a durations file or a --dag-shard part",
+    "pytest_dagorder.features.sharding": "a --dag-shard part",
+    "pytest_dagorder.live_run.dag_fixture": "a test that requests the dag fixture",
+    "pytest_dagorder.live_run.dag_run": "a run that schedules through the core",
+    "pytest_dagorder.features.stall": "a serial run's stall report",
+    "pytest_dagorder.declaring.edges_file": "--dag-edges (or ini dag_edges)",
+    "pytest_dagorder.declaring.evidence": "an edges file read by an xdist worker",
+    "pytest_dagorder.live_run.visual": "--dag-graph or --dag-timeline",
+    "pytest_dagorder.options.wording": "a message naming an option (here: a bad --dag-shard)",
     "pytest_dagorder.core.graph": "a suite that declares an edge",
     "pytest_dagorder.core.affinity": "the affinity groups and files kept whole under xdist",
     "pytest_dagorder.core.shards": "a --dag-shard part",
@@ -51,8 +51,8 @@ LATE: Final[dict[str, str]] = {
     "pytest_dagorder.migration.depends": "pytest-depends' markers",
     "pytest_dagorder.migration.dependency": "pytest-dependency's markers",
     "pytest_dagorder.migration.common": "a foreign plugin's markers",
-    "pytest_dagorder.migration.wording": "a foreign plugin's markers or runtime depends()",
-    "pytest_dagorder.glue.markers": "the declaration decorators (public names)",
+    "pytest_dagorder.declaring.foreign_wording": "a foreign plugin's markers or runtime depends()",
+    "pytest_dagorder.options.markers": "the declaration decorators (public names)",
     "pytest_dagorder.runners.dag_scheduler": "DagScheduler (public name)",
     "pytest_dagorder.runners.dag_executor": "DagExecutor (public name)",
 }
@@ -67,7 +67,7 @@ def load(name: str) -> ModuleType:
         raise ModuleNotFoundError(f"{name} is not among the modules loaded late", name=name)
     if "pytest" not in sys.modules:  # no pytest, no rewriter to pause
         return importlib.import_module(name)
-    from .internals import assertion_rewriting_paused  # imports pytest: only where it runs
+    from .pytest_internals import assertion_rewriting_paused  # imports pytest: only where it runs
 
     with assertion_rewriting_paused():
         return importlib.import_module(name)

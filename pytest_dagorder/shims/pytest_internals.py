@@ -7,7 +7,7 @@ that the internal is still there before it relies on it, and otherwise
 does what docs/limitations.rst lists as its fallback: a release that
 renames one degrades this plugin, never the pytest run.  The names looked
 up are the module constants below, so a test can rename one to see the
-fallback.  pytest-xdist's are in ``distributed/xdist_internals.py`` (only
+fallback.  pytest-xdist's are in ``shims/xdist_internals.py`` (only
 the xdist driver uses them); those of the plugins taken over
 (pytest-dependency, pytest-depends, pytest-order) in ``migration/runtime.py``.
 """
@@ -655,7 +655,7 @@ def testmon_batch_ends(config: pytest.Config) -> None:
     teardown report, in batches: every 250 tests, and at the test whose
     ``nextitem`` is None (under plain xdist, each worker's last).  Under the
     barrier no real test is given None (its successor is not known when it
-    starts, see ``distributed/barrier.py``), so a worker's last batch was
+    starts, see ``drivers/distributed/barrier.py``), so a worker's last batch was
     never sent.  No public API ends a batch: its collector's name of the
     next test, read at the teardown report, is set to None.  Without that
     attribute (another release) nothing changes: such tests are selected

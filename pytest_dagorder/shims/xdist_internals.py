@@ -1,4 +1,4 @@
-"""Every use of a pytest-xdist internal, one function each (see glue/internals.py).
+"""Every use of a pytest-xdist internal, one function each (see shims/pytest_internals.py).
 
 Checked against pytest-xdist 3.8 (pyproject.toml allows <4).  Each function
 says what it touches, checks that it is still there, and otherwise falls

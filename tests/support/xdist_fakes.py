@@ -16,10 +16,10 @@ import pytest
 from helpers import base_args
 
 from pytest_dagorder.core.state_machine import Skip, blocked_skip
-from pytest_dagorder.distributed import wire
-from pytest_dagorder.distributed.controller import DagController
-from pytest_dagorder.distributed.scheduling import DependencyScheduling
-from pytest_dagorder.glue.facts import Facts
+from pytest_dagorder.drivers.distributed import wire
+from pytest_dagorder.drivers.distributed.controller import DagController
+from pytest_dagorder.drivers.distributed.scheduling import DependencyScheduling
+from pytest_dagorder.planning.facts import Facts
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # xdist's crash report has when "???", which TestReport's annotation does not allow.
@@ -171,7 +171,7 @@ def make_facts(
     problems: Sequence[tuple[str, str]] = (),
     graph: bool = True,
 ) -> Facts:
-    """The facts a worker ships (see glue/facts.py ``collect_facts``).
+    """The facts a worker ships (see planning/facts.py ``collect_facts``).
 
     ``{"b": "a"}``: test b requires a; tests are in key order, which is also
     the collection order; ``modules`` puts a test into another module file.
@@ -218,7 +218,7 @@ def phases(outcome: Outcome) -> list[Phase]:
 class Harness:
     """One ``DependencyScheduling`` with its controller, fake nodes and report feed.
 
-    Its fake workers gate like distributed/sent_ahead.py does: under policy ``skip`` a test
+    Its fake workers gate like drivers/distributed/sent_ahead.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
     ahead, see ``StateMachine.take(speculate=True)``) is reported SKIPPED by the
     worker itself.
@@ -295,7 +295,7 @@ class Harness:
         self.check()
 
     def gate(self, node: FakeNode, i: int) -> str | None:
-        """distributed/sent_ahead.py gate: the skip reason if a prerequisite failed on ``node``."""
+        """drivers/distributed/sent_ahead.py gate: the skip reason if a prerequisite failed on ``node``."""
         facts = self.payload
         if self.policy != "skip" or not facts.graph:
             return None

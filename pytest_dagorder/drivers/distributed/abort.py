@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from ..glue.dag_run import interrupted_message, report_problems
-from ..glue.declarations import Problem
+from ...declaring.declarations import Problem
+from ...live_run.dag_run import interrupted_message, report_problems
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController

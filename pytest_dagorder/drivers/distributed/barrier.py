@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from ..glue.internals import (
+from ...shims.pytest_internals import (
     as_in_teardown,
     index_past_end,
     replace_hook_caller,

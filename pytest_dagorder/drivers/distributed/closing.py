@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core.states import State
+from ...core.states import State
 
 #: States of a test no worker has been sent yet.
 _UNSENT = (State.WAITING, State.READY)

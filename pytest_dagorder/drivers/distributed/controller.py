@@ -15,13 +15,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from ..glue import wording as glue_wording
-from ..glue.decide import declares_something, plain_run
-from ..glue.declarations import Problem
-from ..glue.facts import Facts
-from ..glue.loading import Later
-from ..glue.settings import DAG_MODES, settings_of
-from ..glue.stall import (
+from ...deciding.decide import declares_something, plain_run
+from ...declaring.declarations import Problem
+from ...features.stall import (
     STALL_KEY,
     ControllerDumps,
     StallWatch,
@@ -31,10 +27,14 @@ from ..glue.stall import (
     leaves_faulthandler_alone,
     report_lines,
 )
+from ...options import wording as glue_wording
+from ...options.settings import DAG_MODES, settings_of
+from ...planning.facts import Facts
+from ...shims.late_loading import Later
+from ...shims.xdist_internals import hand_over_scheduler
 from . import wire
 from . import wording as xdist_wording
-from .session import WorkerGone, abort
-from .xdist_internals import hand_over_scheduler
+from .abort import WorkerGone, abort
 
 if TYPE_CHECKING:
     from execnet import Channel
@@ -42,13 +42,13 @@ if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
     from xdist.workermanage import WorkerController
 
-    from ..glue import dag_fixture, dag_run
+    from ...live_run import dag_fixture, dag_run
     from . import scheduling
     from .scheduling import DependencyScheduling
 else:
-    dag_fixture = Later("pytest_dagorder.glue.dag_fixture")
-    dag_run = Later("pytest_dagorder.glue.dag_run")
-    scheduling = Later("pytest_dagorder.distributed.scheduling")
+    dag_fixture = Later("pytest_dagorder.live_run.dag_fixture")
+    dag_run = Later("pytest_dagorder.live_run.dag_run")
+    scheduling = Later("pytest_dagorder.drivers.distributed.scheduling")
 
 #: Seconds to wait for a worker's hello (sent before its collection ids on
 #: the same connection, so normally there already) and for its plan, which
@@ -58,7 +58,7 @@ RECEIVE_TIMEOUT = 60.0
 
 class PlainXdist:
     """Registered instead of :class:`DagController` when the barriers cannot work
-    (:func:`~pytest_dagorder.glue.internals.barriers_blocker`): xdist schedules as it
+    (:func:`~pytest_dagorder.shims.pytest_internals.barriers_blocker`): xdist schedules as it
     would without this plugin, and the run ends with one line saying why."""
 
     def __init__(self, missing: str) -> None:
@@ -77,7 +77,7 @@ class DagController:
         self.sched: DependencyScheduling | None = None
         self.channels: dict[WorkerController, Channel] = {}
         #: Per worker whose hello was read: whether its run is plain (see
-        #: ``glue/decide.plain_run``), decided from the census it said.
+        #: ``deciding/decide.plain_run``), decided from the census it said.
         self.hellos: dict[WorkerController, bool] = {}
         self.stall_seconds = settings_of(config).stall_report
         self.dumps = ControllerDumps()

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.pacing import Pacing
-from ..core.published import Relay
-from ..core.state_machine import StateMachine
-from ..glue.dag_run import DagRun
+from ...core.pacing import Pacing
+from ...core.published import Relay
+from ...core.state_machine import StateMachine
+from ...live_run.dag_run import DagRun
 from . import wire
 from .closing import OpenScopes
 from .ledger import Ledger
@@ -77,7 +77,7 @@ class Dispatcher:
         self.pace = pace
         self.dead: set[WorkerController] = set()  # sending to them failed; xdist removes them soon
         self.barrier = barrier  # index of the workers' barrier item; real tests are below it
-        # The suite declares nothing (see glue/decide.plain_run): the workers have
+        # The suite declares nothing (see deciding/decide.plain_run): the workers have
         # no barrier, so every worker always holds its next test or is told
         # to shut down (the lookahead rule in barrier.py's docstring).
         self.plain = plain

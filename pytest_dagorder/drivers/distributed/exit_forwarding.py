@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ..glue.internals import can_stop, stop_after_this_test
+from ...shims.pytest_internals import can_stop, stop_after_this_test
 from . import wire
 
 

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..glue.facts import Census, Facts
-from ..glue.memory import UntilTestsBegin
+from ...planning.facts import Census, Facts
+from ...shims.collector_pause import UntilTestsBegin
 from . import wire
 
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core.published import Relay
-from ..glue.dag_run import DagRun
+from ...core.published import Relay
+from ...live_run.dag_run import DagRun
 from . import wire
 from .ledger import Ledger
 from .skips import SkipEmitter

@@ -5,7 +5,7 @@ xdist's DSession calls the methods of :class:`DependencyScheduling` (xdist's
 reach a scheduler there, so the controller plugin feeds the test reports in
 through :meth:`~DependencyScheduling.on_report`.  This class only
 translates: every decision about the run is
-:func:`~pytest_dagorder.glue.decide.decide`'s, reports become core events in
+:func:`~pytest_dagorder.deciding.decide.decide`'s, reports become core events in
 :class:`~.reports.ReportFeed`, skips are reported by
 :class:`~.skips.SkipEmitter`, and tests are handed out by
 :class:`~.dispatch.Dispatcher`; the decisions come from the scheduler core.
@@ -35,25 +35,25 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from ..core import wording as core_wording
-from ..core.pacing import Pacing
-from ..core.published import Relay
-from ..glue import durations, sharding
-from ..glue import wording as glue_wording
-from ..glue.dag_run import DagRun, report_problems
-from ..glue.decide import Decisions, decide
-from ..glue.declarations import Problem
-from ..glue.facts import Facts
-from ..glue.memory import collector_paused
-from ..glue.settings import settings_of
+from ...core import wording as core_wording
+from ...core.pacing import Pacing
+from ...core.published import Relay
+from ...deciding.decide import Decisions, decide
+from ...declaring.declarations import Problem
+from ...features import durations, sharding
+from ...live_run.dag_run import DagRun, report_problems
+from ...options import wording as glue_wording
+from ...options.settings import settings_of
+from ...planning.facts import Facts
+from ...shims.collector_pause import collector_paused
+from ...shims.xdist_internals import xdist_collection_diff, xdist_node_count
+from .abort import WorkerGone, abort
 from .closing import OpenScopes
 from .dispatch import BATCH_SECONDS, FAST_PIPELINE, FAST_TEST, Dispatcher
 from .ledger import Ledger
 from .reports import ReportFeed
-from .session import WorkerGone, abort
 from .skips import SkipEmitter
 from .wording import past_time_limit
-from .xdist_internals import xdist_collection_diff, xdist_node_count
 
 if TYPE_CHECKING:
     from xdist.remote import Producer
@@ -284,7 +284,7 @@ class DependencyScheduling:
 
     @property
     def plain(self) -> bool:
-        """Whether the workers run as under plain xdist (see ``glue/decide.plain_run``)."""
+        """Whether the workers run as under plain xdist (see ``deciding/decide.plain_run``)."""
         launch = self._launch()
         return launch is not None and launch.dispatcher.plain
 
@@ -541,7 +541,7 @@ class DependencyScheduling:
 
     def _decide(self, facts: Facts) -> Decisions:
         """Every decision about the run, from the facts read, this session's settings
-        and recorded durations (see ``glue/decide.py``)."""
+        and recorded durations (see ``deciding/decide.py``)."""
         return decide(facts, settings_of(self.config), durations.load(self.config),
                       dist=self.config.getvalue("dist"), workers=self.numnodes)
 

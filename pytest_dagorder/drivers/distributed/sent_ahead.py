@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from ..core.state_machine import Skip, blocked_skip
-from ..glue.internals import skip_here
-from ..glue.outcome_tracker import OutcomeTracker
-from ..glue.planning import Plan
+from ...core.state_machine import Skip, blocked_skip
+from ...live_run.outcome_tracker import OutcomeTracker
+from ...planning.plan import Plan
+from ...shims.pytest_internals import skip_here
 
 
 class SentAhead:

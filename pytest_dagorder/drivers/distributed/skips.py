@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..glue.dag_run import DagRun, SkipToReport
-from ..glue.facts import Location, location_of
+from ...live_run.dag_run import DagRun, SkipToReport
+from ...planning.facts import Location, location_of
+from ...shims.xdist_internals import count_xdist_failure
 from .ledger import Ledger
-from .xdist_internals import count_xdist_failure
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController

@@ -1,17 +1,17 @@
 """What a worker and the controller tell each other on the side channel.
 
 The controller of an xdist run does not collect, so each worker ships what
-only a collection knows, as facts (:class:`~pytest_dagorder.glue.facts.Facts`:
+only a collection knows, as facts (:class:`~pytest_dagorder.planning.facts.Facts`:
 ids, locations, scopes, the declared edges as the collection resolved them,
 fixture use, markers, problems as found, counts), on the side channel opened
 in ``pytest_configure_node``; the controller decides everything from them
-(``glue/decide.py``).  This module is the only place that knows the messages'
+(``deciding/decide.py``).  This module is the only place that knows the messages'
 shape: the worker calls :func:`hello` and :func:`encode`, the controller
 :func:`check_hello` and :func:`decode`.  Every message is made of the values
 execnet carries as they are (lists, tuples, dicts of str, int, bool, None).
 
 Every worker says :func:`hello` after its collection: the format and
-version it speaks, and the :class:`~pytest_dagorder.glue.facts.Census` the
+version it speaks, and the :class:`~pytest_dagorder.planning.facts.Census` the
 controller decides from whether the run needs the DAG machinery; if it
 does, the controller sends :data:`BARRIERS` and the worker installs its
 barrier item and the gate that hides it.  A worker running another version
@@ -31,8 +31,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__
-from ..glue.facts import Census, Facts
+from ... import __version__
+from ...planning.facts import Census, Facts
 
 #: Bumped whenever a message changes meaning (9: a state scope is its
 #: group's reasons; 10: facts only, every decision on the controller, the
@@ -48,7 +48,7 @@ DIST_KEY = "dagorder_dist"
 #: and sending them once is enough).
 PLAN_REQUEST = "dagorder-plan-please"
 #: Controller -> worker, before its first test: the run needs the barrier
-#: item and the gate (see ``glue/decide.plain_run``); without it the worker
+#: item and the gate (see ``deciding/decide.plain_run``); without it the worker
 #: stays as xdist made it.
 BARRIERS = "dagorder-barriers"
 

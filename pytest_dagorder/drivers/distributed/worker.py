@@ -19,18 +19,19 @@ from typing import Any
 
 import pytest
 
-from ..glue.dag_fixture import LocalResults
-from ..glue.internals import testmon_batch_ends
-from ..glue.memory import UntilTestsBegin, collector_paused
-from ..glue.planning import Plan, Planner
-from ..glue.settings import DAG_MODES, settings_of
-from ..glue.stall import WorkerDumps
-from . import payload, wire
+from ...features.stall import WorkerDumps
+from ...live_run.dag_fixture import LocalResults
+from ...options.settings import DAG_MODES, settings_of
+from ...planning.plan import Plan, Planner
+from ...shims.collector_pause import UntilTestsBegin, collector_paused
+from ...shims.pytest_internals import testmon_batch_ends
+from ...shims.xdist_internals import queued_indices
+from . import wire
+from . import worker_facts as payload
 from .barrier import BarrierHost
 from .exit_forwarding import ExitForwarder
+from .facts_shipping import PlanShipper
 from .sent_ahead import SentAhead
-from .shipping import PlanShipper
-from .xdist_internals import queued_indices
 
 
 class DagWorker(Planner):

@@ -3,16 +3,16 @@
 Gathered in the worker once its collection is final (the census every
 worker says in its hello, the full facts only where the controller asks);
 nothing here sends, and nothing here decides: the controller does
-(``glue/decide.py``).
+(``deciding/decide.py``).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from ..glue.facts import Census, Facts, census, collect_facts, no_facts
-from ..glue.planning import Plan
-from ..glue.settings import settings_of
+from ...options.settings import settings_of
+from ...planning.facts import Census, Facts, census, collect_facts, no_facts
+from ...planning.plan import Plan
 
 
 def make_facts(config: pytest.Config, plan: Plan | None, planned: list[pytest.Item],
@@ -31,5 +31,5 @@ def make_facts(config: pytest.Config, plan: Plan | None, planned: list[pytest.It
 
 
 def make_census(plan: Plan | None, planned: list[pytest.Item], ids: list[str]) -> Census:
-    """What this worker's hello says of its collection (see ``glue/decide.plain_run``)."""
+    """What this worker's hello says of its collection (see ``deciding/decide.plain_run``)."""
     return census(plan, planned, ids)
