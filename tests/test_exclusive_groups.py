@@ -77,9 +77,9 @@ def test_the_group_worker_may_hold_the_members_behind_its_exclusive_task() -> No
                       groups=["g", "g", "g", None, None, None])
     for w in ("w1", "w2"):
         sched.add_worker(w)
-    assert sched.take("w1", speculate=True) == [0]
+    assert sched.take("w1", ahead=True) == [0]
     sched.finished(0, "passed")
-    assert sched.take("w1", 3, speculate=True) == [1, 2]  # 'after' held behind it
+    assert sched.take("w1", 3, ahead=True) == [1, 2]  # 'after' held behind it
     assert sched.take("w2") == []  # the reader runs alone
     sched.validate()
     sched.finished(1, "passed")
@@ -124,7 +124,7 @@ def runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], list[bool]
 def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
         case: tuple[list[list[int]], list[str | None], list[bool],
                     list[tuple[str, ...]], list[int]],
-        speculate: bool, next_group: bool) -> None:
+        ahead: bool, next_group: bool) -> None:
     requires, groups, alone, resources, steps = case
     n = len(requires)
     graph = Graph.build([(i, [p for p in requires[i]]) for i in range(n)])
@@ -141,7 +141,7 @@ def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
         step = next(pick, 0)
         w = workers[step % 3]
         if step % 2:
-            got = sched.take(w, 1 + step % 3, speculate=speculate,
+            got = sched.take(w, 1 + step % 3, ahead=ahead,
                              next_group=next_group and bool(queue[w]))
             queue[w] += got
         elif queue[w]:
@@ -159,7 +159,7 @@ def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
             # Nobody holds anything: some worker must get work now.
             got_any = False
             for v in workers:
-                queue[v] += sched.take(v, 1, speculate=speculate)
+                queue[v] += sched.take(v, 1, ahead=ahead)
                 got_any = got_any or bool(queue[v])
             assert got_any, "deadlock: nothing runs and nobody gets work"
     # Drain.
@@ -168,7 +168,7 @@ def test_groups_exclusive_and_limits_never_deadlock_and_keep_their_promises(
             break
         for w in workers:
             if not queue[w]:
-                queue[w] += sched.take(w, 1, speculate=speculate)
+                queue[w] += sched.take(w, 1, ahead=ahead)
             if queue[w]:
                 head = queue[w].pop(0)
                 if sched.state[head] is State.RUNNING:

@@ -281,20 +281,20 @@ def test_a_return_names_its_module() -> None:
     assert [m.runs.names[k] for k in m.runs.returns] == ["b"]
 
 
-@pytest.mark.parametrize("speculate", [False, True])
-def test_a_group_spanning_modules_runs_module_by_module(speculate: bool) -> None:
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_group_spanning_modules_runs_module_by_module(ahead: bool) -> None:
     # One group over modules a and b (an xdist_group); durations rank
     # a1, b2, a3, b1, a2 first: taken in rank order the worker went a, b, a, b, a.
     durations = [0.30, 0.01, 0.20, 0.05, 0.25, 0.1]
     modules = ["a", "a", "a", "b", "b", "c"]
-    requires: list[list[int]] = [[], [0], [], [], [], []] if speculate else [[]] * 6
+    requires: list[list[int]] = [[], [0], [], [], [], []] if ahead else [[]] * 6
     graph = Graph.of_positions(requires, durations=dict(enumerate(durations)))
     m = StateMachine(graph, groups=["g"] * 5 + [None], modules=modules,
                      module_fixtures=[True] * 6)
     m.add_worker("w")
     order: list[int] = []
     while not m.done:
-        got = m.take("w", 10, speculate=speculate)
+        got = m.take("w", 10, ahead=ahead)
         assert got
         order += got
         for t in got:
@@ -386,7 +386,7 @@ def test_module_runs_never_stall_a_run(seed: int) -> None:
             break
         for w in workers:
             if len(held[w]) < batch:
-                held[w] += m.take(w, batch - len(held[w]), speculate=seed % 4 == 0)
+                held[w] += m.take(w, batch - len(held[w]), ahead=seed % 4 == 0)
             if seed % 4 == 0 and len(held[w]) == 1:
                 held[w] += m.ahead(w)
         m.validate()
@@ -429,7 +429,7 @@ def drive(machine: StateMachine, workers: int, data: st.DataObject) -> list[int]
         if machine.done:
             break
         for w in names:
-            got = machine.take(w, data.draw(st.integers(1, 3)), speculate=True,
+            got = machine.take(w, data.draw(st.integers(1, 3)), ahead=True,
                                next_group=data.draw(st.booleans()))
             held[w] += got
             handed += got

@@ -9,11 +9,11 @@ import pytest
 from helpers import runpytest
 
 from pytest_dagorder.live_run import dag_run
-from pytest_dagorder.planning.plan import Plan, Resolved
+from pytest_dagorder.planning.plan import DraftPlan, Plan
 
 
-@pytest.mark.parametrize("kind", [Plan, Resolved])
-def test_a_plan_cannot_be_changed_once_made(kind: type[Plan] | type[Resolved]) -> None:
+@pytest.mark.parametrize("kind", [Plan, DraftPlan])
+def test_a_plan_cannot_be_changed_once_made(kind: type[Plan] | type[DraftPlan]) -> None:
     # A later step (a driver, the shards, the facts) that set a field would
     # make the plan say something its maker did not decide.
     plan = kind([], None)

@@ -1050,7 +1050,7 @@ def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> N
     assert sched.outcome == ["passed"] * len(graph)
 
 
-# -- speculative hand-out ---------------------------------------------------------
+# -- hand-out ahead ---------------------------------------------------------
 
 
 def test_speculation_hands_out_a_chain_to_its_bound_worker() -> None:
@@ -1058,7 +1058,7 @@ def test_speculation_hands_out_a_chain_to_its_bound_worker() -> None:
                workers=["w0"])
     s = d.sched
     # The group outranks the free task x (a heads a path of three).
-    got = s.take("w0", 3, speculate=True)
+    got = s.take("w0", 3, ahead=True)
     assert d.names(got) == ["a", "b", "c"]
     s.validate()
     # b fails on the worker: c was handed out, so its skip is the worker's to report.
@@ -1066,20 +1066,20 @@ def test_speculation_hands_out_a_chain_to_its_bound_worker() -> None:
     assert s.finished(d.i("b"), "failed")
     s.validate()
     skip = s.skips[d.i("c")]
-    assert skip.remote and skip.reason == "prerequisite b failed"
+    assert skip.ahead and skip.reason == "prerequisite b failed"
     assert d.i("c") not in s.where
 
 
 def test_speculation_only_for_a_bound_worker_and_open_prerequisites_on_it() -> None:
     d = Driver({"a": "", "b": "a", "c": ""}, workers=["w0"])
     # No groups: nothing is handed out before it is ready.
-    assert d.names(d.sched.take("w0", 3, speculate=True)) == ["a", "c"]
+    assert d.names(d.sched.take("w0", 3, ahead=True)) == ["a", "c"]
 
 
 def test_speculated_task_of_a_removed_worker_waits_again() -> None:
     d = Driver({"a": "", "b": "a"}, groups={"a": "G", "b": "G"}, workers=["w0"])
     s = d.sched
-    assert len(s.take("w0", 2, speculate=True)) == 2
+    assert len(s.take("w0", 2, ahead=True)) == 2
     assert s.remove_worker("w0") == [d.i("a"), d.i("b")]
     s.validate()
     assert s.state[d.i("a")] is State.READY and s.state[d.i("b")] is State.WAITING
@@ -1089,10 +1089,10 @@ def test_next_group_is_taken_once_the_worker_holds_all_of_its_group() -> None:
     spec = {"a1": "", "a2": "a1", "b1": "", "b2": "b1"}
     d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B", "b2": "B"}, workers=["w"])
     s = d.sched
-    assert d.names(s.take("w", 2, speculate=True)) == ["a1", "a2"]  # a2 held behind a1
+    assert d.names(s.take("w", 2, ahead=True)) == ["a1", "a2"]  # a2 held behind a1
     # Without next_group the worker waits for its group's end (contiguity).
-    assert s.take("w", 2, speculate=True) == []
-    got = s.take("w", 2, speculate=True, next_group=True)
+    assert s.take("w", 2, ahead=True) == []
+    got = s.take("w", 2, ahead=True, next_group=True)
     assert d.names(got) == ["b1", "b2"]
     assert s.bound_group("w") == 1
     s.validate()
@@ -1106,11 +1106,11 @@ def test_next_group_waits_while_a_member_is_still_to_hand_out() -> None:
     spec = {"a1": "", "a2": "a1", "a3": "a2", "b1": ""}
     d = Driver(spec, groups={"a1": "A", "a2": "A", "a3": "A", "b1": "B"}, workers=["w"])
     s = d.sched
-    assert d.names(s.take("w", 2, speculate=True, next_group=True)) == ["a1", "a2"]
+    assert d.names(s.take("w", 2, ahead=True, next_group=True)) == ["a1", "a2"]
     # a3 is still to hand out: the binding stays, and a3 comes before anything else.
-    assert d.names(s.take("w", 1, speculate=True, next_group=True)) == ["a3"]
+    assert d.names(s.take("w", 1, ahead=True, next_group=True)) == ["a3"]
     assert s.bound_group("w") == 0
-    assert d.names(s.take("w", 1, speculate=True, next_group=True)) == ["b1"]
+    assert d.names(s.take("w", 1, ahead=True, next_group=True)) == ["b1"]
     s.validate()
 
 
@@ -1118,12 +1118,12 @@ def test_next_group_goes_to_the_worker_with_fewest_tasks_in_hand() -> None:
     spec = {"a1": "", "a2": "a1", "f": "", "b1": ""}
     d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B"}, workers=["w", "v"])
     s = d.sched
-    assert d.names(s.take("w", 2, speculate=True)) == ["a1", "a2"]
+    assert d.names(s.take("w", 2, ahead=True)) == ["a1", "a2"]
     assert d.take("v") == ["f"]
     # w holds two tasks, v one: v will be free first, so w keeps its binding.
-    assert s.take("w", 2, speculate=True, next_group=True) == []
+    assert s.take("w", 2, ahead=True, next_group=True) == []
     d.finish("a1")
-    assert d.names(s.take("w", 2, speculate=True, next_group=True)) == ["b1"]
+    assert d.names(s.take("w", 2, ahead=True, next_group=True)) == ["b1"]
     s.validate()
 
 
@@ -1131,11 +1131,11 @@ def test_a_group_let_go_early_is_bound_again_if_its_worker_goes() -> None:
     spec = {"a1": "", "a2": "a1", "b1": ""}
     d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B"}, workers=["w"])
     s = d.sched
-    assert d.names(s.take("w", 2, speculate=True)) == ["a1", "a2"]
-    assert d.names(s.take("w", 1, speculate=True, next_group=True)) == ["b1"]
+    assert d.names(s.take("w", 2, ahead=True)) == ["a1", "a2"]
+    assert d.names(s.take("w", 1, ahead=True, next_group=True)) == ["b1"]
     d.add("v")
     assert d.remove("w") == ["a1", "a2", "b1"]
-    assert d.names(s.take("v", 3, speculate=True)) == ["a1", "a2"]
+    assert d.names(s.take("v", 3, ahead=True)) == ["a1", "a2"]
     assert s.bound_group("v") == 0
     s.validate()
 
@@ -1143,7 +1143,7 @@ def test_a_group_let_go_early_is_bound_again_if_its_worker_goes() -> None:
 def test_speculation_needs_the_skip_policy() -> None:
     d = Driver({"a": ""}, on_failure="stop", workers=["w0"])
     with pytest.raises(ValueError, match="on_failure='skip'"):
-        d.sched.take("w0", 1, speculate=True)
+        d.sched.take("w0", 1, ahead=True)
 
 
 @settings(max_examples=150, deadline=None)
@@ -1151,7 +1151,7 @@ def test_speculation_needs_the_skip_policy() -> None:
 def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     """Workers run what they got in order; a held task whose prerequisite failed
     is skipped by the worker itself (remote), everything else ran after its
-    prerequisites passed, and the outcome equals the non-speculative rule."""
+    prerequisites passed, and the outcome equals the rule for tests not handed out ahead."""
     graph = case.graph()
     n = len(graph)
     sched = StateMachine(graph, on_failure="skip", resources=case.resources, limits=case.limits,
@@ -1170,14 +1170,14 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
         assert guard < 60 * n + 60, "run does not terminate"
         w = data.draw(st.sampled_from(workers), label="worker")
         if not fifo[w] or data.draw(st.booleans(), label="take"):
-            got = sched.take(w, data.draw(st.integers(1, 4), label="limit"), speculate=True,
+            got = sched.take(w, data.draw(st.integers(1, 4), label="limit"), ahead=True,
                              next_group=data.draw(st.booleans(), label="next_group"))
             for t in got:
                 assert sched.where[t] == w
                 dispatched[t] += 1
             fifo[w].extend(got)
         if not any(fifo.values()):
-            got_any = [t for v in workers for t in sched.take(v, 1, speculate=True)]
+            got_any = [t for v in workers for t in sched.take(v, 1, ahead=True)]
             assert got_any, "stuck: nothing held, nothing handed out"
             for t in got_any:
                 dispatched[t] += 1
@@ -1189,9 +1189,9 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
             popped[w].append(t)
             if sched.state[t].terminal:
                 skip = sched.skips[t]
-                assert skip.remote and skip.prerequisite is not None
+                assert skip.ahead and skip.prerequisite is not None
                 assert ran_on.get(skip.prerequisite) == w or (
-                    sched.skips.get(skip.prerequisite, skip).remote)
+                    sched.skips.get(skip.prerequisite, skip).ahead)
                 continue
             for p in graph.requires[t]:
                 assert sched.state[p] is State.PASSED, (t, p)
@@ -1257,8 +1257,8 @@ def test_a_task_held_ahead_is_skipped_remotely_when_its_prerequisite_fails() -> 
     assert d.names(d.sched.ahead("w1")) == ["b"]
     assert d.finish("a", "failed")
     skips = {d.names([s.task])[0]: s for s in d.sched.pop_skipped()}
-    assert skips["b"].remote, "w1 holds b: it skips b itself"
-    assert not skips["c"].remote
+    assert skips["b"].ahead, "w1 holds b: it skips b itself"
+    assert not skips["c"].ahead
     assert skips["c"].reason == "prerequisite b was skipped: a failed"
     assert d.sched.done
 
@@ -1297,7 +1297,7 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
     def run_head(w: str, outcome: str) -> None:
         t = held[w].pop(0)
         if sched.state[t] is State.SKIPPED:  # its prerequisite failed: the worker skips it
-            assert sched.skips[t].remote, f"{t} skipped while held, but not marked remote"
+            assert sched.skips[t].ahead, f"{t} skipped while held, but not marked ahead"
             return
         for p in graph.requires[t]:
             assert sched.state[p] is State.PASSED, (t, p)
@@ -1361,7 +1361,7 @@ def test_an_exclusive_task_is_never_handed_out_ahead_but_keeps_its_group() -> No
     graph = graph_of({"a": "", "x": "a", "b": "x"})
     sched = StateMachine(graph, exclusive=[False, True, False], groups=["g", "g", "g"])
     sched.add_worker("w")
-    assert sched.take("w", speculate=True) == [0]
+    assert sched.take("w", ahead=True) == [0]
     assert sched.ahead("w", 3) == []  # x waits on a but runs alone: not held
     assert group_of(sched)[1] == group_of(sched)[0] == 0
     assert sched.finished(0, "passed")

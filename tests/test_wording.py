@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 
 from pytest_dagorder.core import wording
-from pytest_dagorder.declaring import foreign_wording as migration_wording
+from pytest_dagorder.declaring import foreign_wording as foreign_wording
 from pytest_dagorder.drivers.distributed import wording as xdist_wording
-from pytest_dagorder.options import wording as glue_wording
+from pytest_dagorder.options import wording as options_wording
 
 CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.prerequisite_ended("test_a", "failed"), "prerequisite test_a failed"),
@@ -40,11 +40,11 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.stopped_after("test_a", "failed"), "run stopped after test_a failed"),
     (lambda: wording.STOPPED, "run stopped"),
     (lambda: wording.CANCELLED, "cancelled"),
-    (lambda: "prerequisite test_z was deselected" + glue_wording.DESELECTED_HINT,
+    (lambda: "prerequisite test_z was deselected" + options_wording.DESELECTED_HINT,
      "prerequisite test_z was deselected; add --dag-with-prerequisites to run it"),
     (lambda: wording.not_run_yet("t.py::test_a"),
      "prerequisite t.py::test_a has not run yet (tests were reordered)"),
-    (lambda: glue_wording.SUMMARY_TITLE, "blocked by prerequisites (pytest-dagorder)"),
+    (lambda: options_wording.SUMMARY_TITLE, "blocked by prerequisites (pytest-dagorder)"),
     (lambda: wording.blocked_line("t.py::test_a", "failed", 1),
      "t.py::test_a failed: blocked 1 test"),
     (lambda: wording.blocked_line("t.py::test_a", "error", 3),
@@ -52,7 +52,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.listed("t.py::test_b"), "  t.py::test_b"),
     (lambda: wording.not_started_line("run stopped after test_a failed", 2),
      "run stopped after test_a failed: 2 tests not started"),
-    (lambda: glue_wording.collection_errors(1), "1 error during collection"),
+    (lambda: options_wording.collection_errors(1), "1 error during collection"),
     (lambda: wording.prerequisite_module_skipped("t.py", "could not import 'x'"),
      "prerequisite module t.py was skipped: could not import 'x'"),
     (lambda: wording.target_uncollectable("h.py::test_x", "h.py", "SystemExit: boom"),
@@ -60,38 +60,38 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "fix that file or the target"),
     (lambda: wording.some_of(["a", "b", "c", "d"]), "a, b, c, d"),
     (lambda: wording.some_of(["a", "b", "c", "d", "e"]), "a, b, c and 2 more"),
-    (lambda: glue_wording.pulled_back_line(2, 4),
+    (lambda: options_wording.pulled_back_line(2, 4),
      "dagorder: 2 prerequisites pulled back into the run (--dag-with-prerequisites): "
      "4 tests in all"),
-    (lambda: glue_wording.pulled_back_line(1, 1),
+    (lambda: options_wording.pulled_back_line(1, 1),
      "dagorder: 1 prerequisite pulled back into the run (--dag-with-prerequisites): "
      "1 test in all"),
-    (lambda: glue_wording.collection_errors(2), "2 errors during collection"),
-    (lambda: migration_wording.depends_not_passed("test_b", "test_a", " (call failed)"),
+    (lambda: options_wording.collection_errors(2), "2 errors during collection"),
+    (lambda: foreign_wording.depends_not_passed("test_b", "test_a", " (call failed)"),
      "test_b depends on test_a, which did not pass (call failed)"),
-    (lambda: migration_wording.depends_no_test("test_b", "test_x", "module"),
+    (lambda: foreign_wording.depends_no_test("test_b", "test_x", "module"),
      "test_b depends on test_x, which names no test of this run marked with "
      "@pytest.mark.dependency in its module scope"),
-    (lambda: migration_wording.depends_other_process("test_b", "test_a", "module"),
+    (lambda: foreign_wording.depends_other_process("test_b", "test_a", "module"),
      "test_b depends on test_a, which did not run in this worker process before it: a "
      "runtime depends() sees only tests of test_b's own affinity group "
      "(--dag-affinity=module) that an edge runs first; declare the dependency with "
      "@pytest.mark.dependency(depends=[...]) to have it scheduled"),
-    (lambda: migration_wording.depends_not_run_yet("test_b", "test_a"),
+    (lambda: foreign_wording.depends_not_run_yet("test_b", "test_a"),
      "test_b depends on test_a, which has not run yet: a runtime depends() does not order "
      "tests; declare the dependency with @pytest.mark.dependency(depends=[...]) to have it "
      "run first"),
-    (lambda: migration_wording.depends_unmarked("test_b", "'test_a'"),
+    (lambda: foreign_wording.depends_unmarked("test_b", "'test_a'"),
      "test_b depends on 'test_a', which is not marked with @pytest.mark.dependency (mark "
      "it, or set automark_dependency = true)"),
     (lambda: wording.limits_header({"db": 2}, ["db", "broker"]),
      "dagorder: resource limits db=2, broker=1"),
-    (lambda: glue_wording.unused_limits_warning(["dbb"]),
+    (lambda: options_wording.unused_limits_warning(["dbb"]),
      "dagorder: warning: no test uses 'dbb' (check the name "
      "in --dag-limit / dag_limits)"),
-    (lambda: glue_wording.exclusive_header(1),
+    (lambda: options_wording.exclusive_header(1),
      "dagorder: 1 test run alone (dag_exclusive): nothing else runs meanwhile"),
-    (lambda: migration_wording.runtime_depends_header(2),
+    (lambda: foreign_wording.runtime_depends_header(2),
      "dagorder: runtime depends() in 2 modules: each runs on one worker, in collection order"),
     (lambda: wording.kept_whole_header("load", 2),
      "dagorder: 2 documents (files of non-Python test items): each runs on one worker, "
@@ -108,7 +108,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "once on every worker, while a dependency graph runs each test once, after its "
      "prerequisites; use --dist load, loadgroup, loadfile, loadscope or worksteal, or "
      "run with -p no:dagorder for plain xdist"),
-    (lambda: glue_wording.group_cost(3.1, 14.2, 13.9, 10.8,
+    (lambda: options_wording.group_cost(3.1, 14.2, 13.9, 10.8,
                                 [(wording.group_name("t.py::test_a", None), 40, 9.8)]),
      "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
      "beats 13.90 s with them, 10.80 s without);\n  on the critical path: the group of "
@@ -116,7 +116,7 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "a dependent needs; if these tests share no process state, --dag-affinity=none (or "
      "dag.publish for what they pass on) lifts it"),
     # A group a fixture instance holds together: none would split it, never advised.
-    (lambda: glue_wording.group_cost(3.1, 14.2, 13.9, 10.8,
+    (lambda: options_wording.group_cost(3.1, 14.2, 13.9, 10.8,
                                 [(wording.group_name("t.py::test_a", None), 40, 9.8)],
                                 ["module fixture 'index' of t.py"]),
      "dagorder: affinity groups cost at least 3.10 s of this 14.20 s run (no schedule "
@@ -125,10 +125,10 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "a dependent needs; module fixture 'index' of t.py holds tests of a group together"),
     (lambda: wording.serial_header(4, 3, 2),
      "dagorder: 4 tests, 3 dependencies, longest chain 2 (serial)"),
-    (lambda: glue_wording.xdist_header(5, 4, 3, "module", 2, 0, 5),
+    (lambda: options_wording.xdist_header(5, 4, 3, "module", 2, 0, 5),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "module (2 groups); critical path by test counts"),
-    (lambda: glue_wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
+    (lambda: options_wording.xdist_header(5, 4, 3, "none", 0, 5, 6),
      "dagorder: 5 tests, 4 dependencies, longest chain 3; xdist scheduling, affinity "
      "none (0 groups); critical path by recorded durations of 5/6 tests"),
     # dag.publish / dag.result
@@ -156,13 +156,13 @@ CASES: list[tuple[Callable[[], str], str]] = [
     (lambda: wording.publish_test_too_big("test_a", "k", 5_000_000, 4 * 1024 * 1024),
      "test_a publishes 'k': its values would total 5,000,000 bytes, over the limit of 4 MiB "
      "per test; publish ids or file paths instead"),
-    (lambda: glue_wording.result_unknown("test_b", "test_x"),
+    (lambda: options_wording.result_unknown("test_b", "test_x"),
      "test_b reads dag.result('test_x'): it names no test of this run; name a test it "
      "depends on (a test name, Class::test, a node id or the function)"),
-    (lambda: glue_wording.result_ambiguous("test_b", "test_p", ["test_p[1]", "test_p[2]"]),
+    (lambda: options_wording.result_ambiguous("test_b", "test_p", ["test_p[1]", "test_p[2]"]),
      "test_b reads dag.result('test_p'), which matches 2 tests (test_p[1], test_p[2]); pick "
      "one instance, e.g. dag.result('test_p[1]')"),
-    (lambda: glue_wording.result_not_prerequisite("test_b", "test_a"),
+    (lambda: options_wording.result_not_prerequisite("test_b", "test_a"),
      "test_b reads the results of test_a, which is not one of its prerequisites: it may "
      "still be running; declare @depends_on('test_a') on test_b (directly or through "
      "another prerequisite)"),
@@ -170,19 +170,19 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "test_b reads 'k' from test_a, which published only 'x', 'y'"),
     (lambda: wording.result_no_key("test_b", "test_a", "k", []),
      "test_b reads 'k' from test_a, which published nothing (or did not pass)"),
-    (lambda: glue_wording.result_not_requested("test_b"),
+    (lambda: options_wording.result_not_requested("test_b"),
      "test_b got the dag fixture from request.getfixturevalue(); request it as an argument "
      "of the test (or of a fixture the test uses) so that its prerequisites' results are "
      "sent ahead of it"),
-    (lambda: glue_wording.result_timeout("test_b", 60.0),
+    (lambda: options_wording.result_timeout("test_b", 60.0),
      "test_b: the results of its prerequisites did not arrive from the xdist controller "
      "within 60 s"),
-    (lambda: glue_wording.result_no_driver("test_b"),
+    (lambda: options_wording.result_no_driver("test_b"),
      "test_b uses the dag fixture, but pytest-dagorder does not run this session (plugin "
      "disabled, or the worker was not started by its controller)"),
-    (lambda: glue_wording.published_line("t.py::test_a", ["x", "y"]), "t.py::test_a: x, y"),
-    (lambda: glue_wording.PUBLISHED_TITLE, "published results, keys only (pytest-dagorder)"),
-    (lambda: glue_wording.shard_spec_invalid("0/4"),
+    (lambda: options_wording.published_line("t.py::test_a", ["x", "y"]), "t.py::test_a: x, y"),
+    (lambda: options_wording.PUBLISHED_TITLE, "published results, keys only (pytest-dagorder)"),
+    (lambda: options_wording.shard_spec_invalid("0/4"),
      "--dag-shard '0/4' is not valid; write K/N with N a whole number of at least 1 and K "
      "from 1 to N, e.g. --dag-shard 2/4"),
     # --dag-explain: a test's moves
@@ -203,9 +203,9 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "t.py::test_b: released by test_a; started"),
     (lambda: wording.NOTHING_TO_EXPLAIN,
      "dagorder: no test was skipped, put back or kept waiting for its group's worker"),
-    (lambda: glue_wording.EXPLAINED_TITLE,
+    (lambda: options_wording.EXPLAINED_TITLE,
      "why tests waited or did not run (pytest-dagorder --dag-explain)"),
-    (lambda: "started on gw1 after 2 tests started on other workers" + glue_wording.FOR_ITS_GROUP,
+    (lambda: "started on gw1 after 2 tests started on other workers" + options_wording.FOR_ITS_GROUP,
      "started on gw1 after 2 tests started on other workers (kept for its affinity group's "
      "worker)"),
 ]
@@ -228,18 +228,18 @@ ONE_PLURAL = re.compile(r"(?<![\d,./])1 (?:[a-z]+ )?(?:tests|groups|dependencies
 
 SINGULARS: list[Callable[[], str]] = [
     lambda: wording.serial_header(1, 1, 1),
-    lambda: glue_wording.groups_header(1, 1, 1, None),
-    lambda: migration_wording.runtime_depends_header(1),
-    lambda: glue_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
+    lambda: options_wording.groups_header(1, 1, 1, None),
+    lambda: foreign_wording.runtime_depends_header(1),
+    lambda: options_wording.xdist_header(1, 1, 1, "state", 1, 1, 1),
     lambda: wording.kept_whole_header("loadscope", 1),
     lambda: wording.kept_whole_header("load", 1, ["a.txt"]),
-    lambda: glue_wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
+    lambda: options_wording.explain_free([("t.py::test_a", "t.py::test_b")], "state"),
     lambda: wording.shard_header(1, 2, 0, 1, None, None),
     lambda: wording.shard_header(1, 2, 0, 1, None, None, selected_elsewhere=True),
     lambda: wording.shard_header(1, 2, 1, 1, 2.0, wording.Oversized("t.py::test_a", 1, 2.0)),
     lambda: wording.blocked_line("t.py::test_a", "failed", 1),
-    lambda: glue_wording.pulled_back_line(1, 1),
-    lambda: glue_wording.collection_errors(1),
+    lambda: options_wording.pulled_back_line(1, 1),
+    lambda: options_wording.collection_errors(1),
     lambda: wording.move("started", None, "gw1", None, 1),
 ]
 
@@ -253,7 +253,7 @@ def test_a_count_of_one_reads_in_the_singular(make: Callable[[], str]) -> None:
 def test_counts_read_as_users_expect() -> None:
     assert wording.serial_header(1, 1, 1) == (
         "dagorder: 1 test, 1 dependency, longest chain 1 (serial)")
-    assert glue_wording.xdist_header(1, 0, 1, "state", 1, 0, 1) == (
+    assert options_wording.xdist_header(1, 0, 1, "state", 1, 0, 1) == (
         "dagorder: 1 test, 0 dependencies, longest chain 1; xdist scheduling, affinity "
         "state (1 group); critical path by test counts")
     assert wording.plural(1200, "test") == "1,200 tests"
@@ -263,7 +263,7 @@ def test_counts_read_as_users_expect() -> None:
 def test_the_cross_worker_hint_names_each_prerequisite_and_never_advice_already_followed(
         affinity: str) -> None:
     # a1 -> b -> a2: a2 may read what a1 left, not b: both are named.
-    said = glue_wording.ran_elsewhere([("t.py::test_b", "gw1"), ("t.py::test_a1", "gw1")],
+    said = options_wording.ran_elsewhere([("t.py::test_b", "gw1"), ("t.py::test_a1", "gw1")],
                                       "gw0", affinity)
     assert said.startswith("prerequisites t.py::test_b ran on worker gw1; t.py::test_a1 "
                            "ran on worker gw1, this test on gw0: ")
@@ -271,5 +271,5 @@ def test_the_cross_worker_hint_names_each_prerequisite_and_never_advice_already_
     assert "session fixture" not in said
     assert ("--dag-affinity=none" in said) == (affinity == "none")
     assert ("dag_shares_nothing" in said) == (affinity == "state")
-    one = glue_wording.ran_elsewhere([("t.py::test_b", "gw1")], "gw0", affinity)
+    one = options_wording.ran_elsewhere([("t.py::test_b", "gw1")], "gw0", affinity)
     assert one.startswith("prerequisite t.py::test_b ran on worker gw1, this test on gw0: ")

@@ -4,7 +4,7 @@ Part of the state machine (:mod:`.state_machine`), not a placement policy: it
 reads the machine's own record of what runs where (``where``,
 ``running_on``) and picks tasks that have not become READY, which no
 placement ever sees.  The machine then moves each pick straight to
-RUNNING on that worker (see the speculative hand-out in the scheduler's
+RUNNING on that worker (see the hand-out ahead in the scheduler's
 docstring).
 """
 

@@ -53,7 +53,7 @@ always there.
   group.  A started group hands out its members across a fence (it is one
   unit; its first member waits at the fence).
 
-Handing out ahead (``take(speculate=True)`` and ``ahead()``) is not a
+Handing out ahead (``take(ahead=True)`` and ``ahead()``) is not a
 placement: it picks WAITING tasks from the state machine's own record of
 what runs where, see :mod:`.hand_out_ahead`.
 

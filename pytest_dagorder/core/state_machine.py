@@ -30,14 +30,14 @@ checks each entry against the state when it pops it, so a stale entry is
 dropped, never run.  A task put back by :meth:`remove_worker` returns to
 READY and is released to placement afresh.
 
-The one exception is the speculative hand-out (``take(..., speculate=True)``
+The one exception is the hand-out ahead (``take(..., ahead=True)``
 and :meth:`~StateMachine.ahead`): a WAITING task of a bound group, or a free
 one, whose every open prerequisite is RUNNING on one worker goes straight
 to RUNNING there.  It is still handed out
 once (only a WAITING task qualifies, and it leaves WAITING), its counter
 still counts down as the prerequisites pass (its release then finds it
 RUNNING and does nothing), and if one of them fails it is skipped like any
-dependent, marked ``remote`` because the worker holding it reports it.
+dependent, marked ``ahead`` because the worker holding it reports it.
 Put back by :meth:`remove_worker`, it returns to WAITING.
 
 *Terminal exactly once.*  PASSED, FAILED (any non-pass outcome) and SKIPPED
@@ -119,8 +119,8 @@ class Skip:
 
     ``prerequisite`` is the direct prerequisite that did not pass and ``root``
     the task whose own outcome (``root_outcome``) started it; both are None
-    for a stop or a cancellation.  ``remote``: the task had been handed out
-    speculatively, so the worker holding it skips it itself (with this same
+    for a stop or a cancellation.  ``ahead``: the task had been handed out
+    ahead, so the worker holding it skips it itself (with this same
     reason, see :func:`blocked_skip`); the driver must not report it twice.
     ``failed``: not a skip but a failure without running (a checked task, see
     :attr:`.Graph.checked`): the checked prerequisites that did not pass, for
@@ -135,7 +135,7 @@ class Skip:
     prerequisite: int | None
     root: int | None
     root_outcome: str | None
-    remote: bool = False
+    ahead: bool = False
     failed: tuple[int, ...] = ()
     cause: str = ""
     root_cause: str = ""
@@ -154,7 +154,7 @@ def blocked_skip(
     ``upstream`` is the skip decision of ``prereq`` itself, if it was
     skipped rather than run; ``cause``: what ended ``prereq`` (see
     :meth:`StateMachine.finished`).  A pure function, shared by the core and
-    by a worker that gates speculatively sent tasks, so both word it alike.
+    by a worker that gates tasks sent ahead, so both word it alike.
     """
     p = name(prereq)
     if upstream is not None:
@@ -354,7 +354,7 @@ class StateMachine:
         #: plain attribute, set where a task becomes terminal: xdist asks on
         #: every turn of its event loop.
         self.done = n == 0
-        self._spec: set[int] = set()  # handed out speculatively (see take())
+        self._sent_ahead: set[int] = set()  # handed out ahead (see take())
         self._ready_count = 0
         self._new_skips: list[Skip] = []
         self._stopped: str | None = None
@@ -423,9 +423,9 @@ class StateMachine:
         for i in back:
             del self.where[i]
             self._placement.ended(i)
-            self._spec.discard(i)
+            self._sent_ahead.discard(i)
             if self._pending[i]:
-                # Handed out speculatively, its prerequisites still open.
+                # Handed out ahead, its prerequisites still open.
                 if self._history is not None:
                     self._moved(i, State.WAITING, "put back", worker=worker)
                 self.state[i] = State.WAITING
@@ -468,15 +468,15 @@ class StateMachine:
             )
         self._start(task, worker)
 
-    def take(self, worker: Worker, limit: int = 1, *, speculate: bool = False,
+    def take(self, worker: Worker, limit: int = 1, *, ahead: bool = False,
              next_group: bool = False) -> list[int]:
         """Up to ``limit`` READY tasks for ``worker``, now RUNNING there.
 
-        With ``speculate`` (policy ``skip`` only), a worker bound to a group
+        With ``ahead`` (policy ``skip`` only), a worker bound to a group
         also gets group tasks whose only open prerequisites are running on
         that same worker: it runs them in the order given, so it knows those
         outcomes first and must skip such a task itself when one did not
-        pass (see :class:`Skip`.remote).  This saves a round trip per test
+        pass (see :class:`Skip`.ahead).  This saves a round trip per test
         along a chain.
 
         With ``next_group``, a worker that already runs or holds every open
@@ -487,15 +487,15 @@ class StateMachine:
         less at every group's end.  Not for long tasks: whatever it takes
         then waits behind them, while another worker could start it.
         """
-        if speculate and self.on_failure != "skip":
-            raise ValueError("speculative hand-out needs on_failure='skip'")
+        if ahead and self.on_failure != "skip":
+            raise ValueError("hand-out ahead needs on_failure='skip'")
         if next_group and self._groups is not None and worker in self._running_on:
             # Only the worker that will be free first (fewest tasks in hand):
             # near the end, the last groups go to whoever is done soonest.
             mine = len(self._running_on[worker])
             if all(len(tasks) >= mine for tasks in self._running_on.values()):
                 self._groups.let_go(worker)
-        if speculate and self._groups is not None and self._groups.spans(worker):
+        if ahead and self._groups is not None and self._groups.spans(worker):
             return self._take_by_module(worker, limit)
         out: list[int] = []
         next_for = self._placement.next_for
@@ -512,10 +512,10 @@ class StateMachine:
                     return out
                 self._start(i, worker)
                 out.append(i)
-                if speculate and self._groups is not None and self._groups.spans(worker):
+                if ahead and self._groups is not None and self._groups.spans(worker):
                     # Bound just now to a group of several modules.
                     return out + self._take_by_module(worker, limit - len(out))
-            if not speculate or len(out) >= limit or self._stopped is not None:
+            if not ahead or len(out) >= limit or self._stopped is not None:
                 return out
             gid = self.bound_group(worker)
             if gid is None or self._groups is None or not self._groups.unstarted(gid):
@@ -540,7 +540,7 @@ class StateMachine:
                 and self._ahead.waits_here(worker, held))
 
     def _take_by_module(self, worker: Worker, limit: int) -> list[int]:
-        """:meth:`take` with ``speculate`` for a worker bound to a group of several
+        """:meth:`take` with ``ahead`` for a worker bound to a group of several
         modules: what it may run or hold of its current module first (ready
         tasks, then those held behind them), and only then the next module."""
         groups = self._groups
@@ -576,20 +576,20 @@ class StateMachine:
 
         Only tasks that could not start anywhere before the worker's running
         tasks end (policy ``skip`` only): a bound worker's own group tasks
-        (:meth:`take` with ``speculate``), else the free task that waits only
+        (:meth:`take` with ``ahead``), else the free task that waits only
         on tasks running there, and only while no task is ready (a task held
         behind a running one must not go before one that was ready first;
         holding whenever the held task was at least as urgent as every ready
         one made random DAGs slower).  The worker starts it
         the moment its prerequisite ends, without a round trip, and skips it
-        itself if that prerequisite did not pass (see :class:`Skip`.remote).
+        itself if that prerequisite did not pass (see :class:`Skip`.ahead).
         """
         if self.on_failure != "skip":
             raise ValueError("tasks handed out ahead need on_failure='skip'")
         if worker not in self._workers:
             raise KeyError(worker)
         if self.bound_group(worker) is not None:
-            return self.take(worker, limit, speculate=True)
+            return self.take(worker, limit, ahead=True)
         out: list[int] = []
         if self._stopped is not None or self._placement.ready_for(worker):
             return out
@@ -756,7 +756,7 @@ class StateMachine:
         self.state[d] = State.RUNNING
         self.where[d] = worker
         self._running_on[worker].add(d)
-        self._spec.add(d)
+        self._sent_ahead.add(d)
 
     def _set_terminal(self, task: int, state: State, origin: Worker | None) -> None:
         """Make ``task`` terminal and settle everything that waited on it.
@@ -779,8 +779,8 @@ class StateMachine:
                 self._terminal_moved(i, st, origin if i == task else None)
             if states[i] is State.READY:
                 self._ready_count -= 1
-            elif i in self._spec:
-                self._spec.discard(i)
+            elif i in self._sent_ahead:
+                self._sent_ahead.discard(i)
                 if st is State.SKIPPED:  # skipped while held by a worker
                     w = self.where.pop(i)
                     self._running_on[w].discard(i)
@@ -855,8 +855,8 @@ class StateMachine:
         """Why ``task`` is skipped because ``prereq`` did not pass."""
         skip = blocked_skip(task, prereq, self.outcome[prereq], self.skips.get(prereq),
                             self._name, self.causes.get(prereq, ""))
-        if task in self._spec:
-            skip = replace(skip, remote=True)
+        if task in self._sent_ahead:
+            skip = replace(skip, ahead=True)
         return skip
 
     def _record_skip(self, skip: Skip) -> None:
@@ -896,19 +896,19 @@ class StateMachine:
                 check(self._pending[i] == expected,
                       f"task {i}: pending {self._pending[i]} != {expected}")
                 check(self._pending[i] >= 0, f"task {i}: negative pending")
-            if st is State.RUNNING and i in self._spec:
+            if st is State.RUNNING and i in self._sent_ahead:
                 w = self.where.get(i)
                 for p in (*g.requires[i], *g.after[i]):
                     ps = self.state[p]
                     check(ps.terminal or (ps is State.RUNNING and self.where.get(p) == w),
-                          f"speculative task {i} waits on {p}, not running on its worker")
+                          f"task {i}, handed out ahead, waits on {p}, not running on its worker")
                     if p in g.requires[i]:
                         check(ps in (State.PASSED, State.RUNNING),
-                              f"speculative task {i} held although {p} did not pass")
+                              f"task {i} held ahead although {p} did not pass")
             elif st in (State.READY, State.RUNNING):
                 check(expected == 0, f"task {i} is {st.value} with prerequisites left")
             if st is not State.RUNNING:
-                check(i not in self._spec, f"task {i} is {st.value} but marked speculative")
+                check(i not in self._sent_ahead, f"task {i} is {st.value} but marked ahead")
             if st is State.RUNNING:
                 check(i in self.where, f"running task {i} has no worker")
             else:

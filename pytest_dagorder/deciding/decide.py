@@ -22,14 +22,14 @@ from ..core import wording
 from ..core.errors import DependencyError
 from ..declaring.declarations import Problem
 from ..declaring.resources import resources_in_use, unused_limits
-from ..options import wording as glue_wording
+from ..options import wording as options_wording
 from ..options.settings import AffinityMode, Settings
 from ..options.wording import edges_file_line, xdist_header
 from ..planning.facts import Census, Facts
 from ..shims.late_loading import Later
 
 if TYPE_CHECKING:
-    import pytest_dagorder.declaring.foreign_wording as migration_wording
+    import pytest_dagorder.declaring.foreign_wording as foreign_wording
 
     from ..core import affinity, bounds, module_runs, published
     from ..core import graph as core_graph
@@ -47,7 +47,7 @@ else:
     core_graph = Later("pytest_dagorder.core.graph")
     dag_run = Later("pytest_dagorder.live_run.dag_run")
     evidence = Later("pytest_dagorder.declaring.evidence")
-    migration_wording = Later("pytest_dagorder.declaring.foreign_wording")
+    foreign_wording = Later("pytest_dagorder.declaring.foreign_wording")
 
 #: Which driver the run is for: one process (``serial``) or xdist's workers.
 Driver = Literal["serial", "xdist"]
@@ -145,7 +145,7 @@ def decide(facts: Facts, settings: Settings, recorded: Mapping[str, float], *,
         if unused:
             # Limits do nothing serially (one test at a time), but a name no
             # test uses is the same typo here as under -n: the same warning.
-            decided.header.append(glue_wording.unused_limits_warning(unused))
+            decided.header.append(options_wording.unused_limits_warning(unused))
         return decided
     if decided.problems or decided.usage_error:
         return decided
@@ -179,9 +179,9 @@ def _serial(decided: Decisions, facts: Facts, settings: Settings,
     header += note_lines(facts)
     if facts.pulled_back:
         # pytest's "collected N items" counted before they were pulled back.
-        header.append(glue_wording.pulled_back_line(facts.pulled_back, n))
+        header.append(options_wording.pulled_back_line(facts.pulled_back, n))
     if settings.explain:
-        header.append(glue_wording.EXPLAIN_SERIAL)
+        header.append(options_wording.EXPLAIN_SERIAL)
 
 
 def _graph(facts: Facts, chained: Mapping[int, Sequence[int]],
@@ -272,7 +272,7 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
                                                               strict=False)}
             header.append(wording.module_returns_header([str(names[m]) for m in split]))
     if chains:
-        header.append(migration_wording.runtime_depends_header(len(chains)))
+        header.append(foreign_wording.runtime_depends_header(len(chains)))
     if whole:
         header.append(wording.kept_whole_header(dist, len(whole), [
             label.removeprefix(f"{affinity.DOCUMENT} ") for label in whole
@@ -281,9 +281,9 @@ def _xdist(decided: Decisions, facts: Facts, settings: Settings, recorded: Mappi
     if used:
         header.append(wording.limits_header(settings.limits, used))
     if unused:
-        header.append(glue_wording.unused_limits_warning(unused))
+        header.append(options_wording.unused_limits_warning(unused))
     if alone is not None:
-        header.append(glue_wording.exclusive_header(sum(alone)))
+        header.append(options_wording.exclusive_header(sum(alone)))
     if run.machine.groups and mode != "none":
         held = held_by_fixtures(facts, run.machine.groups, settings.stateless_fixtures)
         # The end-of-run summary gives the same advice as the header.
@@ -317,14 +317,14 @@ def note_lines(facts: Facts) -> list[str]:
     ``--dag-shard``), in the order they ran."""
     lines: list[str] = []
     if facts.lf_blocked:
-        lines.append(glue_wording.lf_blocked_line(facts.lf_blocked))
+        lines.append(options_wording.lf_blocked_line(facts.lf_blocked))
     if facts.edges_file is not None and not _verdicts_only(facts):
         lines.append(edges_file_line(*facts.edges_file))
     if facts.evidence is not None:
         lines.append(evidence.header_line(facts.evidence))
     if facts.shard is not None:
         k, n, tests, of, seconds, big, cut, rerun = facts.shard
-        lines.append(glue_wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
+        lines.append(options_wording.shard_failures_rerun(k, n) if rerun else wording.shard_header(
             k, n, tests, of, seconds, None if big is None else wording.Oversized(*big),
             selected_elsewhere=cut))
     return lines
@@ -368,7 +368,7 @@ def _groups_line(run: DagRun, known: Mapping[int, float], workers: int, mode: Af
         label = {i: k for k, members in enumerate(groups) for i in members}
         b = bounds.bounds(took, edges, label, workers)
         cost = (b.cost, b.grouped_bound, b.bound)
-    return glue_wording.groups_header(len(groups), held, run.n_run, cost, mode, fixtures)
+    return options_wording.groups_header(len(groups), held, run.n_run, cost, mode, fixtures)
 
 
 def held_by_fixtures(facts: Facts, groups: Sequence[Sequence[int]],
@@ -423,7 +423,7 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
         lines.append(wording.explain_group(ids[members[0]], [ids[k] for k in members], why))
     free = [(ids[p], ids[i]) for i in range(n) for p in (*g.requires[i], *g.after[i])
             if p < n and (labels[i] is None or labels[i] != labels[p])]
-    lines.append(glue_wording.explain_free(free, mode))
+    lines.append(options_wording.explain_free(free, mode))
     if facts.evidence is not None:
         lines += evidence.explained(facts.evidence, facts.lifted, ids)
     return lines

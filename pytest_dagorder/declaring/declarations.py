@@ -27,13 +27,13 @@ from ..shims.late_loading import Later
 from ..shims.pytest_internals import wide_fixtures
 
 if TYPE_CHECKING:
-    import pytest_dagorder.declaring.foreign_wording as migration_wording
+    import pytest_dagorder.declaring.foreign_wording as foreign_wording
 
     from ..core import graph as core_graph
 else:
     core_graph = Later("pytest_dagorder.core.graph")  # only where a cycle may be
     # Only pytest-dependency's reader gives lenient edges: the migration layer is loaded.
-    migration_wording = Later("pytest_dagorder.declaring.foreign_wording")
+    foreign_wording = Later("pytest_dagorder.declaring.foreign_wording")
 
 
 @dataclass
@@ -103,7 +103,7 @@ class Declared:
 
 
 @dataclass
-class Resolution:
+class DeclaredEdges:
     """Edges over ``items`` (indices into it), plus every problem found."""
 
     requires: list[list[int]]
@@ -443,7 +443,7 @@ def resolve_items(
     readers: Sequence[ForeignReader] = (),
     uncollectable: Mapping[str, Uncollectable] | None = None,
     census: MarkerCensus | None = None,
-) -> Resolution:
+) -> DeclaredEdges:
     """Read every item's declarations and resolve them against ``items``.
 
     ``uncollectable``: collectors (by node id) the planner failed to collect;
@@ -451,7 +451,7 @@ def resolve_items(
     ``census``: the markers walked already (items it has not seen are walked here).
     """
     index = Index(items, uncollectable)
-    res = Resolution([[] for _ in items], [[] for _ in items])
+    res = DeclaredEdges([[] for _ in items], [[] for _ in items])
     unknown: dict[str, None] = {}
     lenient: dict[int, list[int]] = {}  # edges of readers that skip cycles, by dependent
     census = census if census is not None else MarkerCensus()
@@ -490,7 +490,7 @@ def resolve_items(
     return res
 
 
-def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index) -> None:
+def _skip_cycles(res: DeclaredEdges, lenient: Mapping[int, list[int]], index: Index) -> None:
     """Drop the edges of ``lenient`` (by dependent) that close a cycle, skipping
     their dependents, as pytest-dependency skips a test whose prerequisite
     has not run yet; a cycle that needs another reader's edges stays an error."""
@@ -500,7 +500,7 @@ def _skip_cycles(res: Resolution, lenient: Mapping[int, list[int]], index: Index
         for _ in range(edges[i].count(p)):  # a name may be given twice
             res.requires[i].remove(p)
         if i not in res.skips:
-            res.skips[i] = migration_wording.foreign_cycle(
+            res.skips[i] = foreign_wording.foreign_cycle(
                 index.items[i].name, ids[p], [ids[k] for k in cycle])
             res.foreign.add(i)
 

@@ -21,17 +21,17 @@ from ..core.state_machine import FailurePolicy, Skip, StateMachine, Transition, 
 from ..core.states import State
 from ..declaring.declarations import Problem
 from ..features import durations
-from ..options import wording as glue_wording
+from ..options import wording as options_wording
 from ..shims.late_loading import Later
 from ..shims.pytest_internals import keep_in_lastfailed
 from .outcome_tracker import OutcomeTracker
 from .resume import remember_blocked
 
 if TYPE_CHECKING:
-    import pytest_dagorder.declaring.foreign_wording as migration_wording
+    import pytest_dagorder.declaring.foreign_wording as foreign_wording
 else:
     # Only pytest-depends' fail action checks edges: its reader is loaded.
-    migration_wording = Later("pytest_dagorder.declaring.foreign_wording")
+    foreign_wording = Later("pytest_dagorder.declaring.foreign_wording")
 
 
 def short_names(nodeids: Sequence[str]) -> list[str]:
@@ -64,7 +64,7 @@ class SkipToReport(NamedTuple):
     task: int
     reason: str
     #: The worker holding the test (handed out ahead) reports it, not the driver.
-    remote: bool
+    ahead: bool
     #: The direct prerequisite that did not pass (None: a stop).
     prerequisite: int | None
     #: Not a skip: the test fails without running (a failed checked prerequisite).
@@ -158,20 +158,20 @@ class DagRun:
 
     def reason(self, skip: Skip) -> str:
         if skip.failed:
-            return migration_wording.foreign_failed(
+            return foreign_wording.foreign_failed(
                 self.nodeids[skip.task], [self.nodeids[p] for p in skip.failed])
         if skip.root_outcome == "deselected":
-            return skip.reason + glue_wording.DESELECTED_HINT
+            return skip.reason + options_wording.DESELECTED_HINT
         return skip.reason
 
     def pop_skips(self) -> list[SkipToReport]:
         """New skip decisions for tests of the run, in the order they were made.
 
         The caller reports each of them (and adds it to :attr:`reported`),
-        except ``remote`` ones, which the worker holding the test reports
+        except ``ahead`` ones, which the worker holding the test reports
         itself (they count once that report arrived).
         """
-        return [SkipToReport(s.task, self.reason(s), s.remote, s.prerequisite, bool(s.failed))
+        return [SkipToReport(s.task, self.reason(s), s.ahead, s.prerequisite, bool(s.failed))
                 for s in self.machine.pop_skipped() if s.task < self.n_run]
 
     def record(self, report: pytest.TestReport, index: int | None = None, *,
@@ -302,13 +302,13 @@ def _worth_saying(move: Transition, grouped: bool) -> bool:
 
 def _in_group(text: str, move: Transition, grouped: bool) -> str:
     """A grouped test kept waiting: say for what."""
-    return text + glue_wording.FOR_ITS_GROUP if grouped and move.waited else text
+    return text + options_wording.FOR_ITS_GROUP if grouped and move.waited else text
 
 
 def write_explained(terminalreporter: pytest.TerminalReporter, run: DagRun,
                     workers: int) -> None:
     """The section ``--dag-explain`` adds to the summary (see :meth:`DagRun.explained`)."""
-    terminalreporter.write_sep("=", glue_wording.EXPLAINED_TITLE)
+    terminalreporter.write_sep("=", options_wording.EXPLAINED_TITLE)
     lines = run.explained(terminalreporter.verbosity > 0, workers=workers > 1)
     for line in lines or [wording.NOTHING_TO_EXPLAIN]:
         terminalreporter.write_line(line)
@@ -327,7 +327,7 @@ def report_problems(config: pytest.Config, problems: Sequence[Problem]) -> None:
 
 
 def interrupted_message(problems: Sequence[Problem]) -> str:
-    return glue_wording.collection_errors(len(problems))
+    return options_wording.collection_errors(len(problems))
 
 
 #: The share of the run that affinity groups must cost before the summary says so.
@@ -356,7 +356,7 @@ def group_cost_line(run: DagRun, workers: int) -> str | None:
     named = [(wording.group_name(run.nodeids[groups[k][0]], names[k] if names else None),
               size, secs)
              for k, size, secs in b.groups_on_path if isinstance(k, int)]
-    return glue_wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named,
+    return options_wording.group_cost(b.cost, wall, b.grouped_bound, b.bound, named,
                                    run.held_by)
 
 
@@ -364,7 +364,7 @@ def write_summary(terminalreporter: pytest.TerminalReporter, run: DagRun,
                   workers: int = 1) -> None:
     lines = run.summary_lines(verbose=terminalreporter.verbosity > 0)
     if lines:
-        terminalreporter.write_sep("=", glue_wording.SUMMARY_TITLE)
+        terminalreporter.write_sep("=", options_wording.SUMMARY_TITLE)
         for line in lines:
             terminalreporter.write_line(line)
     cost = group_cost_line(run, workers)

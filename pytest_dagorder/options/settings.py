@@ -25,10 +25,10 @@ from ..shims.pytest_internals import ini_keys, rootdir_for
 
 if TYPE_CHECKING:
     from ..core import shards
-    from . import wording as glue_wording
+    from . import wording as options_wording
 else:
     shards = Later("pytest_dagorder.core.shards")
-    glue_wording = Later("pytest_dagorder.options.wording")
+    options_wording = Later("pytest_dagorder.options.wording")
 
 #: Which tests must share a worker (see affinity.py): every chain along which
 #: a dependent may read process state (inside a module, or across modules
@@ -251,14 +251,14 @@ def check_path_values(config: pytest.Config) -> None:
     paths = [str(a) for a in config.getoption("file_or_dir", None) or ()]
     for name, value in given:
         if value in paths:
-            raise pytest.UsageError(glue_wording.path_value_taken(name, value, None))
+            raise pytest.UsageError(options_wording.path_value_taken(name, value, None))
     seen = rootdir_for(config, [*paths, *(value for _, value in given)])
     meant = rootdir_for(config, paths)
     if seen is None or meant is None or seen == meant or seen != (
             config.rootpath, config.inipath):
         return
     name, value = given[0]
-    raise pytest.UsageError(glue_wording.path_value_taken(name, value, (seen, meant)))
+    raise pytest.UsageError(options_wording.path_value_taken(name, value, (seen, meant)))
 
 
 def _one_path(value: object, key: str) -> str:
@@ -297,7 +297,7 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
         try:
             shard = shards.parse_spec(str(spec))
         except shards.ShardSpecError as exc:
-            raise pytest.UsageError(glue_wording.shard_spec_invalid(exc.spec)) from None
+            raise pytest.UsageError(options_wording.shard_spec_invalid(exc.spec)) from None
     return {"durations_path": path, "store_durations": store, "shard": shard}
 
 

@@ -21,17 +21,17 @@ from .. import migration
 from ..core import wording
 from ..core.errors import CycleError, DependencyError, SelfDependencyError
 from ..declaring.declarations import (
+    DeclaredEdges,
     ForeignReader,
     MarkerCensus,
     Problem,
-    Resolution,
     Uncollectable,
     merge_shared,
     resolve_items,
 )
 from ..declaring.resources import Needs, read_needs
 from ..live_run.resume import blocked_last_time
-from ..options import wording as glue_wording
+from ..options import wording as options_wording
 from ..options.markers import EXCLUSIVE, RESOURCE
 from ..options.settings import settings_of
 from ..shims.collector_pause import collector_paused
@@ -65,7 +65,7 @@ EdgesFileNote = tuple[str, bool, int, int, int]
 
 
 @dataclass(frozen=True)
-class Resolved:
+class DraftPlan:
     """What the declarations of a selection resolve to (:func:`make_plan`): the
     first collection step, from which :func:`collect_plan` makes the :class:`Plan`.
 
@@ -161,7 +161,7 @@ def make_plan(
     readers: Sequence[ForeignReader] = (),
     census: MarkerCensus | None = None,
     broken: Collection[str] = (),
-) -> Resolved:
+) -> DraftPlan:
     """Resolve declarations of ``selected`` against everything ``collected``.
 
     ``collected`` holds the items seen before any plugin deselected some
@@ -198,7 +198,7 @@ def make_plan(
     skips = [(universe[i], reason) for i, reason in res.skips.items() if i < len(selected)]
     foreign = {id(universe[i]) for i in res.foreign}
     if not res.declared:
-        return Resolved(list(selected), None, skips=skips, universe=universe, foreign=foreign)
+        return DraftPlan(list(selected), None, skips=skips, universe=universe, foreign=foreign)
     n_sel = len(selected)
     run = list(range(n_sel))
     if broken:
@@ -243,7 +243,7 @@ def make_plan(
             items = [universe[order[k]] for k in topo]
             # Renumber so that index == position in items, the deselected ones last.
             planned = _renumbered(graph, [*topo, *range(n_out)])
-    return Resolved(
+    return DraftPlan(
         items=items,
         graph=planned,
         deselected=[universe[i] for i in outside],
@@ -268,7 +268,7 @@ def _renumbered(graph: core_graph.Order, order: Sequence[int]) -> Edges:
                             [tuple(pos[p] for p in graph.after[old]) for old in order])
 
 
-def _leave_out(universe: Sequence[pytest.Item], res: Resolution, broken: frozenset[str],
+def _leave_out(universe: Sequence[pytest.Item], res: DeclaredEdges, broken: frozenset[str],
                run: list[int]) -> list[int]:
     """``run`` without the ``broken`` tests; edges to them are cut from ``res``,
     and a test that required one is skipped."""
@@ -485,7 +485,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
     readers = migration.readers(config, settings, census.names, order_sorted=order_sorted)
 
-    def plan_without(broken: Collection[str] = ()) -> Resolved:
+    def plan_without(broken: Collection[str] = ()) -> DraftPlan:
         return make_plan(
             items,
             collected,
@@ -513,7 +513,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     shown = getattr(config, "workerinput", {}).get("workerid", FIRST_WORKER) == FIRST_WORKER
     for text, path, line, nodeid in migration.reader_warnings(readers):
         if settings.strict:
-            problems.append(Problem(nodeid, glue_wording.strict_problem(text)))
+            problems.append(Problem(nodeid, options_wording.strict_problem(text)))
             continue
         try:
             if shown:
@@ -538,7 +538,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         lf_blocked = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
     for item, reason in plan.skips:
         if settings.strict and id(item) in plan.foreign:
-            problems.append(Problem(item.nodeid, glue_wording.strict_problem(reason)))
+            problems.append(Problem(item.nodeid, options_wording.strict_problem(reason)))
             continue
         item.add_marker(pytest.mark.skip(reason=reason))
     if plan.graph is not None and not problems:
@@ -573,7 +573,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         broken=plan.broken, errors=plan.errors)
 
 
-def salvaged(plan: Resolved, replan: Callable[[set[str]], Resolved]) -> Resolved:
+def salvaged(plan: DraftPlan, replan: Callable[[set[str]], DraftPlan]) -> DraftPlan:
     """The plan without the tests its problems are about (``--continue-on-collection-errors``).
 
     pytest runs what it could collect; likewise the tests whose declarations

@@ -220,7 +220,7 @@ class Harness:
 
     Its fake workers gate like drivers/distributed/sent_ahead.py does: under policy ``skip`` a test
     whose prerequisite did not pass *on the same worker* (it was handed out
-    ahead, see ``StateMachine.take(speculate=True)``) is reported SKIPPED by the
+    ahead, see ``StateMachine.take(ahead=True)``) is reported SKIPPED by the
     worker itself.
     """
 

@@ -27,7 +27,7 @@ from ...features.stall import (
     leaves_faulthandler_alone,
     report_lines,
 )
-from ...options import wording as glue_wording
+from ...options import wording as options_wording
 from ...options.settings import DAG_MODES, settings_of
 from ...planning.facts import Facts
 from ...shims.late_loading import Later
@@ -256,12 +256,12 @@ class DagController:
             stack = no_stack = None
             directory = node.workerinput.get(STALL_KEY)
             if own_timer:
-                no_stack = glue_wording.STALL_FAULTHANDLER_TIMEOUT
+                no_stack = options_wording.STALL_FAULTHANDLER_TIMEOUT
             elif directory is None:
-                no_stack = glue_wording.STALL_NOT_LOCAL
+                no_stack = options_wording.STALL_NOT_LOCAL
             else:
                 stack = last_dump(dump_file(directory, name), since if test else None)
-                no_stack = None if stack else glue_wording.STALL_NO_DUMP
+                no_stack = None if stack else options_wording.STALL_NO_DUMP
             workers.append(WorkerState(name, test, since, stack, no_stack))
         return report_lines(self.stall_seconds, workers)
 

@@ -65,14 +65,14 @@ class Dispatcher:
     """Tops workers up from the core and sends them their tests."""
 
     def __init__(self, ledger: Ledger, channels: Mapping[WorkerController, Any],
-                 log: Callable[[str], None], pace: Pacing, *, speculate: bool,
+                 log: Callable[[str], None], pace: Pacing, *, ahead: bool,
                  barrier: int, plain: bool = False, relay: Relay | None = None,
                  dag_users: Sequence[bool] = (), scopes: OpenScopes | None = None) -> None:
         self.ledger = ledger
         self.channels = channels
         self.log = log
         # Speculative hand-out needs workers to gate, which they do under "skip".
-        self.speculate = speculate
+        self.ahead = ahead
         # How many tests go out at once (the scheduler records the durations).
         self.pace = pace
         self.dead: set[WorkerController] = set()  # sending to them failed; xdist removes them soon
@@ -103,7 +103,7 @@ class Dispatcher:
             # up (the common case with batches, checked after nearly every report).
             return
         nodes = self._usable(eligible)
-        spec = self.speculate
+        ahead = self.ahead
         # First every idle worker gets work, then busy ones are topped up.
         for node in nodes:
             if inflight[node] == 0:
@@ -122,7 +122,7 @@ class Dispatcher:
                 more = self._short_more(run, node, [], len(nodes), below=SHORT_TEST / 2)
                 if more:
                     self._send(run, node, more)
-                elif spec and have == 1:
+                elif ahead and have == 1:
                     # Slow tests, one in flight: add the test that can start only
                     # once it ended (its dependent, its group's next).  The worker
                     # starts that one without a round trip through this process;
@@ -179,9 +179,9 @@ class Dispatcher:
         """Up to ``limit`` tests for ``node``: ready ones, then (when tests may be
         handed out ahead) those that wait only on what it runs or holds, which
         it starts without a round trip through this process."""
-        spec = self.speculate
-        tasks = machine.take(node, limit, speculate=spec, next_group=next_group)
-        if spec and len(tasks) < limit:
+        ahead = self.ahead
+        tasks = machine.take(node, limit, ahead=ahead, next_group=next_group)
+        if ahead and len(tasks) < limit:
             tasks += machine.ahead(node, limit - len(tasks))
         return tasks
 
@@ -252,7 +252,7 @@ class Dispatcher:
         if not self.pace.is_fast:
             return MAX_PIPELINE
         batch = self.pace.batch()
-        if self.speculate and machine.bound_group(node) is not None:
+        if self.ahead and machine.bound_group(node) is not None:
             # Its group's chain is the node's alone: hand it out ahead.
             return batch
         # Free tests: an equal share of what is ready, so no worker goes idle

@@ -42,7 +42,7 @@ from ...deciding.decide import Decisions, decide
 from ...declaring.declarations import Problem
 from ...features import durations, sharding
 from ...live_run.dag_run import DagRun, report_problems
-from ...options import wording as glue_wording
+from ...options import wording as options_wording
 from ...options.settings import settings_of
 from ...planning.facts import Facts
 from ...shims.collector_pause import collector_paused
@@ -575,7 +575,7 @@ class DependencyScheduling:
         # The workers' barrier item follows their real tests.
         dispatcher = Dispatcher(
             self.ledger, self.controller.channels, self.log, self.pace,
-            speculate=self.controller.policy == "skip", barrier=len(facts.ids),
+            ahead=self.controller.policy == "skip", barrier=len(facts.ids),
             plain=decided.plain, relay=decided.relay, dag_users=decided.dag_users,
             scopes=None if decided.plain else OpenScopes(
                 facts.module_scopes, facts.class_scopes, len(facts.ids)))
@@ -598,7 +598,7 @@ class DependencyScheduling:
             if found is not None:
                 # A section of the report: printed with the failure, kept by
                 # whatever stores the report.
-                report.sections.append((glue_wording.ELSEWHERE_TITLE, glue_wording.ran_elsewhere(
+                report.sections.append((options_wording.ELSEWHERE_TITLE, options_wording.ran_elsewhere(
                     *found, settings_of(self.config).affinity)))
         if feed.feed(report) is not None:
             self._dispatch(emit=emit)

@@ -74,7 +74,7 @@ class SkipEmitter:
         running_at = self.ledger.running_at
         while todo:
             skip = todo.popleft()
-            holder = running_at.get(skip.task) if skip.remote else None
+            holder = running_at.get(skip.task) if skip.ahead else None
             if holder is not None and holder in sent:
                 # Handed out ahead: its worker skips it and reports that.
                 self.awaiting[skip.task] = (holder, skip.reason)

@@ -1,6 +1,6 @@
 """xdist worker side: the plugin that wires the worker's parts to pytest's hooks.
 
-Each part holds one job: :mod:`.payload` makes the plan the worker ships,
+Each part holds one job: :mod:`.worker_facts` makes the plan the worker ships,
 :mod:`.shipping` ships it when the controller asks, :mod:`.barrier` hosts
 the hidden barrier item and the gate that hides it (why both: that
 module's docstring), :mod:`.exit_forwarding` hands a test's
@@ -26,8 +26,7 @@ from ...planning.plan import Plan, Planner
 from ...shims.collector_pause import UntilTestsBegin, collector_paused
 from ...shims.pytest_internals import testmon_batch_ends
 from ...shims.xdist_internals import queued_indices
-from . import wire
-from . import worker_facts as payload
+from . import wire, worker_facts
 from .barrier import BarrierHost
 from .exit_forwarding import ExitForwarder
 from .facts_shipping import PlanShipper
@@ -38,7 +37,7 @@ class DagWorker(Planner):
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.channel: Any = config.workerinput.get(wire.CHANNEL_KEY)  # type: ignore[attr-defined]
-        # Gating of speculatively sent tests (see StateMachine.take), under "skip".
+        # Gating of tests sent ahead (see StateMachine.take), under "skip".
         self.gating = settings_of(config).on_failure == "skip"
         self.stop_policy = settings_of(config).on_failure == "stop"
         self.sent_ahead: SentAhead | None = None  # once collected, when gating
@@ -141,8 +140,8 @@ class DagWorker(Planner):
             # runs from: the facts follow that order.  The controller asks
             # for them as soon as it has this collection, if it is the first.
             self.shipper.collected(
-                payload.make_census(self.plan, planned, ids),
-                functools.partial(payload.make_facts, self.config, self.plan, planned,
+                worker_facts.make_census(self.plan, planned, ids),
+                functools.partial(worker_facts.make_facts, self.config, self.plan, planned,
                                   final, ids))
 
     def _install(self) -> None:
