@@ -39,7 +39,8 @@ AFFINITY_MODES: tuple[AffinityMode, ...] = get_args(AffinityMode)
 
 GROUP = "dagorder"
 #: The registration name of whichever driver runs the session (drivers/serial.py,
-#: drivers/distributed/controller.py, drivers/distributed/worker.py); other parts find the run state under it.
+#: drivers/distributed/controller.py, drivers/distributed/worker.py); other parts
+#: find the run state under it.
 DRIVER_NAME = "dagorder-run"
 #: --dist modes the DAG scheduler takes over: the default and worksteal (its
 #: workers steal anyway), loadgroup (xdist_group marks are affinity groups),

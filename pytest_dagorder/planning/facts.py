@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..migration import order
     from .plan import EdgesFileNote, Plan
 else:
-    affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
+    affinity = Later("pytest_dagorder.core.affinity")  # see shims/late_loading.py
     evidence = Later("pytest_dagorder.declaring.evidence")  # only where an edges file is read
     order = Later("pytest_dagorder.migration.order")  # only where a test has an order mark
     sharding = Later("pytest_dagorder.features.sharding")  # only where a test has xdist_group

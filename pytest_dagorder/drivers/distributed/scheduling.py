@@ -482,7 +482,7 @@ class DependencyScheduling:
         """
         if not isinstance(self.phase, Collecting) or node not in self.ledger.sent:
             return
-        with collector_paused():  # the graph and the core: see memory.py
+        with collector_paused():  # the graph and the core: see collector_pause.py
             self._build(node, early=True)
 
     def _announce(self) -> Launch:
