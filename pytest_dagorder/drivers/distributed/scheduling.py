@@ -598,8 +598,9 @@ class DependencyScheduling:
             if found is not None:
                 # A section of the report: printed with the failure, kept by
                 # whatever stores the report.
-                report.sections.append((options_wording.ELSEWHERE_TITLE, options_wording.ran_elsewhere(
-                    *found, settings_of(self.config).affinity)))
+                report.sections.append((options_wording.ELSEWHERE_TITLE,
+                                        options_wording.ran_elsewhere(
+                                            *found, settings_of(self.config).affinity)))
         if feed.feed(report) is not None:
             self._dispatch(emit=emit)
 
