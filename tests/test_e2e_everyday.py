@@ -422,7 +422,7 @@ def pytest_terminal_summary(terminalreporter):
 #: rewritten, as any plugin's modules are).
 EARLY = """
 EARLY = {"pytest_dagorder.plugin", "pytest_dagorder.core", "pytest_dagorder.core.errors",
-         "pytest_dagorder.glue", "pytest_dagorder.shims.pytest_internals",
+         "pytest_dagorder.shims", "pytest_dagorder.shims.pytest_internals",
          "pytest_dagorder.shims.late_loading"}
 """
 

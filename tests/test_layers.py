@@ -17,18 +17,29 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_dagorder"
 
-#: The package's folders, lower number = lower layer.  A module may import its own
-#: layer or lower ones; a module's layer is its folder's (``plugin`` stands alone).
-LAYERS: dict[str, int] = {
-    "core": 0,         # plain values in, decisions out
-    "runners": 0,      # DagScheduler and DagExecutor over the core
-    "render": 0,       # graph export and timeline, from plain values
-    "glue": 1,         # pytest's items, markers and reports turned into core values
-    "migration": 1,    # the takeover of pytest-dependency / pytest-depends / pytest-order
-    "drivers": 2,      # the serial run
-    "distributed": 2,  # the xdist controller, worker and wire
-    "plugin": 3,       # the entry point: hooks only
-}
+#: The package's rooms (its folders), lowest first: a module imports its own room
+#: or a room listed before it, never one after; no two rooms import each other.  The
+#: three rooms of the core import none of the others.  ``plugin`` stands alone, last.
+ROOMS: tuple[str, ...] = (
+    "core",       # plain values in, decisions out
+    "runners",    # DagScheduler and DagExecutor over the core
+    "render",     # graph export and timeline, from plain values
+    "shims",      # every use of an internal of pytest, pluggy, xdist or the interpreter
+    "options",    # options, ini keys, markers, and the sentences that name them
+    "declaring",  # what a suite declares, read into plain edges
+    "migration",  # the takeover of pytest-dependency / pytest-depends / pytest-order
+    "features",   # recorded durations, --dag-shard, the stall report
+    "live_run",   # the run as it goes, and what it writes at the end
+    "planning",   # from a collected session to a plan and its facts
+    "deciding",   # every decision about a run
+    "drivers",    # the serial run, and the xdist run (drivers/distributed)
+    "finder",     # --dag-find-missing and its probe processes
+    "plugin",     # the entry point: hooks only
+)
+#: A room's rank in :data:`ROOMS`.
+LAYERS: dict[str, int] = {room: i for i, room in enumerate(ROOMS)}
+#: The rooms that import neither pytest nor xdist (and nothing past ``core``).
+CORE_ROOMS = ("core", "runners", "render")
 CORE_FORBIDDEN = ("pytest", "_pytest", "xdist", "execnet", "pluggy")
 #: Process-wide policy the pytest glue owns: the core only schedules.
 CORE_POLICY = ("gc",)
@@ -76,17 +87,40 @@ def layer(name: str) -> int:
     return LAYERS[name.split(".")[0]]
 
 
+def room(name: str) -> str:
+    """A module's room: its top folder, but the xdist run's own (``drivers.distributed``)."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[:2] == ["drivers", "distributed"] else parts[0]
+
+
 def test_every_module_sits_in_a_layer_folder() -> None:
     assert sorted(m for m in modules() if m.split(".")[0] not in LAYERS) == []
+
+
+def test_every_room_says_its_job_in_one_line() -> None:
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        if init.parent == PACKAGE:
+            continue
+        summary = (ast.get_docstring(ast.parse(init.read_text())) or "").split("\n")[0]
+        assert summary.endswith("."), f"{init.relative_to(PACKAGE)}: {summary!r}"
+
+
+def test_no_two_rooms_import_each_other() -> None:
+    """Rooms of one rank too (the serial driver and drivers/distributed)."""
+    pairs = {(room(name), room(m)) for name, path in modules().items()
+             for m in imports_of(name, path)[0] if room(m) != room(name)}
+    assert sorted((a, b) for a, b in pairs if (b, a) in pairs) == []
 
 
 @pytest.mark.parametrize("name", sorted(modules()))
 def test_imports_point_down(name: str) -> None:
     inside, outside = imports_of(name, modules()[name])
     up = sorted(m for m in inside if layer(m) > layer(name))
-    assert not up, f"{name} (layer {layer(name)}) imports higher layers: {up}"
+    assert not up, f"{name} ({room(name)}) imports rooms after its own: {up}"
     assert "plugin" not in inside, "nothing imports the entry point"
-    if layer(name) == 0:
+    if room(name) in CORE_ROOMS:
+        outside_core = sorted(m for m in inside if room(m) != room(name) and room(m) != "core")
+        assert not outside_core, f"{name} imports past the core: {outside_core}"
         assert not set(CORE_FORBIDDEN) & outside, f"core module {name} imports {outside}"
         policy = set(CORE_POLICY) & outside
         assert not policy, f"core module {name} imports {policy}"
@@ -149,7 +183,7 @@ def said_by(path: Path) -> list[str]:
             and id(node) not in docstrings]
 
 
-@pytest.mark.parametrize("name", sorted(m for m in modules() if layer(m) == 0))
+@pytest.mark.parametrize("name", sorted(m for m in modules() if room(m) in CORE_ROOMS))
 def test_the_core_words_nothing_of_pytest_xdist_or_other_plugins(name: str) -> None:
     """The core's sentences are about the DAG: no option, no other plugin, no pytest."""
     said = said_by(modules()[name])
@@ -238,7 +272,7 @@ def test_every_module_loaded_late_exists_and_is_named_with_its_reason() -> None:
     with pytest.raises(AttributeError, match="module 'pytest_dagorder' has no attribute 'x'"):
         pytest_dagorder.x  # noqa: B018
     with pytest.raises(ModuleNotFoundError, match="not among the modules loaded late"):
-        Later("pytest_dagorder.glue.nothing")
+        Later("pytest_dagorder.shims.nothing")
 
 
 def test_a_module_loaded_late_loads_on_its_first_public_name_only() -> None:

@@ -296,7 +296,7 @@ DISTRIBUTED = "pytest_dagorder.drivers.distributed."
 PROBE_OF_XDIST = "pytest_dagorder.shims.xdist_internals"
 #: What only an xdist worker runs, besides its plugin (drivers/distributed/worker.py).
 WORKER_PARTS = tuple(f"pytest_dagorder.drivers.distributed.{name}" for name in (
-    "barrier", "shipping", "sent_ahead", "exit_forwarding"))
+    "barrier", "facts_shipping", "sent_ahead", "exit_forwarding"))
 
 
 def loaded_modules(dagtester: DagTester) -> dict[str, list[str]]:
@@ -332,11 +332,11 @@ def test_under_xdist_the_controller_and_the_workers_load_only_their_side(
     assert sorted(found) == ["gw0", "gw1", "main"]
     controller = found.pop("main")
     assert "pytest_dagorder.drivers.distributed.controller" in controller
-    assert unneeded(controller, *UNUSED, "pytest_dagorder.drivers.",
+    assert unneeded(controller, *UNUSED, "pytest_dagorder.drivers.serial",
                     "pytest_dagorder.drivers.distributed.worker", *WORKER_PARTS) == []
     for modules in found.values():
         assert "pytest_dagorder.drivers.distributed.worker" in modules
-        assert unneeded(modules, *UNUSED, "pytest_dagorder.drivers.",
+        assert unneeded(modules, *UNUSED, "pytest_dagorder.drivers.serial",
                         "pytest_dagorder.drivers.distributed.controller",
                         "pytest_dagorder.drivers.distributed.scheduling") == []
 

@@ -205,8 +205,8 @@ CASES: list[tuple[Callable[[], str], str]] = [
      "dagorder: no test was skipped, put back or kept waiting for its group's worker"),
     (lambda: options_wording.EXPLAINED_TITLE,
      "why tests waited or did not run (pytest-dagorder --dag-explain)"),
-    (lambda: "started on gw1 after 2 tests started on other workers"
-     + options_wording.FOR_ITS_GROUP,
+    (lambda: ("started on gw1 after 2 tests started on other workers"
+              + options_wording.FOR_ITS_GROUP),
      "started on gw1 after 2 tests started on other workers (kept for its affinity group's "
      "worker)"),
     (lambda: wording.story_declared(["test_a", "test_b"], ["test_c"], 2),

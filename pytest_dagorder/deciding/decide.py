@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..live_run import dag_run
     from ..live_run.dag_run import DagRun
 else:
-    # Only for a run that schedules through the core (see loading.py).
+    # Only for a run that schedules through the core (see shims/late_loading.py).
     affinity = Later("pytest_dagorder.core.affinity")
     bounds = Later("pytest_dagorder.core.bounds")
     module_runs = Later("pytest_dagorder.core.module_runs")

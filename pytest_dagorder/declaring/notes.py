@@ -1,10 +1,11 @@
 """What the collection steps found to announce, as named records: the edges
 file read, the ``--dag-shard`` part, the edges file's verdicts.
 
-Made where a collection is planned (``planning.py``, ``sharding.py``,
-``evidence.py``), carried in the facts (``facts.py``; across the process
-boundary as plain tuples, ``drivers/distributed/wire.py``) and worded in the
-header (``decide.py``).  Imports nothing of the package: every one of
+Made where a collection is planned (``planning/plan.py``,
+``features/sharding.py``, ``declaring/evidence.py``), carried in the facts
+(``planning/facts.py``; across the process boundary as plain tuples,
+``drivers/distributed/wire.py``) and worded in the header
+(``deciding/decide.py``).  Imports nothing of the package: every one of
 those may import it.
 """
 

@@ -1,1 +1,1 @@
-"""The in-process driver: the serial run."""
+"""The drivers of a planned session: the serial run in-process, the xdist run (distributed/)."""

@@ -7,14 +7,14 @@ one :class:`LocalResults`, owned by its driver: it opens a
 once the test passed (a worker also sends it to the controller then), and
 answers reads from what it holds.  Under xdist the controller sends a
 worker the values a test may read ahead of the test itself
-(:mod:`~pytest_dagorder.drivers.distributed.controller`); :meth:`LocalResults.read` waits, bounded,
-until that delivery is in.
+(:mod:`~pytest_dagorder.drivers.distributed.controller`); :meth:`LocalResults.read`
+waits, bounded, until that delivery is in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -35,13 +35,27 @@ from ..options.settings import DRIVER_NAME
 from .outcome_tracker import OutcomeTracker
 
 if TYPE_CHECKING:
-    from ..planning.plan import Plan
+    from ..core.graph import Edges
 
 #: Seconds a reader waits for the controller's delivery.  It is sent ahead of
 #: the test on the same connection, so it is normally there already; the
 #: bound only turns a lost message into an error instead of a hang.
 DELIVERY_TIMEOUT = 60.0
 FIXTURE = "dag"
+
+
+class Planned(Protocol):
+    """What the fixture reads of the run's plan (:class:`~pytest_dagorder.planning.plan.Plan`,
+    made in a room after this one, which therefore is not imported here)."""
+
+    @property
+    def items(self) -> list[pytest.Item]: ...
+    @property
+    def deselected(self) -> list[pytest.Item]: ...
+    @property
+    def graph(self) -> Edges | None: ...
+    @property
+    def short_names(self) -> list[str]: ...
 
 
 def uses_dag(item: pytest.Item) -> bool:
@@ -64,13 +78,13 @@ class LocalResults:
         self.store = ResultStore()
         self._tracker = OutcomeTracker()
         self._open: dict[str, Publication] = {}
-        self._plan: Plan | None = None
+        self._plan: Planned | None = None
         self._index: Index | None = None
         self._pos: dict[int, int] = {}
         self._names: list[str] = []
         self._users: set[int] = set()
 
-    def planned(self, plan: Plan, items: Sequence[pytest.Item]) -> None:
+    def planned(self, plan: Planned, items: Sequence[pytest.Item]) -> None:
         self._plan = plan
         self._index = None
         self._users = {id(it) for it in items if uses_dag(it)}

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..migration import order
     from .plan import Plan
 else:
-    affinity = Later("pytest_dagorder.core.affinity")  # see loading.py
+    affinity = Later("pytest_dagorder.core.affinity")  # see shims/late_loading.py
     core_graph = Later("pytest_dagorder.core.graph")  # only where a suite declares an edge
     evidence = Later("pytest_dagorder.declaring.evidence")  # only where an edges file is read
     order = Later("pytest_dagorder.migration.order")  # only where a test has an order mark

@@ -295,8 +295,8 @@ class Harness:
         self.check()
 
     def gate(self, node: FakeNode, i: int) -> str | None:
-        """drivers/distributed/sent_ahead.py gate: the skip reason if a prerequisite
-        failed on ``node``."""
+        """The gate of drivers/distributed/sent_ahead.py: the skip reason if a
+        prerequisite failed on ``node``."""
         facts = self.payload
         if self.policy != "skip" or not facts.graph:
             return None

@@ -1,1 +1,1 @@
-"""The xdist driver: the controller's scheduler, the worker, the wire format."""
+"""The xdist run: the controller's scheduler, the worker, and the wire between them."""

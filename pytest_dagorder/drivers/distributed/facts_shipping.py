@@ -22,7 +22,7 @@ class PlanShipper:
     """Ships the plan once both the request and the collection are in.
 
     ``channel``: the worker's side channel; ``before_tests``: the collector's
-    pause, taken only while no test has begun (see memory.py).
+    pause, taken only while no test has begun (see collector_pause.py).
     """
 
     def __init__(self, channel: Any, before_tests: UntilTestsBegin) -> None:
@@ -62,7 +62,7 @@ class PlanShipper:
             if make is None:
                 return
             self._unshipped = None
-        # See memory.py: the pause is process-wide, so it is taken only while
+        # See collector_pause.py: the pause is process-wide, so it is taken only while
         # no test has begun (the main thread is at most finishing the
         # collection's bookkeeping, itself paused, or waiting for its first
         # tests, which come after the plan).

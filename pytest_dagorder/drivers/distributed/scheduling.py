@@ -358,7 +358,7 @@ class Launcher:
         """
         if not isinstance(self.phases.phase, Collecting) or node not in self.ledger.sent:
             return
-        with collector_paused():  # the graph and the core: see memory.py
+        with collector_paused():  # the graph and the core: see shims/collector_pause.py
             self._build(node, early=True)
 
     def announce(self) -> Launch:

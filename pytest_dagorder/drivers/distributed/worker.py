@@ -128,7 +128,7 @@ class DagWorker(Planner):
         ids = [it.nodeid for it in planned]  # pytest makes the string on every read
         self.index = {nid: k for k, nid in enumerate(ids)}
         result = yield
-        with collector_paused():  # see memory.py
+        with collector_paused():  # see collector_pause.py
             self._after_collection(session, planned, ids)
         return result
 

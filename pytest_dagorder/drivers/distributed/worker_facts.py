@@ -1,4 +1,4 @@
-"""What a worker ships: the facts of its collection (:class:`~..glue.facts.Facts`).
+"""What a worker ships: the facts of its collection (planning/facts.py's ``Facts``).
 
 Gathered in the worker once its collection is final (the census every
 worker says in its hello, the full facts only where the controller asks);
