@@ -201,7 +201,9 @@ def test_a_pytest_order_suite_gets_pytest_orders_syntax(dagtester: DagTester) ->
 @pytest.mark.parametrize(("args", "message"), [
     (["--dag-find-missing=test_b.py"], "*--dag-find-missing='test_b.py' is not a test id*"),
     (["--dag-find-missing=test_b.py::nope"], "*names no selected test*"),
-    (["--dag-find-missing", "--dag-find-budget=0"], "*--dag-find-budget=0.0 is not valid*"),
+    (["--dag-find-missing", "-o", "dag_find_budget=0"],
+     "*ini dag_find_budget '0' is not valid; give a number of seconds above 0*"),
+    (["--dag-find-missing", "-o", "dag_find_budget=soon"], "*dag_find_budget 'soon' is not valid*"),
 ])
 def test_bad_options_are_usage_errors(dagtester: DagTester, args: list[str],
                                       message: str) -> None:
@@ -223,7 +225,7 @@ def test_a_damaged_edges_file_is_a_usage_error_and_kept(dagtester: DagTester) ->
 
 def test_a_spent_budget_lists_the_tests_left_unsearched(dagtester: DagTester) -> None:
     make_suite(dagtester)
-    result = dagtester.run(*FIND, "--dag-find-budget=0.001")
+    result = dagtester.run(*FIND, "-o", "dag_find_budget=0.001")
     assert result.ret == 0, result.stdout.str()
     # The serial pass runs whatever the budget; nothing after it starts.
     result.stdout.fnmatch_lines([

@@ -1,4 +1,5 @@
-"""Never hang silently: ``--dag-stall-report`` says which test each worker runs, and where it waits.
+"""Never hang silently: the stall report (ini ``dag_stall_report``) says which test each
+worker runs, and where it waits.
 
 The stuck test here sleeps four times the report's delay and then passes:
 the report must come while it sleeps, name the worker, the test and the
@@ -55,7 +56,7 @@ def reports_naming(result: pytest.RunResult, test: str) -> list[int]:
 def test_a_stuck_test_under_xdist_is_reported_once_with_its_worker_and_stack(
         dagtester: DagTester) -> None:
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-n", "2", "--dag-stall-report=1")
+    result = dagtester.run("-n", "2", "-o", "dag_stall_report=1")
     result.assert_outcomes(passed=3)  # the report waits; it ends nothing
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -90,7 +91,7 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
         mark("test_other")
     """
     dagtester.modules(test_m=grouped)
-    result = dagtester.run("-n", "2", "--dag-stall-report=1")
+    result = dagtester.run("-n", "2", "-o", "dag_stall_report=1")
     result.assert_outcomes(passed=3, failed=1)
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -109,7 +110,7 @@ def test_the_ini_key_sets_the_delay(dagtester: DagTester) -> None:
 def test_zero_turns_the_report_off(dagtester: DagTester) -> None:
     dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-n", "2", "--dag-stall-report=0")
+    result = dagtester.run("-n", "2", "-o", "dag_stall_report=0")
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str()
 
@@ -118,7 +119,7 @@ def test_with_pytests_faulthandler_timeout_the_report_names_the_test_and_leaves_
         dagtester: DagTester) -> None:
     dagtester.pytester.makeini("[pytest]\nfaulthandler_timeout = 60\n")
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-n", "2", "--dag-stall-report=1")
+    result = dagtester.run("-n", "2", "-o", "dag_stall_report=1")
     result.assert_outcomes(passed=3)
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -131,9 +132,9 @@ def test_with_pytests_faulthandler_timeout_the_report_names_the_test_and_leaves_
 def test_a_bad_value_is_a_usage_error_before_anything_runs(
         dagtester: DagTester, value: str) -> None:
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run(f"--dag-stall-report={value}")
+    result = dagtester.run("-o", f"dag_stall_report={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--dag-stall-report {value!r} is not valid; give a number "
+    result.stderr.fnmatch_lines([f"*ini dag_stall_report {value!r} is not valid; give a number "
                                  "of seconds*"])
     assert not (dagtester.path / "ran.log").exists()
 
@@ -141,7 +142,7 @@ def test_a_bad_value_is_a_usage_error_before_anything_runs(
 def test_a_stuck_test_run_serially_is_reported_once_with_its_stack(
         dagtester: DagTester) -> None:
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run("--dag-stall-report=1",
+    result = dagtester.run("-o", "dag_stall_report=1",
                            own_process="the report is written to descriptor 2")
     result.assert_outcomes(passed=3)
     err = result.stderr.str()
@@ -155,7 +156,7 @@ def test_a_suite_that_declares_nothing_is_not_watched(
         dagtester: DagTester, args: tuple[str, ...]) -> None:
     dagtester.modules(test_m=STUCK.replace('@depends_on("test_first")', ""))
     why = "" if args else "the serial report goes to descriptor 2"
-    result = dagtester.run(*args, "--dag-stall-report=1", own_process=why)
+    result = dagtester.run(*args, "-o", "dag_stall_report=1", own_process=why)
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str() + result.stderr.str()
 
@@ -170,7 +171,7 @@ def test_the_serial_report_says_true_and_leaves_its_own_frames_out(
         "    def test_stuck_again():\n"
         "        time.sleep(4)"))
     dagtester.modules(test_m=twice)
-    result = dagtester.run("--dag-stall-report=1",
+    result = dagtester.run("-o", "dag_stall_report=1",
                            own_process="the report is written to descriptor 2")
     result.assert_outcomes(passed=4)
     err = result.stderr.str()

@@ -112,7 +112,7 @@ class DeclaredEdges:
     declared: int = 0  # number of markers seen: zero means "no DAG here"
     unknown: list[str] = field(default_factory=list)  # string targets that named nothing
     skips: dict[int, str] = field(default_factory=dict)  # item index -> run-time skip reason
-    #: The skips a foreign reader or a cycle it skips through decided (--dag-strict).
+    #: The skips a foreign reader or a cycle it skips through decided (ini dag_strict).
     foreign: set[int] = field(default_factory=set)
 
 

@@ -43,7 +43,7 @@ class SerialRunner(Planner):
         self.run: DagRun | None = None
         self.results = LocalResults()
         self.header: list[str] = []  # with or without a run
-        self.stall: SerialStall | None = None  # --dag-stall-report, for a run it schedules
+        self.stall: SerialStall | None = None  # ini dag_stall_report, for a run it schedules
 
     def planned(self, config: pytest.Config, plan: Plan, items: list[pytest.Item]) -> None:
         settings = settings_of(config)

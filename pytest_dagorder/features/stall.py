@@ -6,7 +6,7 @@ and serially (:class:`SerialStall`); only for a run the plugin schedules.
 The controller learns nothing while every worker is stuck: xdist's loop
 waits on its event queue and calls nothing of the scheduler's until an event
 comes.  So a daemon thread (:class:`StallWatch`) compares the time of the
-last event (a test started or reported) with ``--dag-stall-report``; the
+last event (a test started or reported) with ini ``dag_stall_report``; the
 first time the quiet spell reaches it, it writes which test each worker has
 been running since when, and each worker's stack, and goes back to waiting.
 The run itself is not touched.

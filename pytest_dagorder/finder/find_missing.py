@@ -436,7 +436,7 @@ class MissingFinder:
             write(f"dagorder: the serial pass was stopped, a timeout: no test ended for "
                   f"{SERIAL_IDLE:.0f} s ({len(serial)} of {plural(len(ids), 'test')} had "
                   f"ended; running: {running}); deselect that test, or find its hang "
-                  "(--dag-stall-report in a plain run)")
+                  "(ini dag_stall_report in a plain run)")
             session.testsfailed = 1
             return False
         failing = [nid for nid in ids if serial.get(nid, FAILED).outcome

@@ -76,7 +76,7 @@ class Settings:
     edges_path: Path | None = None
     #: --dag-find-missing: "" for every test, else the one node id; None: a normal run.
     find_missing: str | None = None
-    #: --dag-find-budget in seconds, and how many probe processes run at once (-n).
+    #: ini dag_find_budget in seconds, and how many probe processes run at once (-n).
     find_budget: float | None = None
     find_workers: int = 1
     #: --dag-explain: the header lists every group with its reasons, and the free edges;
@@ -90,9 +90,9 @@ class Settings:
     #: group together where the header and --dag-explain say so.
     stateless_fixtures: frozenset[str] = frozenset()
     #: Seconds without a test reporting before the run says where it waits
-    #: (--dag-stall-report / ini dag_stall_report); 0: never.
+    #: (ini dag_stall_report); 0: never.
     stall_report: float = 300.0
-    #: --dag-strict / ini dag_strict: what the originals skip through (a name
+    #: ini dag_strict: what the originals skip through (a name
     #: that matches nothing, a cycle, a marker they cannot read) is a collection error.
     strict: bool = False
 
@@ -186,25 +186,14 @@ def addoption(parser: pytest.Parser) -> None:
                   "another: not named as holding an affinity group together (they lift no "
                   "edge; dag_shares_nothing does)",
                   type="args", default=[])
-    group.addoption(
-        "--dag-stall-report",
-        default=None,
-        metavar="SECONDS",
-        help="When no test has reported for this long, print which test each worker "
-        "runs and its stack, once, and keep waiting (0: never; default: ini "
-        "dag_stall_report, else 300)",
-    )
-    parser.addini("dag_stall_report", "Default for --dag-stall-report (seconds)",
-                  default="300")
-    group.addoption(
-        "--dag-strict",
-        action="store_true",
-        default=None,
-        help="Make a collection error (exit status 2) of what pytest-dependency, "
-        "pytest-depends and pytest-order skip or warn through: a name that matches "
-        "nothing, a cycle, a marker they cannot read (default: ini dag_strict)",
-    )
-    parser.addini("dag_strict", "Default for --dag-strict", type="bool", default=False)
+    # A CI-wide setting and a project's policy: ini keys (per run: -o KEY=VALUE).
+    parser.addini("dag_stall_report", "When no test has reported for this many seconds, "
+                  "print which test each worker runs and its stack, once, and keep "
+                  "waiting (0: never)", default="300")
+    parser.addini("dag_strict", "Make a collection error (exit status 2) of what "
+                  "pytest-dependency, pytest-depends and pytest-order skip or warn "
+                  "through: a name that matches nothing, a cycle, a marker they cannot "
+                  "read", type="bool", default=False)
     parser.addini("dag_durations", "Default for --dag-durations (relative to the ini file)",
                   default="")
     _add_find_options(group, parser)
@@ -224,7 +213,7 @@ def configure(config: pytest.Config) -> Settings:
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
         **_explain_settings(config),
-        strict=bool(config.getoption("dag_strict", None) or config.getini("dag_strict")),
+        strict=bool(config.getini("dag_strict")),
         stateless_fixtures=frozenset(map(str, config.getini("dag_stateless_fixtures"))),
         limits=MappingProxyType({
             **_limits(config.getini("dag_limits"), "ini dag_limits"),
@@ -358,17 +347,15 @@ def _explain_settings(config: pytest.Config) -> dict[str, Any]:
 
 
 def _stall_report(config: pytest.Config) -> float:
-    option = config.getoption("dag_stall_report", None)
-    value, where = ((option, "--dag-stall-report") if option is not None
-                    else (config.getini("dag_stall_report"), "ini dag_stall_report"))
+    value = config.getini("dag_stall_report")
     try:
         seconds = float(str(value).strip())
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):
         raise pytest.UsageError(
-            f"{where} {value!r} is not valid; give a number of seconds (0 turns the "
-            "report off), e.g. --dag-stall-report=600")
+            f"ini dag_stall_report {value!r} is not valid; give a number of seconds (0 "
+            "turns the report off), e.g. -o dag_stall_report=600")
     return seconds
 
 
@@ -438,13 +425,8 @@ def _add_find_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
         help="Run no tests: find the prerequisites and shared resources the selected "
         "tests (or the one TEST_ID) need but do not declare, with probe runs (-n of them at once)",
     )
-    group.addoption(
-        "--dag-find-budget",
-        default=None,
-        type=float,
-        metavar="SECONDS",
-        help="Start no new probe of --dag-find-missing after this many seconds",
-    )
+    parser.addini("dag_find_budget", "Start no new probe of --dag-find-missing after this "
+                  "many seconds (per run: -o dag_find_budget=SECONDS)", default="")
     parser.addini("dag_edges", "Default for --dag-edges (relative to the ini file)",
                   default="")
 
@@ -465,10 +447,15 @@ def _find_settings(config: pytest.Config) -> dict[str, Any]:
         raise pytest.UsageError(
             f"--dag-find-missing={find!r} is not a test id; name one test as "
             "path::name, or put --dag-find-missing after the paths to search every test")
-    budget = config.getoption("dag_find_budget", None)
-    if budget is not None and budget <= 0:
+    raw = str(config.getini("dag_find_budget")).strip()
+    try:
+        budget = float(raw) if raw else None
+    except ValueError:
+        budget = -1.0
+    if budget is not None and not 0 < budget < float("inf"):
         raise pytest.UsageError(
-            f"--dag-find-budget={budget} is not valid; give a number of seconds above 0")
+            f"ini dag_find_budget {raw!r} is not valid; give a number of seconds above 0, "
+            "e.g. -o dag_find_budget=600")
     workers = config.getoption("numprocesses", None)
     return {"edges_path": path, "find_missing": find, "find_budget": budget,
             "find_workers": max(1, int(workers)) if isinstance(workers, int) else 1}

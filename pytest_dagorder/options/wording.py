@@ -219,10 +219,10 @@ def _span(seconds: float) -> str:
 
 
 def stall_head(seconds: float) -> str:
-    """First line of the stall report (--dag-stall-report)."""
+    """First line of the stall report (ini dag_stall_report)."""
     return (f"pytest-dagorder: no test has reported for {_span(seconds)}; still waiting "
             "(said again only after another test reports and the run goes quiet again; "
-            "--dag-stall-report=0 turns it off)")
+            "-o dag_stall_report=0 turns it off)")
 
 
 def stall_worker(worker: str, test: str | None, running: float | None,
@@ -337,8 +337,8 @@ def path_value_taken(option: str, value: str,
 
 
 def strict_problem(what: str) -> str:
-    """--dag-strict: what the original plugin would skip or warn through, as an error."""
-    return (f"{what} (--dag-strict: an error here; the original plugin would skip or warn "
+    """ini dag_strict: what the original plugin would skip or warn through, as an error."""
+    return (f"{what} (dag_strict: an error here; the original plugin would skip or warn "
             "and go on)")
 
 

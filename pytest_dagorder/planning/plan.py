@@ -78,7 +78,7 @@ class DraftPlan:
     universe: list[pytest.Item] = field(default_factory=list)
     links: list[tuple[int, ...]] = field(default_factory=list)
     broken: set[str] = field(default_factory=set)
-    #: ``id()`` of the items of ``skips`` a foreign reader skips (--dag-strict).
+    #: ``id()`` of the items of ``skips`` a foreign reader skips (ini dag_strict).
     foreign: set[int] = field(default_factory=set)
     errors: list[Problem] = field(default_factory=list)
 

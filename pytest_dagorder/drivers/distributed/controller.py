@@ -222,7 +222,7 @@ class DagController:
 
 
 class ControllerStall:
-    """The controller's part of the stall report (``--dag-stall-report``, see
+    """The controller's part of the stall report (ini ``dag_stall_report``, see
     ``features/stall.py``): where each worker dumps its stacks, the watch that
     notices no test ended for that long, and the report it then writes.
 
