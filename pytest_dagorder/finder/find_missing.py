@@ -48,7 +48,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -124,6 +124,18 @@ KILLED: Final = "\0killed"
 class ProbeError(Exception):
     """A probe process could not run the tests at all (its output's tail in ``args[0]``)."""
 
+
+def _reached(start: int, next_of: Callable[[int], Iterable[int]]) -> set[int]:
+    """Every test reached from ``start`` by ``next_of`` (a test's prerequisites,
+    or its neighbours), transitively; ``start`` only if a path leads back to it."""
+    seen: set[int] = set()
+    stack = [start]
+    while stack:
+        for v in next_of(stack.pop()):
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    return seen
 
 @dataclass(frozen=True, slots=True)
 class Result:
@@ -674,14 +686,7 @@ class MissingFinder:
 
     def _found_before(self, k: int) -> set[int]:
         """The missing prerequisites found for ``k``, transitively."""
-        seen: set[int] = set()
-        stack = [k]
-        while stack:
-            for p in self.found.needs.get(stack.pop(), ()):
-                if p not in seen:
-                    seen.add(p)
-                    stack.append(p)
-        return seen
+        return _reached(k, lambda t: self.found.needs.get(t, ()))
 
     def _give_back(self, differ: list[str]) -> list[str]:
         """The dropped groups with a test that differed under ``-n 2``, kept again."""
@@ -898,14 +903,7 @@ class MissingFinder:
                 if q <= d and not (k == d and q in without):
                     near.setdefault(k, []).append(q)
                     near.setdefault(q, []).append(k)
-        seen = {d}
-        stack = [d]
-        while stack:
-            for v in near.get(stack.pop(), ()):
-                if v not in seen:
-                    seen.add(v)
-                    stack.append(v)
-        return seen
+        return {d} | _reached(d, lambda t: near.get(t, ()))
 
     def _batching(self, ids: list[str], serial: dict[str, Result],
                   chunk: list[int]) -> dict[str, object]:
@@ -1091,13 +1089,7 @@ class MissingFinder:
                    ) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
         """The pairs that failed when overlapped, and those left (the budget, Ctrl-C)."""
         def chain(t: int) -> list[str]:
-            seen: set[int] = set()
-            stack = [t]
-            while stack:
-                for p in needs.get(stack.pop(), ()):
-                    if p not in seen:
-                        seen.add(p)
-                        stack.append(p)
+            seen = _reached(t, lambda k: needs.get(k, ()))
             return [ids[k] for k in sorted(seen)] + [ids[t]]
 
         done = [0]
@@ -1252,14 +1244,7 @@ class MissingFinder:
 
     def _prerequisites(self, k: int) -> set[int]:
         """The declared prerequisites of the test at ``k``, transitively."""
-        seen: set[int] = set()
-        stack = [k]
-        while stack:
-            for p in self.declared[stack.pop()]:
-                if p not in seen:
-                    seen.add(p)
-                    stack.append(p)
-        return seen
+        return _reached(k, lambda t: self.declared[t])
 
     def _with_declared(self, ids: list[str]) -> list[str]:
         """``ids`` and their declared prerequisites, transitively, in the serial order.
