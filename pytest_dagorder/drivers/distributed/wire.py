@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeGuard, TypeVar
 
 from ... import __version__
 from ...declaring.notes import EdgesFileNote, EvidenceNote, ShardNote
@@ -292,8 +292,7 @@ def encode_exit(request: ExitRequest) -> Message:
 
 def read_exit(data: object) -> ExitRequest:
     """The request in the data of an :data:`EXIT` message."""
-    if type(data) is tuple and len(data) == 2 and type(data[0]) is str and (
-            data[1] is None or type(data[1]) is int):
+    if _pair(data, str, int) or _pair(data, str, type(None)):
         return ExitRequest(data[0], data[1])
     raise _malformed(EXIT)
 
@@ -313,8 +312,7 @@ def published(nodeid: str, values: dict[str, object]) -> Message:
 
 def read_published(data: object) -> Published:
     """The record in the data of a :data:`PUBLISHED` message."""
-    if (type(data) is tuple and len(data) == 2 and type(data[0]) is str
-            and type(data[1]) is dict):
+    if _pair(data, str, dict):
         return Published(data[0], data[1])
     raise _malformed(PUBLISHED)
 
@@ -336,8 +334,7 @@ def deliveries(ready: list[str], values: dict[str, dict[str, object]]) -> Messag
 
 def read_deliveries(data: object) -> Delivery:
     """The record in the data of a :data:`DELIVERY` message."""
-    if (type(data) is tuple and len(data) == 2 and type(data[0]) is list
-            and type(data[1]) is dict):
+    if _pair(data, list, dict):
         return Delivery(data[0], data[1])
     raise _malformed(DELIVERY)
 
@@ -361,8 +358,7 @@ def closing(nodeid: str, scopes: list[str]) -> Message:
 
 def read_closing(data: object) -> Closing:
     """The record in the data of a :data:`CLOSING` message."""
-    if (type(data) is tuple and len(data) == 2 and type(data[0]) is str
-            and type(data[1]) is list):
+    if _pair(data, str, list):
         return Closing(data[0], [str(s) for s in data[1]])
     raise _malformed(CLOSING)
 
@@ -375,6 +371,12 @@ def refused(error: WireError) -> Message:
 def read_refused(data: object) -> WireError:
     """The error a worker reported in a :data:`REFUSED` message."""
     return WireError(f"the worker could not read the controller: {data}")
+
+
+def _pair(data: object, first: type, second: type) -> TypeGuard[tuple[Any, Any]]:
+    """Whether ``data`` is a pair of exactly these types, as every reader's data is."""
+    return (type(data) is tuple and len(data) == 2 and type(data[0]) is first
+            and type(data[1]) is second)
 
 
 def _malformed(kind: str) -> WireError:
