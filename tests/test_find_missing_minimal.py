@@ -216,17 +216,49 @@ FIXTURE_AT_A_FIXED_PATH = """
 """
 
 
-def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(dagtester: DagTester) -> None:
-    dagtester.pytester.makepyfile(test_fx=textwrap.dedent(FIXTURE_AT_A_FIXED_PATH))
+#: As ensembl-genomio's test_dbconnection_lite.py: the module fixture makes a
+#: file at a fixed name and removes it when the module ends, after its last
+#: test, which does not use the fixture: the removal is in that test's record.
+TORN_DOWN_AFTER_A_NON_USER = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.fixture(scope="module")
+    def db():
+        (HERE / "db.txt").write_text("x")
+        yield HERE / "db.txt"
+        (HERE / "db.txt").unlink()
+
+    def test_one(db):
+        assert db.read_text() == "x"
+
+    def test_two(db):
+        assert db.read_text() == "x"
+
+    def test_three(db):
+        assert db.read_text() == "x"
+
+    def test_other():
+        pass
+"""
+
+
+@pytest.mark.parametrize("module", ["test_fx", "test_nu"], ids=["torn-down-by-a-user",
+                                                              "torn-down-after-a-non-user"])
+def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(
+        dagtester: DagTester, module: str) -> None:
+    source = FIXTURE_AT_A_FIXED_PATH if module == "test_fx" else TORN_DOWN_AFTER_A_NON_USER
+    dagtester.pytester.makepyfile(**{module: textwrap.dedent(source)})
     result = dagtester.run(*FIND, "--dag-edges=edges.json")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "dagorder: a fixture that test_fx.py::test_one and test_fx.py::test_three share "
+        f"dagorder: a fixture that {module}.py::test_one and {module}.py::test_three share "
         "writes db.txt when set up and torn down: keep its 3 tests on one worker, "
-        '@pytest.mark.xdist_group("test_fx.py") on each'])
+        f'@pytest.mark.xdist_group("{module}.py") on each'])
     groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
-    assert groups == [{"name": "test_fx.py", "tests": [
-        "test_fx.py::test_one", "test_fx.py::test_two", "test_fx.py::test_three"]}]
+    assert groups == [{"name": f"{module}.py", "tests": [
+        f"{module}.py::test_one", f"{module}.py::test_two", f"{module}.py::test_three"]}]
 
 
 #: A module fixture appends to a log at a fixed path when set up and when torn
@@ -310,45 +342,3 @@ def test_an_edge_kept_again_only_for_its_module_is_lifted_once_more(
         "dagorder: with the findings, -n 2 gave the serial outcomes"])
     verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_f.py::test_e", True)]
-
-
-#: As ensembl-genomio's test_dbconnection_lite.py: the module fixture makes a
-#: file at a fixed name and removes it when the module ends, after its last
-#: test, which does not use the fixture: the removal is in that test's record.
-TORN_DOWN_AFTER_A_NON_USER = """
-    import pathlib
-    import pytest
-    HERE = pathlib.Path(__file__).parent
-
-    @pytest.fixture(scope="module")
-    def db():
-        (HERE / "db.txt").write_text("x")
-        yield HERE / "db.txt"
-        (HERE / "db.txt").unlink()
-
-    def test_one(db):
-        assert db.read_text() == "x"
-
-    def test_two(db):
-        assert db.read_text() == "x"
-
-    def test_three(db):
-        assert db.read_text() == "x"
-
-    def test_other():
-        pass
-"""
-
-
-def test_a_fixture_torn_down_after_a_test_that_does_not_use_it_keeps_its_users_together(
-        dagtester: DagTester) -> None:
-    dagtester.pytester.makepyfile(test_nu=textwrap.dedent(TORN_DOWN_AFTER_A_NON_USER))
-    result = dagtester.run(*FIND, "--dag-edges=edges.json")
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines([
-        "dagorder: a fixture that test_nu.py::test_one and test_nu.py::test_three share "
-        "writes db.txt when set up and torn down: keep its 3 tests on one worker, "
-        '@pytest.mark.xdist_group("test_nu.py") on each'])
-    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
-    assert groups == [{"name": "test_nu.py", "tests": [
-        "test_nu.py::test_one", "test_nu.py::test_two", "test_nu.py::test_three"]}]
