@@ -102,13 +102,17 @@ SLOW_A = {"test_m.py::test_a1": 5.0, "test_m.py::test_a2": 5.0, "test_m.py::test
           "test_m.py::test_b2": 0.01, "test_m.py::test_b3": 0.01}
 
 
-def chains_run(dagtester: DagTester, record: object, *args: str) -> tuple[str, str]:
-    """Run CHAINS under -n 1 with ``record`` in the cache: (header ranking line, first test)."""
+def chains_run(dagtester: DagTester, record: object, *args: str,
+               printed: list[str] | None = None) -> tuple[str, str]:
+    """Run CHAINS under -n 1 with ``record`` in the cache: (header ranking line, first test);
+    the run's output lines go to ``printed``."""
     dagtester.modules(test_m=CHAINS)
     if record is not None:
         seed(dagtester, record)
     result = dagtester.run("-n", "1", "--dag-affinity=none", *args)
     result.assert_outcomes(passed=5)
+    if printed is not None:
+        printed += result.outlines
     header = next(line for line in result.outlines if line.startswith("dagorder: 5 tests"))
     ran = dagtester.ran()
     assert len(ran) == 5, sorted(ran)
@@ -125,9 +129,39 @@ def test_without_records_the_longer_chain_in_tests_goes_first(dagtester: DagTest
     assert sorted(recorded(dagtester)) == sorted(SLOW_A)  # recorded for the next run
 
 
-def test_ignore_durations_ranks_by_counts(dagtester: DagTester) -> None:
-    assert chains_run(dagtester, SLOW_A, "--dag-ignore-durations") == (
+def test_durations_none_ranks_by_counts_and_the_cache_still_records(
+        dagtester: DagTester) -> None:
+    # The ini's file would rank a first; none reads it not, nor writes it.
+    path = dagtester.path / "d.json"
+    path.write_text(json.dumps(SLOW_A), encoding="utf-8")
+    dagtester.ini("dag_durations = d.json\n")
+    printed: list[str] = []
+    assert chains_run(dagtester, None, "--dag-durations=none", printed=printed) == (
         "critical path by test counts", "b1")
+    assert [line for line in printed if "durations file" in line] == []  # none is no file
+    assert json.loads(path.read_text(encoding="utf-8")) == SLOW_A
+    assert sorted(recorded(dagtester)) == sorted(SLOW_A)  # for a run without none
+
+
+@pytest.mark.parametrize(("ini", "args", "message"), [
+    ("", ["--dag-durations=none", "--dag-store-durations"],
+     "ERROR: --dag-store-durations has no file to write: --dag-durations=none reads and "
+     "writes none; name a file with --dag-durations=PATH, or leave out --dag-store-durations"),
+    ("dag_durations = None\n", ["--dag-store-durations"],
+     "ERROR: --dag-store-durations has no file to write: ini dag_durations = None reads*"),
+    ("dag_durations = d.json\n", ["--dag-durations="],
+     "ERROR: --dag-durations='' names no file; name one, e.g. "
+     "--dag-durations=.test_durations, or give --dag-durations=none to rank by test counts"),
+], ids=["none-and-store", "ini-none-and-store", "empty"])
+def test_a_durations_value_that_names_no_file_is_a_usage_error(
+        dagtester: DagTester, ini: str, args: list[str], message: str) -> None:
+    dagtester.modules(test_m=A_THEN_B)
+    dagtester.ini(ini)
+    result = dagtester.run(*args, cache=False)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in out and dagtester.ran() == {}
 
 
 @pytest.mark.parametrize("junk", [

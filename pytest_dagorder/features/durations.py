@@ -8,7 +8,7 @@ only, a chain of two slow tests ranks below a chain of three quick ones.
 
 Everything here degrades to "nothing known": no cache (``-p
 no:cacheprovider``), a cache entry that is not what we wrote, or
-``--dag-ignore-durations``.  Tests without a record get the mean of the
+``--dag-durations=none``.  Tests without a record get the mean of the
 known ones (see :class:`~pytest_dagorder.core.graph.Graph`).
 
 CI jobs start without the cache, so ``--dag-durations=PATH`` names a JSON

@@ -57,15 +57,16 @@ class Settings:
     affinity: AffinityMode
     on_failure: FailurePolicy
     with_prerequisites: bool
-    ignore_durations: bool
     #: pytest-dependency's ``automark_dependency`` and ``--ignore-unknown-dependency``.
     automark_dependency: bool
     ignore_unknown_dependency: bool
     #: How many tests naming each resource may run at once (unnamed ones: 1).
     limits: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     #: The durations file (--dag-durations / ini dag_durations; None: pytest's cache),
-    #: and whether this run writes it back (--dag-store-durations).
+    #: whether none are read (``none``: rank by test counts), and whether this run
+    #: writes the file back (--dag-store-durations).
     durations_path: Path | None = None
+    ignore_durations: bool = False
     store_durations: bool = False
     #: --dag-shard K/N as (K, N), 1-based; None: the whole suite.
     shard: tuple[int, int] | None = None
@@ -136,13 +137,6 @@ def addoption(parser: pytest.Parser) -> None:
         "or run them anyway (default: ini dag_on_failure, else skip)",
     )
     group.addoption(
-        "--dag-ignore-durations",
-        action="store_true",
-        default=False,
-        help="Rank ready tests by the number of tests left on their longest path, "
-        "not by the durations recorded in pytest's cache (they are still recorded)",
-    )
-    group.addoption(
         "--dag-limit",
         action="append",
         default=[],
@@ -156,7 +150,8 @@ def addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="Read recorded durations from this JSON file (node id -> seconds, as "
         "pytest-split's .test_durations; relative to the rootdir) instead of pytest's "
-        "cache (default: ini dag_durations)",
+        "cache; none: read none, rank ready tests by the number of tests left on their "
+        "longest path (default: ini dag_durations)",
     )
     group.addoption(
         "--dag-store-durations",
@@ -209,7 +204,6 @@ def configure(config: pytest.Config) -> Settings:
         affinity=cast(AffinityMode, _choice(config, "affinity", AFFINITY_MODES)),
         on_failure=cast(FailurePolicy, _choice(config, "on_failure", FAILURE_POLICIES)),
         with_prerequisites=bool(config.getoption("dag_with_prerequisites", False)),
-        ignore_durations=bool(config.getoption("dag_ignore_durations", False)),
         automark_dependency=_truthy(_ini(config, "automark_dependency")),
         ignore_unknown_dependency=bool(config.getoption("ignore_unknown_dependency", False)),
         **_explain_settings(config),
@@ -225,6 +219,10 @@ def configure(config: pytest.Config) -> Settings:
     config.stash[SETTINGS] = settings
     return settings
 
+
+#: The value of --dag-durations (and ini dag_durations) that reads no durations
+#: (any case; a file of that name is ``./none``).
+NO_DURATIONS = "none"
 
 #: The options that name a file; each is relative to the rootdir.
 PATH_OPTIONS = ("--dag-edges", "--dag-durations", "--dag-graph", "--dag-timeline")
@@ -280,13 +278,25 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
     path: Path | None = None
     option = config.getoption("dag_durations", None)
     ini = _one_path(config.getini("dag_durations"), "dag_durations")
-    if option:
+    if option is not None and not str(option).strip():
+        raise pytest.UsageError(
+            "--dag-durations='' names no file; name one, e.g. --dag-durations=.test_durations, "
+            f"or give --dag-durations={NO_DURATIONS} to rank by test counts")
+    given = f"--dag-durations={option}" if option else f"ini dag_durations = {ini}"
+    ignore = (str(option) if option else ini).lower() == NO_DURATIONS
+    if option and not ignore:
         # The rootdir, not the current directory: a part run from tests/ must
         # read the file every other part reads.
         path = config.rootpath / str(option)
-    elif ini:
+    elif ini and not ignore:
         path = (config.inipath.parent if config.inipath else config.rootpath) / ini
     store = bool(config.getoption("dag_store_durations", False))
+    if store and ignore:
+        # pytest's cache is still written (features/durations.py); no file is named.
+        raise pytest.UsageError(
+            f"--dag-store-durations has no file to write: {given} reads and "
+            "writes none; name a file with --dag-durations=PATH, or leave out "
+            "--dag-store-durations")
     if store and path is None:
         raise pytest.UsageError(
             "--dag-store-durations needs a file to write: name one with "
@@ -298,7 +308,8 @@ def _ci_settings(config: pytest.Config) -> dict[str, Any]:
             shard = shards.parse_spec(str(spec))
         except shards.ShardSpecError as exc:
             raise pytest.UsageError(options_wording.shard_spec_invalid(exc.spec)) from None
-    return {"durations_path": path, "store_durations": store, "shard": shard}
+    return {"durations_path": path, "ignore_durations": ignore, "store_durations": store,
+            "shard": shard}
 
 
 #: What ``-p`` names this plugin by: its entry point and its modules.
