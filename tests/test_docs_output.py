@@ -4,10 +4,10 @@ Each page is a tutorial read top to bottom: a code block with a ``:caption:``
 is a file of the project (written when it is reached, so a later block of the
 same name replaces it), and each ``$ pytest ...`` line of a ``console`` block
 is run there, in that order.  Every line shown under a command must appear in
-what it printed, in the same order, up to the figures that change from run to
-run (seconds, the widths of pytest's rules and progress columns, the
-project's folder, which the pages write as ``/tmp/<page>``); ``...`` stands for
-lines left out.
+what it printed (its output, then its errors), in the same order, up to the
+figures that change from run to run (seconds, the widths of pytest's rules and
+progress columns, which worker ran a test, the project's folder, which the
+pages write as ``/tmp/<page>``); ``...`` stands for lines left out.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pytest
 from helpers import base_args
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-PAGES = ("quickstart.rst", "recipe.rst", "faq.rst", "safe-for-n.rst")
+PAGES = ("quickstart.rst", "recipe.rst", "faq.rst", "safe-for-n.rst", "visualising.rst",
+         "declaring.rst")
 #: The pages' projects have pytest-dependency beside this plugin; the other
 #: originals this suite installs (``[test]``) would join the takeover line.
 PAGE_ONLY = ("-p", "no:depends", "-p", "no:pytest_order")
@@ -81,6 +82,7 @@ def normal(line: str, folder: str, path: Path) -> str:
     line = re.sub(r"\d+\.\d+ ?s\b", "<s>", line)
     line = re.sub(r"\d+ probes? in \d+ pytest process(es)?", "<probes>", line)
     line = re.sub(r"={2,}", "==", line)
+    line = re.sub(r"\bgw\d+\b", "gw<n>", line)
     return " ".join(line.split())
 
 
@@ -113,7 +115,8 @@ def test_the_page_shows_what_its_commands_print(page: str, tmp_path: Path) -> No
             done = subprocess.run(
                 [sys.executable, "-m", "pytest", *base_args(cache=True), *PAGE_ONLY, *args],
                 cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
-            printed = [normal(x, folder, tmp_path) for x in done.stdout.splitlines()]
+            printed = [normal(x, folder, tmp_path)
+                       for x in (done.stdout + done.stderr).splitlines()]
             missing = shown_in([normal(x, folder, tmp_path) for x in shown], printed)
             assert missing is None, (
                 f"{page}: `pytest {shlex.join(args)}` did not print\n  {missing}\n"
