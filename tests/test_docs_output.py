@@ -23,7 +23,8 @@ from helpers import base_args
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = ("quickstart.rst", "recipe.rst", "faq.rst", "safe-for-n.rst", "visualising.rst",
-         "declaring.rst", "results.rst", "options.rst")
+         "declaring.rst", "results.rst", "options.rst",
+         "ci.rst")
 #: The pages' projects have pytest-dependency beside this plugin; the other
 #: originals this suite installs (``[test]``) would join the takeover line.
 PAGE_ONLY = ("-p", "no:depends", "-p", "no:pytest_order")
