@@ -261,6 +261,58 @@ def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(
         f"{module}.py::test_one", f"{module}.py::test_two", f"{module}.py::test_three"]}]
 
 
+#: As photoidx's conftest: a module fixture makes a folder with ``tempfile.mkdtemp``
+#: (a random name under the temporary directory), fills it at set-up and removes
+#: it at teardown; its tests read it.  Each process makes a folder of its own:
+#: nothing is shared.  A fixed name in the temporary directory is shared by
+#: every process (xdist's workers too): its writers still clash.
+FIXTURE_IN_A_TEMPFILE_FOLDER = """
+    import pathlib
+    import shutil
+    import tempfile
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def folder():
+        where = pathlib.Path(tempfile.mkdtemp(prefix="suite-test-"))
+        (where / "index.yaml").write_text("x")
+        yield where
+        shutil.rmtree(where)
+
+    def test_one(folder):
+        assert (folder / "index.yaml").read_text() == "x"
+
+    def test_two(folder):
+        assert (folder / "index.yaml").read_text() == "x"
+
+    def test_three(folder):
+        assert (folder / "index.yaml").read_text() == "x"
+
+    def test_fixed_name_a():
+        fixed = pathlib.Path(tempfile.gettempdir()) / "suite-fixed.txt"
+        fixed.write_text("a")
+        assert fixed.read_text() == "a"
+
+    def test_fixed_name_b():
+        fixed = pathlib.Path(tempfile.gettempdir()) / "suite-fixed.txt"
+        fixed.write_text("b")
+        assert fixed.read_text() == "b"
+"""
+
+
+def test_a_folder_tempfile_made_is_no_shared_path(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_tf=textwrap.dedent(FIXTURE_IN_A_TEMPFILE_FOLDER))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert "suite-test-" not in out and "fixture" not in out, out
+    result.stdout.fnmatch_lines([
+        # The fixed name is still a path both write: a candidate pair, overlapped.
+        "dagorder: overlapping 1 pair of tests that write one path",
+        "dagorder: no missing prerequisite and no conflict found"])
+    assert not (dagtester.path / "edges.json").exists()
+
+
 #: A module fixture appends to a log at a fixed path when set up and when torn
 #: down; no test reads the log.  Its users need no worker of their own: two
 #: instances of the fixture taking turns give the serial outcomes.

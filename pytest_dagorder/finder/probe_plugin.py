@@ -8,7 +8,8 @@ normal run writes: the durations file, JUnit XML.
 
 The paths come from Python's audit events (``open``, ``os.remove``,
 ``sqlite3.connect``, ...) while a test runs, less the interpreter's own
-files and the session's temporary directory (each test's own).  A path
+files, the session's temporary directory (each test's own) and what
+``tempfile`` made under a random name (no other process can name it).  A path
 counts as written when the test changed it (a file's size or time of
 change, a file or folder made or removed), read otherwise: a test that
 opens a database and only queries it reads it.  Also recorded: whether the
@@ -64,6 +65,9 @@ HOLD: Final = "DAGORDER_PROBE_HOLD"
 _CHANGES: Final = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.rename": 2,
                    "shutil.rmtree": 1, "os.truncate": 1, "os.chmod": 1, "sqlite3.connect": 1}
 _IGNORED_SUFFIXES: Final = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
+#: Audit events naming a file or folder ``tempfile`` made under a random name
+#: (``mkstemp``, ``NamedTemporaryFile``, ``mkdtemp``, ``TemporaryDirectory``).
+_PRIVATE: Final = ("tempfile.mkstemp", "tempfile.mkdtemp")
 
 
 class ProbeReporter:
@@ -83,6 +87,13 @@ class ProbeReporter:
         self.ignored = tuple(str(Path(p).resolve()) for p in {
             sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev", "/proc", "/sys"})
         self.basetemp: str | None = None
+        #: What ``tempfile`` made in this process under random names, and those
+        #: folders with a trailing separator (their contents): no other process
+        #: can name them, so what the tests do there is no shared state (a
+        #: module fixture's ``mkdtemp`` folder made at set-up and removed at
+        #: teardown would read as a path its users share).
+        self.private: set[str] = set()
+        self.private_dirs: tuple[str, ...] = ()
         self.barrier = os.environ.get(BARRIER)
         #: This process runs one test alone (its records say so).
         self.is_alone = False
@@ -91,6 +102,10 @@ class ProbeReporter:
             sys.addaudithook(self._audit)
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event in _PRIVATE:
+            # Also outside a test: a module may make its folder when imported.
+            self._private(args[0] if args else None, event == "tempfile.mkdtemp")
+            return
         if self.current is None:
             return
         if event == "open":
@@ -108,10 +123,21 @@ class ProbeReporter:
         full = os.path.abspath(os.fspath(path))
         if (full.endswith(_IGNORED_SUFFIXES) or "__pycache__" in full
                 or full.startswith(self.ignored)
-                or (self.basetemp is not None and full.startswith(self.basetemp))):
+                or (self.basetemp is not None and full.startswith(self.basetemp))
+                or full in self.private or full.startswith(self.private_dirs)):
             return
         if full not in self.before:
             self.before[full] = _stat(full)
+
+    def _private(self, path: object, folder: bool) -> None:
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            return
+        full = os.path.abspath(path)
+        self.private.add(full)
+        if folder:
+            self.private_dirs += (full + os.sep,)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
