@@ -158,26 +158,9 @@ def state_partition(
     """
     n = len(modules)
     sets = DisjointSets(n)
-    union = sets.union
     why: list[tuple[int, str]] = []
     preds = [[p for p in (*requires[i], *after[i]) if p < n] for i in range(n)]
-    lift = lifted if isinstance(lifted, (set, frozenset)) else set(lifted)
-    # Joined by an edge inside its module: the reason is named once per
-    # test below, not once per edge (a large suite has hundreds of thousands).
-    in_module = [False] * n
-    across: list[tuple[int, int]] = []
-    free = False  # some edge lifted: a path may leave a group and come back
-    for i in range(n):
-        here = modules[i]
-        for p in preds[i]:
-            if (quiet and (quiet[i] or quiet[p])) or (lift and (p, i) in lift):
-                free = True
-                continue
-            union(i, p)
-            if here is not None and modules[p] == here:
-                in_module[i] = in_module[p] = True
-            else:
-                across.append((p, i))
+    in_module, across, free = _join_by_edges(sets, modules, preds, quiet, lifted)
     order: list[int] | None = None
     while True:
         if free:
@@ -188,9 +171,48 @@ def state_partition(
         if not keeps or not _module_stretches(sets, roots, modules, keeps, quiet, why):
             break
         free = True  # joined beside the edges: a path may now leave a group
+    labels = _group_labels(roots, modules, in_module, across, why)
+    return [labels.get(r) for r in roots], [r if r in labels else None for r in roots]
+
+
+def _join_by_edges(sets: DisjointSets, modules: Sequence[str | None],
+                   preds: Sequence[Sequence[int]], quiet: Sequence[bool],
+                   lifted: Collection[tuple[int, int]],
+                   ) -> tuple[list[bool], list[tuple[int, int]], bool]:
+    """Join the two tasks of every edge no statement lifts (see
+    :func:`state_partition`); return per task whether an edge inside its
+    module joined it, the joining edges between modules (or tests of no
+    module) as (prerequisite, dependent), and whether some edge was lifted
+    (then a path may leave a group and come back)."""
+    lift = lifted if isinstance(lifted, (set, frozenset)) else set(lifted)
+    # Joined by an edge inside its module: the reason is named once per
+    # test, not once per edge (a large suite has hundreds of thousands).
+    in_module = [False] * len(modules)
+    across: list[tuple[int, int]] = []
+    free = False
+    union = sets.union
+    for i, ps in enumerate(preds):
+        here = modules[i]
+        for p in ps:
+            if (quiet and (quiet[i] or quiet[p])) or (lift and (p, i) in lift):
+                free = True
+                continue
+            union(i, p)
+            if here is not None and modules[p] == here:
+                in_module[i] = in_module[p] = True
+            else:
+                across.append((p, i))
+    return in_module, across, free
+
+
+def _group_labels(roots: Sequence[int], modules: Sequence[str | None],
+                  in_module: Sequence[bool], across: Sequence[tuple[int, int]],
+                  why: Sequence[tuple[int, str]]) -> dict[int, str]:
+    """Per root of a group, its label: the reasons its tests were joined
+    (edges inside a module, edges between two modules, ``why``), sorted."""
     reasons: dict[int, set[str]] = {}
-    for i in range(n):
-        if in_module[i]:
+    for i, inside in enumerate(in_module):
+        if inside:
             reasons.setdefault(roots[i], set()).add(f"edges inside {modules[i]}")
     named: set[tuple[int, str | None, str | None]] = set()
     for p, i in across:
@@ -200,8 +222,7 @@ def state_partition(
             reasons.setdefault(key[0], set()).add(_across(key[1], key[2]))
     for i, reason in why:
         reasons.setdefault(roots[i], set()).add(reason)
-    labels = {r: "; ".join(sorted(found)) for r, found in reasons.items()}
-    return [labels.get(r) for r in roots], [r if r in labels else None for r in roots]
+    return {r: "; ".join(sorted(found)) for r, found in reasons.items()}
 
 
 def _across(prerequisite: str | None, dependent: str | None) -> str:

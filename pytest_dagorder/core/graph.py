@@ -194,33 +194,8 @@ class Graph:
         if duplicates:
             problems.append(DuplicateTaskError(list(duplicates)))
         n = len(ids)
-        missing: dict[Hashable, list[Hashable]] = {}
-        selfdeps: list[Hashable] = []
-
-        def resolve(i: int, deps: Iterable[Hashable]) -> list[int]:
-            out: dict[int, None] = {}
-            for dep in deps:
-                j = index.get(dep)
-                if j is None:
-                    missing.setdefault(dep, []).append(ids[i])
-                elif j == i:
-                    if ids[i] not in selfdeps:
-                        selfdeps.append(ids[i])
-                else:
-                    out[j] = None
-            return list(out)
-
-        requires = [resolve(i, raw_requires[i]) for i in range(n)]
-        after_lists: list[list[int]] = [[] for _ in range(n)]
-        if after:
-            for task_id, deps in after.items():
-                i = index.get(task_id)
-                if i is None:
-                    missing.setdefault(task_id, []).append(task_id)
-                    continue
-                # An edge that is both "requires" and "after" is just "requires".
-                req = set(requires[i])
-                after_lists[i] = [j for j in resolve(i, deps) if j not in req]
+        requires, after_lists, missing, selfdeps = _resolve_edges(ids, index, raw_requires,
+                                                                  after)
         if missing:
             problems.append(UnknownDependencyError(missing))
         problems.extend(SelfDependencyError(t) for t in selfdeps)
@@ -409,6 +384,46 @@ def prerequisites_of(
                 seen.add(p)
                 stack.append(p)
     return seen
+
+
+def _resolve_edges(
+    ids: Sequence[Hashable],
+    index: Mapping[Hashable, int],
+    raw_requires: Sequence[Iterable[Hashable]],
+    after: Mapping[Hashable, Iterable[Hashable]] | None,
+) -> tuple[list[list[int]], list[list[int]], dict[Hashable, list[Hashable]], list[Hashable]]:
+    """:meth:`Graph.build`'s edges by position: (requires, after) per task,
+    each without repeats, and the problems met on the way: per unknown id,
+    the tasks that name it (an unknown task of ``after`` names itself), and
+    the tasks that name themselves."""
+    missing: dict[Hashable, list[Hashable]] = {}
+    selfdeps: list[Hashable] = []
+
+    def resolve(i: int, deps: Iterable[Hashable]) -> list[int]:
+        out: dict[int, None] = {}
+        for dep in deps:
+            j = index.get(dep)
+            if j is None:
+                missing.setdefault(dep, []).append(ids[i])
+            elif j == i:
+                if ids[i] not in selfdeps:
+                    selfdeps.append(ids[i])
+            else:
+                out[j] = None
+        return list(out)
+
+    requires = [resolve(i, reqs) for i, reqs in enumerate(raw_requires)]
+    after_lists: list[list[int]] = [[] for _ in ids]
+    if after:
+        for task_id, deps in after.items():
+            i = index.get(task_id)
+            if i is None:
+                missing.setdefault(task_id, []).append(task_id)
+                continue
+            # An edge that is both "requires" and "after" is just "requires".
+            req = set(requires[i])
+            after_lists[i] = [j for j in resolve(i, deps) if j not in req]
+    return requires, after_lists, missing, selfdeps
 
 
 def _reverse(

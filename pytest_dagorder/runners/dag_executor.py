@@ -196,6 +196,50 @@ class _DagFuture(Future[Any]):
         return f"{self._dag_qualname}#{self._dag_ordinal}"
 
 
+def _new_task(owner: DagExecutor, fn: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: dict[str, Any], retries: int) -> _DagFuture:
+    """The record of a task :meth:`DagExecutor.submit` accepts, before its
+    sequence number, ordinal and state (given under the executor's lock)."""
+    task = _DagFuture()
+    task._dag_fn = fn
+    task._dag_args = args
+    task._dag_kwargs = kwargs
+    task._dag_owner = owner
+    task._dag_retries = retries
+    task._dag_attempts = 0
+    task._dag_dependents = None
+    task._dag_prereq = None
+    qualname = getattr(fn, "__qualname__", None)
+    if type(qualname) is not str:
+        qualname = _qualname(fn)
+    task._dag_qualname = qualname
+    return task
+
+
+def _wait_for(task: _DagFuture, deps: Sequence[_DagFuture]) -> int | None:
+    """Register ``task`` as a dependent of each of ``deps`` not done yet and
+    return how many; None if one of them failed, was cancelled or was skipped
+    (then ``task`` is SKIPPED, naming it, and the registrations made before
+    it stay behind: the prerequisites' settling ignores terminal tasks).
+    Under the executor's lock."""
+    waiting = 0
+    for dep in deps:
+        state = dep._dag_state
+        if state == OK:
+            continue
+        if state > OK:
+            task._dag_state = SKIPPED
+            task._dag_prereq = dep
+            return None
+        dependents = dep._dag_dependents
+        if dependents is None:
+            dep._dag_dependents = [task]
+        else:
+            dependents.append(task)
+        waiting += 1
+    return waiting
+
+
 def _qualname(fn: object) -> str:
     name = getattr(fn, "__qualname__", None)
     if isinstance(name, str):
@@ -324,19 +368,8 @@ class DagExecutor:
                 if type(dep) is not _DagFuture or dep._dag_owner is not self:
                     self._check_depends_on(depends_on)  # raises, naming it
         deps: Sequence[_DagFuture] = depends_on  # checked above
-        task = _DagFuture()
-        task._dag_fn = fn
-        task._dag_args = args
-        task._dag_kwargs = kwargs
-        task._dag_owner = self
-        task._dag_retries = retries
-        task._dag_attempts = 0
-        task._dag_dependents = None
-        task._dag_prereq = None
-        qualname = getattr(fn, "__qualname__", None)
-        if type(qualname) is not str:
-            qualname = _qualname(fn)
-        task._dag_qualname = qualname
+        task = _new_task(self, fn, args, kwargs, retries)
+        qualname = task._dag_qualname
         worker = self._worker_of.get(get_ident())
         with self._lock:
             if self._phase != "accepting" and (worker is None or self._phase == "terminated"):
@@ -350,22 +383,9 @@ class DagExecutor:
             task._dag_ordinal = ordinals[qualname] = ordinals.get(qualname, 0) + 1
             self._submitted += 1
             self._outstanding += 1
-            waiting = 0
-            for dep in deps:
-                state = dep._dag_state
-                if state == OK:
-                    continue
-                if state > OK:  # failed, cancelled or skipped: this task never runs
-                    task._dag_state = SKIPPED
-                    task._dag_prereq = dep
-                    self._resolving += 1
-                    break
-                dependents = dep._dag_dependents
-                if dependents is None:
-                    dep._dag_dependents = [task]
-                else:
-                    dependents.append(task)
-                waiting += 1
+            waiting = _wait_for(task, deps)
+            if waiting is None:  # a prerequisite did not succeed: this task never runs
+                self._resolving += 1
             else:
                 task._dag_waiting = waiting
                 if waiting:
@@ -376,8 +396,7 @@ class DagExecutor:
                     if self._sleepers:
                         self._parks[self._sleepers.pop()].release()
                 return task
-        # Skipped at once.  Registrations made before the failed prerequisite was
-        # met stay behind; the prerequisites' settling ignores terminal tasks.
+        # Skipped at once (see _wait_for).
         _resolve_skipped([task])
         with self._lock:
             self._settle_resolved(skipped=1, cancelled=0)

@@ -112,13 +112,7 @@ class DagScheduler:
     def execute(self) -> dict[Hashable, TaskResult]:
         """Run every task; return once each is terminal, keyed by task id."""
         tasks = self._tasks
-        sched = StateMachine(self.graph, Setup(
-            on_failure=self.on_failure,
-            resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,
-            exclusive=[t.exclusive for t in tasks] if any(t.exclusive for t in tasks) else None,
-            limits=self.limits,
-            locality=False,  # threads share no fixtures: priority order alone
-        ))
+        sched = self._machine()
         errors: dict[int, BaseException] = {}
         values: dict[int, object] = {}
         cond = self._cond
@@ -134,7 +128,7 @@ class DagScheduler:
             # One pool slot = one scheduler worker.  After its tasks the slot
             # settles them and takes its next ones under the lock, with no
             # hand-off to another thread; it sleeps only when nothing is ready.
-            ran: list[tuple[int, BaseException | None, object]] = []
+            ran: _Ran = []
             skipped: list[int] = []
             pace = Pacing(fast=FAST_TASK, seconds=FAST_TASK * BATCH, cap=BATCH,
                           initial=_FIRST_GUESS)
@@ -153,7 +147,6 @@ class DagScheduler:
                         sched.finished(index, "not run")
                     if ran and (sched.ready_count or sched.done):
                         cond.notify_all()
-                    ran, skipped = [], []
                     while True:
                         if cancel.is_set() and sched.stopped is None:
                             sched.stop(wording.CANCELLED)
@@ -170,24 +163,31 @@ class DagScheduler:
                         if got:
                             break
                         cond.wait(_POLL_SECONDS)
-                for k, index in enumerate(got):
-                    if k and (cancel.is_set() or (stop_on_failure and ran[-1][1] is not None)):
-                        skipped = got[k:]
-                        break
-                    start = perf_counter()
-                    try:
-                        ran.append((index, None, tasks[index].fn()))
-                    except BaseException as exc:  # recorded, never lost: the run goes on
-                        ran.append((index, exc, None))
-                    pace.record(perf_counter() - start)
+                ran, skipped = _run_batch(tasks, got, cancel, stop_on_failure, pace)
 
         with ThreadPoolExecutor(self.max_workers, thread_name_prefix="dagorder") as pool:
             futures = [pool.submit(slot_loop, slot) for slot in range(self.max_workers)]
             for future in futures:
                 future.result()  # slot_loop never raises; this only waits
-        ids = self.graph.ids
+        return self._results(sched, errors, values, unstarted)
+
+    def _machine(self) -> StateMachine:
+        """The scheduler core over this run's graph, resources and failure policy."""
+        tasks = self._tasks
+        return StateMachine(self.graph, Setup(
+            on_failure=self.on_failure,
+            resources=[t.resources for t in tasks] if any(t.resources for t in tasks) else None,
+            exclusive=[t.exclusive for t in tasks] if any(t.exclusive for t in tasks) else None,
+            limits=self.limits,
+            locality=False,  # threads share no fixtures: priority order alone
+        ))
+
+    def _results(self, sched: StateMachine, errors: Mapping[int, BaseException],
+                 values: Mapping[int, object],
+                 unstarted: Mapping[int, str]) -> dict[Hashable, TaskResult]:
+        """Each task's result, keyed by task id, once every task is terminal."""
         result: dict[Hashable, TaskResult] = {}
-        for i, task_id in enumerate(ids):
+        for i, task_id in enumerate(self.graph.ids):
             if i in errors:
                 result[task_id] = TaskResult("failed", None, errors[i])
             elif sched.outcome[i] == "passed":
@@ -195,4 +195,26 @@ class DagScheduler:
             else:
                 result[task_id] = TaskResult("skipped", unstarted.get(i) or sched.reason(i))
         return result
+
+
+#: What a slot ran: (task index, the error it raised or None, its return value).
+_Ran = list[tuple[int, BaseException | None, object]]
+
+
+def _run_batch(tasks: Sequence[Task], got: list[int], cancel: threading.Event,
+               stop_on_failure: bool, pace: Pacing) -> tuple[_Ran, list[int]]:
+    """Run the tasks ``got`` (a slot's batch) in order, outside the lock: what
+    ran, and the rest left unbegun because, after the first, a cancel came or
+    (under ``stop``) a task failed."""
+    ran: _Ran = []
+    for k, index in enumerate(got):
+        if k and (cancel.is_set() or (stop_on_failure and ran[-1][1] is not None)):
+            return ran, got[k:]
+        start = perf_counter()
+        try:
+            ran.append((index, None, tasks[index].fn()))
+        except BaseException as exc:  # recorded, never lost: the run goes on
+            ran.append((index, exc, None))
+        pace.record(perf_counter() - start)
+    return ran, []
 
