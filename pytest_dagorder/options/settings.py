@@ -113,6 +113,12 @@ SETTINGS = pytest.StashKey[Settings]()
 
 
 def addoption(parser: pytest.Parser) -> None:
+    """Declare the plugin's options and ini keys.
+
+    Over 60 lines: a table of declarations read top to bottom, one entry per
+    option or key with its help, in the order ``pytest --help`` lists them;
+    no entry depends on another, so a split would only scatter the table.
+    """
     group = parser.getgroup(GROUP, "dependency DAG scheduling (pytest-dagorder)")
     group.addoption(
         "--dag-with-prerequisites",

@@ -34,7 +34,7 @@ from ..declaring.resources import Needs, read_needs
 from ..live_run.resume import blocked_last_time
 from ..options import wording as options_wording
 from ..options.markers import EXCLUSIVE, RESOURCE
-from ..options.settings import settings_of
+from ..options.settings import Settings, settings_of
 from ..shims.collector_pause import collector_paused
 from ..shims.late_loading import Later
 from ..shims.pytest_internals import (
@@ -182,19 +182,51 @@ def make_plan(
     if not res.declared:
         return DraftPlan(list(selected), None, skips=skips, universe=universe, foreign=foreign)
     n_sel = len(selected)
+    run, outside = _run_and_outside(universe, res, n_sel, collected, broken,
+                                    with_prerequisites)
+    items, planned, problems, broken_now = _ordered(universe, res, run, outside)
+    return DraftPlan(
+        items=items,
+        graph=planned,
+        deselected=[universe[i] for i in outside],
+        pulled_back=[universe[i] for i in run if i >= n_sel],
+        problems=problems,
+        declared=True,
+        skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
+        universe=universe,
+        links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
+        broken=broken_now,
+        foreign=foreign,
+    )
+
+
+def _run_and_outside(universe: Sequence[pytest.Item], res: DeclaredEdges, n_sel: int,
+                     collected: Sequence[pytest.Item], broken: Collection[str],
+                     with_prerequisites: bool) -> tuple[list[int], list[int]]:
+    """The tests that run (indices into ``universe``: the selected ones, less
+    the ``broken`` ones, plus their prerequisites ``with_prerequisites``) in
+    collection order; and the deselected direct prerequisites of the run,
+    settled before anything runs, by index."""
     run = list(range(n_sel))
     if broken:
         run = _leave_out(universe, res, frozenset(broken), run)
     if with_prerequisites:
         run = sorted(set(run) | core_graph.prerequisites_of(run, res.requires, res.after))
     in_run = set(run)
-    # Deselected direct prerequisites of the run: settled before anything runs.
     outside = sorted({p for i in run for p in (*res.requires[i], *res.after[i])} - in_run)
-    run = _collection_order(run, n_sel, universe, collected, res.requires, res.after)
+    return _collection_order(run, n_sel, universe, collected, res.requires, res.after), outside
+
+
+def _ordered(universe: Sequence[pytest.Item], res: DeclaredEdges, run: Sequence[int],
+             outside: Sequence[int],
+             ) -> tuple[list[pytest.Item], Edges | None, list[Problem], set[str]]:
+    """The tests of ``run`` in stable topological order and the graph over them
+    (None, and ``run``'s order, when there are problems), the problems of the
+    run (its declarations' and the graph's cycles) and the node ids they are about."""
     # Nodes of the graph as built: the deselected ones first, so that, free
     # from the start, they keep back no test of the run in the stable
     # topological order; then the run in collection order.
-    order = outside + run
+    order = [*outside, *run]
     problems: list[Problem] = []
     broken_now: set[str] = set()
     if res.problems:
@@ -217,19 +249,7 @@ def make_plan(
             items = [universe[order[k]] for k in topo]
             # Renumber so that index == position in items, the deselected ones last.
             planned = _renumbered(graph, [*topo, *range(n_out)])
-    return DraftPlan(
-        items=items,
-        graph=planned,
-        deselected=[universe[i] for i in outside],
-        pulled_back=[universe[i] for i in run if i >= n_sel],
-        problems=problems,
-        declared=True,
-        skips=[(universe[i], res.skips[i]) for i in run if i in res.skips],
-        universe=universe,
-        links=[(*res.requires[u], *res.after[u]) for u in range(len(universe))],
-        broken=broken_now,
-        foreign=foreign,
-    )
+    return items, planned, problems, broken_now
 
 
 def _resolve_widening(universe: list[pytest.Item], readers: Sequence[ForeignReader],
@@ -485,15 +505,69 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     and no plugin deselected any (see :attr:`Plan.whole`).
     """
     settings = settings_of(config)
+    edges_note, census, readers = _read_markers(config, settings, items, collected)
+    plan = _draft(config, settings, items, collected, readers, census)
+    problems = [*plan.problems, *_warned(config, readers, strict=settings.strict)]
+    failed = migration.ordering_failed(config)
+    if failed is not None and items:
+        problems.append(Problem(items[0].nodeid, failed))
+    if plan.pulled_back:
+        undo_deselected(config, plan.pulled_back)
+    lf_blocked = _lf_blocked(config, plan)
+    problems += _marked_skips(plan, strict=settings.strict)
+    if plan.graph is not None and not problems:
+        items[:] = plan.items
+    marker_names = frozenset(census.names)
+    needs: dict[int, Needs] = {}
+    if RESOURCE in census.names or EXCLUSIVE in census.names:
+        needs, wrong = _needs(items)
+        problems += wrong
+    graph, kept, deselected, pulled_back = (
+        plan.graph, plan.items, plan.deselected, plan.pulled_back)
+    shard: ShardNote | None = None
+    shard_left = 0
+    # A suite that declares nothing, unsharded, needs no shards (see plugin.py).
+    part = (sharding.apply(config, plan.graph, items, deselected=plan.deselected,
+                           pulled_back=plan.pulled_back, universe=plan.universe,
+                           links=plan.links, problems=bool(problems),
+                           marker_names=marker_names)
+            if settings.cuts_or_records else None)
+    if part is not None:
+        graph, kept, deselected, pulled_back, shard, shard_left = part
+    # A test left out for a broken declaration is reported as an error, not deselected.
+    left_out = plan.broken if plan.errors else set()
+    return Plan(
+        items=kept, graph=graph, deselected=deselected, pulled_back=pulled_back,
+        problems=problems, declared=plan.declared, skips=plan.skips, needs=needs,
+        marker_names=marker_names, lf_blocked=lf_blocked, edges_file=edges_note,
+        shard=shard, whole=whole, dropped=dropped(collected, items, pulled_back, left_out),
+        shard_left=shard_left, universe=plan.universe, links=plan.links,
+        broken=plan.broken, errors=plan.errors)
+
+
+def _read_markers(config: pytest.Config, settings: Settings, items: list[pytest.Item],
+                  collected: Sequence[pytest.Item],
+                  ) -> tuple[EdgesFileNote | None, MarkerCensus, tuple[ForeignReader, ...]]:
+    """The edges file applied (its entries become markers), the census of every
+    test's markers, pytest-order's ordinals applied to ``items`` (hints: edges
+    win), and the readers of the foreign plugins' markers this session needs."""
     edges_note: EdgesFileNote | None = None
-    if settings.edges_path is not None:  # the file's entries become markers, read below
+    if settings.edges_path is not None:
         edges_note = EdgesFileNote(*edges_file.apply(settings.edges_path, collected))
     # One walk over every test's markers; what no test carries is not read.
     census = MarkerCensus([*collected, *items])
     order_sorted = migration.sorted_by_pytest_order(config, items)
     if migration.ORDER_MARK in census.names and not order_sorted:
-        items[:] = migration.apply_ordinals(items)  # pytest-order ordinals: hints, edges win
+        items[:] = migration.apply_ordinals(items)
     readers = migration.readers(config, settings, census.names, order_sorted=order_sorted)
+    return edges_note, census, readers
+
+
+def _draft(config: pytest.Config, settings: Settings, items: list[pytest.Item],
+           collected: list[pytest.Item], readers: Sequence[ForeignReader],
+           census: MarkerCensus) -> DraftPlan:
+    """:func:`make_plan` for this session; under ``--continue-on-collection-errors``,
+    without the tests its problems are about (see :func:`salvaged`)."""
 
     def plan_without(broken: Collection[str] = ()) -> DraftPlan:
         return make_plan(
@@ -516,13 +590,21 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
     plan = plan_without()
     if plan.problems and config.getoption("continue_on_collection_errors", False):
         plan = salvaged(plan, plan_without)
-    problems = [*plan.problems]
+    return plan
+
+
+def _warned(config: pytest.Config, readers: tuple[ForeignReader, ...], *,
+            strict: bool) -> list[Problem]:
+    """Show the warnings of the foreign readers (pytest-dependency's and the
+    like's); the problems they make: every one under ini ``dag_strict``,
+    else those the warning filters make errors."""
+    problems: list[Problem] = []
     # Every xdist worker collects the same tests: the first one shows the
     # warnings, the others only learn whether the filters make them errors
     # (then each worker's plan must carry the problem alike).
     shown = getattr(config, "workerinput", {}).get("workerid", FIRST_WORKER) == FIRST_WORKER
     for text, path, line, nodeid in migration.reader_warnings(readers):
-        if settings.strict:
+        if strict:
             problems.append(Problem(nodeid, options_wording.strict_problem(text)))
             continue
         try:
@@ -537,50 +619,36 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
             # its own collection warnings then, not an internal error.
             problems.append(Problem(nodeid, f"{exc} (a warning, made an error by "
                                             "the warning filters)"))
-    failed = migration.ordering_failed(config)
-    if failed is not None and items:
-        problems.append(Problem(items[0].nodeid, failed))
-    if plan.pulled_back:
-        undo_deselected(config, plan.pulled_back)
-    lf_blocked = 0
-    if plan.graph is not None and config.getoption("lf", False):
-        blocked = blocked_last_time(config)
-        lf_blocked = sum(it.nodeid in blocked for it in plan.items) if blocked else 0
+    return problems
+
+
+def _marked_skips(plan: DraftPlan, *, strict: bool) -> list[Problem]:
+    """Mark each test of ``plan.skips`` skipped with its reason; the problems
+    instead, under ini ``dag_strict``, of those a foreign reader skips."""
+    problems: list[Problem] = []
     for item, reason in plan.skips:
-        if settings.strict and id(item) in plan.foreign:
+        if strict and id(item) in plan.foreign:
             problems.append(Problem(item.nodeid, options_wording.strict_problem(reason)))
             continue
         item.add_marker(pytest.mark.skip(reason=reason))
-    if plan.graph is not None and not problems:
-        items[:] = plan.items
-    marker_names = frozenset(census.names)
-    needs: dict[int, Needs] = {}
-    if RESOURCE in census.names or EXCLUSIVE in census.names:
-        found, wrong = read_needs(items)
-        problems += wrong
-        needs = {id(it): n for it, n in zip(items, found, strict=True)
-                 if n.resources or n.exclusive}
-    graph, kept, deselected, pulled_back = (
-        plan.graph, plan.items, plan.deselected, plan.pulled_back)
-    shard: ShardNote | None = None
-    shard_left = 0
-    # A suite that declares nothing, unsharded, needs no shards (see plugin.py).
-    part = (sharding.apply(config, plan.graph, items, deselected=plan.deselected,
-                           pulled_back=plan.pulled_back, universe=plan.universe,
-                           links=plan.links, problems=bool(problems),
-                           marker_names=marker_names)
-            if settings.cuts_or_records else None)
-    if part is not None:
-        graph, kept, deselected, pulled_back, shard, shard_left = part
-    # A test left out for a broken declaration is reported as an error, not deselected.
-    left_out = plan.broken if plan.errors else set()
-    return Plan(
-        items=kept, graph=graph, deselected=deselected, pulled_back=pulled_back,
-        problems=problems, declared=plan.declared, skips=plan.skips, needs=needs,
-        marker_names=marker_names, lf_blocked=lf_blocked, edges_file=edges_note,
-        shard=shard, whole=whole, dropped=dropped(collected, items, pulled_back, left_out),
-        shard_left=shard_left, universe=plan.universe, links=plan.links,
-        broken=plan.broken, errors=plan.errors)
+    return problems
+
+
+def _lf_blocked(config: pytest.Config, plan: DraftPlan) -> int:
+    """How many tests of the plan ``--lf`` runs again because a prerequisite
+    blocked them last time (0 without ``--lf`` or a graph)."""
+    if plan.graph is None or not config.getoption("lf", False):
+        return 0
+    blocked = blocked_last_time(config)
+    return sum(it.nodeid in blocked for it in plan.items) if blocked else 0
+
+
+def _needs(items: Sequence[pytest.Item]) -> tuple[dict[int, Needs], list[Problem]]:
+    """The resources and exclusivity of the tests of ``items`` that have any,
+    by ``id(item)``; and the problems of the markers that say them."""
+    found, wrong = read_needs(items)
+    return {id(it): n for it, n in zip(items, found, strict=True)
+            if n.resources or n.exclusive}, wrong
 
 
 def salvaged(plan: DraftPlan, replan: Callable[[set[str]], DraftPlan]) -> DraftPlan:
