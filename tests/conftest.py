@@ -62,8 +62,8 @@ def imports_only_pure_rooms(path: Path) -> bool:
                 continue
             package = importlib.import_module("pytest_dagorder")
             for alias in node.names:
-                defined_in = getattr(getattr(package, alias.name), "__module__", "")
-                if not pure(defined_in) or defined_in == "pytest_dagorder":
+                defined_in = getattr(getattr(package, alias.name, None), "__module__", "")
+                if not defined_in.startswith("pytest_dagorder.") or not pure(defined_in):
                     return False
     return True
 
