@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import pytest
@@ -22,6 +26,57 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{SETUP}({', '.join(SETUP_KEYWORDS)}): what every dagtester run of the "
         "test shares")
+    config.addinivalue_line(
+        "markers", f"{CORE}: set by this conftest, never by hand: the test starts no pytest "
+        "run and its module imports only the plugin's rooms that import neither pytest nor "
+        "xdist (.ci/run's lowest-versions pass leaves these out)")
+
+
+#: The marker of the tests the versions of pytest, pluggy, xdist and execnet
+#: cannot change: :func:`pytest_collection_modifyitems` sets it.
+CORE = "core"
+#: The plugin's rooms that import neither pytest nor xdist (tests/test_layers.py checks).
+PURE_ROOMS = ("core", "runners", "render")
+
+
+@functools.cache
+def imports_only_pure_rooms(path: Path) -> bool:
+    """Whether every import of the plugin in the module at ``path`` (anywhere in
+    it, module level or in a function) is of a pure room (:data:`PURE_ROOMS`),
+    and it imports no ``subprocess`` (which could start a pytest run); a name
+    imported from the package itself counts by the module it is defined in."""
+    def pure(module: str) -> bool:
+        parts = module.split(".")
+        if parts[0] == "subprocess":
+            return False
+        return parts[0] != "pytest_dagorder" or (len(parts) > 1 and parts[1] in PURE_ROOMS)
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            if not all(pure(alias.name) for alias in node.names):
+                return False
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module != "pytest_dagorder":
+                if not pure(node.module):
+                    return False
+                continue
+            package = importlib.import_module("pytest_dagorder")
+            for alias in node.names:
+                defined_in = getattr(getattr(package, alias.name, None), "__module__", "")
+                if not defined_in.startswith("pytest_dagorder.") or not pure(defined_in):
+                    return False
+    return True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark :data:`CORE` the tests that request no ``pytester`` (so start no
+    pytest run through it) in modules that import only the pure rooms and no
+    ``subprocess``: what they exercise imports neither pytest nor xdist, so
+    the versions of those cannot change their outcome."""
+    for item in items:
+        if ("pytester" not in getattr(item, "fixturenames", ())
+                and imports_only_pure_rooms(item.path)):
+            item.add_marker(CORE)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -820,12 +820,37 @@ def test_exitfirst_stops_the_run(pytester: pytest.Pytester, dagtester: DagTester
     result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
 
 
+#: The controller (not a worker) writes FAILED once it has taken test_a's failed
+#: report in: the run's own hook handles a report before any conftest's.
+STOP_CONFTEST = """
+    import pathlib
+
+    FAILED = pathlib.Path(__file__).parent / "a-failed"
+    ON_WORKER = []
+
+
+    def pytest_configure(config):
+        ON_WORKER.append(hasattr(config, "workerinput"))
+
+
+    def pytest_runtest_logreport(report):
+        if not ON_WORKER[0] and report.nodeid.endswith("::test_a") and report.failed:
+            FAILED.write_text("")
+"""
+
+
 def test_on_failure_stop_under_xdist(pytester: pytest.Pytester, dagtester: DagTester) -> None:
+    pytester.makeconftest(textwrap.dedent(STOP_CONFTEST))
     make_modules(
         pytester,
         test_stop="""
+        import pathlib
+
+        FAILED = pathlib.Path(__file__).parent / "a-failed"
+
+
         def test_a():
-            mark("a", 0.3)
+            mark("a")
             assert 0
 
 
@@ -834,8 +859,14 @@ def test_on_failure_stop_under_xdist(pytester: pytest.Pytester, dagtester: DagTe
             mark("b")
 
 
-        def test_c():  # long enough that test_a's failure is in before it ends, under load too
-            mark("c", 2.0)
+        def test_c():
+            # Ends a second after the controller took test_a's failure in (the
+            # wait bounded): the stop has reached this worker by then, and the
+            # tests handed to it ahead after test_c are withdrawn.
+            end = time.monotonic() + 60
+            while not FAILED.exists() and time.monotonic() < end:
+                time.sleep(0.02)
+            mark("c", 1.0)
 
 
         @pytest.mark.parametrize("n", range(3))
