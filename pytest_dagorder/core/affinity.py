@@ -6,7 +6,7 @@ Pure (no pytest): tests connected by dependency edges *inside one scope*
 next.  Explicit labels (a group the user named) join their tests too.
 
 Under ``--dag-affinity=state`` (the default) the rule is safe without
-reading any code (see :func:`state_groups`): every declared edge keeps its
+reading any code (see :func:`state_partition`): every declared edge keeps its
 two tests in one process, unless the user stated otherwise
 (``dag_shares_nothing``; ``--dag-affinity=none`` for the whole suite) or
 evidence lifted that edge.
@@ -109,19 +109,6 @@ def shared_keys(fixtures: Sequence[tuple[str, str, str]], *,
         elif narrow and scope == "class":
             keys.add(f"class fixture {name!r} of {class_id or where}")
     return frozenset(keys)
-
-
-def state_groups(
-    modules: Sequence[str | None],
-    requires: Sequence[Sequence[int]],
-    after: Sequence[Sequence[int]],
-    quiet: Sequence[bool] = (),
-    *,
-    lifted: Collection[tuple[int, int]] = (),
-    keeps: Sequence[bool] = (),
-) -> list[str | None]:
-    """:func:`state_partition`'s labels."""
-    return state_partition(modules, requires, after, quiet, lifted=lifted, keeps=keeps)[0]
 
 
 def state_partition(

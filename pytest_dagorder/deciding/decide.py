@@ -442,11 +442,11 @@ def _verdicts_only(facts: Facts) -> bool:
 
 def state_labels(facts: Facts) -> tuple[list[str | None], list[int | None]]:
     """Per test, its group under ``--dag-affinity=state`` as the reasons it was
-    formed, or None (the rule: ``core/affinity.state_groups``): every
+    formed, or None (the rule: ``core/affinity.state_partition``): every
     declared edge joins its tests, but those of a test marked
     ``dag_shares_nothing`` and those evidence lifted (``facts.lifted``); a
     group keeps the stretch of a module whose fixtures it holds.  With, per
-    test, its group's first test (see ``core/affinity.state_partition``)."""
+    test, its group's first test."""
     n = len(facts.ids)
     quiet = facts.shares_nothing if any(facts.shares_nothing) else ()
     return affinity.state_partition(facts.module_scopes, facts.requires[:n], facts.afters()[:n],

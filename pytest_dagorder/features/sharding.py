@@ -11,7 +11,7 @@ under ``-n`` every worker cuts the same part and xdist sees one collection.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from math import fsum
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -115,7 +115,6 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
     split = shards.partition(ids, links, [()] * len(universe), n,
                              labels=labels(marker_names, universe), recorded=recorded)
     part_of = {id(it): p for it, p in zip(universe, split.part, strict=True)}
-    w = dict(zip((id(it) for it in universe), shards.weights(ids, recorded), strict=True))
     run = len(items)
     # Each test runs in the part of its component; a test the universe lacks
     # (not collected by this process) stays in the first part, where every
@@ -126,25 +125,48 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
         mine = [False] * run
     keep = [i for i in range(run) if mine[i]]
     out = [items[i] for i in range(run) if not mine[i]]
-    timed = any(nid in recorded for nid in ids)
-    seconds = fsum(w[id(items[i])] for i in keep) if timed else None
-    at = {id(it): u for u, it in enumerate(universe)}
-    selected = {at[id(items[i])] for i in keep if id(items[i]) in at}
-    note = ShardNote(k, n, len(keep), run, seconds,
-                     oversized(n, split, selected, timed=seconds is not None),
-                     len(split.members(k - 1)) > 0, done)
+    note = _note(shard, split, universe, ids, items, keep, recorded, done)
     if not out:
         return whole._replace(note=note)
     if not keep:
         config.stash[EMPTY_PART] = True
-    kept = {id(items[i]) for i in keep}
-    outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
-    part = Part(_restricted(g, keep, run), [items[i] for i in keep],
-                [deselected[p - run] for p in outside],
-                [it for it in pulled_back if id(it) in kept], note, len(out))
+    part = _narrowed(whole, g, keep, note, len(out))
     items[:] = part.items
     config.hook.pytest_deselected(items=out)
     return part
+
+
+def _note(shard: tuple[int, int], split: Partition, universe: Sequence[pytest.Item],
+          ids: Sequence[str], items: Sequence[pytest.Item], keep: Sequence[int],
+          recorded: Mapping[str, float], done: bool) -> ShardNote:
+    """What the header says of part ``shard`` (K, N) of the cut ``split`` of
+    ``universe`` (node ids ``ids``): how many of ``items`` it keeps (``keep``,
+    by position), their recorded seconds, whether it is oversized or empty by
+    the cut, and ``done`` (see :func:`lastfailed_done`)."""
+    k, n = shard
+    timed = any(nid in recorded for nid in ids)
+    seconds = None
+    if timed:
+        w = dict(zip((id(it) for it in universe), shards.weights(ids, recorded), strict=True))
+        seconds = fsum(w[id(items[i])] for i in keep)
+    at = {id(it): u for u, it in enumerate(universe)}
+    selected = {at[id(items[i])] for i in keep if id(items[i]) in at}
+    return ShardNote(k, n, len(keep), len(items), seconds,
+                     oversized(n, split, selected, timed=seconds is not None),
+                     len(split.members(k - 1)) > 0, done)
+
+
+def _narrowed(whole: Part, g: Edges, keep: Sequence[int], note: ShardNote,
+              n_out: int) -> Part:
+    """``whole`` (the plan; ``g`` its graph) narrowed to its tests at positions
+    ``keep``, with the deselected prerequisites they need; ``n_out`` tests of
+    the selection left to other parts."""
+    items, run = whole.items, len(whole.items)
+    kept = {id(items[i]) for i in keep}
+    outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
+    return Part(_restricted(g, keep, run), [items[i] for i in keep],
+                [whole.deselected[p - run] for p in outside],
+                [it for it in whole.pulled_back if id(it) in kept], note, n_out)
 
 
 def lastfailed_done(config: pytest.Config, basis: durations.SplitBasis) -> bool:

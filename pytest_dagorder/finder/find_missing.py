@@ -287,7 +287,14 @@ class Findings:
 
 
 class MissingFinder:
-    """Runs the search in place of the test loop (registered for ``--dag-find-missing``)."""
+    """Runs the search in place of the test loop (registered for ``--dag-find-missing``).
+
+    Over 20 methods: the phases of the search (serial pass, screening, search,
+    edge pass, conflicts, verification) and the probe steps they all use
+    (sandboxes, probe servers, spawning a probe and reading its results) share
+    one state under one lock: the findings, the sandbox pool, the live
+    processes, the deadline and the stop event.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -407,7 +414,13 @@ class MissingFinder:
 
     def _find(self, session: pytest.Session, items: list[pytest.Item],
               write: _Write) -> bool:
-        """The search, into ``self.found``; False: nothing to report (refused)."""
+        """The search, into ``self.found``; False: nothing to report (refused).
+
+        Over 60 lines: the phases in the order the module's docstring numbers
+        them, each a call and the progress line it writes; the edge pass runs
+        beside screening, search and conflicts inside one ``try`` that always
+        shuts it down, so those phases share this frame.
+        """
         ids = [it.nodeid for it in items]
         one = self.settings.find_missing
         if one:
@@ -773,7 +786,14 @@ class MissingFinder:
                     write: _Write) -> None:
         """Each test with a declared prerequisite, run alone in a fresh process right
         before its place in a serial run (the files of the tests before it in
-        place): one probe for them all (see ``probe_plugin.py``)."""
+        place): one probe for them all (see ``probe_plugin.py``).
+
+        Over 60 lines: the probe, run in chunks of the serial order (``check``),
+        then one verdict per declared edge from its results: void where the
+        probe ran after a test that did not repeat its serial outcome, else
+        separable or kept by the dependent's outcome; both loops read the
+        probe's results gathered here.
+        """
         if not dependents:
             return
         if not FORKS:
@@ -1476,6 +1496,13 @@ class MissingFinder:
 
     def _report(self, items: list[pytest.Item], found: Findings, write: _Write,
                 seconds: float, stopped: str = "") -> None:
+        """The findings, as the terminal shows them, and the ``--dag-edges`` file.
+
+        Over 60 lines: one paragraph per kind of finding (missing prerequisites,
+        fixture paths, conflicts, tests not searched, not repeated, pairs and
+        edges not checked, not fixed) and the summary line, in the order they
+        print; each paragraph is a few writes, read top to bottom.
+        """
         ids = [it.nodeid for it in items]
         style = _style(self.config)
         if stopped or time.monotonic() > self.deadline:

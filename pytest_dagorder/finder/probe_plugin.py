@@ -279,7 +279,12 @@ def _fingerprint(value: object, depth: int) -> object:
     its size and a hash of its bytes.  Not seen: a change inside a mutable item
     past the first ones or below ``depth`` (the former ``repr``, cut at 2,000
     characters, missed those past the cut, and cost bpypolyskel's serial pass
-    20 x the plain run: every test module holds lists of vectors)."""
+    20 x the plain run: every test module holds lists of vectors).
+
+    Over 60 lines: one dispatch by kind of value (leaf, dict, sequence,
+    instance, buffer) inside one ``try`` that makes any refusal the identity;
+    it recurses per item, for every module-level value after every test of
+    the serial pass."""
     kind = type(value)
     if kind in _LEAVES:
         if kind is float:

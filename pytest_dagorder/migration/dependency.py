@@ -48,7 +48,6 @@ class DependencyReader(Reader):
         if marker is None:
             return Declared()
         t = self.tables(index)
-        i = t.pos[id(item)]
         at = where(MARK, item)
         found = Declared()
         problems = found.problems
@@ -88,6 +87,25 @@ class DependencyReader(Reader):
                 problems.append(Problem(item.nodeid, (
                     f"{at}: scope={scope!r} but the test is not in a {scope}")))
             return found
+        unmarked, missing, itself = self._look_up(t, index, item, scope, node, targets, found)
+        if found.skip is not None or problems:
+            pass
+        elif missing:
+            found.skip = wording.foreign_unknown(item.name, missing, scope,
+                                                 self._class_hint(t, item, scope, missing))
+        elif itself:
+            found.skip = wording.foreign_itself(item.name, itself)
+        elif unmarked and not self.ignore_unknown:
+            found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
+        return found
+
+    def _look_up(self, t: Tables, index: Index, item: pytest.Item, scope: str,
+                 node: pytest.Collector, targets: list[str],
+                 found: Declared) -> tuple[list[str], list[str], list[str]]:
+        """Resolve ``item``'s ``targets`` in ``scope`` (``node``) into
+        ``found.requires`` (and ``found.unknown``); the targets that name only
+        unmarked tests, no test, and the test itself."""
+        i = t.pos[id(item)]
         unmarked: list[str] = []
         missing: list[str] = []
         itself: list[str] = []
@@ -120,16 +138,7 @@ class DependencyReader(Reader):
                 itself.append(target)
                 continue
             found.requires.extend(drop_self(hits, i))
-        if found.skip is not None or problems:
-            pass
-        elif missing:
-            found.skip = wording.foreign_unknown(item.name, missing, scope,
-                                                 self._class_hint(t, item, scope, missing))
-        elif itself:
-            found.skip = wording.foreign_itself(item.name, itself)
-        elif unmarked and not self.ignore_unknown:
-            found.skip = wording.depends_unmarked(item.name, ", ".join(map(repr, unmarked)))
-        return found
+        return unmarked, missing, itself
 
     @staticmethod
     def _class_hint(t: Tables, item: pytest.Item, scope: str, missing: list[str]) -> str:

@@ -428,17 +428,7 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             pulled_back=len(plan.pulled_back), lf_blocked=plan.lf_blocked,
             edges_file=plan.edges_file, shard=plan.shard)
         if plan.graph is not None and not plan.problems:
-            requires, after, outside = graph_of(plan, planned, ids)
-            fields.update(graph=True, requires=requires, after=after, outside=outside)
-            if full and affinity == "state":
-                fixtures = state_facts(planned, requires, after or [()] * len(requires))
-                if any(f != [] for f in fixtures):
-                    fields.update(fixtures=fixtures)
-            edges_path = settings_of(config).edges_path
-            if full and edges_path is not None and edges_path.is_file():
-                lifted, note = evidence.lifted(edges_path, config.rootpath, ids, requires,
-                                               after or [()] * len(requires))
-                fields.update(lifted=lifted, evidence=note)
+            _add_graph_columns(fields, config, plan, planned, ids, affinity=affinity, full=full)
         if plan.needs:
             resources, exclusive = _needs_of(plan, planned)
             fields.update(resources=resources, exclusive=exclusive)
@@ -470,6 +460,25 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
         class_scopes=scopes(planned, pytest.Class) if full else [None for _ in range(n)],
         **fields,
     )
+
+
+def _add_graph_columns(fields: dict[str, Any], config: pytest.Config, plan: Plan,
+                       planned: Sequence[pytest.Item], ids: Sequence[str], *,
+                       affinity: str, full: bool) -> None:
+    """The graph of a plan without problems, and (``full``) what rests on it:
+    the fixtures that hold ``--dag-affinity=state`` groups together, and the
+    edges the edges file's evidence lifts."""
+    requires, after, outside = graph_of(plan, planned, ids)
+    fields.update(graph=True, requires=requires, after=after, outside=outside)
+    if full and affinity == "state":
+        fixtures = state_facts(planned, requires, after or [()] * len(requires))
+        if any(f != [] for f in fixtures):
+            fields.update(fixtures=fixtures)
+    edges_path = settings_of(config).edges_path
+    if full and edges_path is not None and edges_path.is_file():
+        lifted, note = evidence.lifted(edges_path, config.rootpath, ids, requires,
+                                       after or [()] * len(requires))
+        fields.update(lifted=lifted, evidence=note)
 
 
 def _add_controller_columns(fields: dict[str, Any], planned: Sequence[pytest.Item]) -> None:

@@ -65,30 +65,7 @@ class DraftPlan:
     """What the declarations of a selection resolve to (:func:`make_plan`): the
     first collection step, from which :func:`collect_plan` makes the :class:`Plan`.
 
-    The fields mean what :class:`Plan`'s of the same names do.
-    """
-
-    items: list[pytest.Item]
-    graph: Edges | None
-    deselected: list[pytest.Item] = field(default_factory=list)
-    pulled_back: list[pytest.Item] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-    declared: bool = False
-    skips: list[tuple[pytest.Item, str]] = field(default_factory=list)
-    universe: list[pytest.Item] = field(default_factory=list)
-    links: list[tuple[int, ...]] = field(default_factory=list)
-    broken: set[str] = field(default_factory=set)
-    #: ``id()`` of the items of ``skips`` a foreign reader skips (ini dag_strict).
-    foreign: set[int] = field(default_factory=set)
-    errors: list[Problem] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """``graph`` indices ``0 .. len(items) - 1`` are ``items``; later ones were deselected.
-
-    Made once, by :func:`collect_plan`, from what each collection step
-    returned; nothing changes it afterwards.
+    ``graph`` indices ``0 .. len(items) - 1`` are ``items``; later ones were deselected.
     """
 
     items: list[pytest.Item]
@@ -99,6 +76,32 @@ class Plan:
     declared: bool = False
     #: Tests a foreign plugin would skip at run time, with its reason.
     skips: list[tuple[pytest.Item, str]] = field(default_factory=list)
+    #: Every test collected before any was deselected (``-k``, ``-m``, ``--lf``)
+    #: and the prerequisites collected for them; ``links``: each one's
+    #: prerequisites there, by position (empty where nothing declares).
+    #: ``--dag-shard`` cuts this, so a part does not depend on the selection.
+    universe: list[pytest.Item] = field(default_factory=list)
+    links: list[tuple[int, ...]] = field(default_factory=list)
+    #: Node ids of every test a problem is about (before problems shared by
+    #: many tests were merged into one report).
+    broken: set[str] = field(default_factory=set)
+    #: ``id()`` of the items of ``skips`` a foreign reader skips (ini dag_strict).
+    foreign: set[int] = field(default_factory=set)
+    #: Under ``--continue-on-collection-errors``: the problems of the tests
+    #: left out of the run (reported as collection errors; the rest runs).
+    errors: list[Problem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Plan(DraftPlan):
+    """The draft completed by the later collection steps (the warnings, ``--lf``,
+    resources, ``--dag-shard``): the fields below, and the draft's as they left
+    them.
+
+    Made once, by :func:`collect_plan`, from what each collection step
+    returned; nothing changes it afterwards.
+    """
+
     #: Resources and exclusivity of the tests that have any, by id(item).
     needs: dict[int, Needs] = field(default_factory=dict)
     #: The names of every marker some collected test carries (own or inherited).
@@ -120,18 +123,6 @@ class Plan:
     dropped: int = 0
     #: How many tests of the selection ``--dag-shard`` left to other parts.
     shard_left: int = 0
-    #: Every test collected before any was deselected (``-k``, ``-m``, ``--lf``)
-    #: and the prerequisites collected for them; ``links``: each one's
-    #: prerequisites there, by position (empty where nothing declares).
-    #: ``--dag-shard`` cuts this, so a part does not depend on the selection.
-    universe: list[pytest.Item] = field(default_factory=list)
-    links: list[tuple[int, ...]] = field(default_factory=list)
-    #: Node ids of every test a problem is about (before problems shared by
-    #: many tests were merged into one report).
-    broken: set[str] = field(default_factory=set)
-    #: Under ``--continue-on-collection-errors``: the problems of the tests
-    #: left out of the run (reported as collection errors; the rest runs).
-    errors: list[Problem] = field(default_factory=list)
 
     @property
     def nodeids(self) -> list[str]:
@@ -542,7 +533,7 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
         marker_names=marker_names, lf_blocked=lf_blocked, edges_file=edges_note,
         shard=shard, whole=whole, dropped=dropped(collected, items, pulled_back, left_out),
         shard_left=shard_left, universe=plan.universe, links=plan.links,
-        broken=plan.broken, errors=plan.errors)
+        broken=plan.broken, foreign=plan.foreign, errors=plan.errors)
 
 
 def _read_markers(config: pytest.Config, settings: Settings, items: list[pytest.Item],
