@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import pytest
+from helpers import import_the_plugin
 from support.dagtester import DAG_MODES, MODES, SETUP, SETUP_KEYWORDS, DagTester, setup_of
 
 if TYPE_CHECKING:
     from support.xdist_fakes import Harness, Recorder
 
     from pytest_dagorder.planning.facts import Facts
+
+import_the_plugin()
 
 
 def pytest_configure(config: pytest.Config) -> None:

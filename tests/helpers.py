@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import importlib
 import importlib.util
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 import tempfile
@@ -172,6 +174,23 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
         result = pytester.runpytest_inprocess(*args, syspathinsert=True)
     return pytest.RunResult(result.ret, result.outlines, result.errlines + written,
                             result.duration)
+
+
+def import_the_plugin() -> None:
+    """Every module of the plugin, imported in this process before any test
+    (tests/conftest.py calls it), so before any ``pytester`` takes its snapshot.
+
+    Pytester drops the modules a run imported when it ends, but a package that
+    stays imported keeps its submodule as an attribute: a later run would then
+    hold two copies of one module, one through ``from package import module``
+    and one freshly imported, each with its own globals (a ``StashKey`` set
+    through one and read through the other is not found).  Imported here, before
+    any ``pytester``, they are part of what it keeps, and no run imports them again.
+    """
+    import pytest_dagorder
+
+    for found in pkgutil.walk_packages(pytest_dagorder.__path__, "pytest_dagorder."):
+        importlib.import_module(found.name)
 
 
 @contextlib.contextmanager
