@@ -528,14 +528,16 @@ class MissingFinder:
         self.found.conflicts = [c for c in self.found.conflicts
                                 if c[0] not in self.found.unreproducible
                                 and c[1] not in self.found.unreproducible]
-        if len(self.found.unreproducible) > 1:
+        if self.found.unreproducible:
             # Their state lives where no probe resets it (a database's rows, its
             # ids): what is known is that the serial order gives the serial
             # outcomes, so they keep it, on one worker, with every test that
             # touches a place of that state (a reader of the rows they insert
-            # repeats its outcome, so no probe names it).
+            # repeats its outcome, so no probe names it): one such test is
+            # enough for a group.
             self.found.places, members = self._outside_users(serial)
-            self.found.groups[OUTSIDE_GROUP] = members
+            if len(members) > 1:
+                self.found.groups[OUTSIDE_GROUP] = members
         self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
         if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
@@ -642,8 +644,15 @@ class MissingFinder:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
         if not differ:
+            # Its run starts from what the probes left where that state lives (no
+            # probe can reset a server): it cannot show that the group suffices.
             write("dagorder: with the findings, -n 2 gave the serial outcomes"
-                  + (" (not compared: the tests the probes do not repeat, below)"
+                  + (" (not compared: the tests the probes do not repeat, below"
+                     + (f"; it ran against what the probes left at {self.found.places[0]}"
+                        + (" and the other places below" if len(self.found.places) > 1
+                           else "")
+                        + ", not a fresh state: a run from a fresh one confirms the group"
+                        if self.found.places else "") + ")"
                      if self.found.unreproducible else ""))
 
     def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
