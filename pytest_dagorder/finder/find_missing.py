@@ -286,9 +286,10 @@ class Findings:
     #: than the serial pass (state outside the copies: a database server, a path
     #: outside the rootdir): (position, outcome seen again; "" from the search).
     unreproducible: dict[int, str] = field(default_factory=dict)
-    #: Where their state lives (see ``MissingFinder._outside_users``): the tests that
-    #: touch these join their group.
+    #: Where their state lives (see ``MissingFinder._outside_users``), and the other
+    #: tests that touched it (they join their group).
     places: list[str] = field(default_factory=list)
+    joined: list[int] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -536,6 +537,7 @@ class MissingFinder:
             # repeats its outcome, so no probe names it): one such test is
             # enough for a group.
             self.found.places, members = self._outside_users(serial)
+            self.found.joined = [k for k in members if k not in self.found.unreproducible]
             if len(members) > 1:
                 self.found.groups[OUTSIDE_GROUP] = members
         self._minimal(items[:len(ids)])
@@ -1602,7 +1604,7 @@ class MissingFinder:
                                          f"{seen})" if seen else ""))
             if len(again) > SHOWN:
                 write(f"    and {len(again) - SHOWN} more")
-            joined = [k for k in found.groups.get(OUTSIDE_GROUP, ()) if k not in again]
+            joined = found.joined
             if found.places:
                 shown = ", ".join(found.places[:3]) + (
                     f" and {len(found.places) - 3} more" if len(found.places) > 3 else "")
