@@ -5,9 +5,12 @@ carries them into later runs."""
 from __future__ import annotations
 
 import json
+import socketserver
 import subprocess
 import sys
 import textwrap
+import threading
+from typing import ClassVar
 
 import pytest
 from support.dagtester import DagTester
@@ -440,6 +443,121 @@ def test_tests_the_probes_do_not_repeat_are_named_and_their_edges_kept(
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_db.py::test_count", False)]
     assert verdicts[0]["probe"].startswith("no evidence: test_db.py::test_insert failed when "
                                            "the serial order ran again in a fresh copy")
+
+
+#: A table outside the rootdir, in a file (``DAGORDER_E2E_SHARED``: its folder)
+#: or behind a server (``DAGORDER_E2E_SERVER``: its ``host:port``).  The two
+#: inserts fail on a row that is there already (the probes do not repeat them;
+#: the second declares the first, so the edge pass runs the serial order again);
+#: test_count reads their rows, which it finds whenever it runs again, so no
+#: probe names it: it declares nothing and runs in another module.
+SHARED = {
+    "shared": """
+        import os, pathlib, socket
+
+        def talk(line):
+            server = os.environ.get("DAGORDER_E2E_SERVER")
+            if server:
+                host, port = server.rsplit(":", 1)
+                with socket.create_connection((host, int(port)), timeout=10) as s:
+                    s.sendall(line.encode() + b"\\n")
+                    return s.makefile().readline().strip()
+            table = pathlib.Path(os.environ["DAGORDER_E2E_SHARED"]) / "table.txt"
+            rows = table.read_text().split() if table.exists() else []
+            return answer(rows, line, lambda: table.write_text(" ".join(rows)))
+
+        def answer(rows, line, save):
+            if line == "read":
+                return " ".join(rows)
+            row = line.split()[1]
+            if row in rows:
+                return "duplicate"
+            rows.append(row)
+            save()
+            return str(len(rows))
+    """,
+    "test_a": """
+        import time
+        from pytest_dagorder import depends_on
+        from shared import talk
+
+        def test_insert_a():
+            time.sleep(1.0)  # a reader on the other worker starts first
+            assert talk("insert a") == "1"
+
+        @depends_on("test_insert_a")
+        def test_insert_b():
+            assert talk("insert b") == "2"
+    """,
+    "test_b": """
+        from shared import talk
+
+        def test_count():
+            assert talk("read").split() == ["a", "b"]
+
+        def test_free():
+            pass
+    """,
+}
+
+
+class _Table(socketserver.StreamRequestHandler):
+    """One request a connection: a line in, the answer out (as ``shared.answer``)."""
+
+    rows: ClassVar[list[str]] = []
+
+    def handle(self) -> None:
+        line = self.rfile.readline().decode().strip()
+        if line == "read":
+            said = " ".join(self.rows)
+        elif line.split()[1] in self.rows:
+            said = "duplicate"
+        else:
+            self.rows.append(line.split()[1])
+            said = str(len(self.rows))
+        self.wfile.write((said + "\n").encode())
+
+
+@pytest.mark.parametrize("where", ["file", "server"])
+def test_the_readers_of_state_outside_the_rootdir_join_its_group(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    for name, body in SHARED.items():
+        dagtester.pytester.makepyfile(**{name: textwrap.dedent(body)})
+    shared = dagtester.path.parent / f"{dagtester.path.name}-shared"
+    shared.mkdir()
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Table)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    if where == "server":
+        host, port = server.server_address[:2]
+        place = f"{host!s}:{port}"
+        monkeypatch.setenv("DAGORDER_E2E_SERVER", place)
+    else:
+        monkeypatch.setenv("DAGORDER_E2E_SHARED", str(shared))
+        place = str(shared / "table.txt")
+    try:
+        result = dagtester.run(*FIND, "--dag-edges=edges.json")
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines([
+            "dagorder: with the findings, -n 2 gave the serial outcomes (not compared: *; "
+            f"it ran against what the probes left at {place}, not a fresh state: *)",
+            "dagorder: 2 tests did not repeat the serial pass in a fresh copy*",
+            f"    their state lives at {place}; 1 more test touches it and joins them:",
+            "    test_b.py::test_count"])
+        written = json.loads((dagtester.path / "edges.json").read_text())
+        assert written["groups"] == [{"name": "state outside the rootdir", "tests": [
+            "test_a.py::test_insert_a", "test_a.py::test_insert_b", "test_b.py::test_count"]}]
+        # A fresh table, as a CI run starts from: the default with the file gives
+        # the serial outcomes under -n 2.
+        _Table.rows.clear()
+        (shared / "table.txt").unlink(missing_ok=True)
+        result = dagtester.run("-n", "2", "--dag-edges=edges.json")
+        assert result.ret == 0, result.stdout.str()
+        result.assert_outcomes(passed=4)
+    finally:
+        server.shutdown()
+        server.server_close()
+        _Table.rows.clear()
 
 
 #: The conftest logs each process's configuration (xdist workers by name); the

@@ -144,6 +144,8 @@ class Result:
     #: The test changed the environment or a module-level value below the rootdir.
     state: bool = False
     seconds: float = 0.0
+    #: The addresses the test connected to (``host:port``, a socket's path).
+    services: frozenset[str] = frozenset()
 
 
 FAILED: Final = Result("failed", Touches())
@@ -284,6 +286,10 @@ class Findings:
     #: than the serial pass (state outside the copies: a database server, a path
     #: outside the rootdir): (position, outcome seen again; "" from the search).
     unreproducible: dict[int, str] = field(default_factory=dict)
+    #: Where their state lives (see ``MissingFinder._outside_users``), and the other
+    #: tests that touched it (they join their group).
+    places: list[str] = field(default_factory=list)
+    joined: list[int] = field(default_factory=list)
 
 
 class MissingFinder:
@@ -536,11 +542,17 @@ class MissingFinder:
         self.found.conflicts = [c for c in self.found.conflicts
                                 if c[0] not in self.found.unreproducible
                                 and c[1] not in self.found.unreproducible]
-        if len(self.found.unreproducible) > 1:
+        if self.found.unreproducible:
             # Their state lives where no probe resets it (a database's rows, its
             # ids): what is known is that the serial order gives the serial
-            # outcomes, so they keep it, on one worker.
-            self.found.groups[OUTSIDE_GROUP] = sorted(self.found.unreproducible)
+            # outcomes, so they keep it, on one worker, with every test that
+            # touches a place of that state (a reader of the rows they insert
+            # repeats its outcome, so no probe names it): one such test is
+            # enough for a group.
+            self.found.places, members = self._outside_users(serial)
+            self.found.joined = [k for k in members if k not in self.found.unreproducible]
+            if len(members) > 1:
+                self.found.groups[OUTSIDE_GROUP] = members
         self._minimal(items[:len(ids)])
         lifts = any(v.separable for v in self.found.verdicts)
         if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
@@ -549,6 +561,29 @@ class MissingFinder:
             self._ended("conflicts")
             self._verify(ids, serial, write)
         return True
+
+    def _outside_users(self, serial: dict[str, Result]) -> tuple[list[str], list[int]]:
+        """The places outside the rootdir where the state of the tests the probes do
+        not repeat lives (a server they connected to, a path outside the rootdir
+        that a test wrote), and every test that touched one of them in the serial
+        pass, with those tests, in serial order."""
+        ids, again = self.ids, self.found.unreproducible
+        mine = str(self.workdir) + os.sep if self.workdir is not None else None
+
+        def outside(r: Result) -> set[str]:
+            paths = {p for p in r.touches.reads | r.touches.writes if os.path.isabs(p)
+                     and (mine is None or not p.startswith(mine))}
+            return paths | r.services
+
+        written = {p for r in serial.values() for p in r.touches.writes}
+        places: set[str] = set()
+        for k in again:
+            r = serial.get(ids[k])
+            if r is not None:
+                places |= {p for p in outside(r) if p in r.services or p in written}
+        members = set(again) | {k for k, nid in enumerate(ids)
+                                if nid in serial and not places.isdisjoint(outside(serial[nid]))}
+        return sorted(places), sorted(members)
 
     def _minimal(self, items: Sequence[pytest.Item]) -> None:
         """No advice the suite does not need: a conflict whose tests the default
@@ -624,8 +659,15 @@ class MissingFinder:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
         if not differ:
+            # Its run starts from what the probes left where that state lives (no
+            # probe can reset a server): it cannot show that the group suffices.
             write("dagorder: with the findings, -n 2 gave the serial outcomes"
-                  + (" (not compared: the tests the probes do not repeat, below)"
+                  + (" (not compared: the tests the probes do not repeat, below"
+                     + (f"; it ran against what the probes left at {self.found.places[0]}"
+                        + (" and the other places below" if len(self.found.places) > 1
+                           else "")
+                        + ", not a fresh state: a run from a fresh one confirms the group"
+                        if self.found.places else "") + ")"
                      if self.found.unreproducible else ""))
 
     def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
@@ -1441,7 +1483,8 @@ class MissingFinder:
             result = Result(rec["outcome"], Touches(
                 frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
                 frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
-                bool(rec.get("state")), float(rec.get("seconds", 0.0)))
+                bool(rec.get("state")), float(rec.get("seconds", 0.0)),
+                frozenset(rec.get("services", ())))
             nid = _relative(rec["id"], sandbox.root)
             if rec.get("alone"):
                 if into is not None:
@@ -1588,6 +1631,25 @@ class MissingFinder:
                                          f"{seen})" if seen else ""))
             if len(again) > SHOWN:
                 write(f"    and {len(again) - SHOWN} more")
+            joined = found.joined
+            if found.places:
+                shown = ", ".join(found.places[:3]) + (
+                    f" and {len(found.places) - 3} more" if len(found.places) > 3 else "")
+                write(f"    their state lives at {shown}; "
+                      + (f"{plural(len(joined), 'more test')} "
+                         f"{'touches' if len(joined) == 1 else 'touch'} it and "
+                         f"{'joins' if len(joined) == 1 else 'join'} them:"
+                         if joined else "no other test touches it"))
+                for k in joined[:SHOWN]:
+                    write(f"    {ids[k]}")
+                if len(joined) > SHOWN:
+                    write(f"    and {len(joined) - SHOWN} more")
+            elif OUTSIDE_GROUP in found.groups:
+                # Nothing recorded says where (no path outside the rootdir, no
+                # connection): a test that reads what they left is not found.
+                write("    where their state lives was not seen (no path outside the "
+                      "rootdir written, no connection): a test that reads it is not "
+                      "in their group")
         if found.unpaired:
             write(f"dagorder: {plural(len(found.unpaired), 'pair')} of tests that write one "
                   "path not overlapped (stopped):")

@@ -14,7 +14,9 @@ counts as written when the test changed it (a file's size or time of
 change, a file or folder made or removed), read otherwise: a test that
 opens a database and only queries it reads it.  Also recorded: whether the
 test changed the process's state a later test could read (the environment,
-module-level values of modules below the rootdir).
+module-level values of modules below the rootdir), and the addresses the
+test connected to (``socket.connect``): a database server's state lives
+there, outside every copy of the rootdir.
 
 Asked to (``DAGORDER_PROBE_ALONE``: a file of node ids), the probe also runs
 each of those tests a second time in a fresh process, right before its turn
@@ -77,6 +79,8 @@ class ProbeReporter:
         self.current: str | None = None
         #: Each path the running test touched, as it was when first touched.
         self.before: dict[str, tuple[bool, bool, int, int] | None] = {}
+        #: The addresses the running test connected to (``host:port``, a socket path).
+        self.services: set[str] = set()
         self.state: tuple[dict[str, str], dict[str, object]] | None = None
         #: The state the last test left (the next one's start), when tracing.
         self.last: tuple[dict[str, str], dict[str, object]] | None = None
@@ -114,6 +118,8 @@ class ProbeReporter:
         elif event in _CHANGES:
             for path in args[:_CHANGES[event]]:
                 self._note(path)
+        elif event == "socket.connect" and len(args) > 1:
+            self.services.add(_address(args[1]))
 
     def _note(self, path: object) -> None:
         if isinstance(path, bytes):
@@ -175,6 +181,7 @@ class ProbeReporter:
         self.started = time.monotonic()
         self.current = nodeid
         self.before = {}
+        self.services = set()
         self.phases[nodeid] = []
         if self.tracing:
             # What the test before left is what this one starts from (nothing
@@ -204,6 +211,7 @@ class ProbeReporter:
         line = {"id": nodeid, "outcome": outcome, "writes": writes,
                 "reads": sorted(self.before.keys() - set(writes)),
                 "state": self.state is not None and self.last != self.state,
+                "services": sorted(self.services),
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
             line["alone"] = True
@@ -628,6 +636,15 @@ def _alone(batch: list[pytest.Item], reporter: ProbeReporter, limit: float,
                 f.write(json.dumps(line) + "\n")
             return 1
         time.sleep(0.002)
+
+
+def _address(address: object) -> str:
+    """A connected address as text: ``host:port`` (an IP socket), else the path."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    if isinstance(address, bytes):
+        return os.fsdecode(address)
+    return str(address)
 
 
 def _stat(path: str) -> tuple[bool, bool, int, int] | None:
