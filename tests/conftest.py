@@ -95,7 +95,7 @@ def dagtester(pytester: pytest.Pytester, request: pytest.FixtureRequest) -> DagT
 
 
 # -- the controller with fake workers (support.xdist_fakes), for the modules that drive it --
-# Imported when a test asks: the plugin's modules load in this process only then.
+# support.xdist_fakes is imported when a test asks for it.
 
 
 @pytest.fixture

@@ -1625,12 +1625,9 @@ class MissingFinder:
                   + (f", and they keep the serial order on one worker: "
                      f"@pytest.mark.xdist_group({_quote(OUTSIDE_GROUP)}) on each"
                      if OUTSIDE_GROUP in found.groups else "") + ":")
-            for t in sorted(again)[:SHOWN]:
-                seen = again[t]
-                write(f"    {ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then "
-                                         f"{seen})" if seen else ""))
-            if len(again) > SHOWN:
-                write(f"    and {len(again) - SHOWN} more")
+            _write_some(write, [
+                f"{ids[t]}" + (f" ({self.serial.get(ids[t], FAILED).outcome}, then {again[t]})"
+                               if again[t] else "") for t in sorted(again)])
             joined = found.joined
             if found.places:
                 shown = ", ".join(found.places[:3]) + (
@@ -1640,10 +1637,7 @@ class MissingFinder:
                          f"{'touches' if len(joined) == 1 else 'touch'} it and "
                          f"{'joins' if len(joined) == 1 else 'join'} them:"
                          if joined else "no other test touches it"))
-                for k in joined[:SHOWN]:
-                    write(f"    {ids[k]}")
-                if len(joined) > SHOWN:
-                    write(f"    and {len(joined) - SHOWN} more")
+                _write_some(write, [ids[k] for k in joined])
             elif OUTSIDE_GROUP in found.groups:
                 # Nothing recorded says where (no path outside the rootdir, no
                 # connection): a test that reads what they left is not found.
@@ -1712,6 +1706,14 @@ def _scoped(items: Sequence[pytest.Item],
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _write_some(write: _Write, lines: Sequence[str]) -> None:
+    """The first :data:`SHOWN` of ``lines``, indented, then how many more there are."""
+    for line in lines[:SHOWN]:
+        write(f"    {line}")
+    if len(lines) > SHOWN:
+        write(f"    and {len(lines) - SHOWN} more")
 
 
 def _fixture_paths(items: Sequence[pytest.Item],
