@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import ast
-import functools
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -30,56 +27,84 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{SETUP}({', '.join(SETUP_KEYWORDS)}): what every dagtester run of the "
         "test shares")
     config.addinivalue_line(
-        "markers", f"{CORE}: set by this conftest, never by hand: the test starts no pytest "
-        "run and its module imports only the plugin's rooms that import neither pytest nor "
-        "xdist (.ci/run's lowest-versions pass leaves these out)")
+        "markers", f"{VERSIONS_MARKER}: set by this conftest from VERSIONS, never by hand: "
+        "the versions of pytest, pluggy, pytest-xdist or execnet can change the test's "
+        "outcome (.ci/run's lowest-versions pass runs only these)")
+    for where in VERSIONS:
+        if not names_a_test(Path(str(config.rootpath)), where):
+            raise pytest.UsageError(f"tests/conftest.py VERSIONS names {where!r}: not there")
 
 
-#: The marker of the tests the versions of pytest, pluggy, xdist and execnet
-#: cannot change: :func:`pytest_collection_modifyitems` sets it.
-CORE = "core"
-#: The plugin's rooms that import neither pytest nor xdist (tests/test_layers.py checks).
-PURE_ROOMS = ("core", "runners", "render")
+def names_a_test(root: Path, where: str) -> bool:
+    """Whether the module of ``where`` exists, defines its test and holds its parameter's id."""
+    path, _, name = where.partition("::")
+    if not (root / path).is_file():
+        return False
+    source = (root / path).read_text(encoding="utf-8")
+    function, _, param = name.split("::")[-1].partition("[")
+    return (not function or f"def {function}(" in source) and param.rstrip("]") in source
 
 
-@functools.cache
-def imports_only_pure_rooms(path: Path) -> bool:
-    """Whether every import of the plugin in the module at ``path`` (anywhere in
-    it, module level or in a function) is of a pure room (:data:`PURE_ROOMS`),
-    and it imports no ``subprocess`` (which could start a pytest run); a name
-    imported from the package itself counts by the module it is defined in."""
-    def pure(module: str) -> bool:
-        parts = module.split(".")
-        if parts[0] == "subprocess":
-            return False
-        return parts[0] != "pytest_dagorder" or (len(parts) > 1 and parts[1] in PURE_ROOMS)
+#: The marker of the tests whose outcome the versions of pytest, pluggy,
+#: pytest-xdist and execnet can change in a way the newest versions' run does
+#: not already show; :func:`pytest_collection_modifyitems` sets it from
+#: :data:`VERSIONS`.  The package never branches on a version: what a version
+#: can change is what it reads of those packages, and what pytest prints.
+VERSIONS_MARKER = "versions"
+#: Node ids (a module, or a test in it with all its parameters), each with the reason.
+VERSIONS: dict[str, str] = {
+    # The shims (pytest_dagorder/shims/): each internal taken away, and kept (the
+    # control runs beside): a release can rename, drop or reshape any of them.
+    "tests/test_internals.py":
+        "every pytest, pluggy and xdist internal the shims read, with and without it",
+    "tests/test_collector.py":
+        "the collector pause around pytest's run loop and xdist's worker (collector_pause.py)",
+    "tests/test_e2e_everyday.py::test_the_plugins_modules_load_without_assertion_rewriting":
+        "late_loading.py steps around pytest's assertion-rewriting import hook",
+    "tests/test_e2e_outside_paths.py::test_a_prerequisite_in_another_directory_gets_its_conftests":
+        "a pulled-back file is made through pytest's collection and directory nodes "
+        "(pytest 9.1 changed which node gets a directory's conftest)",
+    # What pytest prints around the plugin's lines (summary, -rs, --tb, error
+    # tails): two pages that show most of it (the others show the same kinds).
+    "tests/test_docs_output.py::test_the_page_shows_what_its_commands_print[quickstart.rst]":
+        "pytest's own lines the page shows change between its releases",
+    "tests/test_docs_output.py::test_the_page_shows_what_its_commands_print[results.rst]":
+        "pytest's --tb=line and summary lines the page shows (pytest 8.4 prints no E line)",
+    "tests/test_e2e_xdist.py::test_other_dist_mode_with_declarations_is_refused_cleanly":
+        "pytest's summary line of an error (8.4 has no ' - message' tail)",
+    # The serial driver over pytest's run loop.
+    "tests/test_e2e_serial.py::test_on_failure_stop":
+        "session.shouldstop, read by pytest's loop after each test",
+    "tests/test_e2e_serial.py::test_module_fixture_teardown_error":
+        "teardown towards the next test through pytest's SetupState",
+    "tests/test_e2e_serial.py::test_summary_counts_only_skips_that_were_reported":
+        "the terminal reporter's stats",
+    # The xdist driver end to end: barrier items over pytest's SetupState and
+    # runner hooks (pluggy's HookRelay), facts and reports through execnet.
+    "tests/test_e2e_xdist.py::test_graph_shapes_under_two_workers":
+        "the xdist driver end to end (barriers, hooks, execnet messages)",
+    "tests/test_e2e_xdist.py::test_a_teardown_error_at_a_barrier_reaches_report_hooks_as_serially":
+        "the barrier reports through pytest's runner hooks",
+    "tests/test_e2e_xdist.py::test_exitfirst_stops_the_run":
+        "-x under xdist: the controller's stop and the workers' shouldstop",
+}
 
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            if not all(pure(alias.name) for alias in node.names):
-                return False
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module != "pytest_dagorder":
-                if not pure(node.module):
-                    return False
-                continue
-            package = importlib.import_module("pytest_dagorder")
-            for alias in node.names:
-                defined_in = getattr(getattr(package, alias.name, None), "__module__", "")
-                if not defined_in.startswith("pytest_dagorder.") or not pure(defined_in):
-                    return False
-    return True
+
+def versions_modules() -> list[str]:
+    """The modules :data:`VERSIONS` names (.ci/run's lowest-versions pass collects only these)."""
+    return sorted({where.split("::")[0] for where in VERSIONS})
+
+
+def in_versions(nodeid: str) -> bool:
+    """Whether :data:`VERSIONS` names the test ``nodeid`` or its module."""
+    return any(nodeid == where or nodeid.startswith((f"{where}::", f"{where}["))
+               for where in VERSIONS)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark :data:`CORE` the tests that request no ``pytester`` (so start no
-    pytest run through it) in modules that import only the pure rooms and no
-    ``subprocess``: what they exercise imports neither pytest nor xdist, so
-    the versions of those cannot change their outcome."""
     for item in items:
-        if ("pytester" not in getattr(item, "fixturenames", ())
-                and imports_only_pure_rooms(item.path)):
-            item.add_marker(CORE)
+        if in_versions(item.nodeid):
+            item.add_marker(VERSIONS_MARKER)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -118,3 +143,7 @@ def harness(pytester: pytest.Pytester, recorder: Recorder) -> Callable[..., Harn
         return Harness(config, recorder, facts, policy=policy)
 
     return make
+
+
+if __name__ == "__main__":  # .ci/run: python tests/conftest.py
+    print("\n".join(versions_modules()))
