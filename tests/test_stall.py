@@ -55,8 +55,10 @@ def reports_naming(result: pytest.RunResult, test: str) -> list[int]:
 
 def test_a_stuck_test_under_xdist_is_reported_once_with_its_worker_and_stack(
         dagtester: DagTester) -> None:
+    # The delay from the ini file; the tests below give it with -o.
+    dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-n", "2", "-o", "dag_stall_report=1")
+    result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=3)  # the report waits; it ends nothing
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -99,14 +101,6 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
     assert f'test_m.py", line {stuck_line(dagtester)} in test_stuck' in report, report
 
 
-def test_the_ini_key_sets_the_delay(dagtester: DagTester) -> None:
-    dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
-    dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-n", "2")
-    result.assert_outcomes(passed=3)
-    assert len(reports_naming(result, "test_m.py::test_stuck")) == 1, result.stdout.str()
-
-
 def test_zero_turns_the_report_off(dagtester: DagTester) -> None:
     dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
     dagtester.modules(test_m=STUCK)
@@ -139,18 +133,6 @@ def test_a_bad_value_is_a_usage_error_before_anything_runs(
     assert not (dagtester.path / "ran.log").exists()
 
 
-def test_a_stuck_test_run_serially_is_reported_once_with_its_stack(
-        dagtester: DagTester) -> None:
-    dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-o", "dag_stall_report=1",
-                           own_process="the report is written to descriptor 2")
-    result.assert_outcomes(passed=3)
-    err = result.stderr.str()
-    assert err.count(HEAD) == 1, err
-    assert "serial: running test_m.py::test_stuck since " in err
-    assert f'test_m.py", line {stuck_line(dagtester)} in test_stuck' in err
-
-
 @pytest.mark.parametrize("args", [("-n", "2"), ()], ids=["xdist", "serial"])
 def test_a_suite_that_declares_nothing_is_not_watched(
         dagtester: DagTester, args: tuple[str, ...]) -> None:
@@ -161,9 +143,10 @@ def test_a_suite_that_declares_nothing_is_not_watched(
     assert HEAD not in result.stdout.str() + result.stderr.str()
 
 
-def test_the_serial_report_says_true_and_leaves_its_own_frames_out(
+def test_a_stuck_test_run_serially_is_reported_once_a_quiet_spell_with_its_stack(
         dagtester: DagTester) -> None:
-    """Two quiet spells with a test reporting between them: two reports, and the
+    """Two quiet spells with a test reporting between them: one report each (none
+    repeated while a test stays stuck), with the running test and its stack; the
     first line never claims it is said once; the watch's thread is not shown."""
     twice = STUCK.replace("        time.sleep(4)  # the line the stack shows", (
         "        time.sleep(4)  # the line the stack shows\n\n\n"
@@ -176,6 +159,8 @@ def test_the_serial_report_says_true_and_leaves_its_own_frames_out(
     result.assert_outcomes(passed=4)
     err = result.stderr.str()
     assert err.count(HEAD) == 2, err
+    assert "serial: running test_m.py::test_stuck since " in err
+    assert "serial: running test_m.py::test_stuck_again since " in err
     assert "said once" not in err, err
     assert "said again only after another test reports" in err, err
     assert "dagorder-stall-watch" not in err and "in _watch" not in err, err
