@@ -158,7 +158,6 @@ def test_missing():
 
 @pytest.mark.parametrize(("failed", "missing", "foo", "miss"), [
     ("skip", "skip", "skipped:prerequisite test_bar failed", "skipped:which names no test"),
-    ("run", "run", "passed", "passed"),
     ("fail", "fail", "failed:test_d.py::test_foo depends on test_d.py::test_bar",
      "failed:test_d.py::test_missing depends on baz, which was not found"),
 ])
@@ -169,8 +168,6 @@ def test_depends_actions(dagtester: DagTester, failed: str, missing: str,
         f"--missing-dependency-action={missing}")
     check(dagtester, {"test_d.py::test_bar": "failed", "test_d.py::test_foo": foo,
                      "test_d.py::test_missing": miss})
-    if failed == "run":
-        assert_after(dagtester.ran(), [("bar", "foo")])
 
 
 def test_depends_fail_action_sees_every_outcome(dagtester: DagTester) -> None:
@@ -223,6 +220,8 @@ def test_depends_fail_action_counts_towards_maxfail(dagtester: DagTester) -> Non
 
 
 def test_depends_actions_from_the_ini(dagtester: DagTester) -> None:
+    """Both actions from the ini; then the command line wins over it, which makes
+    the "run" case of :func:`test_depends_actions` (failed run, missing run)."""
     dagtester.modules(test_d=DEPENDS)
     dagtester.pytester.makeini("[pytest]\nfailed_dependency_action = run\n"
                      "missing_dependency_action = fail\n")
@@ -230,7 +229,9 @@ def test_depends_actions_from_the_ini(dagtester: DagTester) -> None:
     check(dagtester, {"test_d.py::test_foo": "passed", "test_d.py::test_missing": "failed"})
     # the command line wins over the ini
     dagtester.run("--missing-dependency-action=run")
-    check(dagtester, {"test_d.py::test_missing": "passed"})
+    check(dagtester, {"test_d.py::test_bar": "failed", "test_d.py::test_foo": "passed",
+                      "test_d.py::test_missing": "passed"})
+    assert_after(dagtester.ran(), [("bar", "foo")])
 
 
 @pytest.mark.dag_modes("serial")
