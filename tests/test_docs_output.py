@@ -8,18 +8,21 @@ what it printed (its output, then its errors), in the same order, up to the
 figures that change from run to run (seconds, the widths of pytest's rules and
 progress columns, which worker ran a test, the project's folder, which the
 pages write as ``/tmp/<page>``); ``...`` stands for lines left out.
+
+The commands run in this process (``helpers.runpytest``: pytester's in-process
+run, xdist's workers still processes), loading only the plugin unless the page
+shows the takeover of an installed original (:data:`TAKEOVER`): a pytest start
+per command is most of what a page would otherwise cost.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import base_args
+from helpers import base_args, runpytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = ("quickstart.rst", "recipe.rst", "faq.rst", "safe-for-n.rst", "visualising.rst",
@@ -101,27 +104,31 @@ def shown_in(shown: list[str], printed: list[str]) -> str | None:
     return None
 
 
-@pytest.mark.autoload  # the takeover of pytest-dependency is part of what is shown
-@pytest.mark.parametrize("page", PAGES)
-def test_the_page_shows_what_its_commands_print(page: str, tmp_path: Path) -> None:
+#: The pages whose output shows the takeover of pytest-dependency: their runs load
+#: every installed plugin (the others name the plugin: ``helpers.base_args``).
+TAKEOVER = ("recipe.rst", "migration-dependency.rst")
+
+
+@pytest.mark.parametrize("page", [pytest.param(page, marks=pytest.mark.autoload)
+                                  if page in TAKEOVER else page for page in PAGES])
+def test_the_page_shows_what_its_commands_print(page: str, pytester: pytest.Pytester) -> None:
     folder = f"/tmp/{page.removesuffix('.rst')}"
+    path = pytester.path
     ran = 0
     for kind, name, body in steps(page):
         if kind == "file":
-            target = tmp_path / name
+            target = path / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text("\n".join(body) + "\n", encoding="utf-8")
             continue
         for args, shown in commands(body):
-            done = subprocess.run(
-                [sys.executable, "-m", "pytest", *base_args(cache=True), *PAGE_ONLY, *args],
-                cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
-            printed = [normal(x, folder, tmp_path)
-                       for x in (done.stdout + done.stderr).splitlines()]
-            missing = shown_in([normal(x, folder, tmp_path) for x in shown], printed)
+            done = runpytest(pytester, *base_args(cache=True), *PAGE_ONLY, *args,
+                             timeout=TIMEOUT)
+            printed = [normal(x, folder, path) for x in done.outlines + done.errlines]
+            missing = shown_in([normal(x, folder, path) for x in shown], printed)
             assert missing is None, (
                 f"{page}: `pytest {shlex.join(args)}` did not print\n  {missing}\n"
-                f"it printed:\n{done.stdout}{done.stderr}")
+                f"it printed:\n" + "\n".join(done.outlines + done.errlines))
             ran += 1
     assert ran, f"{page}: no command was run"
 
