@@ -5,9 +5,13 @@ is a file of the project (written when it is reached, so a later block of the
 same name replaces it), and each ``$ pytest ...`` line of a ``console`` block
 is run there, in that order.  Every line shown under a command must appear in
 what it printed (its output, then its errors), in the same order, up to the
-figures that change from run to run (seconds, the widths of pytest's rules and
-progress columns, which worker ran a test, the project's folder, which the
-pages write as ``/tmp/<page>``); ``...`` stands for lines left out.
+figures that change from run to run (seconds, a time of day, the widths of
+pytest's rules and progress columns, which worker ran a test, the project's
+folder, which the pages write as ``/tmp/<page>``); ``...`` stands for lines
+left out, ``(...)`` in a line for the words in those brackets.  A code block
+after the comment ``.. written: NAME`` shows the file NAME as the commands
+before it left it: each value shown is in the file (a list's items shown, in
+its order; an object's keys shown), the file may hold more.
 
 The commands run in this process (``helpers.runpytest``: pytester's in-process
 run, xdist's workers still processes), loading only the plugin unless the page
@@ -17,6 +21,7 @@ per command is most of what a page would otherwise cost.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -35,14 +40,19 @@ PAGE_ONLY = ("-p", "no:depends", "-p", "no:pytest_order")
 TIMEOUT = 180.0
 
 _DIRECTIVE = re.compile(r"^\.\. code-block:: (\w+)\s*$")
+_WRITTEN = re.compile(r"^\.\. written: (\S+)\s*$")
 
 
 def steps(page: str) -> list[tuple[str, str, list[str]]]:
-    """The page's blocks in order: ("file", name, lines) or ("console", "", lines)."""
+    """The page's blocks in order: ("file", name, lines), ("console", "", lines) or
+    ("written", name, lines)."""
     lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
     out: list[tuple[str, str, list[str]]] = []
+    written = ""
     i = 0
     while i < len(lines):
+        if found_written := _WRITTEN.match(lines[i]):
+            written = found_written.group(1)
         found = _DIRECTIVE.match(lines[i])
         i += 1
         if not found:
@@ -60,7 +70,10 @@ def steps(page: str) -> list[tuple[str, str, list[str]]]:
             body.pop()
         while body and not body[0]:
             body.pop(0)
-        if caption:
+        if written:
+            out.append(("written", written, body))
+            written = ""
+        elif caption:
             out.append(("file", caption, body))
         elif found.group(1) == "console":
             out.append(("console", "", body))
@@ -87,7 +100,13 @@ def normal(line: str, folder: str, path: Path) -> str:
     line = re.sub(r"\d+ probes? in \d+ pytest process(es)?", "<probes>", line)
     line = re.sub(r"={2,}", "==", line)
     line = re.sub(r"\bgw\d+\b", "gw<n>", line)
+    line = re.sub(r"\b\d\d:\d\d:\d\d\b", "<time>", line)
     return " ".join(line.split())
+
+
+def matches(shown: str) -> re.Pattern[str]:
+    """The printed lines a shown line stands for: itself, ``(...)`` any words in brackets."""
+    return re.compile(r"\(.*\)".join(map(re.escape, shown.split("(...)"))) + r"\Z")
 
 
 def shown_in(shown: list[str], printed: list[str]) -> str | None:
@@ -96,7 +115,8 @@ def shown_in(shown: list[str], printed: list[str]) -> str | None:
     for line in shown:
         if not line or line == "...":
             continue
-        while at < len(printed) and printed[at] != line:
+        pattern = matches(line)
+        while at < len(printed) and not pattern.match(printed[at]):
             at += 1
         if at == len(printed):
             return line
@@ -116,6 +136,11 @@ def test_the_page_shows_what_its_commands_print(page: str, pytester: pytest.Pyte
     path = pytester.path
     ran = 0
     for kind, name, body in steps(page):
+        if kind == "written":
+            found = json.loads((path / name).read_text(encoding="utf-8"))
+            left = missing_from(json.loads("\n".join(body)), found)
+            assert left is None, f"{page}: {name} does not hold {left!r}; it holds {found!r}"
+            continue
         if kind == "file":
             target = path / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +156,33 @@ def test_the_page_shows_what_its_commands_print(page: str, pytester: pytest.Pyte
                 f"it printed:\n" + "\n".join(done.outlines + done.errlines))
             ran += 1
     assert ran, f"{page}: no command was run"
+
+
+def missing_from(shown: object, found: object) -> object:
+    """The first part of ``shown`` (JSON) that ``found`` does not hold, or None: an
+    object's keys shown with their values, a list's items shown in its order."""
+    if isinstance(shown, dict):
+        if not isinstance(found, dict):
+            return shown
+        for key, value in shown.items():
+            if key not in found:
+                return {key: value}
+            left = missing_from(value, found[key])
+            if left is not None:
+                return left
+        return None
+    if isinstance(shown, list):
+        if not isinstance(found, list):
+            return shown
+        at = 0
+        for item in shown:
+            while at < len(found) and missing_from(item, found[at]) is not None:
+                at += 1
+            if at == len(found):
+                return item
+            at += 1
+        return None
+    return None if shown == found else shown
 
 
 README = DOCS.parent / "README.md"
