@@ -17,6 +17,9 @@ runs those): each is produced here as cheaply as it can be and compared.
 - docs/visualising.rst: the demo suite's graph, docs/_static/examples-graph.dot,
   which the page's picture is drawn from (by graphviz, which this suite does
   not need: the picture must name every test the graph holds).
+- README.md: the skip reasons its prose quotes for its example when
+  ``test_create_user`` fails, from that example with the test made to fail
+  (serially: the reasons are the same under ``-n``).
 
 Not compared, and why: docs/performance.md's figures are measurements (seconds,
 CPU) that differ from run to run, each beside the command that took it;
@@ -164,3 +167,29 @@ def test_the_demo_graph_is_what_the_demo_suite_gives(pytester: pytest.Pytester) 
     tests = set(re.findall(r'^\s*"([^"]+)" \[label=', GRAPH.read_text(encoding="utf-8"), re.M))
     assert tests and sorted(t for t in tests if t not in picture) == []
 
+
+
+README = DOCS.parent / "README.md"
+
+
+def test_readme_shows_the_skip_reasons_of_its_example(pytester: pytest.Pytester) -> None:
+    """README's example with ``test_create_user`` failing (what its prose
+    describes) gives the skip reasons the prose quotes, ``(...)`` standing for
+    the first line of the failure."""
+    text = README.read_text(encoding="utf-8")
+    code = text.split("```python\n# test_users.py\n", 1)[1].split("```", 1)[0]
+    failing = code.replace('USERS["ann"] = "s3cret"', 'raise RuntimeError("database down")')
+    assert failing != code
+    pytester.makepyfile(test_users=failing)
+    result = runpytest(pytester, *base_args(), "-rs")
+    result.assert_outcomes(failed=1, passed=1, skipped=2)
+    prose = " ".join(text.split())
+    for test, quoted in (("test_login", "prerequisite test_create_user failed (...)"),
+                         ("test_checkout", "prerequisite test_login was skipped: "
+                                           "test_create_user failed (...)")):
+        assert f"`{test}` is reported SKIPPED with `{quoted}`" in prose or (
+            f"`{test}` with `{quoted}`" in prose), quoted
+        pattern = re.compile(r"SKIPPED \[1\] test_users\.py:\d+: "
+                             + r"\(.*\)".join(map(re.escape, quoted.split("(...)"))) + r"$")
+        assert any(pattern.search(line) for line in result.outlines), (
+            f"{test}: no skip reason {quoted!r} in\n" + "\n".join(result.outlines))
