@@ -16,17 +16,18 @@ runs those): each is produced here as cheaply as it can be and compared.
   one line (the summary two).
 - docs/visualising.rst: the demo suite's graph, docs/_static/examples-graph.dot,
   which the page's picture is drawn from (by graphviz, which this suite does
-  not need: the picture must name every test the graph holds).
+  not need: the picture must name every test the graph holds), and the
+  timeline page (its tests; bars and seconds are one run's).
 - README.md: the skip reasons its prose quotes for its example when
   ``test_create_user`` fails, from that example with the test made to fail
   (serially: the reasons are the same under ``-n``).
 
 Not compared, and why: docs/performance.md's figures are measurements (seconds,
 CPU) that differ from run to run, each beside the command that took it;
-docs/_static/timeline.png and timeline.html picture one timed run (bars and
-seconds differ every run).  Blocks that show commands without output (the
-``text`` blocks of options.rst and others, index.rst's and README.md's
-``$ pytest -n 4``) show nothing to compare.
+docs/_static/timeline.png is a browser's picture of timeline.html.  Blocks
+that show commands without output (the ``text`` blocks of options.rst and
+others, index.rst's and README.md's ``$ pytest -n 4``) show nothing to
+compare.  Messages quoted in a sentence (README.md's apart) are not searched for.
 """
 
 from __future__ import annotations
@@ -147,26 +148,34 @@ def test_safe_for_n_shows_the_summary_on_what_the_groups_cost() -> None:
     assert printed.startswith(shown.removesuffix(" ...")), printed
 
 
-#: The demo suite and the graph the visualising page pictures.
+#: The demo suite, the graph and the timeline the visualising page pictures.
 EXAMPLES = DOCS / "examples"
 GRAPH = DOCS / "_static" / "examples-graph.dot"
+TIMELINE = DOCS / "_static" / "timeline.html"
+_TEST_ID = re.compile(r"docs/examples/\w+\.py::[^\s\"<]+")
 
 
-def test_the_demo_graph_is_what_the_demo_suite_gives(pytester: pytest.Pytester) -> None:
-    """The page's command runs the demo under ``-n 4`` from the repository's root;
-    the graph is the same serially (``group`` is in the JSON form only), so one
-    process does, in a copy (the root's conftest.py is this suite's)."""
+def test_the_demo_graph_and_timeline_are_the_demo_suites(pytester: pytest.Pytester) -> None:
+    """The page's commands run the demo under ``-n 4`` from the repository's
+    root; the graph is the same serially (``group`` is in the JSON form only),
+    so one process makes it, in a copy (the root's conftest.py is this
+    suite's).  The timeline's bars and seconds are one run's: it must show
+    the tests a run of the demo executes, on four lanes."""
     shutil.copytree(EXAMPLES, pytester.path / "docs" / "examples",
                     ignore=shutil.ignore_patterns("__pycache__"))
     pytester.makeini("[pytest]\n")
     out = pytester.path / "graph.dot"
-    result = runpytest(pytester, *base_args(), "docs/examples", f"--dag-graph={out}")
+    timeline = pytester.path / "timeline.html"
+    result = runpytest(pytester, *base_args(), "docs/examples", f"--dag-graph={out}",
+                       f"--dag-timeline={timeline}")
     assert result.ret == pytest.ExitCode.OK, "\n".join(result.outlines)
     assert GRAPH.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
     picture = GRAPH.with_suffix(".svg").read_text(encoding="utf-8")
     tests = set(re.findall(r'^\s*"([^"]+)" \[label=', GRAPH.read_text(encoding="utf-8"), re.M))
     assert tests and sorted(t for t in tests if t not in picture) == []
-
+    shown = TIMELINE.read_text(encoding="utf-8")
+    assert set(_TEST_ID.findall(shown)) == set(_TEST_ID.findall(timeline.read_text("utf-8")))
+    assert " executed on 4 lanes;" in shown
 
 
 README = DOCS.parent / "README.md"
