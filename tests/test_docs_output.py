@@ -138,8 +138,9 @@ def test_the_page_shows_what_its_commands_print(page: str, pytester: pytest.Pyte
     for kind, name, body in steps(page):
         if kind == "written":
             found = json.loads((path / name).read_text(encoding="utf-8"))
-            left = missing_from(json.loads("\n".join(body)), found)
-            assert left is None, f"{page}: {name} does not hold {left!r}; it holds {found!r}"
+            assert holds(found, json.loads("\n".join(body))), (
+                f"{page}: {name} does not hold what the page shows; it holds\n"
+                + json.dumps(found, indent=1))
             continue
         if kind == "file":
             target = path / name
@@ -158,31 +159,18 @@ def test_the_page_shows_what_its_commands_print(page: str, pytester: pytest.Pyte
     assert ran, f"{page}: no command was run"
 
 
-def missing_from(shown: object, found: object) -> object:
-    """The first part of ``shown`` (JSON) that ``found`` does not hold, or None: an
-    object's keys shown with their values, a list's items shown in its order."""
+def holds(found: object, shown: object) -> bool:
+    """Whether ``found`` (JSON) holds what ``shown`` shows: an object's keys shown,
+    with what their values show; a list's items shown, in its order."""
     if isinstance(shown, dict):
-        if not isinstance(found, dict):
-            return shown
-        for key, value in shown.items():
-            if key not in found:
-                return {key: value}
-            left = missing_from(value, found[key])
-            if left is not None:
-                return left
-        return None
+        return isinstance(found, dict) and all(
+            key in found and holds(found[key], value) for key, value in shown.items())
     if isinstance(shown, list):
         if not isinstance(found, list):
-            return shown
-        at = 0
-        for item in shown:
-            while at < len(found) and missing_from(item, found[at]) is not None:
-                at += 1
-            if at == len(found):
-                return item
-            at += 1
-        return None
-    return None if shown == found else shown
+            return False
+        rest = iter(found)  # shared: each shown item is looked for after the last one found
+        return all(any(holds(item, want) for item in rest) for want in shown)
+    return found == shown
 
 
 README = DOCS.parent / "README.md"
