@@ -177,7 +177,7 @@ README = DOCS.parent / "README.md"
 
 
 def test_the_readme_table_lists_every_option_and_ini_key(pytester: pytest.Pytester) -> None:
-    shown = pytester.runpytest_subprocess("-p", "dagorder", "--help")
+    shown = runpytest(pytester, *base_args(), "--help")
     names = set(re.findall(r"(?<![\w-])(--dag-[a-z-]+|dag_[a-z_]+)\b", shown.stdout.str()))
     assert "--dag-affinity" in names and "dag_strict" in names  # the help was read
     table = "\n".join(line for line in README.read_text(encoding="utf-8").splitlines()
