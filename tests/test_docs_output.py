@@ -16,7 +16,8 @@ its order; an object's keys shown), the file may hold more.
 The commands run in this process (``helpers.runpytest``: pytester's in-process
 run, xdist's workers still processes), loading only the plugin unless the page
 shows the takeover of an installed original (:data:`TAKEOVER`): a pytest start
-per command is most of what a page would otherwise cost.
+per command is most of what a page would otherwise cost.  Output the pages
+show outside a walk-through: tests/test_docs_shown.py.
 """
 
 from __future__ import annotations
