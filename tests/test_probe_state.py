@@ -1,7 +1,8 @@
 """The probe's record of whether a test changed the process's state (module-level
 values below the rootdir): what the finder's hints and its same-process verdicts
 rest on.  It must see a change made in place, and cost little and run none of the
-suite's code whatever the modules hold."""
+suite's code whatever the modules hold.  And a probe formats no failure of a
+test it runs: the finder reads only the outcomes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import textwrap
 
 import pytest
+from support.dagtester import DagTester
 
 from pytest_dagorder.finder import probe_plugin
 
@@ -100,3 +102,49 @@ def test_a_value_put_in_place_of_an_equal_one_counts_as_a_change() -> None:
     before = probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH)
     holder[0] = second
     assert probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH) != before
+
+
+#: test_get reads what test_set left in the process: run alone in a fresh
+#: process (the finder's check of its declared edge) it fails.  Its fixture's
+#: value says when it is shown (pytest's long report of a failure shows the
+#: test's arguments).
+FAILS_ALONE = """
+    import os
+    import pytest
+    from pytest_dagorder import depends_on
+    STATE = {}
+
+    class Shown:
+        def __repr__(self):
+            with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+                f.write("shown\\n")
+            return "shown"
+
+    @pytest.fixture
+    def shown():
+        return Shown()
+
+    def test_set():
+        STATE["x"] = 1
+
+    @depends_on("test_set")
+    def test_get(shown):
+        assert STATE["x"] == 1
+"""
+
+
+@pytest.mark.dag_modes("own")
+@pytest.mark.dagtester(timeout=300)
+def test_a_probe_formats_no_failure_of_a_test_it_runs(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The finder reads only outcomes; a failure's long report reads and parses
+    # the test's source, and the fresh-process checks fail by design.
+    log = dagtester.path.parent / "shown.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_g=textwrap.dedent(FAILS_ALONE))
+    result = dagtester.run("--dag-find-missing", "-n", "2", "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [("test_g.py::test_get", False)]
+    assert verdicts[0]["probe"].startswith("test_g.py::test_get failed in a fresh process")
+    assert not log.exists(), log.read_text()

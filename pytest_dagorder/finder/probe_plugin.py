@@ -359,6 +359,12 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
     by_id: dict[str, pytest.Item] = {}
     for item in session.items:
         by_id.setdefault(item.nodeid, item)
+    # The finder reads only the outcomes: no child formats a failure's traceback
+    # (``--tb=no``'s report, from here on: collecting errors were shown above).
+    # A failure's long report reads and parses the test's source: most of what a
+    # failing test costs a forked child (docs/performance.md), and the alone
+    # checks fail by design wherever a test needs its prerequisites' process.
+    session.config.option.tbstyle = "no"
     with os.fdopen(reading, "rb") as requests:
         for line in requests:
             request = json.loads(line)
