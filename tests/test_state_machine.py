@@ -1004,19 +1004,19 @@ def check_end(run: Run, policy: FailurePolicy) -> None:
         assert skipped == set()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_skip_policy(case: Case, data: st.DataObject) -> None:
     check_end(simulate(case, "skip", data), "skip")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_run_policy(case: Case, data: st.DataObject) -> None:
     check_end(simulate(case, "run", data), "run")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_stop_policy(case: Case, data: st.DataObject) -> None:
     run = simulate(case, "stop", data)
@@ -1026,7 +1026,7 @@ def test_random_runs_stop_policy(case: Case, data: st.DataObject) -> None:
         assert run.sched.stopped is not None
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(cases(with_groups=False), st.integers(1, 4))
 def test_all_pass_runs_everything_without_idling(case: Case, nworkers: int) -> None:
     """Every worker that asks gets work whenever a ready task fits its resources."""
@@ -1153,7 +1153,7 @@ def test_speculation_needs_the_skip_policy() -> None:
         d.sched.take("w0", 1, ahead=True)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     """Workers run what they got in order; a held task whose prerequisite failed
@@ -1285,7 +1285,7 @@ def test_ahead_needs_the_skip_policy() -> None:
         d.sched.ahead("w1")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> None:
     """Workers run what they hold in order, as xdist workers do: every held
