@@ -39,7 +39,7 @@ def main() -> None:
     with rs.service(suite, args.work, tree, env):
         began = time.perf_counter()
         proc = subprocess.Popen(
-            [str(python), "-m", "pytest", "-p", "no:randomly", *suite.args,
+            [str(python), "-m", "pytest", "-p", "no:randomly", *suite.argv,
              "--dag-find-missing", "-n", "2", f"--dag-edges={args.edges}"],
             cwd=tree / suite.cwd, env=env, stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None

@@ -36,14 +36,6 @@ from gen_undeclared import clean
 from real_suites import PG_PORT, ROOT, SUITES, Run, Suite, pytest_run, service, sh, suite_env
 
 PLAN = "2c,2c,2c,2w,2w,3c,3c,3c,3w,3w"
-#: Tests deselected on both sides, per suite: they fail serially on this machine.
-DESELECT = {"ensembl-genomio": (
-    "--deselect",
-    "src/python/tests/manifest/test_manifest.py::test_get_files_checksum_multifiles"
-    "[2 agp files with same name]"),
-    # Its one ``data`` test's module imports great_expectations (a dev requirement,
-    # not installed here): a collection error even when ``-m "not data"`` drops it.
-    "wikibase-metadata": ("--ignore", "tests/test_data_expectations.py")}
 PLANTED = Suite("planted", "", "", (), ())
 
 
@@ -62,11 +54,11 @@ def fresh(suite: Suite, tree: Path, env: dict[str, str]) -> None:
 
 
 def learn(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Path,
-          extra: tuple[str, ...], keep: Path) -> str:
+          keep: Path) -> str:
     edges.unlink(missing_ok=True)
     fresh(suite, tree, env)
     began = time.perf_counter()
-    done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args, *extra,
+    done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.argv,
                "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
               cwd=tree / suite.cwd, env=env, check=False)
     took = time.perf_counter() - began
@@ -78,14 +70,14 @@ def learn(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Pa
 
 
 def check(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Path,
-          plan: list[str], extra: tuple[str, ...], keep: Path) -> str:
+          plan: list[str], keep: Path) -> str:
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as raw:
         tmp = Path(raw)
         fresh(suite, tree, env)
         serial = pytest_run(python, tree, suite,
-                            ["-p", "no:dagorder", "-o", f"cache_dir={tmp / 'serial-cache'}",
-                             *extra], tmp, env)
+                            ["-p", "no:dagorder", "-o", f"cache_dir={tmp / 'serial-cache'}"],
+                            tmp, env)
         lines.append(f"{suite.name}: serial {serial.seconds:.1f} s, "
                      f"{len(serial.outcomes)} tests")
         good = 0
@@ -97,7 +89,7 @@ def check(suite: Suite, python: Path, tree: Path, env: dict[str, str], edges: Pa
             fresh(suite, tree, env)
             run: Run = pytest_run(python, tree, suite,
                                   ["-p", "dagorder", "-n", n, f"--dag-edges={edges}",
-                                   "-o", f"cache_dir={cache}", *extra], tmp, env)
+                                   "-o", f"cache_dir={cache}"], tmp, env)
             differ = sorted(t for t in serial.outcomes.keys() | run.outcomes.keys()
                             if serial.outcomes.get(t) != run.outcomes.get(t))
             header = next((line for line in run.output.splitlines()
@@ -143,13 +135,12 @@ def main() -> None:
     for suite, python, tree in jobs:
         env = suite_env(suite, python, tree)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
-        extra = DESELECT.get(suite.name, ())
         edges = args.edges / f"{suite.name}.json"
         with service(suite, args.work, tree, env):
             if args.learn or not edges.exists():
-                print(learn(suite, python, tree, env, edges, extra, args.keep), flush=True)
+                print(learn(suite, python, tree, env, edges, args.keep), flush=True)
             if not args.learn_only:
-                print(check(suite, python, tree, env, edges, plan, extra, args.keep), flush=True)
+                print(check(suite, python, tree, env, edges, plan, args.keep), flush=True)
 
 
 if __name__ == "__main__":

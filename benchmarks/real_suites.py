@@ -82,6 +82,14 @@ class Suite:
     service: str = ""
     #: Commands run once in ``cwd`` after the service is up (the suite's own set-up steps).
     prepare: tuple[tuple[str, ...], ...] = ()
+    #: Options every run here adds (serial, ``-n``, the learning pass): tests that
+    #: fail serially on this machine, modules whose imports are not installed.
+    local: tuple[str, ...] = ()
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The suite's arguments for a run on this machine."""
+        return (*self.args, *self.local)
 
 
 PLUGINS = ("pytest-dependency==0.6.1", "pytest-order", "pytest-timeout")
@@ -156,7 +164,11 @@ SUITES = {s.name: s for s in (
     # (linters left out here), pytest from the root (its testpaths).
     Suite("ensembl-genomio", "Ensembl/ensembl-genomio", "ce248b0a9fd35060be903108dc367bbc4875f582",
           ("pytest-datadir", "pytest-dependency==0.6.1", "pytest-mock", "deepdiff"),
-          (), editable=True),
+          (), editable=True,
+          # Fails serially on ext4 (this machine): it expects a_agp.agp listed before
+          # b_agp.agp, and Path.iterdir() gives ext4's hash order (b first).
+          local=("--deselect", "src/python/tests/manifest/test_manifest.py::"
+                 "test_get_files_checksum_multifiles[2 agp files with same name]")),
     # pytest-dependency with pytest-order's --order-dependencies, against a
     # PostgreSQL database its CI migrates first (the commit before the one
     # that dropped the declarations).  Its CI deselects the ``data`` tests.
@@ -166,7 +178,10 @@ SUITES = {s.name: s for s in (
           ("-m", "not data", "--order-dependencies"), ("backend",),
           requirement_files=("backend/requirements.txt",), cwd="backend",
           env=(("SETTINGS_FILE", "backend/test-settings.ini"),), service="postgres",
-          prepare=(("alembic", "upgrade", "head"),)),
+          prepare=(("alembic", "upgrade", "head"),),
+          # Its one ``data`` test's module imports great_expectations (a dev requirement,
+          # not installed here): a collection error even when ``-m "not data"`` drops it.
+          local=("--ignore", "tests/test_data_expectations.py")),
 )}
 
 
@@ -253,7 +268,7 @@ def pytest_run(python: Path, tree: Path, suite: Suite, extra: list[str], tmp: Pa
                env: dict[str, str]) -> Run:
     junit = tmp / "junit.xml"
     timeline = tmp / "timeline.html"
-    cmd = [str(python), "-m", "pytest", "-q", "-p", "no:randomly", *suite.args,
+    cmd = [str(python), "-m", "pytest", "-q", "-p", "no:randomly", *suite.argv,
            f"--junitxml={junit}", *extra]
     dag = "dagorder" in extra
     if dag:
@@ -380,7 +395,7 @@ def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str]
                 serials.append(time.perf_counter() - began)
                 continue
             edges.unlink(missing_ok=True)
-            done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.args,
+            done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.argv,
                        "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
                       cwd=tree / suite.cwd, env=env, check=False)
             finds.append(time.perf_counter() - began)
@@ -511,7 +526,7 @@ def main() -> None:
             if args.setup_only:
                 print(f"{name}: ready in {time.perf_counter() - started:.0f} s; serial: cd "
                       f"{tree / suite.cwd} && {python} -m pytest -p no:dagorder "
-                      f"{' '.join(suite.args)}", flush=True)
+                      f"{' '.join(suite.argv)}", flush=True)
                 continue
             if args.find:
                 print(find(suite, python, tree, args.work, env, args.rounds, args.edges),
