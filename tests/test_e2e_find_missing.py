@@ -651,3 +651,48 @@ def test_the_screening_takes_one_batch_a_slot_where_prerequisites_fill_every_bat
     # -n 2 check.
     serially = [line for line in log.read_text().splitlines() if line.endswith(" -")]
     assert len(serially) == 5, serially
+
+
+#: test_read reads what test_fill left in their module's fixture (no path, no
+#: module global: nothing the serial pass records); 12 free tests run before
+#: both, test_f00 logging each run.
+MODULE_MATES = {
+    "test_a": """
+        import os
+
+        def test_f00():
+            with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+                f.write("f00\\n")
+    """ + "".join(f"""
+        def test_f{k:02d}():
+            pass
+    """ for k in range(1, 12)),
+    "test_m": """
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def store():
+            return {}
+
+        def test_fill(store):
+            store["x"] = 1
+
+        def test_read(store):
+            assert store["x"] == 1
+    """,
+}
+
+
+def test_a_test_is_searched_among_the_tests_sharing_its_module_fixture_first(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "f00.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    for name, body in MODULE_MATES.items():
+        dagtester.pytester.makepyfile(**{name: textwrap.dedent(body)})
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 1 test fails without the tests before them*"])
+    assert "test_m.py::test_read needs test_m.py::test_fill" in result.stdout.str()
+    # test_f00 (the first test: not screened) runs in the serial pass and the -n 2
+    # check; no probe of the search (bisecting the whole prefix would) runs it.
+    assert log.read_text().splitlines() == ["f00"] * 2, result.stdout.str()

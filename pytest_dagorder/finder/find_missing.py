@@ -504,7 +504,8 @@ class MissingFinder:
             write(f"dagorder: {plural(len(suspects), 'test')} "
                   f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
                   "them; searching")
-            hints = {t: _hints(ids, serial, t) for t in suspects}
+            wide = [_wide_instances(it) for it in self.items]
+            hints = {t: _hints(ids, serial, t, wide) for t in suspects}
             needs, unfinished = self._search(ids, suspects, hints, write)
             self.found.unfinished += unfinished
             same = self._same_process(ids, needs, serial)
@@ -1795,15 +1796,22 @@ def _unwritable(path: Path) -> str:
     return "" if os.access(folder, os.W_OK) else f"{folder} is not writable"
 
 
-def _hints(ids: list[str], serial: dict[str, Result], t: int) -> list[int]:
+def _hints(ids: list[str], serial: dict[str, Result], t: int,
+           wide: Sequence[set[tuple[str, str, str]]]) -> list[int]:
     """The tests before ``t`` most likely to be what it needs, from the serial pass:
-    those that wrote a path ``t`` touched, and those that changed the process's state."""
+    those that wrote a path ``t`` touched, those that changed the process's state,
+    and those that share a module or class fixture instance with it (``wide``:
+    each test's, from ``_wide_instances``).  The last are what a test reading what
+    an earlier test left in the fixture needs, a value or a folder under a random
+    name the record leaves out (archive-tools: 92 tests, each a module-mate's);
+    without them its search bisects its whole serial prefix."""
     mine = serial.get(ids[t], FAILED).touches
     paths = mine.reads | mine.writes
     out = []
     for k in range(t):
         seen = serial.get(ids[k], FAILED)
-        if seen.state or not seen.touches.writes.isdisjoint(paths):
+        if (seen.state or not seen.touches.writes.isdisjoint(paths)
+                or not wide[t].isdisjoint(wide[k])):
             out.append(k)
     return out
 
