@@ -370,6 +370,8 @@ class MissingFinder:
             self.workdir = Path(work)
             try:
                 done = self._find(session, items, write)
+                if self.stop.is_set():  # Ctrl-C or SIGTERM: the phases wound down
+                    stopped = "interrupted"
             except ProbeError as exc:
                 write(f"dagorder: a probe could not run the tests:\n{exc.args[0]}")
                 session.testsfailed = 1
@@ -388,11 +390,14 @@ class MissingFinder:
 
     @contextlib.contextmanager
     def _stoppable(self) -> Iterator[None]:
-        """Ctrl-C (or a SIGTERM) sets the stop flag first, so that every probe
-        thread ends its probe and returns; then the search unwinds."""
+        """Ctrl-C (or a SIGTERM) sets the stop flag: every probe ends and every
+        phase winds down as when the budget runs out, so the searches that ended
+        are reported and written, and those left are listed.  A second one
+        raises ``KeyboardInterrupt`` (the findings so far are still reported)."""
         def stop(signum: int, frame: object) -> None:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
             self.stop.set()
-            raise KeyboardInterrupt
 
         if threading.current_thread() is not threading.main_thread():
             yield
@@ -643,6 +648,11 @@ class MissingFinder:
         self._unneeded_groups(ids, serial, write)
         write("dagorder: checking the findings: the selection under -n 2 with them")
         differ = self._check_n2(ids, serial)
+        if self._stopped():
+            # Its run was cut: the tests it did not reach are no difference.
+            write("dagorder: the -n 2 check of the findings was cut short "
+                  "(the budget or Ctrl-C): they are not checked")
+            return
         back = self._give_back(differ) if differ else []
         lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
@@ -656,6 +666,10 @@ class MissingFinder:
                   "next to them, and checking again")
         if back or rekept:
             first, differ = differ, self._check_n2(ids, serial)
+            if self._stopped():
+                write("dagorder: the second -n 2 check of the findings was cut short "
+                      "(the budget or Ctrl-C): what it keeps again is kept, unchecked")
+                return
             if not differ and rekept:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
@@ -1036,7 +1050,10 @@ class MissingFinder:
         def screen(batch: list[int]) -> dict[str, Result] | None:
             if self._stopped():
                 return None
-            return self._probe([ids[k] for k in reversed(batch)])
+            got = self._probe([ids[k] for k in reversed(batch)])
+            if self._stopped() and any(ids[k] not in got for k in batch):
+                return None  # cut by the budget or Ctrl-C: no outcome, not a failure
+            return got
 
         with cf.ThreadPoolExecutor(self.slots) as ex:
             runs = list(ex.map(screen, batches))
@@ -1061,6 +1078,9 @@ class MissingFinder:
                     runs = [probes_ex.submit(
                         self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
                     answers = [r.result() for r in runs]
+                    if self._stopped() and any(ids[t] not in a for a in answers):
+                        # The budget or Ctrl-C cut (or never started) a probe: no answer.
+                        raise SearchStopped
                     if any(KILLED in a and ids[t] not in a for a in answers):
                         # A timeout is not an answer: the test is left unsearched.
                         raise ProbeTimedOut
@@ -1168,6 +1188,9 @@ class MissingFinder:
                     runs = self._together(sandbox, [(chain(i), ids[i]), (chain(j), ids[j])])
                 finally:
                     self.pool.put(sandbox)
+                if self._stopped() and any(nid not in r for r, nid in
+                                           zip(runs, (ids[i], ids[j]), strict=True)):
+                    return None  # cut by the budget or Ctrl-C: left, not a clash
                 if any(r.get(nid, FAILED).outcome != "passed"
                        for r, nid in zip(runs, (ids[i], ids[j]), strict=True)):
                     return True
@@ -1295,7 +1318,7 @@ class MissingFinder:
         with self.lock:
             self.live.discard(proc)
         results = self._read(out, sandbox, into)
-        if code == -1 and not self.stop.is_set():
+        if code == -1 and not self._stopped():
             results[KILLED] = FAILED
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
@@ -1351,8 +1374,10 @@ class MissingFinder:
                 "lane": list(lane)}],
                 limit, idle, out)
             found = self._read(out, sandbox, into)
-            if killed and not self.stop.is_set():
-                found[KILLED] = FAILED  # stopped by its time: see _search
+            if killed and not self._stopped():
+                # Stopped by its time (see _search); one the budget cut has no
+                # verdict at all: its callers check ``_stopped``.
+                found[KILLED] = FAILED
             return found
         proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
                                 alone_limit=alone_limit)
@@ -1604,8 +1629,8 @@ class MissingFinder:
                   + (f" of the {many} tests that write it" if many > 2 else ""))
         if found.unfinished:
             many = len(found.unfinished) != 1
-            write(f"dagorder: the time budget ran out before "
-                  f"{plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
+            write(f"dagorder: {'interrupted' if stopped else 'the time budget ran out'} "
+                  f"before {plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
                   "searched:")
             for t in found.unfinished:
                 write(f"    {ids[t]}")
