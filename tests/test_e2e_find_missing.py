@@ -780,3 +780,30 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
     assert "before 1 test was searched:\n    test_s.py::test_get" in out, out
     written = json.loads((pytester.path / "edges.json").read_text())
     assert "test_b.py::test_write" in json.dumps(written), written
+
+
+#: test_check waits for test_create with pytest-dependency's run-time depends().
+RUNTIME = """
+    import pathlib
+    import pytest
+    from pytest_dependency import depends
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.mark.dependency()
+    def test_create():
+        (HERE / "made.txt").write_text("1")
+
+    def test_check(request):
+        depends(request, ["test_create"])
+        assert (HERE / "made.txt").read_text() == "1"
+"""
+
+
+def test_a_prerequisite_named_by_a_run_time_depends_is_declared(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_r=textwrap.dedent(RUNTIME))
+    result = dagtester.run(*FIND)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    # Each probe runs test_create with test_check: it is no suspect, nothing is missing.
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    assert " needs " not in out, out

@@ -146,6 +146,8 @@ class Result:
     seconds: float = 0.0
     #: The addresses the test connected to (``host:port``, a socket's path).
     services: frozenset[str] = frozenset()
+    #: The tests its run-time ``depends()`` calls waited for (pytest-dependency).
+    waits: tuple[str, ...] = ()
 
 
 FAILED: Final = Result("failed", Touches())
@@ -336,6 +338,10 @@ class MissingFinder:
         self.items: list[pytest.Item] = []
         self.order: dict[str, int] = {}
         self.declared: list[list[int]] = []
+        #: Each test's prerequisites named by its run-time ``depends()`` calls in
+        #: the serial pass: declared, though no collected graph shows them; every
+        #: probe runs them with the test (``_with_declared``).
+        self.runtime: list[list[int]] = []
         self.held: Held | None = None
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
@@ -486,6 +492,8 @@ class MissingFinder:
             return False
         self._drop_leftovers(serial, write)
         self.serial = serial
+        self.runtime = [[self.order[w] for w in serial[nid].waits if self.order.get(w, k) < k]
+                        if nid in serial else [] for k, nid in enumerate(ids)]
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
@@ -1065,7 +1073,12 @@ class MissingFinder:
 
     def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
                 write: _Write) -> tuple[dict[int, list[int]], list[int]]:
-        """Each suspect's needs: among its hints first (short probes), else its whole prefix."""
+        """Each suspect's needs: among its hints first (short probes), else its whole prefix.
+
+        Over 60 lines: one test's search (``search``, its probes and what is no
+        answer) and the loop that waits for them all, prints progress and sorts
+        their ends share the two executors made here.
+        """
         width = max(1, self.slots // max(1, len(suspects)))
         self.left = len(suspects)
         probes_ex = cf.ThreadPoolExecutor(self.slots)
@@ -1339,11 +1352,16 @@ class MissingFinder:
         pulled back from outside a node-id selection comes from a module
         collected apart, with its own module-scoped fixtures.
         """
+        runtime = self.runtime
+
         def closure(k: int) -> list[int]:
-            return sorted(self._prerequisites(k))
+            if not runtime:
+                return sorted(self._prerequisites(k))
+            return sorted(_reached(k, lambda t: [*self.declared[t], *runtime[t]]))
 
         known = [self.order[nid] for nid in ids if nid in self.order]
-        if len(known) != len(ids) or not any(self.declared[k] for k in known):
+        if len(known) != len(ids) or not any(
+                self.declared[k] or (runtime and runtime[k]) for k in known):
             return ids
         if known == sorted(known):  # the serial order: the prerequisites at their places
             return [self.ids[k] for k in sorted({*known, *(p for k in known
@@ -1510,7 +1528,8 @@ class MissingFinder:
                 frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
                 frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
                 bool(rec.get("state")), float(rec.get("seconds", 0.0)),
-                frozenset(rec.get("services", ())))
+                frozenset(rec.get("services", ())),
+                tuple(_relative(p, sandbox.root) for p in rec.get("waits", ())))
             nid = _relative(rec["id"], sandbox.root)
             if rec.get("alone"):
                 if into is not None:

@@ -44,7 +44,8 @@ from typing import Any, Final, NoReturn
 
 import pytest
 
-from ..options.settings import DRIVER_NAME
+from ..migration.runtime import WAITED, named_test
+from ..options.settings import DRIVER_NAME, settings_of
 
 OUT: Final = "DAGORDER_PROBE_OUT"
 #: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.
@@ -81,6 +82,8 @@ class ProbeReporter:
         self.before: dict[str, tuple[bool, bool, int, int] | None] = {}
         #: The addresses the running test connected to (``host:port``, a socket path).
         self.services: set[str] = set()
+        #: The test running (its run-time ``depends()`` calls are on it).
+        self.item: pytest.Item | None = None
         self.state: tuple[dict[str, str], dict[str, object]] | None = None
         #: The state the last test left (the next one's start), when tracing.
         self.last: tuple[dict[str, str], dict[str, object]] | None = None
@@ -190,6 +193,7 @@ class ProbeReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.item = item
         if self.barrier is not None:
             where, count, nodeid = self.barrier.split("|", 2)
             if item.nodeid == nodeid:
@@ -215,6 +219,11 @@ class ProbeReporter:
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
             line["alone"] = True
+        waits = _waited(self.item) if self.item is not None and self.item.nodeid == nodeid \
+            else []
+        if waits:
+            line["waits"] = waits
+        self.item = None
         with self.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         self.current = None
@@ -700,3 +709,18 @@ def pytest_configure(config: pytest.Config) -> None:
         if hasattr(config.option, name):
             setattr(config.option, name, value)
     config.pluginmanager.register(ProbeReporter(config, Path(out)), "dagorder-probe")
+
+
+def _waited(item: pytest.Item) -> list[str]:
+    """The node ids the test's run-time ``depends()`` calls waited for (those
+    that name a test of the run), in call order."""
+    waited = item.stash.get(WAITED, [])
+    if not waited:  # also: no settings where the plugin is not loaded
+        return []
+    automark = settings_of(item.config).automark_dependency
+    out: list[str] = []
+    for scope, name in waited:
+        nid = named_test(item, scope, name, automark)
+        if nid is not None and nid not in out:
+            out.append(nid)
+    return out
