@@ -782,7 +782,8 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
     assert "test_b.py::test_write" in json.dumps(written), written
 
 
-#: test_check waits for test_create with pytest-dependency's run-time depends().
+#: test_check waits for test_create with pytest-dependency's run-time depends(),
+#: test_first and test_second through a module fixture that calls it.
 RUNTIME = """
     import pathlib
     import pytest
@@ -795,6 +796,16 @@ RUNTIME = """
 
     def test_check(request):
         depends(request, ["test_create"])
+        assert (HERE / "made.txt").read_text() == "1"
+
+    @pytest.fixture(scope="module")
+    def made(request):
+        depends(request, ["test_create"])  # serially: for test_first only
+
+    def test_first(made):
+        assert (HERE / "made.txt").read_text() == "1"
+
+    def test_second(made):
         assert (HERE / "made.txt").read_text() == "1"
 """
 

@@ -1043,7 +1043,8 @@ class MissingFinder:
 
     # -- the steps ---------------------------------------------------------------------
 
-    def _screen(self, ids: list[str], targets: list[int]) -> list[int]:
+    def _screen(self, ids: list[str], targets: list[int], *, retried: bool = False
+                ) -> list[int]:
         batches: list[list[int]] = []
         for per_slot in range(BATCHES_PER_SLOT, 0, -1):
             count = max(1, min(len(targets), self.slots * per_slot))
@@ -1068,8 +1069,31 @@ class MissingFinder:
         # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
         self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
                                         if run is None for k in b)
-        return [k for b, run in zip(batches, runs, strict=True) if run is not None
-                for k in b if run.get(ids[k], FAILED).outcome != "passed"]
+        failed = [k for b, run in zip(batches, runs, strict=True) if run is not None
+                  for k in b if run.get(ids[k], FAILED).outcome != "passed"]
+        waited = self._waited(ids, failed, [r for r in runs if r is not None])
+        if not waited or retried:
+            return failed
+        # Run again with the prerequisites their run-time depends() named: one
+        # that passes so was skipped alone only for a declared prerequisite.
+        again = set(self._screen(ids, waited, retried=True))
+        return [k for k in failed if k not in waited or k in again]
+
+    def _waited(self, ids: list[str], failed: list[int],
+                runs: list[dict[str, Result]]) -> list[int]:
+        """Those of ``failed`` whose run-time ``depends()`` named a test before
+        them that the serial pass did not see them wait for (a module fixture
+        calls it once per instance: serially, for its first user only); those
+        are added to ``self.runtime``."""
+        seen = {nid: r for run in runs for nid, r in run.items()}
+        out = []
+        for k in failed:
+            new = [p for p in (self.order.get(w, k) for w in seen.get(ids[k], FAILED).waits)
+                   if p < k and p not in self.runtime[k]]
+            if new:
+                self.runtime[k] = [*self.runtime[k], *new]
+                out.append(k)
+        return out
 
     def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
                 write: _Write) -> tuple[dict[int, list[int]], list[int]]:

@@ -76,14 +76,13 @@ _PRIVATE: Final = ("tempfile.mkstemp", "tempfile.mkdtemp")
 class ProbeReporter:
     def __init__(self, config: pytest.Config, out: Path) -> None:
         self.out = out
+        self.config = config
         self.phases: dict[str, list[str]] = {}
         self.current: str | None = None
         #: Each path the running test touched, as it was when first touched.
         self.before: dict[str, tuple[bool, bool, int, int] | None] = {}
         #: The addresses the running test connected to (``host:port``, a socket path).
         self.services: set[str] = set()
-        #: The test running (its run-time ``depends()`` calls are on it).
-        self.item: pytest.Item | None = None
         self.state: tuple[dict[str, str], dict[str, object]] | None = None
         #: The state the last test left (the next one's start), when tracing.
         self.last: tuple[dict[str, str], dict[str, object]] | None = None
@@ -193,7 +192,7 @@ class ProbeReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self.item = item
+        item.config.stash[WAITED] = []
         if self.barrier is not None:
             where, count, nodeid = self.barrier.split("|", 2)
             if item.nodeid == nodeid:
@@ -219,11 +218,8 @@ class ProbeReporter:
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
             line["alone"] = True
-        waits = _waited(self.item) if self.item is not None and self.item.nodeid == nodeid \
-            else []
-        if waits:
+        if waits := _waited(self.config):
             line["waits"] = waits
-        self.item = None
         with self.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         self.current = None
@@ -711,16 +707,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ProbeReporter(config, Path(out)), "dagorder-probe")
 
 
-def _waited(item: pytest.Item) -> list[str]:
-    """The node ids the test's run-time ``depends()`` calls waited for (those
-    that name a test of the run), in call order."""
-    waited = item.stash.get(WAITED, [])
+def _waited(config: pytest.Config) -> list[str]:
+    """The node ids the run-time ``depends()`` calls made for the test that
+    ended waited for (those that name a test of the run), in call order."""
+    waited = config.stash.get(WAITED, [])
     if not waited:  # also: no settings where the plugin is not loaded
         return []
-    automark = settings_of(item.config).automark_dependency
+    config.stash[WAITED] = []
+    automark = settings_of(config).automark_dependency
     out: list[str] = []
-    for scope, name in waited:
-        nid = named_test(item, scope, name, automark)
+    for node, scope, name in waited:
+        nid = named_test(node, scope, name, automark)
         if nid is not None and nid not in out:
             out.append(nid)
     return out

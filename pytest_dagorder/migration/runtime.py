@@ -43,10 +43,12 @@ ORDER_SORTER = ("pytest_order.sorter", "Sorter", "sort_items")
 ORDER_GENERATE = ("pytest_order.plugin", "pytest_generate_tests")
 
 
-#: The (scope, name) pairs each test's run-time ``depends()`` calls waited for,
-#: for the finder's probes (``finder/probe_plugin.py``): declared prerequisites
-#: a collected graph cannot see.
-WAITED = pytest.StashKey[list[tuple[str, str]]]()
+#: The (node, scope, name) of each run-time ``depends()`` call since the
+#: finder's probe plugin (``finder/probe_plugin.py``) last emptied the list (at
+#: each test's start): declared prerequisites no collected graph shows.  The
+#: node is ``request.node``: the test, or the module or class of a wide
+#: fixture that called it (set up for the test running).
+WAITED = pytest.StashKey[list[tuple[pytest.Item, str, str]]]()
 
 
 class RuntimeDepends:
@@ -175,7 +177,9 @@ def _check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> No
     """pytest-dependency's ``DependencyManager.checkDepend`` with clearer reasons."""
     settings = settings_of(item.config)
     depends = list(depends)
-    item.stash.setdefault(WAITED, []).extend((str(manager.scope), n) for n in depends)
+    waited = item.config.stash.get(WAITED, None)
+    if waited is not None:
+        waited.extend((item, str(manager.scope), n) for n in depends)
     for name in depends:
         status = manager.results.get(name)
         if status is not None:
