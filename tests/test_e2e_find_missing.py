@@ -5,14 +5,18 @@ carries them into later runs."""
 from __future__ import annotations
 
 import json
+import signal
 import socketserver
 import subprocess
 import sys
 import textwrap
 import threading
+import time
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from helpers import base_args
 from support.dagtester import DagTester
 
 from pytest_dagorder.finder import probe_plugin
@@ -696,3 +700,121 @@ def test_a_test_is_searched_among_the_tests_sharing_its_module_fixture_first(
     # test_f00 (the first test: not screened) runs in the serial pass and the -n 2
     # check; no probe of the search (bisecting the whole prefix would) runs it.
     assert log.read_text().splitlines() == ["f00"] * 2, result.stdout.str()
+
+
+#: test_b.py::test_read needs test_write (a file: found at once, by its hint);
+#: test_s.py::test_get needs test_slow, which sleeps from its third run on (the
+#: serial pass and the screening run it once each): every probe of test_get's
+#: search but the first one (test_get alone) runs it, and sleeps.
+CUT = {
+    "test_b": """
+        import pathlib
+        HERE = pathlib.Path(__file__).parent
+
+        def test_write():
+            (HERE / "data.txt").write_text("42")
+
+        def test_read():
+            assert (HERE / "data.txt").read_text() == "42"
+    """,
+    "test_s": """
+        import os, pathlib, time
+        COUNT = pathlib.Path(os.environ["DAGORDER_E2E_COUNT"])
+        STATE = {}
+
+        def test_slow():
+            n = int(COUNT.read_text()) if COUNT.exists() else 0
+            COUNT.write_text(str(n + 1))
+            if n >= 2:
+                time.sleep(60)
+            STATE["x"] = 1
+
+        def test_get():
+            assert STATE.get("x") == 1
+    """,
+}
+
+
+def make_cut(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Outside the rootdir (the probes' copies share it), one per test.
+    count = pytester.path.with_name(pytester.path.name + "-count")
+    monkeypatch.setenv("DAGORDER_E2E_COUNT", str(count))
+    for name, body in CUT.items():
+        pytester.makepyfile(**{name: textwrap.dedent(body)})
+    return count
+
+
+def test_a_probe_the_budget_cuts_is_no_timeout_and_no_answer(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_cut(dagtester.pytester, monkeypatch)
+    result = dagtester.run(*FIND, "-o", "dag_find_budget=8")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    result.stdout.fnmatch_lines([
+        "dagorder: the time budget ran out before 1 test was searched:",
+        "    test_s.py::test_get"])
+    assert "past its time" not in out and "repeat" not in out, out
+
+
+def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    count = make_cut(pytester, monkeypatch)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *base_args(), "-p", "no:randomly", *FIND,
+         "--dag-edges=edges.json"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 120
+        # test_get's search is sleeping in its second probe; test_read's (two
+        # short probes) has long ended.
+        while not (count.exists() and count.read_text() == "3") and time.monotonic() < end:
+            time.sleep(0.2)
+        time.sleep(3)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "dagorder: test_b.py::test_read needs test_b.py::test_write" in out, out
+    assert "before 1 test was searched:\n    test_s.py::test_get" in out, out
+    written = json.loads((pytester.path / "edges.json").read_text())
+    assert "test_b.py::test_write" in json.dumps(written), written
+
+
+#: test_check waits for test_create with pytest-dependency's run-time depends(),
+#: test_first and test_second through a module fixture that calls it.
+RUNTIME = """
+    import pathlib
+    import pytest
+    from pytest_dependency import depends
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.mark.dependency()
+    def test_create():
+        (HERE / "made.txt").write_text("1")
+
+    def test_check(request):
+        depends(request, ["test_create"])
+        assert (HERE / "made.txt").read_text() == "1"
+
+    @pytest.fixture(scope="module")
+    def made(request):
+        depends(request, ["test_create"])  # serially: for test_first only
+
+    def test_first(made):
+        assert (HERE / "made.txt").read_text() == "1"
+
+    def test_second(made):
+        assert (HERE / "made.txt").read_text() == "1"
+"""
+
+
+def test_a_prerequisite_named_by_a_run_time_depends_is_declared(dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_r=textwrap.dedent(RUNTIME))
+    result = dagtester.run(*FIND)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    # Each probe runs test_create with test_check: it is no suspect, nothing is missing.
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    assert " needs " not in out, out

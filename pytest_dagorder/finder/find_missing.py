@@ -146,6 +146,8 @@ class Result:
     seconds: float = 0.0
     #: The addresses the test connected to (``host:port``, a socket's path).
     services: frozenset[str] = frozenset()
+    #: The tests its run-time ``depends()`` calls waited for (pytest-dependency).
+    waits: tuple[str, ...] = ()
 
 
 FAILED: Final = Result("failed", Touches())
@@ -336,6 +338,10 @@ class MissingFinder:
         self.items: list[pytest.Item] = []
         self.order: dict[str, int] = {}
         self.declared: list[list[int]] = []
+        #: Each test's prerequisites named by its run-time ``depends()`` calls in
+        #: the serial pass: declared, though no collected graph shows them; every
+        #: probe runs them with the test (``_with_declared``).
+        self.runtime: list[list[int]] = []
         self.held: Held | None = None
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
@@ -370,6 +376,8 @@ class MissingFinder:
             self.workdir = Path(work)
             try:
                 done = self._find(session, items, write)
+                if self.stop.is_set():  # Ctrl-C or SIGTERM: the phases wound down
+                    stopped = "interrupted"
             except ProbeError as exc:
                 write(f"dagorder: a probe could not run the tests:\n{exc.args[0]}")
                 session.testsfailed = 1
@@ -388,11 +396,14 @@ class MissingFinder:
 
     @contextlib.contextmanager
     def _stoppable(self) -> Iterator[None]:
-        """Ctrl-C (or a SIGTERM) sets the stop flag first, so that every probe
-        thread ends its probe and returns; then the search unwinds."""
+        """Ctrl-C (or a SIGTERM) sets the stop flag: every probe ends and every
+        phase winds down as when the budget runs out, so the searches that ended
+        are reported and written, and those left are listed.  A second one
+        raises ``KeyboardInterrupt`` (the findings so far are still reported)."""
         def stop(signum: int, frame: object) -> None:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
             self.stop.set()
-            raise KeyboardInterrupt
 
         if threading.current_thread() is not threading.main_thread():
             yield
@@ -481,6 +492,8 @@ class MissingFinder:
             return False
         self._drop_leftovers(serial, write)
         self.serial = serial
+        self.runtime = [[self.order[w] for w in serial[nid].waits if self.order.get(w, k) < k]
+                        if nid in serial else [] for k, nid in enumerate(ids)]
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
@@ -643,6 +656,11 @@ class MissingFinder:
         self._unneeded_groups(ids, serial, write)
         write("dagorder: checking the findings: the selection under -n 2 with them")
         differ = self._check_n2(ids, serial)
+        if self._stopped():
+            # Its run was cut: the tests it did not reach are no difference.
+            write("dagorder: the -n 2 check of the findings was cut short "
+                  "(the budget or Ctrl-C): they are not checked")
+            return
         back = self._give_back(differ) if differ else []
         lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
@@ -656,6 +674,10 @@ class MissingFinder:
                   "next to them, and checking again")
         if back or rekept:
             first, differ = differ, self._check_n2(ids, serial)
+            if self._stopped():
+                write("dagorder: the second -n 2 check of the findings was cut short "
+                      "(the budget or Ctrl-C): what it keeps again is kept, unchecked")
+                return
             if not differ and rekept:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
         self.found.not_fixed = differ
@@ -1021,7 +1043,8 @@ class MissingFinder:
 
     # -- the steps ---------------------------------------------------------------------
 
-    def _screen(self, ids: list[str], targets: list[int]) -> list[int]:
+    def _screen(self, ids: list[str], targets: list[int], *, retried: bool = False
+                ) -> list[int]:
         batches: list[list[int]] = []
         for per_slot in range(BATCHES_PER_SLOT, 0, -1):
             count = max(1, min(len(targets), self.slots * per_slot))
@@ -1036,19 +1059,50 @@ class MissingFinder:
         def screen(batch: list[int]) -> dict[str, Result] | None:
             if self._stopped():
                 return None
-            return self._probe([ids[k] for k in reversed(batch)])
+            got = self._probe([ids[k] for k in reversed(batch)])
+            if self._stopped() and any(ids[k] not in got for k in batch):
+                return None  # cut by the budget or Ctrl-C: no outcome, not a failure
+            return got
 
         with cf.ThreadPoolExecutor(self.slots) as ex:
             runs = list(ex.map(screen, batches))
         # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
         self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
                                         if run is None for k in b)
-        return [k for b, run in zip(batches, runs, strict=True) if run is not None
-                for k in b if run.get(ids[k], FAILED).outcome != "passed"]
+        failed = [k for b, run in zip(batches, runs, strict=True) if run is not None
+                  for k in b if run.get(ids[k], FAILED).outcome != "passed"]
+        waited = self._waited(ids, failed, [r for r in runs if r is not None])
+        if not waited or retried:
+            return failed
+        # Run again with the prerequisites their run-time depends() named: one
+        # that passes so was skipped alone only for a declared prerequisite.
+        again = set(self._screen(ids, waited, retried=True))
+        return [k for k in failed if k not in waited or k in again]
+
+    def _waited(self, ids: list[str], failed: list[int],
+                runs: list[dict[str, Result]]) -> list[int]:
+        """Those of ``failed`` whose run-time ``depends()`` named a test before
+        them that the serial pass did not see them wait for (a module fixture
+        calls it once per instance: serially, for its first user only); those
+        are added to ``self.runtime``."""
+        seen = {nid: r for run in runs for nid, r in run.items()}
+        out = []
+        for k in failed:
+            new = [p for p in (self.order.get(w, k) for w in seen.get(ids[k], FAILED).waits)
+                   if p < k and p not in self.runtime[k]]
+            if new:
+                self.runtime[k] = [*self.runtime[k], *new]
+                out.append(k)
+        return out
 
     def _search(self, ids: list[str], suspects: list[int], hints: dict[int, list[int]],
                 write: _Write) -> tuple[dict[int, list[int]], list[int]]:
-        """Each suspect's needs: among its hints first (short probes), else its whole prefix."""
+        """Each suspect's needs: among its hints first (short probes), else its whole prefix.
+
+        Over 60 lines: one test's search (``search``, its probes and what is no
+        answer) and the loop that waits for them all, prints progress and sorts
+        their ends share the two executors made here.
+        """
         width = max(1, self.slots // max(1, len(suspects)))
         self.left = len(suspects)
         probes_ex = cf.ThreadPoolExecutor(self.slots)
@@ -1061,6 +1115,9 @@ class MissingFinder:
                     runs = [probes_ex.submit(
                         self._probe, [*(ids[among[k]] for k in s), ids[t]]) for s in subsets]
                     answers = [r.result() for r in runs]
+                    if self._stopped() and any(ids[t] not in a for a in answers):
+                        # The budget or Ctrl-C cut (or never started) a probe: no answer.
+                        raise SearchStopped
                     if any(KILLED in a and ids[t] not in a for a in answers):
                         # A timeout is not an answer: the test is left unsearched.
                         raise ProbeTimedOut
@@ -1168,6 +1225,9 @@ class MissingFinder:
                     runs = self._together(sandbox, [(chain(i), ids[i]), (chain(j), ids[j])])
                 finally:
                     self.pool.put(sandbox)
+                if self._stopped() and any(nid not in r for r, nid in
+                                           zip(runs, (ids[i], ids[j]), strict=True)):
+                    return None  # cut by the budget or Ctrl-C: left, not a clash
                 if any(r.get(nid, FAILED).outcome != "passed"
                        for r, nid in zip(runs, (ids[i], ids[j]), strict=True)):
                     return True
@@ -1295,7 +1355,7 @@ class MissingFinder:
         with self.lock:
             self.live.discard(proc)
         results = self._read(out, sandbox, into)
-        if code == -1 and not self.stop.is_set():
+        if code == -1 and not self._stopped():
             results[KILLED] = FAILED
         if not results and code not in (0, 1, 5, -1):
             log = out.with_suffix(".log")
@@ -1316,11 +1376,16 @@ class MissingFinder:
         pulled back from outside a node-id selection comes from a module
         collected apart, with its own module-scoped fixtures.
         """
+        runtime = self.runtime
+
         def closure(k: int) -> list[int]:
-            return sorted(self._prerequisites(k))
+            if not runtime:
+                return sorted(self._prerequisites(k))
+            return sorted(_reached(k, lambda t: [*self.declared[t], *runtime[t]]))
 
         known = [self.order[nid] for nid in ids if nid in self.order]
-        if len(known) != len(ids) or not any(self.declared[k] for k in known):
+        if len(known) != len(ids) or not any(
+                self.declared[k] or (runtime and runtime[k]) for k in known):
             return ids
         if known == sorted(known):  # the serial order: the prerequisites at their places
             return [self.ids[k] for k in sorted({*known, *(p for k in known
@@ -1351,8 +1416,10 @@ class MissingFinder:
                 "lane": list(lane)}],
                 limit, idle, out)
             found = self._read(out, sandbox, into)
-            if killed and not self.stop.is_set():
-                found[KILLED] = FAILED  # stopped by its time: see _search
+            if killed and not self._stopped():
+                # Stopped by its time (see _search); one the budget cut has no
+                # verdict at all: its callers check ``_stopped``.
+                found[KILLED] = FAILED
             return found
         proc, out = self._spawn(sandbox, ids, trace=trace, alone=alone,
                                 alone_limit=alone_limit)
@@ -1485,7 +1552,8 @@ class MissingFinder:
                 frozenset(_relative(p, sandbox.root) for p in rec["writes"]),
                 frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
                 bool(rec.get("state")), float(rec.get("seconds", 0.0)),
-                frozenset(rec.get("services", ())))
+                frozenset(rec.get("services", ())),
+                tuple(_relative(p, sandbox.root) for p in rec.get("waits", ())))
             nid = _relative(rec["id"], sandbox.root)
             if rec.get("alone"):
                 if into is not None:
@@ -1604,8 +1672,8 @@ class MissingFinder:
                   + (f" of the {many} tests that write it" if many > 2 else ""))
         if found.unfinished:
             many = len(found.unfinished) != 1
-            write(f"dagorder: the time budget ran out before "
-                  f"{plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
+            write(f"dagorder: {'interrupted' if stopped else 'the time budget ran out'} "
+                  f"before {plural(len(found.unfinished), 'test')} {'were' if many else 'was'} "
                   "searched:")
             for t in found.unfinished:
                 write(f"    {ids[t]}")

@@ -44,7 +44,8 @@ from typing import Any, Final, NoReturn
 
 import pytest
 
-from ..options.settings import DRIVER_NAME
+from ..migration.runtime import WAITED, named_test
+from ..options.settings import DRIVER_NAME, settings_of
 
 OUT: Final = "DAGORDER_PROBE_OUT"
 #: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.
@@ -75,6 +76,7 @@ _PRIVATE: Final = ("tempfile.mkstemp", "tempfile.mkdtemp")
 class ProbeReporter:
     def __init__(self, config: pytest.Config, out: Path) -> None:
         self.out = out
+        self.config = config
         self.phases: dict[str, list[str]] = {}
         self.current: str | None = None
         #: Each path the running test touched, as it was when first touched.
@@ -190,6 +192,7 @@ class ProbeReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        item.config.stash[WAITED] = []
         if self.barrier is not None:
             where, count, nodeid = self.barrier.split("|", 2)
             if item.nodeid == nodeid:
@@ -215,6 +218,8 @@ class ProbeReporter:
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
             line["alone"] = True
+        if waits := _waited(self.config):
+            line["waits"] = waits
         with self.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         self.current = None
@@ -706,3 +711,19 @@ def pytest_configure(config: pytest.Config) -> None:
         if hasattr(config.option, name):
             setattr(config.option, name, value)
     config.pluginmanager.register(ProbeReporter(config, Path(out)), "dagorder-probe")
+
+
+def _waited(config: pytest.Config) -> list[str]:
+    """The node ids the run-time ``depends()`` calls made for the test that
+    ended waited for (those that name a test of the run), in call order."""
+    waited = config.stash.get(WAITED, [])
+    if not waited:  # also: no settings where the plugin is not loaded
+        return []
+    config.stash[WAITED] = []
+    automark = settings_of(config).automark_dependency
+    out: list[str] = []
+    for node, scope, name in waited:
+        nid = named_test(node, scope, name, automark)
+        if nid is not None and nid not in out:
+            out.append(nid)
+    return out

@@ -43,6 +43,14 @@ ORDER_SORTER = ("pytest_order.sorter", "Sorter", "sort_items")
 ORDER_GENERATE = ("pytest_order.plugin", "pytest_generate_tests")
 
 
+#: The (node, scope, name) of each run-time ``depends()`` call since the
+#: finder's probe plugin (``finder/probe_plugin.py``) last emptied the list (at
+#: each test's start): declared prerequisites no collected graph shows.  The
+#: node is ``request.node``: the test, or the module or class of a wide
+#: fixture that called it (set up for the test running).
+WAITED = pytest.StashKey[list[tuple[pytest.Item, str, str]]]()
+
+
 class RuntimeDepends:
     """Feeds pytest-dependency's result stores; patches its ``checkDepend``."""
 
@@ -168,6 +176,10 @@ def _checker(original: Callable[..., None]) -> Callable[[Any, Iterable[str], pyt
 def _check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> None:
     """pytest-dependency's ``DependencyManager.checkDepend`` with clearer reasons."""
     settings = settings_of(item.config)
+    depends = list(depends)
+    waited = item.config.stash.get(WAITED, None)
+    if waited is not None:
+        waited.extend((item, str(manager.scope), n) for n in depends)
     for name in depends:
         status = manager.results.get(name)
         if status is not None:
@@ -188,12 +200,18 @@ def _check_depend(manager: Any, depends: Iterable[str], item: pytest.Item) -> No
 
 def _names_a_test(item: pytest.Item, scope: str, name: str, automark: bool) -> bool:
     """Whether ``name`` is pytest-dependency's name of a test of the run in ``scope``."""
+    return named_test(item, scope, name, automark) is not None
+
+
+def named_test(item: pytest.Item, scope: str, name: str, automark: bool) -> str | None:
+    """The node id of the test of the run that ``name`` names in ``scope``, as
+    pytest-dependency's ``depends()`` of ``item`` reads it (None: none)."""
     cls = SCOPE_CLS.get(scope)
     if cls is None:
-        return False
+        return None
     node = item.getparent(cls)
     if node is None:
-        return False
+        return None
     for other in item.session.items:
         marker = other.get_closest_marker(MARK)
         if marker is None and not automark:
@@ -202,8 +220,8 @@ def _names_a_test(item: pytest.Item, scope: str, name: str, automark: bool) -> b
             continue
         custom = marker.kwargs.get("name") if marker is not None else None
         if name in (custom, scope_name(other.nodeid, scope)):
-            return True
-    return False
+            return other.nodeid
+    return None
 
 
 def _feed_results(item: pytest.Item, report: pytest.TestReport) -> None:
