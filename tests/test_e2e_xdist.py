@@ -929,6 +929,12 @@ def modfix():
     return {}
 
 
+def test_gate():
+    # Ends while the chain's worker runs busy tests: without affinity the
+    # chain's second test would go to the worker that ran this one.
+    mark("gate", 0.8)
+
+
 class TestChain:
     store = {}
 
@@ -945,7 +951,7 @@ class TestChain:
         modfix["c"] = 3
         clsfix["d"] = 4
 
-    @depends_on("test_1")
+    @depends_on("test_1", "test_affinity.py::test_gate")
     def test_2(self, modfix, clsfix):
         mark("chain2", 0.05)
         assert (STATE, TestChain.store, modfix, clsfix) == ({"a": 1}, {"b": 2}, {"c": 3}, {"d": 4})
@@ -966,7 +972,7 @@ def test_4(modfix):
 AFFINITY_BUSY = """
 @pytest.mark.parametrize("n", range(8))
 def test_busy(n):
-    mark(f"busy{n}", 0.1)
+    mark(f"busy{n}", 0.3)
 """
 
 
@@ -975,9 +981,11 @@ def test_affinity_keeps_chain_state_on_one_worker(
 ) -> None:
     make_modules(pytester, test_affinity=AFFINITY_CHAIN, test_busy=AFFINITY_BUSY)
     # One run: on four workers a chain of four split by chance would rarely
-    # come together again (the suite runs this test on every CI pass).
+    # come together again (the suite runs this test on every CI pass).  The
+    # gate makes the chain split without affinity: with --dag-affinity=none
+    # this run fails (3 of 3 tried).
     result = dagtester.run("-n", "4")
-    result.assert_outcomes(passed=12)
+    result.assert_outcomes(passed=13)
     built = sorted((pytester.path / "built.log").read_text().split())
     assert built == ["class", "module"], built
     ran = read_log(pytester)
