@@ -342,6 +342,9 @@ class MissingFinder:
         #: the serial pass: declared, though no collected graph shows them; every
         #: probe runs them with the test (``_with_declared``).
         self.runtime: list[list[int]] = []
+        #: Each test's module and class fixture instances (``_wide_instances``),
+        #: worked out once, when a phase first asks (:meth:`_wides`).
+        self.wide: list[set[tuple[str, str, str]]] | None = None
         self.held: Held | None = None
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
@@ -517,8 +520,7 @@ class MissingFinder:
             write(f"dagorder: {plural(len(suspects), 'test')} "
                   f"{'fails' if len(suspects) == 1 else 'fail'} without the tests before "
                   "them; searching")
-            wide = [_wide_instances(it) for it in self.items]
-            hints = {t: _hints(ids, serial, t, wide) for t in suspects}
+            hints = {t: _hints(ids, serial, t, self._wides()) for t in suspects}
             needs, unfinished = self._search(ids, suspects, hints, write)
             self.found.unfinished += unfinished
             same = self._same_process(ids, needs, serial)
@@ -543,8 +545,8 @@ class MissingFinder:
             # A fixture instance that writes a fixed path when it is set up (its
             # first user) and again when torn down (its last): two instances, on
             # two workers, would collide there whether or not an overlap showed it.
-            self.found.fixture_paths = _fixture_paths(items[:len(ids)], touches)
-            self.found.groups = _scoped(items[:len(ids)],
+            self.found.fixture_paths = _fixture_paths(self.items, self._wides(), touches)
+            self.found.groups = _scoped(self.items, self._wides(),
                                         [*self.found.conflicts, *self.found.fixture_paths])
             self._ended("conflicts")
         finally:
@@ -738,7 +740,7 @@ class MissingFinder:
             if name is None or name in self.found.dropped or name != group_of.get(last):
                 continue
             members = self.found.groups.get(name, [])
-            shared = set.intersection(*(_wide_instances(self.items[k]) for k in members)) \
+            shared = set.intersection(*(self._wides()[k] for k in members)) \
                 if members else set()
             if len(members) < 3 or not shared or not clashed.isdisjoint(members):
                 continue
@@ -959,9 +961,9 @@ class MissingFinder:
         anyway, or that shares a module or class fixture instance with it (the
         state may live in the fixture, one instance per process)."""
         needs = set(direct)
-        mine = _wide_instances(self.items[d])
+        wide = self._wides()
         for p in direct:
-            if self._stopped() or not mine.isdisjoint(_wide_instances(self.items[p])):
+            if self._stopped() or not wide[d].isdisjoint(wide[p]):
                 continue
             lane = self._joined(d, {q for q in direct if q not in needs or q == p})
             if p in lane:
@@ -1369,6 +1371,17 @@ class MissingFinder:
         """The declared prerequisites of the test at ``k``, transitively."""
         return _reached(k, lambda t: self.declared[t])
 
+    def _wides(self) -> list[set[tuple[str, str, str]]]:
+        """Each selected test's module and class fixture instances, by index."""
+        if self.wide is None:
+            self.wide = [_wide_instances(it) for it in self.items]
+        return self.wide
+
+    def _before(self, k: int) -> list[int]:
+        """The test at ``k``'s declared prerequisites and those its run-time
+        ``depends()`` named in the serial pass (none before it)."""
+        return [*self.declared[k], *self.runtime[k]] if self.runtime else self.declared[k]
+
     def _with_declared(self, ids: list[str]) -> list[str]:
         """``ids`` and their declared prerequisites, transitively, in the serial order.
 
@@ -1376,16 +1389,11 @@ class MissingFinder:
         pulled back from outside a node-id selection comes from a module
         collected apart, with its own module-scoped fixtures.
         """
-        runtime = self.runtime
-
         def closure(k: int) -> list[int]:
-            if not runtime:
-                return sorted(self._prerequisites(k))
-            return sorted(_reached(k, lambda t: [*self.declared[t], *runtime[t]]))
+            return sorted(_reached(k, self._before))
 
         known = [self.order[nid] for nid in ids if nid in self.order]
-        if len(known) != len(ids) or not any(
-                self.declared[k] or (runtime and runtime[k]) for k in known):
+        if len(known) != len(ids) or not any(self._before(k) for k in known):
             return ids
         if known == sorted(known):  # the serial order: the prerequisites at their places
             return [self.ids[k] for k in sorted({*known, *(p for k in known
@@ -1748,13 +1756,13 @@ class MissingFinder:
               f"{plural(self.processes, 'pytest process', 'pytest processes')}{wrote}")
 
 
-def _scoped(items: Sequence[pytest.Item],
+def _scoped(items: Sequence[pytest.Item], every: Sequence[set[tuple[str, str, str]]],
             conflicts: Sequence[tuple[int, int, str]]) -> dict[str, list[int]]:
     """Groups for the conflicts whose tests use a fixture of the project wider than a
     test (module, class or package): the path may be the fixture's, alive between
     its tests, so every test using one of those fixture instances of either test
-    stays on one worker (one group per connected set)."""
-    every = [_wide_instances(it) for it in items]
+    stays on one worker (one group per connected set); ``every``: each test's
+    instances (``_wide_instances``)."""
     parent: dict[int, int] = {}
 
     def root(x: int) -> int:
@@ -1785,7 +1793,7 @@ def _write_some(write: _Write, lines: Sequence[str]) -> None:
         write(f"    and {len(lines) - SHOWN} more")
 
 
-def _fixture_paths(items: Sequence[pytest.Item],
+def _fixture_paths(items: Sequence[pytest.Item], wide: Sequence[set[tuple[str, str, str]]],
                    touches: Sequence[Touches]) -> list[tuple[int, int, str]]:
     """Per module or class fixture instance of the project with two users or more:
     a path its first user (where it was set up) wrote in the serial pass, and
@@ -1796,7 +1804,7 @@ def _fixture_paths(items: Sequence[pytest.Item],
     users: dict[tuple[str, str, str], list[int]] = {}
     last_of: dict[str, int] = {}
     for k, item in enumerate(items):
-        for key in _wide_instances(item):
+        for key in wide[k]:
             users.setdefault(key, []).append(k)
         node = item.nodeid
         while "::" in node:
