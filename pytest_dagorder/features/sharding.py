@@ -12,8 +12,9 @@ under ``-n`` every worker cuts the same part and xdist sees one collection.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass, replace
 from math import fsum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -43,7 +44,8 @@ def xdist_group(item: pytest.Item) -> str | None:
     return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
-class Part(NamedTuple):
+@dataclass(frozen=True)
+class Part:
     """What the plan holds of this process's part (see :func:`apply`)."""
 
     graph: Edges | None
@@ -103,7 +105,7 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
         # A driver records durations only through a run of the core; a suite
         # without declarations gets one with no edges.
         g = Edges.none(len(items))
-    whole = Part(g, list(items), deselected, pulled_back)
+    whole = Part(graph=g, items=list(items), deselected=deselected, pulled_back=pulled_back)
     if shard is None or g is None:
         return whole
     k, n = shard
@@ -127,7 +129,7 @@ def apply(config: pytest.Config, graph: Edges | None, items: list[pytest.Item], 
     out = [items[i] for i in range(run) if not mine[i]]
     note = _note(shard, split, universe, ids, items, keep, recorded, done)
     if not out:
-        return whole._replace(note=note)
+        return replace(whole, note=note)
     if not keep:
         config.stash[EMPTY_PART] = True
     part = _narrowed(whole, g, keep, note, len(out))
@@ -164,9 +166,10 @@ def _narrowed(whole: Part, g: Edges, keep: Sequence[int], note: ShardNote,
     items, run = whole.items, len(whole.items)
     kept = {id(items[i]) for i in keep}
     outside = sorted({p for i in keep for p in (*g.requires[i], *g.after[i]) if p >= run})
-    return Part(_restricted(g, keep, run), [items[i] for i in keep],
-                [whole.deselected[p - run] for p in outside],
-                [it for it in whole.pulled_back if id(it) in kept], note, n_out)
+    return Part(graph=_restricted(g, keep, run), items=[items[i] for i in keep],
+                deselected=[whole.deselected[p - run] for p in outside],
+                pulled_back=[it for it in whole.pulled_back if id(it) in kept],
+                note=note, left=n_out)
 
 
 def lastfailed_done(config: pytest.Config, basis: durations.SplitBasis) -> bool:

@@ -524,7 +524,9 @@ def collect_plan(config: pytest.Config, items: list[pytest.Item],
                            marker_names=marker_names)
             if settings.cuts_or_records else None)
     if part is not None:
-        graph, kept, deselected, pulled_back, shard, shard_left = part
+        graph, kept, deselected, pulled_back = (
+            part.graph, part.items, part.deselected, part.pulled_back)
+        shard, shard_left = part.note, part.left
     # A test left out for a broken declaration is reported as an error, not deselected.
     left_out = plan.broken if plan.errors else set()
     return Plan(
