@@ -40,7 +40,7 @@ def main() -> None:
         spec.loader.exec_module(module)
     # The two methods need only these attributes of a reporter (no pytest config).
     reporter = types.SimpleNamespace(modules={}, root=str(root) + os.sep, imported=(),
-                                     rooted=[])
+                                     seen=((), ()), rooted=[])
     reporter._below_root = types.MethodType(probe_plugin.ProbeReporter._below_root, reporter)
     if hasattr(probe_plugin.ProbeReporter, "_rooted"):  # absent before 2026-12 (A/B)
         reporter._rooted = types.MethodType(probe_plugin.ProbeReporter._rooted, reporter)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
 import select
 import signal
@@ -91,6 +92,7 @@ class ProbeReporter:
         self.modules: dict[str, tuple[object, bool]] = {}
         #: ``sys.modules`` as the last record saw it, and its modules below the rootdir.
         self.imported: tuple[tuple[str, object], ...] = ()
+        self.seen: tuple[tuple[str, ...], tuple[int, ...]] = ((), ())
         self.rooted: list[tuple[str, object]] = []
         self.root = str(config.rootpath) + os.sep
         self.tracing = os.environ.get(TRACE) == "1"
@@ -255,8 +257,11 @@ class ProbeReporter:
         modules or more, a hundred of them its own, and the question comes at
         every test."""
         now = tuple(sys.modules.items())
-        if now != self.imported:
-            self.imported = now
+        # Compared by the names and the modules' identities (kept alive in
+        # ``imported``): an object a library put in ``sys.modules`` may have an ``__eq__``.
+        seen = (tuple(map(_NAME, now)), tuple(map(_identity, map(_MODULE, now))))
+        if seen != self.seen:
+            self.imported, self.seen = now, seen
             self.rooted = [(name, module) for name, module in now
                            if self._below_root(name, module)]
         return self.rooted
@@ -291,6 +296,8 @@ _DEFINITIONS: Final = frozenset({
 #: An object's identity, as ``id`` gives it but without ``id``'s audit event: the
 #: probe's own audit hook (a Python call) would run for each (5 x the cost).
 _identity: Final = object.__hash__
+_NAME: Final = operator.itemgetter(0)
+_MODULE: Final = operator.itemgetter(1)
 _SEQUENCES: Final = (list, tuple, set, frozenset)
 _ITERATE: Final[dict[type, Callable[[Any], Iterator[object]]]] = {
     list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
