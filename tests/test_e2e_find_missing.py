@@ -818,3 +818,39 @@ def test_a_prerequisite_named_by_a_run_time_depends_is_declared(dagtester: DagTe
     # Each probe runs test_create with test_check: it is no suspect, nothing is missing.
     result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
     assert " needs " not in out, out
+
+
+#: test_b's declared edge is separable, so the findings are checked under -n 2;
+#: in that run (the only one under xdist) test_b says whether the probe servers'
+#: folders (their probes' tmp_path folders) were still there: they are removed
+#: beside the check, not after it.
+SWEPT = """
+    import os, pathlib, time
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+
+    def test_a(tmp_path):
+        (tmp_path / "made.txt").write_text("1")
+
+    @depends_on("test_a")
+    def test_b(tmp_path):
+        if not os.environ.get("PYTEST_XDIST_WORKER"):
+            return
+        work = HERE.parents[1]  # WORK/check/ROOT: the finder's work folder
+        end = time.monotonic() + 20
+        while list(work.glob("slot*/basetemp-server-*")) and time.monotonic() < end:
+            time.sleep(0.1)
+        left = sorted(p.name for p in work.glob("slot*/basetemp-server-*"))
+        pathlib.Path(os.environ["DAGORDER_E2E_SWEPT"]).write_text(" ".join(left) or "swept")
+"""
+
+
+def test_the_probe_servers_folders_are_removed_beside_the_n2_check(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    told = dagtester.path.parent / f"{dagtester.path.name}-swept"
+    monkeypatch.setenv("DAGORDER_E2E_SWEPT", str(told))
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(SWEPT))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: with the findings, -n 2 gave the serial outcomes"])
+    assert told.read_text() == "swept"

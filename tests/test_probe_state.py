@@ -7,6 +7,7 @@ test it runs: the finder reads only the outcomes."""
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
@@ -102,6 +103,64 @@ def test_a_value_put_in_place_of_an_equal_one_counts_as_a_change() -> None:
     before = probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH)
     holder[0] = second
     assert probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH) != before
+
+
+class _Point:
+    def __init__(self, k: int) -> None:
+        self.x, self.y = [k], {"k": [k]}
+
+
+def test_a_record_summarizes_only_the_first_items_of_a_dict(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module-level registry of a thousand instances: its record summarizes the
+    # first few (their identities all count), not every one of them.
+    registry = {k: _Point(k) for k in range(1000)}
+    calls = 0
+    real = probe_plugin._fingerprint
+
+    def counted(value: object, depth: int) -> object:
+        nonlocal calls
+        calls += 1
+        return real(value, depth)
+
+    monkeypatch.setattr(probe_plugin, "_fingerprint", counted)
+    before = probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
+    assert calls < 50
+    registry[999] = _Point(999)  # past the first items: its identity shows
+    assert probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH) != before
+    registry[0].x.append(1)  # inside a first item: its summary shows
+    changed = probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
+    registry[0].x.pop()
+    assert changed != probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
+
+
+def test_a_record_asks_which_modules_lie_below_the_rootdir_only_after_an_import(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    reporter = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
+    asked = 0
+    real = reporter._below_root
+
+    def counted(name: str, module: object) -> bool:
+        nonlocal asked
+        asked += 1
+        return real(name, module)
+
+    monkeypatch.setattr(reporter, "_below_root", counted)
+    first = reporter._state()
+    assert asked == len(sys.modules)
+    asked = 0
+    assert reporter._state() == first
+    assert asked == 0
+    pytester.makepyfile(below_root_module="VALUE = [1]\n")
+    monkeypatch.syspath_prepend(pytester.path)
+    __import__("below_root_module")
+    try:
+        assert any(k.startswith("below_root_module.") for k in reporter._state()[1])
+        assert asked == len(sys.modules)
+    finally:
+        sys.modules.pop("below_root_module", None)
 
 
 #: test_get reads what test_set left in the process: run alone in a fresh

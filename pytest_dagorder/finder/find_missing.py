@@ -346,6 +346,8 @@ class MissingFinder:
         #: worked out once, when a phase first asks (:meth:`_wides`).
         self.wide: list[set[tuple[str, str, str]]] | None = None
         self.held: Held | None = None
+        #: Removes the probe servers' folders beside the ``-n 2`` check (:meth:`_retire_servers`).
+        self.sweeper: threading.Thread | None = None
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
         self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
@@ -392,6 +394,7 @@ class MissingFinder:
                 if self.edges_run is not None:
                     # Its probes are stopped: it ends at once, with the verdicts so far.
                     self.edges_run.shutdown(wait=True)
+                self._swept()
         if not done:
             return True
         self._report(items, self.found, write, time.monotonic() - began, stopped)
@@ -656,6 +659,7 @@ class MissingFinder:
         prerequisite, a clash) is not dropped on a run that passes without it:
         that run's schedule may only have missed the failing order."""
         self._unneeded_groups(ids, serial, write)
+        self._retire_servers()
         write("dagorder: checking the findings: the selection under -n 2 with them")
         differ = self._check_n2(ids, serial)
         if self._stopped():
@@ -694,6 +698,33 @@ class MissingFinder:
                         + ", not a fresh state: a run from a fresh one confirms the group"
                         if self.found.places else "") + ")"
                      if self.found.unreproducible else ""))
+
+    def _retire_servers(self) -> None:
+        """The probe servers are done once the ``-n 2`` checks start (each check is a
+        run of its own): stopped, and the folders their probes' tests left (the
+        servers' basetemps: every ``tmp_path`` of every probe) removed by a thread
+        beside the check, not after it (ensembl-genomio: 18.6 s of removal at the
+        end of its pass, load 16).  Joined before the work folder goes
+        (:meth:`_swept`); a probe asked for later starts a new server."""
+        folders: list[Path] = []
+        for sandbox in self.sandboxes:
+            self._drop(sandbox)
+            folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
+        if not folders:
+            return
+
+        def sweep() -> None:
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        self.sweeper = threading.Thread(target=sweep, name="dagorder-sweep", daemon=True)
+        self.sweeper.start()
+
+    def _swept(self) -> None:
+        """Wait for :meth:`_retire_servers`'s removal (the work folder goes next)."""
+        sweeper, self.sweeper = self.sweeper, None
+        if sweeper is not None:
+            sweeper.join()
 
     def _lift_neighbours(self, ids: list[str], serial: dict[str, Result],
                          lifted: list[edges_file.Verdict], differed: set[str],

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
 import select
 import signal
 import sys
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -88,6 +90,10 @@ class ProbeReporter:
         self.last: tuple[dict[str, str], dict[str, object]] | None = None
         #: Module name -> (the module, whether it lies below the rootdir).
         self.modules: dict[str, tuple[object, bool]] = {}
+        #: ``sys.modules`` as the last record saw it, and its modules below the rootdir.
+        self.imported: tuple[tuple[str, object], ...] = ()
+        self.seen: tuple[tuple[str, ...], tuple[int, ...]] = ((), ())
+        self.rooted: list[tuple[str, object]] = []
         self.root = str(config.rootpath) + os.sep
         self.tracing = os.environ.get(TRACE) == "1"
         self.ignored = tuple(str(Path(p).resolve()) for p in {
@@ -235,14 +241,30 @@ class ProbeReporter:
         the suite's code (a ``repr`` may be slow or change things): see
         :func:`_fingerprint`."""
         values: dict[str, object] = {}
-        for name, module in list(sys.modules.items()):
-            if not self._below_root(name, module):
-                continue
+        for name, module in self._rooted():
             for key, value in list(vars(module).items()):
-                if key.startswith("__") or callable(value) or isinstance(value, type(sys)):
+                # Most of a module's names are its functions and classes: one set
+                # lookup passes them by before the three checks.
+                if (type(value) in _DEFINITIONS or key.startswith("__") or callable(value)
+                        or isinstance(value, type(sys))):
                     continue
                 values[f"{name}.{key}"] = _fingerprint(value, FINGERPRINT_DEPTH)
         return dict(os.environ), values
+
+    def _rooted(self) -> list[tuple[str, object]]:
+        """The modules below the rootdir, worked out again only when ``sys.modules``
+        changed (a test imported something): a suite's process holds a thousand
+        modules or more, a hundred of them its own, and the question comes at
+        every test."""
+        now = tuple(sys.modules.items())
+        # Compared by the names and the modules' identities (kept alive in
+        # ``imported``): an object a library put in ``sys.modules`` may have an ``__eq__``.
+        seen = (tuple(map(_NAME, now)), tuple(map(_identity, map(_MODULE, now))))
+        if seen != self.seen:
+            self.imported, self.seen = now, seen
+            self.rooted = [(name, module) for name, module in now
+                           if self._below_root(name, module)]
+        return self.rooted
 
     def _below_root(self, name: str, module: object) -> bool:
         """Whether the module's file lies below the rootdir (outside site-packages),
@@ -267,9 +289,15 @@ FINGERPRINT_TEXT: Final = 256
 FINGERPRINT_BYTES: Final = 1 << 16
 #: Immutable values compared by value.
 _LEAVES: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
+#: Kinds of module-level values a state record passes by (all callable, or modules).
+_DEFINITIONS: Final = frozenset({
+    types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type,
+    types.MethodType, functools.partial})
 #: An object's identity, as ``id`` gives it but without ``id``'s audit event: the
 #: probe's own audit hook (a Python call) would run for each (5 x the cost).
 _identity: Final = object.__hash__
+_NAME: Final = operator.itemgetter(0)
+_MODULE: Final = operator.itemgetter(1)
 _SEQUENCES: Final = (list, tuple, set, frozenset)
 _ITERATE: Final[dict[type, Callable[[Any], Iterator[object]]]] = {
     list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
@@ -315,21 +343,14 @@ def _fingerprint(value: object, depth: int) -> object:
         # one changes only by being replaced).
         if isinstance(value, dict):
             keys, values = tuple(dict.keys(value)), tuple(dict.values(value))
-            inner = [_fingerprint(v, depth - 1) for v in values
-                     if type(v) not in _LEAVES and type(v) not in _OPAQUE]
             return (*mark, len(keys), hash((*map(_identity, keys), *map(_identity, values))),
-                    tuple(inner[:FINGERPRINT_ITEMS]))
+                    _first(values, depth - 1))
         if kind in _SEQUENCES or isinstance(value, _SEQUENCES):
             # The builtin type's own iteration: a subclass's __iter__ is the suite's code.
             items = tuple(_ITERATE[kind](value) if kind in _ITERATE else
                           next(it for t, it in _ITERATE.items() if isinstance(value, t))(value))
-            inner = []
-            for v in items:
-                if type(v) not in _LEAVES and type(v) not in _OPAQUE:
-                    inner.append(_fingerprint(v, depth - 1))
-                    if len(inner) == FINGERPRINT_ITEMS:
-                        break
-            return (*mark, len(items), hash(tuple(map(_identity, items))), tuple(inner))
+            return (*mark, len(items), hash(tuple(map(_identity, items))),
+                    _first(items, depth - 1))
         if kind.__dictoffset__:
             attrs = object.__getattribute__(value, "__dict__")
             if isinstance(attrs, dict):
@@ -349,6 +370,19 @@ def _fingerprint(value: object, depth: int) -> object:
             return (*mark, view.nbytes)
     except Exception:  # a value that refuses to be looked into: its identity
         return mark
+
+
+def _first(items: tuple[object, ...], depth: int) -> tuple[object, ...]:
+    """The summaries of the first ``FINGERPRINT_ITEMS`` items worth looking into
+    (not a leaf, not opaque): only those are summarized, not every item's (a
+    dict of a thousand instances cost a record a thousand summaries, kept four)."""
+    inner: list[object] = []
+    for v in items:
+        if type(v) not in _LEAVES and type(v) not in _OPAQUE:
+            inner.append(_fingerprint(v, depth))
+            if len(inner) == FINGERPRINT_ITEMS:
+                break
+    return tuple(inner)
 
 
 def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
