@@ -71,7 +71,7 @@ from ..core.wording import plural
 from ..declaring import edges_file, evidence
 from ..options.markers import RESOURCE
 from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
-from ..shims.pytest_internals import wide_fixtures
+from ..shims.pytest_internals import fixture_files, wide_fixtures
 from . import probe_plugin
 
 #: Folders a probe's copy of the rootdir leaves out (version control, virtual
@@ -1825,15 +1825,36 @@ def _fixture_paths(items: Sequence[pytest.Item], wide: Sequence[set[tuple[str, s
 
 def _wide_instances(item: pytest.Item) -> set[tuple[str, str, str]]:
     """The project fixture instances wider than a test (module, class, package)
-    that ``item`` uses: (name, where defined, the node holding the instance)."""
+    that ``item`` uses: (name, where defined, the node holding the instance).
+    A fixture defined for the whole session's tree (``where`` "") is a plugin's
+    unless its function lies under the rootdir outside the environment: then it
+    is a rootdir ``conftest.py``'s (archive-tools' module ``tmpdir``), the
+    project's like any other."""
     out: set[tuple[str, str, str]] = set()
+    files: dict[str, str] | None = None
     for name, scope, where in wide_fixtures(item) or ():
-        if not where or scope not in ("module", "class", "package"):
+        if scope not in ("module", "class", "package"):
             continue
+        if not where:
+            files = fixture_files(item) if files is None else files
+            if not _of_project(files.get(name, ""), item.config.rootpath):
+                continue
         node = (item.getparent(pytest.Module) if scope == "module" else
                 item.getparent(pytest.Class) if scope == "class" else None)
         out.add((name, where, node.nodeid if node is not None else where))
     return out
+
+
+def _of_project(file: str, root: Path) -> bool:
+    """Whether ``file`` is the project's: under ``root`` and not in an environment
+    there (a ``.venv`` in the checkout holds plugins)."""
+    if not file:
+        return False
+    path = Path(file).resolve()
+    if any(part in ("site-packages", "dist-packages") for part in path.parts):
+        return False
+    return (path.is_relative_to(root.resolve())
+            and not path.is_relative_to(Path(sys.prefix).resolve()))
 
 
 def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
