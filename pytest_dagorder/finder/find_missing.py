@@ -495,8 +495,7 @@ class MissingFinder:
             return False
         self._drop_leftovers(serial, write)
         self.serial = serial
-        self.runtime = [[self.order[w] for w in serial[nid].waits if self.order.get(w, k) < k]
-                        if nid in serial else [] for k, nid in enumerate(ids)]
+        self.runtime = self._runtime(ids, serial)
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
@@ -1080,6 +1079,30 @@ class MissingFinder:
         # that passes so was skipped alone only for a declared prerequisite.
         again = set(self._screen(ids, waited, retried=True))
         return [k for k in failed if k not in waited or k in again]
+
+    def _runtime(self, ids: list[str], serial: dict[str, Result]) -> list[list[int]]:
+        """Each test's prerequisites named by run-time ``depends()`` calls in the
+        serial pass (none after it).  A module or class fixture's call is recorded
+        once per instance, on the test that set it up; a test that recorded none
+        also takes what the nearest earlier test sharing such an instance with it
+        recorded (names of its own module): a probe may set the instance up for
+        it, and pytest keeps the fixture's skip for the instance's other users of
+        that probe, which then fail with no call of their own (archive-tools: 46
+        tests failed the screening, their prerequisites run before them)."""
+        wide = self._wides()
+        last: dict[tuple[str, str, str], int] = {}
+        out: list[list[int]] = []
+        for k, nid in enumerate(ids):
+            names = list(serial[nid].waits) if nid in serial else []
+            if names:
+                last.update(dict.fromkeys(wide[k], k))
+            else:
+                j = max((last[key] for key in wide[k] if key in last), default=None)
+                module = nid.split("::", 1)[0]
+                names = [w for w in serial[ids[j]].waits
+                         if w.split("::", 1)[0] == module] if j is not None else []
+            out.append([self.order[w] for w in names if self.order.get(w, k) < k])
+        return out
 
     def _waited(self, ids: list[str], failed: list[int],
                 runs: list[dict[str, Result]]) -> list[int]:
