@@ -854,3 +854,40 @@ def test_the_probe_servers_folders_are_removed_beside_the_n2_check(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["dagorder: with the findings, -n 2 gave the serial outcomes"])
     assert told.read_text() == "swept"
+
+
+#: Eight users of one module fixture whose run-time depends() names test_create:
+#: serially it is called once, for test_u0 (the others use the instance it set
+#: up).  A screening batch runs its tests in reverse serial order: a later user
+#: sets the fixture up first, without test_create before it, and pytest keeps
+#: the fixture's skip for the instance's other users of that run.
+RUNTIME_SHARED = """
+    import pathlib
+    import pytest
+    from pytest_dependency import depends
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.mark.dependency()
+    def test_create():
+        (HERE / "made.txt").write_text("1")
+
+    @pytest.fixture(scope="module")
+    def made(request):
+        depends(request, ["test_create"])
+""" + "".join(f"""
+    def test_u{k}(made):
+        assert (HERE / "made.txt").read_text() == "1"
+""" for k in range(8))
+
+
+def test_a_run_time_depends_of_a_module_fixture_is_declared_for_each_of_its_users(
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_r=textwrap.dedent(RUNTIME_SHARED))
+    result = dagtester.run(*FIND)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    # Every probe runs test_create before the fixture's first user: no suspect
+    # (before: 4 of the 8 were searched and 3 were said to need test_create,
+    # which the fixture names already).
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    assert " needs " not in out, out

@@ -394,3 +394,20 @@ def test_an_edge_kept_again_only_for_its_module_is_lifted_once_more(
         "dagorder: with the findings, -n 2 gave the serial outcomes"])
     verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_f.py::test_e", True)]
+
+
+def test_a_rootdir_conftests_module_fixture_is_the_projects_like_a_modules(
+        dagtester: DagTester) -> None:
+    """Its fixtures apply below "" as a plugin's do; a file they set up still makes
+    the module one group, as when the module defines the fixture (before: taken
+    for a plugin's, the tests were told to share a resource)."""
+    fixture, tests = textwrap.dedent(FIXTURE_FILE).split("\n\ndef test_one", 1)
+    dagtester.pytester.makeconftest(fixture)
+    dagtester.pytester.makepyfile(test_db="import pathlib, time\n\ndef test_one" + tests)
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert out.count('@pytest.mark.xdist_group("test_db.py") on each') == 1, out
+    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
+    assert groups == [{"name": "test_db.py", "tests": [
+        "test_db.py::test_one", "test_db.py::test_two", "test_db.py::test_three"]}]

@@ -71,7 +71,7 @@ from ..core.wording import plural
 from ..declaring import edges_file, evidence
 from ..options.markers import RESOURCE
 from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
-from ..shims.pytest_internals import wide_fixtures
+from ..shims.pytest_internals import fixture_files, wide_fixtures
 from . import probe_plugin
 
 #: Folders a probe's copy of the rootdir leaves out (version control, virtual
@@ -498,8 +498,7 @@ class MissingFinder:
             return False
         self._drop_leftovers(serial, write)
         self.serial = serial
-        self.runtime = [[self.order[w] for w in serial[nid].waits if self.order.get(w, k) < k]
-                        if nid in serial else [] for k, nid in enumerate(ids)]
+        self.runtime = self._runtime(ids, serial)
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
@@ -1111,6 +1110,30 @@ class MissingFinder:
         # that passes so was skipped alone only for a declared prerequisite.
         again = set(self._screen(ids, waited, retried=True))
         return [k for k in failed if k not in waited or k in again]
+
+    def _runtime(self, ids: list[str], serial: dict[str, Result]) -> list[list[int]]:
+        """Each test's prerequisites named by run-time ``depends()`` calls in the
+        serial pass (none after it).  A module or class fixture's call is recorded
+        once per instance, on the test that set it up; a test that recorded none
+        also takes what the nearest earlier test sharing such an instance with it
+        recorded (names of its own module): a probe may set the instance up for
+        it, and pytest keeps the fixture's skip for the instance's other users of
+        that probe, which then fail with no call of their own (archive-tools: 46
+        tests failed the screening, their prerequisites run before them)."""
+        wide = self._wides()
+        last: dict[tuple[str, str, str], int] = {}
+        out: list[list[int]] = []
+        for k, nid in enumerate(ids):
+            names = list(serial[nid].waits) if nid in serial else []
+            if names:
+                last.update(dict.fromkeys(wide[k], k))
+            else:
+                j = max((last[key] for key in wide[k] if key in last), default=None)
+                module = nid.split("::", 1)[0]
+                names = [w for w in serial[ids[j]].waits
+                         if w.split("::", 1)[0] == module] if j is not None else []
+            out.append([self.order[w] for w in names if self.order.get(w, k) < k])
+        return out
 
     def _waited(self, ids: list[str], failed: list[int],
                 runs: list[dict[str, Result]]) -> list[int]:
@@ -1856,15 +1879,36 @@ def _fixture_paths(items: Sequence[pytest.Item], wide: Sequence[set[tuple[str, s
 
 def _wide_instances(item: pytest.Item) -> set[tuple[str, str, str]]:
     """The project fixture instances wider than a test (module, class, package)
-    that ``item`` uses: (name, where defined, the node holding the instance)."""
+    that ``item`` uses: (name, where defined, the node holding the instance).
+    A fixture defined for the whole session's tree (``where`` "") is a plugin's
+    unless its function lies under the rootdir outside the environment: then it
+    is a rootdir ``conftest.py``'s (archive-tools' module ``tmpdir``), the
+    project's like any other."""
     out: set[tuple[str, str, str]] = set()
+    files: dict[str, str] | None = None
     for name, scope, where in wide_fixtures(item) or ():
-        if not where or scope not in ("module", "class", "package"):
+        if scope not in ("module", "class", "package"):
             continue
+        if not where:
+            files = fixture_files(item) if files is None else files
+            if not _of_project(files.get(name, ""), item.config.rootpath):
+                continue
         node = (item.getparent(pytest.Module) if scope == "module" else
                 item.getparent(pytest.Class) if scope == "class" else None)
         out.add((name, where, node.nodeid if node is not None else where))
     return out
+
+
+def _of_project(file: str, root: Path) -> bool:
+    """Whether ``file`` is the project's: under ``root`` and not in an environment
+    there (a ``.venv`` in the checkout holds plugins)."""
+    if not file:
+        return False
+    path = Path(file).resolve()
+    if any(part in ("site-packages", "dist-packages") for part in path.parts):
+        return False
+    return (path.is_relative_to(root.resolve())
+            and not path.is_relative_to(Path(sys.prefix).resolve()))
 
 
 def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:

@@ -19,7 +19,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import CodeType, FunctionType, MethodType
 from typing import Any, NoReturn, SupportsIndex, overload
@@ -467,6 +467,29 @@ def wide_fixtures(item: pytest.Item) -> list[tuple[str, str, str]] | None:
         if scope != "function":
             found.append((str(name), scope, str(getattr(defs[-1], "baseid", ""))))
     return found
+
+
+def fixture_files(item: pytest.Item) -> dict[str, str]:
+    """The file defining each fixture ``item`` uses, by name (the function of its
+    last ``FixtureDef``, from ``Function._fixtureinfo``; no public API): a
+    fixture whose ``where`` is "" comes from a plugin or from a ``conftest.py``
+    at the rootdir, and only its file tells which.
+
+    Fallback, where it is gone or of another shape: a name left out.
+    """
+    defs_by_name = getattr(getattr(item, FIXTURE_INFO, None), "name2fixturedefs", None)
+    if not isinstance(defs_by_name, dict):
+        return {}
+    out: dict[str, str] = {}
+    for name, defs in defs_by_name.items():
+        func = getattr(defs[-1], "func", None) if defs else None
+        if callable(func):
+            with suppress(ValueError):  # a cycle of __wrapped__: the outer function's file
+                func = inspect.unwrap(func)
+        code = getattr(getattr(func, "__func__", func), "__code__", None)
+        if isinstance(code, CodeType):
+            out[str(name)] = code.co_filename
+    return out
 
 
 #: pytest's and xdist's fixtures that pass nothing from one test to another
