@@ -520,7 +520,9 @@ class MissingFinder:
             write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
                   f"screening {plural(len(targets), 'test')}"
                   + (f"; checking {plural(len(dependents), 'test')} with declared "
-                     "prerequisites in a fresh process" if dependents else ""))
+                     "prerequisites in a fresh process" if dependents else "")
+                  + (f" ({len(combined)} alone after their screening batch)"
+                     if combined else ""))
             suspects = self._screen(ids, targets, alone=combined) if not one else targets
             self._ended("screening")
             late = [d for d in combined if self.screened.get(ids[d], FAILED).outcome
