@@ -866,3 +866,24 @@ def test_the_screening_runs_dependents_alone_and_no_edge_run_follows(
     assert [(v["test"], v["after"], v["separable"]) for v in verdicts] == [
         ("test_chain.py::test_b", "test_chain.py::test_a", True),
         ("test_chain.py::test_c", "test_chain.py::test_b", True)]
+
+
+def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
+        dagtester: DagTester) -> None:
+    # test_d is skipped (a skip mark): the screening screens no skipped test, but
+    # runs it alone in a batch, so it costs the edge check no serial prefix.
+    dagtester.pytester.makepyfile(test_chain=textwrap.dedent(CHAIN) + textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.skip(reason="not yet")
+        @depends_on("test_c")
+        def test_d():
+            pass
+    """))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*checking 3 tests with declared prerequisites in a fresh process (3 alone after "
+        "their screening batch)",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 3 of 3 declared edges separable "
+        "in * s with 4 probes in *"])

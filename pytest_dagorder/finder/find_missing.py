@@ -513,8 +513,7 @@ class MissingFinder:
         edges_run = self.edges_run = cf.ThreadPoolExecutor(1)
         edges_jobs: list[cf.Future[None]] = []
         if early:
-            edges_jobs.append(edges_run.submit(self._edge_runs, ids, serial, early,
-                                               dependents[-1]))
+            edges_jobs.append(edges_run.submit(self._edge_runs, ids, serial, early, early[-1]))
         verdicts_asked = False
         try:
             write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
@@ -527,13 +526,15 @@ class MissingFinder:
             self._ended("screening")
             late = [d for d in combined if self.screened.get(ids[d], FAILED).outcome
                     != serial.get(ids[d], FAILED).outcome]
-            if dependents and (late or (suspects and not early)):
-                # The serial order again in a fresh copy (which tests the probes
-                # repeat: as far as the early runs' when they ran), and those that
-                # failed alone after their batch, checked after their serial prefix.
+            covered = early[-1] if early else -1
+            if dependents and (late or (suspects and covered < dependents[-1])):
+                # A test failed: the serial order again in a fresh copy, as far as
+                # the last dependent (which tests the probes repeat) unless the
+                # early runs went as far, and those that failed alone after their
+                # batch, checked after their serial prefix.
                 edges_jobs.append(edges_run.submit(
                     self._edge_runs, ids, serial, late,
-                    dependents[-1] if not early else (late or [0])[-1]))
+                    dependents[-1] if covered < dependents[-1] else late[-1]))
             # Its verdicts go straight into the findings (written even if Ctrl-C
             # ends the search later).
             edges_jobs.append(edges_run.submit(self._edges_pass, ids, serial, dependents,
@@ -884,20 +885,19 @@ class MissingFinder:
 
     def _combined(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
                   targets: list[int]) -> list[int]:
-        """The dependents the screening also runs alone (see ``_screen``): those its
-        batches screen whose prerequisites' process is unlikely to matter (none
-        of them, transitively, changed the process's state in the serial pass,
-        and it shares no module or class fixture instance with one).  A
-        dependent that reads its prerequisites' process would fail there and be
-        checked again after its serial prefix: the others go there at once."""
+        """The dependents the screening also runs alone (see ``_screen``): those
+        whose prerequisites' process is unlikely to matter (none of them,
+        transitively, changed the process's state in the serial pass, and it
+        shares no module or class fixture instance with one).  A dependent that
+        reads its prerequisites' process would fail there and be checked again
+        after its serial prefix: the others go there at once."""
         if not FORKS:
             return []
-        screened = set(targets)
         wide = self._wides()
         out = []
         for d in dependents:
             before = self._prerequisites(d)
-            if d in screened and not any(serial.get(ids[p], FAILED).state for p in before) \
+            if not any(serial.get(ids[p], FAILED).state for p in before) \
                     and all(wide[d].isdisjoint(wide[p]) for p in before):
                 out.append(d)
         return out
@@ -1134,6 +1134,13 @@ class MissingFinder:
 
         serial = self.serial
         checked = set(alone)
+        # A dependent the screening does not screen (skipped serially: a skip
+        # mark) joins a batch for its run alone only; else one such test would
+        # cost the edge pass a serial prefix.
+        screened = set(targets)
+        extras = [k for k in alone if k not in screened]
+        for i, k in enumerate(extras):
+            batches[i % len(batches)] = sorted([*batches[i % len(batches)], k])
         longest = max((serial.get(ids[k], FAILED).seconds for k in checked), default=0.0)
 
         def screen(batch: list[int]) -> dict[str, Result] | None:
@@ -1164,9 +1171,9 @@ class MissingFinder:
             runs = list(ex.map(screen, batches))
         # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
         self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
-                                        if run is None for k in b)
+                                        if run is None for k in b if k in screened)
         failed = [k for b, run in zip(batches, runs, strict=True) if run is not None
-                  for k in b if run.get(ids[k], FAILED).outcome != "passed"
+                  for k in b if k in screened and run.get(ids[k], FAILED).outcome != "passed"
                   and self.screened.get(ids[k], FAILED).outcome != "passed"]
         waited = self._waited(ids, failed, [r for r in runs if r is not None])
         if not waited or retried:
