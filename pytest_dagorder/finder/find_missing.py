@@ -1123,7 +1123,11 @@ class MissingFinder:
         files in place, their process not): passing there answers the screening
         and the check of their declared edges at once (``self.screened``), and
         a test that passes there is no suspect whatever its batch's process
-        did (its own run alone wrote its files first)."""
+        did (its own run alone wrote its files first).
+
+        Over 60 lines: the batches built here, their runs (``screen``, with runs
+        alone or without) and the suspects read from both share the batch list.
+        """
         batches: list[list[int]] = []
         for per_slot in range(BATCHES_PER_SLOT, 0, -1):
             count = max(1, min(len(targets), self.slots * per_slot))
