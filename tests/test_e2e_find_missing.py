@@ -274,7 +274,8 @@ def test_declared_edges_get_verdicts_that_a_changed_file_voids(dagtester: DagTes
     result = dagtester.run(*FIND, "--dag-edges", "edges.json")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "*checking 2 tests with declared prerequisites in a fresh process",
+        "*checking 2 tests with declared prerequisites in a fresh process (1 alone after their "
+        "screening batch)",
         "dagorder: declared edges: 1 of 2 edges separable*",
         "dagorder: 0 missing prerequisites, 0 conflicts, 1 of 2 declared edges separable*"])
     verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
@@ -332,6 +333,8 @@ def test_a_rootdir_package_keeps_its_doctest_ids_in_the_probes(dagtester: DagTes
 #: Seven tests with declared prerequisites: test_get reads what test_set left in
 #: the process; test_read a file test_write writes after test_get; the free ones
 #: only follow test_set; test_chained reads what test_free_c left in the process.
+#: Each prerequisite changes the process's state, so the screening runs none of
+#: them alone (``MissingFinder._combined``): all go to the edge runs.
 #: Each writes its name and process id to $DAGORDER_E2E_LOG (a path outside the
 #: copies the probes run in).
 BATCHED = """
@@ -354,6 +357,7 @@ BATCHED = """
 
     def test_write():
         (HERE / "f.txt").write_text("1")
+        STATE["written"] = True
 
     @depends_on("test_write")
     def test_read():
@@ -650,11 +654,11 @@ def test_the_screening_takes_one_batch_a_slot_where_prerequisites_fill_every_bat
     result = dagtester.run(*FIND)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
-    # The serial pass, the declared edges' check (a serial prefix a probe slot),
-    # then two screening batches (one a probe slot), not four; the rest is the
-    # -n 2 check.
+    # The serial pass, then two screening batches (one a probe slot), not four;
+    # the rest is the -n 2 check.  No serial prefix runs again for the declared
+    # edges: each user passed alone after its screening batch ran test_base.
     serially = [line for line in log.read_text().splitlines() if line.endswith(" -")]
-    assert len(serially) == 5, serially
+    assert len(serially) == 3, serially
 
 
 #: test_read reads what test_fill left in their module's fixture (no path, no
@@ -891,3 +895,68 @@ def test_a_run_time_depends_of_a_module_fixture_is_declared_for_each_of_its_user
     # which the fixture names already).
     result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
     assert " needs " not in out, out
+
+
+#: A chain through files only: each test reads the file its prerequisite wrote
+#: and changes nothing in the process; test_free declares nothing.
+CHAIN = """
+    import pathlib
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+
+    def test_a():
+        (HERE / "a.txt").write_text("a")
+
+    @depends_on("test_a")
+    def test_b():
+        assert (HERE / "a.txt").read_text() == "a"
+        (HERE / "b.txt").write_text("b")
+
+    @depends_on("test_b")
+    def test_c():
+        assert (HERE / "b.txt").read_text() == "b"
+
+    def test_free():
+        pass
+"""
+
+
+def test_the_screening_runs_dependents_alone_and_no_edge_run_follows(
+        dagtester: DagTester) -> None:
+    # Each dependent passed alone in a fresh process after its prerequisites ran
+    # in its screening batch: that settles its screening and its declared edges,
+    # so no serial prefix runs again: the serial pass, one probe per screening
+    # batch (three targets, two slots: three batches) and the -n 2 check, where
+    # the edge check's two serial prefixes came on top.
+    dagtester.pytester.makepyfile(test_chain=textwrap.dedent(CHAIN))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 2 of 2 edges separable*",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 2 of 2 declared edges separable "
+        "in * s with 4 probes in *"])
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["after"], v["separable"]) for v in verdicts] == [
+        ("test_chain.py::test_b", "test_chain.py::test_a", True),
+        ("test_chain.py::test_c", "test_chain.py::test_b", True)]
+
+
+def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
+        dagtester: DagTester) -> None:
+    # test_d is skipped (a skip mark): the screening screens no skipped test, but
+    # runs it alone in a batch, so it costs the edge check no serial prefix.
+    dagtester.pytester.makepyfile(test_chain=textwrap.dedent(CHAIN) + textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.skip(reason="not yet")
+        @depends_on("test_c")
+        def test_d():
+            pass
+    """))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*checking 3 tests with declared prerequisites in a fresh process (3 alone after "
+        "their screening batch)",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 3 of 3 declared edges separable "
+        "in * s with 4 probes in *"])

@@ -10,7 +10,10 @@ of node ids in serial order and reports each test's outcome (see
    with the list of its failing tests: there is no order to restore.
 2. screening: the tests in batches, each batch in reverse serial order, so
    that no test runs after the tests it could need; a test that fails there
-   is searched.
+   is searched.  A test whose declared prerequisites changed no process
+   state also runs alone in a fresh process right before its place there:
+   the check of its declared edges (``_edges_pass``; the others' runs alone
+   follow a serial prefix, beside the screening).
 3. the search (``core/missing.needed``): the tests of its serial prefix it
    needs, by bisection, as many probes at once as ``-n`` says.  The serial
    pass's record narrows it first: the tests that wrote a path the test
@@ -327,6 +330,12 @@ class MissingFinder:
         self.killed = False
         self.serial: dict[str, Result] = {}
         self.edges_run: cf.ThreadPoolExecutor | None = None
+        #: The records of dependents run alone in the screening's batches, and in
+        #: the edge runs' serial prefixes; each serial prefix run again in a fresh
+        #: copy (its records) with the tests checked alone in it.
+        self.screened: dict[str, Result] = {}
+        self.edge_alone: dict[str, Result] = {}
+        self.reruns: list[tuple[dict[str, Result], set[str]]] = []
         #: Each path two tests or more wrote in the serial pass, with its writers.
         self.writers: dict[str, list[int]] = {}
         self.found = Findings({}, set(), [], [])
@@ -502,21 +511,44 @@ class MissingFinder:
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
         targets = [len(ids) - 1] if one else [k for k in passed if k > 0]
         dependents = [] if one else self._dependents(ids)
+        # Run alone in the screening's batches (one run answers both questions),
+        # the others after their serial prefix in the edge runs, beside it.
+        combined = self._combined(ids, serial, dependents, targets)
+        early = [d for d in dependents if d not in set(combined)]
         edges_run = self.edges_run = cf.ThreadPoolExecutor(1)
-        # Beside the screening, in a sandbox of its own; its verdicts go straight
-        # into the findings (written even if Ctrl-C ends the search later).
-        edges_job = edges_run.submit(self._edges_pass, ids, serial, dependents, write)
+        edges_jobs: list[cf.Future[None]] = []
+        if early:
+            edges_jobs.append(edges_run.submit(self._edge_runs, ids, serial, early, early[-1]))
+        verdicts_asked = False
         try:
             write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
                   f"screening {plural(len(targets), 'test')}"
                   + (f"; checking {plural(len(dependents), 'test')} with declared "
-                     "prerequisites in a fresh process" if dependents else ""))
-            suspects = self._screen(ids, targets) if not one else targets
+                     "prerequisites in a fresh process" if dependents else "")
+                  + (f" ({len(combined)} alone after their screening batch)"
+                     if combined else ""))
+            suspects = self._screen(ids, targets, alone=combined) if not one else targets
             self._ended("screening")
+            late = [d for d in combined if self.screened.get(ids[d], FAILED).outcome
+                    != serial.get(ids[d], FAILED).outcome]
+            covered = early[-1] if early else -1
+            if dependents and (late or (suspects and covered < dependents[-1])):
+                # A test failed: the serial order again in a fresh copy, as far as
+                # the last dependent (which tests the probes repeat) unless the
+                # early runs went as far, and those that failed alone after their
+                # batch, checked after their serial prefix.
+                edges_jobs.append(edges_run.submit(
+                    self._edge_runs, ids, serial, late,
+                    dependents[-1] if covered < dependents[-1] else late[-1]))
+            # Its verdicts go straight into the findings (written even if Ctrl-C
+            # ends the search later).
+            edges_jobs.append(edges_run.submit(self._edges_pass, ids, serial, dependents,
+                                               write))
+            verdicts_asked = True
             if suspects and dependents:
                 # Its serial run says which tests the probes repeat: a search of one
                 # they do not repeat bisects noise (every prefix fails).
-                cf.wait([edges_job])
+                cf.wait(edges_jobs)
                 again = self.found.unreproducible
                 suspects = [t for t in suspects if t not in again]
             write(f"dagorder: {plural(len(suspects), 'test')} "
@@ -552,10 +584,15 @@ class MissingFinder:
                                         [*self.found.conflicts, *self.found.fixture_paths])
             self._ended("conflicts")
         finally:
+            if not verdicts_asked and dependents and self.stop.is_set():
+                # Ctrl-C in the screening: the verdicts of what was checked so far.
+                edges_jobs.append(edges_run.submit(self._edges_pass, ids, serial,
+                                                   dependents, write))
             # The edge pass ends with the rest (Ctrl-C, the budget: its probe is stopped).
             edges_run.shutdown(wait=True)
-        if edges_job.done() and edges_job.exception() is not None:
-            raise edges_job.exception()  # type: ignore[misc]
+        for job in edges_jobs:
+            if job.done() and job.exception() is not None:
+                raise job.exception()  # type: ignore[misc]
         # A clash seen between tests the probes do not repeat is no evidence either.
         self.found.conflicts = [c for c in self.found.conflicts
                                 if c[0] not in self.found.unreproducible
@@ -879,17 +916,72 @@ class MissingFinder:
         n = len(ids)
         return [k for k in range(n) if any(p < n for p in self.declared[k])]
 
+    def _combined(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
+                  targets: list[int]) -> list[int]:
+        """The dependents the screening also runs alone (see ``_screen``): those
+        whose prerequisites' process is unlikely to matter (none of them,
+        transitively, changed the process's state in the serial pass, and it
+        shares no module or class fixture instance with one).  A dependent that
+        reads its prerequisites' process would fail there and be checked again
+        after its serial prefix: the others go there at once."""
+        if not FORKS:
+            return []
+        wide = self._wides()
+        out = []
+        for d in dependents:
+            before = self._prerequisites(d)
+            if not any(serial.get(ids[p], FAILED).state for p in before) \
+                    and all(wide[d].isdisjoint(wide[p]) for p in before):
+                out.append(d)
+        return out
+
+    def _edge_runs(self, ids: list[str], serial: dict[str, Result], checked: list[int],
+                   upto: int) -> None:
+        """The serial order up to ``upto`` again in a fresh copy (which tests the probes
+        repeat), each test of ``checked`` alone in a fresh process right before its
+        place in it (the files of the tests before it in place): one probe per
+        probe slot, each a serial prefix; their records go to ``self.edge_alone``
+        and ``self.reruns``."""
+        serial_longest = max((serial.get(ids[k], FAILED).seconds for k in checked), default=0.0)
+
+        def check(chunk: list[int], last: int) -> None:
+            # The serial run only up to the chunk's last test: its tests are checked.
+            found: dict[str, Result] = {}
+            sandbox = self.pool.get()
+            try:
+                sandbox.reset()
+                again = self._run(sandbox, ids[:last + 1], alone=[ids[k] for k in chunk],
+                          into=found, alone_rules=self._batching(ids, serial, chunk),
+                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * serial_longest,
+                          limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
+            finally:
+                self.pool.put(sandbox)
+            again.pop(KILLED, None)
+            with self.lock:
+                self.edge_alone.update(found)
+                self.reruns.append((again, set(found)))
+
+        # Split in runs of the serial order, one per probe slot: each is a serial
+        # prefix with its tests alone, so the slots the screening frees share it.
+        # The last reaches ``upto``: the fresh copy's evidence covers as much.
+        count = max(1, min(self.slots, len(checked)))
+        size = max(1, -(-len(checked) // count))
+        chunks = [checked[k:k + size] for k in range(0, len(checked), size)] or [[]]
+        ends = [c[-1] if c else upto for c in chunks]
+        ends[-1] = max(ends[-1], upto)
+        with cf.ThreadPoolExecutor(len(chunks)) as ex:
+            list(ex.map(check, chunks, ends))
+
     def _edges_pass(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
                     write: _Write) -> None:
-        """Each test with a declared prerequisite, run alone in a fresh process right
-        before its place in a serial run (the files of the tests before it in
-        place): one probe for them all (see ``probe_plugin.py``).
+        """One verdict per declared edge, from its dependent's run alone in a fresh
+        process after its prerequisites ran in another (the screening's, else the
+        edge runs'): void where a run of the serial order in a fresh copy showed
+        that the dependent or a prerequisite does not repeat its serial outcome,
+        else separable or kept by the dependent's outcome.
 
-        Over 60 lines: the probe, run in chunks of the serial order (``check``),
-        then one verdict per declared edge from its results: void where the
-        probe ran after a test that did not repeat its serial outcome, else
-        separable or kept by the dependent's outcome; both loops read the
-        probe's results gathered here.
+        Over 60 lines: the tests the probes do not repeat, then one verdict per
+        declared edge; both loops read the records gathered here.
         """
         if not dependents:
             return
@@ -897,34 +989,11 @@ class MissingFinder:
             write("dagorder: declared edges not checked: the check forks processes, "
                   "which this platform cannot")
             return
-        longest = max(serial.get(ids[k], FAILED).seconds for k in dependents)
-        alone: dict[str, Result] = {}
-        rerun: dict[str, Result] = {}
-
-        def check(chunk: list[int]) -> None:
-            # The serial run only up to the chunk's last test: its tests are checked.
-            found: dict[str, Result] = {}
-            sandbox = self.pool.get()
-            try:
-                sandbox.reset()
-                again = self._run(sandbox, ids[:chunk[-1] + 1], alone=[ids[k] for k in chunk],
-                          into=found, alone_rules=self._batching(ids, serial, chunk),
-                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
-                          limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
-            finally:
-                self.pool.put(sandbox)
-            again.pop(KILLED, None)
-            with self.lock:
-                alone.update(found)
-                rerun.update(again)
-
-        # Split in runs of the serial order, one per probe slot: each is a serial
-        # prefix with its tests alone, so the slots the screening frees share it.
-        count = max(1, min(self.slots, len(dependents)))
-        size = -(-len(dependents) // count)
-        chunks = [dependents[k:k + size] for k in range(0, len(dependents), size)]
-        with cf.ThreadPoolExecutor(len(chunks)) as ex:
-            list(ex.map(check, chunks))
+        with self.lock:
+            alone = {**{nid: r for nid, r in self.screened.items()
+                        if r.outcome == serial.get(nid, FAILED).outcome},
+                     **self.edge_alone}
+            reruns = list(self.reruns)
         prints = evidence.Fingerprints(self.config.rootpath)
         verdicts: list[edges_file.Verdict] = []
         n = len(ids)
@@ -934,11 +1003,12 @@ class MissingFinder:
         # test checked alone here that then failed: its alone run, right before
         # its place in that copy, already did what it does to its files (a test
         # that reads a file and deletes it finds none the second time).
-        for k, nid in enumerate(ids):
-            seen = rerun.get(nid)
-            if seen is not None and seen.outcome != serial.get(nid, FAILED).outcome \
-                    and not (nid in alone and seen.outcome == "failed"):
-                self.found.unreproducible[k] = seen.outcome
+        for rerun, checked in reruns:
+            for k, nid in enumerate(ids):
+                seen = rerun.get(nid)
+                if seen is not None and seen.outcome != serial.get(nid, FAILED).outcome \
+                        and not (nid in checked and seen.outcome == "failed"):
+                    self.found.unreproducible[k] = seen.outcome
         again = self.found.unreproducible
         for d in dependents:
             got = alone.get(ids[d])
@@ -1075,8 +1145,19 @@ class MissingFinder:
 
     # -- the steps ---------------------------------------------------------------------
 
-    def _screen(self, ids: list[str], targets: list[int], *, retried: bool = False
-                ) -> list[int]:
+    def _screen(self, ids: list[str], targets: list[int], *, retried: bool = False,
+                alone: Sequence[int] = ()) -> list[int]:
+        """The tests of ``targets`` that fail in batches run in reverse serial order,
+        each test after its declared prerequisites.  Those of ``alone`` also run
+        alone in a fresh process right before their place (their prerequisites'
+        files in place, their process not): passing there answers the screening
+        and the check of their declared edges at once (``self.screened``), and
+        a test that passes there is no suspect whatever its batch's process
+        did (its own run alone wrote its files first).
+
+        Over 60 lines: the batches built here, their runs (``screen``, with runs
+        alone or without) and the suspects read from both share the batch list.
+        """
         batches: list[list[int]] = []
         for per_slot in range(BATCHES_PER_SLOT, 0, -1):
             count = max(1, min(len(targets), self.slots * per_slot))
@@ -1088,10 +1169,37 @@ class MissingFinder:
             if work <= SCREEN_WORK * len(targets):
                 break
 
+        serial = self.serial
+        checked = set(alone)
+        # A dependent the screening does not screen (skipped serially: a skip
+        # mark) joins a batch for its run alone only; else one such test would
+        # cost the edge pass a serial prefix.
+        screened = set(targets)
+        extras = [k for k in alone if k not in screened]
+        for i, k in enumerate(extras):
+            batches[i % len(batches)] = sorted([*batches[i % len(batches)], k])
+        longest = max((serial.get(ids[k], FAILED).seconds for k in checked), default=0.0)
+
         def screen(batch: list[int]) -> dict[str, Result] | None:
             if self._stopped():
                 return None
-            got = self._probe([ids[k] for k in reversed(batch)])
+            mine = [k for k in reversed(batch) if k in checked]
+            if not mine:
+                got = self._probe([ids[k] for k in reversed(batch)])
+            else:
+                found: dict[str, Result] = {}
+                sandbox = self.pool.get()
+                try:
+                    sandbox.reset()
+                    got = self._run(
+                        sandbox, [ids[k] for k in reversed(batch)], alone=[ids[k] for k in mine],
+                        into=found, alone_rules=self._batching(ids, serial, mine),
+                        alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                        limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(mine))
+                finally:
+                    self.pool.put(sandbox)
+                with self.lock:
+                    self.screened.update(found)
             if self._stopped() and any(ids[k] not in got for k in batch):
                 return None  # cut by the budget or Ctrl-C: no outcome, not a failure
             return got
@@ -1100,9 +1208,10 @@ class MissingFinder:
             runs = list(ex.map(screen, batches))
         # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
         self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
-                                        if run is None for k in b)
+                                        if run is None for k in b if k in screened)
         failed = [k for b, run in zip(batches, runs, strict=True) if run is not None
-                  for k in b if run.get(ids[k], FAILED).outcome != "passed"]
+                  for k in b if k in screened and run.get(ids[k], FAILED).outcome != "passed"
+                  and self.screened.get(ids[k], FAILED).outcome != "passed"]
         waited = self._waited(ids, failed, [r for r in runs if r is not None])
         if not waited or retried:
             return failed
