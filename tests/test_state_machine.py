@@ -1121,6 +1121,28 @@ def test_next_group_waits_while_a_member_is_still_to_hand_out() -> None:
     s.validate()
 
 
+def test_taking_shorter_tasks_stops_at_a_long_one_and_leaves_it_ready() -> None:
+    """A worker topped up behind a zero-second task: a long task held there
+    would delay the dependent that task releases (the longest chain) by its
+    whole duration, so taking ``shorter`` stops at it and it stays READY."""
+    spec = {"end": "", "next": "end", "long": "", "quick": ""}
+    d = Driver(spec, durations={"end": 0.0, "next": 60.0, "long": 30.0, "quick": 0.01},
+               workers=["w", "v"])
+    s = d.sched
+    assert d.names(s.take("w")) == ["end"]  # 60 s remain behind it: the most urgent
+    # Next in rank is "long": not shorter than 0.2 s, so nothing is taken.
+    assert s.take("w", 2, shorter=0.2) == []
+    s.validate()
+    assert s.state[d.i("long")] is State.READY
+    assert d.finish("end")
+    # The dependent "end" released comes first, on whichever worker asks.
+    assert d.take("w") == ["next"]
+    assert d.take("v") == ["long"]
+    # Short enough tasks are taken as before.
+    assert d.names(s.take("v", 2, shorter=0.2)) == ["quick"]
+    s.validate()
+
+
 def test_next_group_goes_to_the_worker_with_fewest_tasks_in_hand() -> None:
     spec = {"a1": "", "a2": "a1", "f": "", "b1": ""}
     d = Driver(spec, groups={"a1": "A", "a2": "A", "b1": "B"}, workers=["w", "v"])

@@ -1524,6 +1524,27 @@ def test_too_few_ready_short_tests_keep_one_in_flight(
     assert (held(h, n1), held(h, n2)) == (["a"], ["b"]), h.sends()
 
 
+def test_a_short_test_is_not_topped_up_with_a_long_one_ahead_of_its_dependent(
+    harness: Any, pytester: pytest.Pytester
+) -> None:
+    """Topped up behind a short test, a worker takes only tests recorded as
+    short: a long one held there would keep the dependent the short test
+    releases (here the most urgent test of the run) waiting its whole
+    duration, where leaving it out costs the worker one round trip
+    (shapepy's zero-second test_end before its 113 s test_xor)."""
+    spec = {"end": "", "next": "end", **{f"l{k:02d}": "" for k in range(12)}}
+    facts = make_facts(spec)
+    seconds = {"end": 0.001, "next": 5.0, **{f"l{k:02d}": 1.0 for k in range(12)}}
+    path = pytester.path / "durations.json"
+    path.write_text(json.dumps({nodeid(name): secs for name, secs in seconds.items()}),
+                    encoding="utf-8")
+    h: Harness = harness(facts, "--dag-affinity=none", f"--dag-durations={path}")
+    n1, n2 = h.start("gw0", "gw1")
+    assert (held(h, n1), held(h, n2)) == (["end"], ["l00"]), h.sends()
+    h.run(n1, "end")
+    assert held(h, n1)[0] == "next", h.sends()
+
+
 def test_short_groups_take_the_next_group_before_the_last_one_ends(
     harness: Any, pytester: pytest.Pytester
 ) -> None:

@@ -440,7 +440,7 @@ class StateMachine:
         self._start(task, worker)
 
     def take(self, worker: Worker, limit: int = 1, *, ahead: bool = False,
-             next_group: bool = False) -> list[int]:
+             next_group: bool = False, shorter: float | None = None) -> list[int]:
         """Up to ``limit`` READY tasks for ``worker``, now RUNNING there.
 
         With ``ahead`` (policy ``skip`` only), a worker bound to a group
@@ -457,6 +457,15 @@ class StateMachine:
         a driver that keeps a batch of short tasks in flight: a round trip
         less at every group's end.  Not for long tasks: whatever it takes
         then waits behind them, while another worker could start it.
+
+        With ``shorter`` (seconds), taking stops at the first free task the
+        graph's durations say takes that long or longer: it stays READY, in
+        its turn.  For a driver that tops a worker up behind short tasks: a
+        long task held there delays what those short ones release (their
+        dependent, often the most urgent task of the run) by its whole
+        duration, where leaving it costs the worker one round trip.  A
+        group's task is taken whatever it takes (the worker may be bound to
+        the group by then).
         """
         if ahead and self.on_failure != "skip":
             raise ValueError("hand-out ahead needs on_failure='skip'")
@@ -477,7 +486,7 @@ class StateMachine:
                 i = next_for(worker)
                 if i is None:
                     break
-                if self._leaves_early(worker, i):
+                if self._leaves_early(worker, i) or self._too_long(i, shorter):
                     # Back to the queues; the worker asks again once those ended.
                     self._placement.released((i,), None)
                     return out
@@ -498,6 +507,11 @@ class StateMachine:
             if not held:
                 return out
             out += held
+
+    def _too_long(self, task: int, shorter: float | None) -> bool:
+        """Whether free ``task`` takes ``shorter`` seconds or more (see :meth:`take`)."""
+        return (shorter is not None and self.graph.durations[task] >= shorter
+                and (self._groups is None or self._groups.of[task] is None))
 
     def _leaves_early(self, worker: Worker, task: int) -> bool:
         """Whether starting ``task`` next would take ``worker`` out of the module

@@ -28,7 +28,10 @@ MAX_PIPELINE = 1
 #: Except while more tests are ready than there are workers and what a worker
 #: holds is recorded to take less than SHORT_TEST seconds together: it is
 #: then topped up to that, once it holds less than half (a send carries
-#: several tests, as for batches).  With one test in flight, such a worker
+#: several tests, as for batches), with tests recorded as short themselves:
+#: a long one held behind a short test delayed what that test released by
+#: its whole duration (shapepy's zero-second ``test_end``s: their dependent,
+#: the run's longest chain, waited behind a 40 s test).  With one test in flight, such a worker
 #: idles a round trip (its report to this process, the next dispatch back:
 #: 5-20 ms on a busy host) after every test; with more ready than workers,
 #: no worker waits for a test held this way, and the tests held are done
@@ -155,8 +158,8 @@ class Dispatcher:
                     n_nodes: int, *, below: float = SHORT_TEST) -> list[int]:
         """More tests for ``node``, one at a time, while more are ready than
         there are workers and what it holds (``tasks`` included) is recorded
-        to take less than :data:`SHORT_TEST` seconds; none if it holds
-        ``below`` seconds or more."""
+        to take less than :data:`SHORT_TEST` seconds, up to the first ready
+        test that is not short itself; none if it holds ``below`` seconds or more."""
         durations = run.graph.durations
         barrier = self.barrier
         state = run.machine.state
@@ -172,7 +175,7 @@ class Dispatcher:
                and count + len(out) < FAST_PIPELINE):
             # A worker holding the rest of its group takes its next group
             # now, as for fast tests, not a round trip after the group's end.
-            got = self._fill(machine, node, 1, next_group=True)
+            got = self._fill(machine, node, 1, next_group=True, shorter=SHORT_TEST)
             if not got:
                 break
             out += got
@@ -191,12 +194,13 @@ class Dispatcher:
         return longest > work / max(1, n_nodes)
 
     def _fill(self, machine: StateMachine, node: WorkerController, limit: int, *,
-              next_group: bool = False) -> list[int]:
-        """Up to ``limit`` tests for ``node``: ready ones, then (when tests may be
-        handed out ahead) those that wait only on what it runs or holds, which
-        it starts without a round trip through this process."""
+              next_group: bool = False, shorter: float | None = None) -> list[int]:
+        """Up to ``limit`` tests for ``node``: ready ones (``shorter``: up to
+        the first recorded to take that long, see StateMachine.take), then
+        (when tests may be handed out ahead) those that wait only on what it
+        runs or holds, which it starts without a round trip through this process."""
         ahead = self.ahead
-        tasks = machine.take(node, limit, ahead=ahead, next_group=next_group)
+        tasks = machine.take(node, limit, ahead=ahead, next_group=next_group, shorter=shorter)
         if ahead and len(tasks) < limit:
             tasks += machine.ahead(node, limit - len(tasks))
         return tasks
