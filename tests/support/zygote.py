@@ -50,9 +50,10 @@ library imported by it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import importlib.machinery
-import json
+import marshal
 import os
 import select
 import signal
@@ -105,6 +106,9 @@ def serve(directory: str) -> None:
 
     for name in default_plugins:
         importlib.import_module(f"_pytest.{name}")
+    # Collections in a worker leave the server's objects alone: their pages
+    # stay shared with the server instead of each worker copying them.
+    gc.freeze()
     own = _interpreter_env(dict(os.environ))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(os.path.join(directory, "socket"))
@@ -175,7 +179,7 @@ def _answer(conn: socket.socket, own: dict[str, str],
             if not more:
                 raise EOFError
             data += more
-        request = json.loads(data[4:])
+        request = marshal.loads(data[4:])
         refusal = _refusal(request, own, fds)
         if refusal:
             conn.sendall(b"no " + refusal.encode() + b"\n")
