@@ -2,8 +2,8 @@
 
 Most of what an inner ``-n 2`` run costs is starting its workers: execnet starts
 each as ``sys.executable -u -c BOOTSTRAP``, and each imports pytest, its default
-plugins and execnet again (about 0.3 CPU-s of the 0.35-0.55 a worker costs,
-docs/performance.md).  A :class:`Zygote` is one process per process of this
+plugins and execnet again: most of what a worker costs (docs/performance.md,
+"This project's own checks").  A :class:`Zygote` is one process per process of this
 suite (started by the first inner run that asks, ended with this process)
 that imported those once; ``tests/helpers.py:runpytest`` points
 ``sys.executable`` at its launcher (``support/zygote_launch.py``) for the inner
@@ -29,7 +29,7 @@ Known differences, and why what the tests check does not depend on them:
   rewriting and warns (an error under ``filterwarnings = error``) when they
   were imported before, and the plugin's own loading (``shims/late_loading``)
   is what some tests check; a worker imports both as a fresh one does
-  (measured: pre-importing them would save a further 0.02-0.05 CPU-s a worker).
+  (pre-importing them too would save little: docs/performance.md).
 - **One hash seed** for all workers of all inner runs of this process (a fresh
   interpreter draws one each): the plugin's results must not depend on hash or
   set order, which ``helpers.outputs_under_hash_seeds`` checks under fixed seeds
@@ -37,6 +37,11 @@ Known differences, and why what the tests check does not depend on them:
   (the server refuses it, the worker starts fresh).
 - **Parent process**: a worker's parent is the server, not the controller
   (``os.getppid()``); the launcher stands in for it towards execnet.
+- **The server's objects are frozen** (``gc.freeze``) so that a worker's
+  collections do not write to, and so copy, their pages: garbage among them
+  (importing makes next to none) is never collected in a worker.  What the
+  tests check of collection (unraisable exceptions, ``ResourceWarning``)
+  concerns objects a worker makes.
 
 Runs of tests marked ``versions`` (tests/conftest.py), runs in a process of
 their own (``own_process``: their workers are started by that process) and
