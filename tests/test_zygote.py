@@ -154,6 +154,13 @@ def test_the_variable_keeps_fresh_workers(pytester: pytest.Pytester,
     assert inner_parents(pytester) == {os.getpid()}
 
 
+def test_a_reason_for_fresh_workers_keeps_them(pytester: pytest.Pytester,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """As tests/conftest.py gives the tests marked ``versions``."""
+    monkeypatch.setattr(helpers, "fresh_workers", "versions")
+    assert inner_parents(pytester) == {os.getpid()}
+
+
 def test_a_dead_server_leaves_fresh_workers(pytester: pytest.Pytester,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     server = Zygote()
