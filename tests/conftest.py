@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import helpers
 import pytest
 from helpers import import_the_plugin
 from support.dagtester import DAG_MODES, MODES, SETUP, SETUP_KEYWORDS, DagTester, setup_of
@@ -105,6 +106,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if in_versions(item.nodeid):
             item.add_marker(VERSIONS_MARKER)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_workers_where_versions_matter(request: pytest.FixtureRequest,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner runs of a test marked ``versions`` start fresh worker interpreters
+    (``helpers.forked_workers``): the lowest versions' pass checks what a new
+    process does with them, and the newest versions' pass checks it alike."""
+    if request.node.get_closest_marker(VERSIONS_MARKER) is not None:
+        monkeypatch.setattr(helpers, "fresh_workers", VERSIONS_MARKER)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

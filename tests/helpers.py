@@ -7,6 +7,7 @@ one line per executed test body, ``name pid start end``.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import faulthandler
 import importlib
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.zygote import FRESH_ENV, Zygote
 
 LOG_NAME = "ran.log"
 
@@ -157,6 +159,11 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     controller runs in this process and execnet starts the workers as
     processes (they inherit the run's directory as their cwd).
 
+    The workers of an in-process run are forks of this process' fork server
+    (:func:`forked_workers`), unless the test is marked ``versions``, or
+    ``DAGORDER_SUITE_FRESH_WORKERS`` is set: then fresh interpreters, as in
+    a run in a process of its own.
+
     ``timeout`` bounds the run either way (in-process: :func:`bounded`).
     In-process the run's directory is put on ``sys.path`` first, as
     ``python -m pytest`` there would, and the run starts from a new
@@ -170,10 +177,59 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     if not uses_xdist(args):
         with bounded(timeout), fresh_warning_filters():
             return pytester.runpytest_inprocess(*args, syspathinsert=True)
-    with bounded(timeout), fresh_warning_filters(), descriptor_stderr() as written:
+    with bounded(timeout), fresh_warning_filters(), descriptor_stderr() as written, \
+            forked_workers():
         result = pytester.runpytest_inprocess(*args, syspathinsert=True)
     return pytest.RunResult(result.ret, result.outlines, result.errlines + written,
                             result.duration)
+
+
+#: Why this test's inner runs start fresh worker interpreters ("": none does);
+#: tests/conftest.py sets it for the tests marked ``versions``.
+fresh_workers = ""
+#: This process' fork server, once started (None: not yet; False: it failed).
+_zygote: Zygote | bool | None = None
+
+
+@contextlib.contextmanager
+def forked_workers() -> Iterator[None]:
+    """For the block's duration, execnet starts a popen worker as a fork of this
+    process' fork server (``support/zygote.py``: pytest, its default plugins and
+    execnet imported once; what a worker sees, and what differs from a fresh
+    interpreter and why the tests do not depend on it, is told there) instead of
+    a fresh interpreter: ``sys.executable`` names the server's launcher, which
+    execnet runs as ``sys.executable -u -c BOOTSTRAP``.
+
+    Fresh interpreters instead: for a test marked ``versions`` (the lowest
+    versions' pass checks end to end what a new process does), when
+    ``DAGORDER_SUITE_FRESH_WORKERS`` is set to a non-empty value, and once the
+    server failed to start or died (the launcher also starts a fresh
+    interpreter whenever the server does not answer).  The server starts with
+    the first run that uses it and ends with this process.
+    """
+    global _zygote
+    if fresh_workers or os.environ.get(FRESH_ENV) or _zygote is False:
+        yield
+        return
+    if _zygote is None:
+        try:
+            _zygote = Zygote()
+        except (OSError, RuntimeError):
+            _zygote = False
+            yield
+            return
+        atexit.register(_zygote.close)
+    assert isinstance(_zygote, Zygote)
+    if not _zygote.alive:
+        _zygote = False
+        yield
+        return
+    saved = sys.executable
+    sys.executable = _zygote.launcher
+    try:
+        yield
+    finally:
+        sys.executable = saved
 
 
 def import_the_plugin() -> None:
