@@ -469,32 +469,14 @@ class StateMachine:
         """
         if ahead and self.on_failure != "skip":
             raise ValueError("hand-out ahead needs on_failure='skip'")
-        if next_group and self._groups is not None and worker in self._running_on:
-            # Only the worker that will be free first (fewest tasks in hand):
-            # near the end, the last groups go to whoever is done soonest.
-            mine = len(self._running_on[worker])
-            if all(len(tasks) >= mine for tasks in self._running_on.values()):
-                self._groups.let_go(worker)
+        if next_group:
+            self._let_go_if_first_free(worker)
         if ahead and self._groups is not None and self._groups.spans(worker):
             return self._take_by_module(worker, limit)
         out: list[int] = []
-        next_for = self._placement.next_for
         while True:
-            while len(out) < limit and self._stopped is None:
-                if worker not in self._workers:
-                    raise KeyError(worker)
-                i = next_for(worker)
-                if i is None:
-                    break
-                if self._leaves_early(worker, i) or self._too_long(i, shorter):
-                    # Back to the queues; the worker asks again once those ended.
-                    self._placement.released((i,), None)
-                    return out
-                self._start(i, worker)
-                out.append(i)
-                if ahead and self._groups is not None and self._groups.spans(worker):
-                    # Bound just now to a group of several modules.
-                    return out + self._take_by_module(worker, limit - len(out))
+            if self._take_free(worker, limit, out, ahead, shorter):
+                return out
             if not ahead or len(out) >= limit or self._stopped is not None:
                 return out
             gid = self.bound_group(worker)
@@ -507,6 +489,38 @@ class StateMachine:
             if not held:
                 return out
             out += held
+
+    def _let_go_if_first_free(self, worker: Worker) -> None:
+        """``take``'s ``next_group``: let ``worker`` go from its group if it holds
+        no more tasks than any other worker (near the end, the last groups go
+        to whoever is done soonest)."""
+        if self._groups is None or worker not in self._running_on:
+            return
+        mine = len(self._running_on[worker])
+        if all(len(tasks) >= mine for tasks in self._running_on.values()):
+            self._groups.let_go(worker)
+
+    def _take_free(self, worker: Worker, limit: int, out: list[int], ahead: bool,
+                   shorter: float | None) -> bool:
+        """``take``'s tasks in the placement's order, appended to ``out`` up to
+        ``limit``; whether ``take`` is done (a task left for later, or the
+        worker bound just now to a group of several modules, taken by module)."""
+        while len(out) < limit and self._stopped is None:
+            if worker not in self._workers:
+                raise KeyError(worker)
+            i = self._placement.next_for(worker)
+            if i is None:
+                return False
+            if self._leaves_early(worker, i) or self._too_long(i, shorter):
+                # Back to the queues; the worker asks again once those ended.
+                self._placement.released((i,), None)
+                return True
+            self._start(i, worker)
+            out.append(i)
+            if ahead and self._groups is not None and self._groups.spans(worker):
+                out += self._take_by_module(worker, limit - len(out))
+                return True
+        return False
 
     def _too_long(self, task: int, shorter: float | None) -> bool:
         """Whether free ``task`` takes ``shorter`` seconds or more (see :meth:`take`)."""
