@@ -814,14 +814,6 @@ RUNTIME = """
 """
 
 
-def test_a_prerequisite_named_by_a_run_time_depends_is_declared(dagtester: DagTester) -> None:
-    dagtester.pytester.makepyfile(test_r=textwrap.dedent(RUNTIME))
-    result = dagtester.run(*FIND)
-    out = result.stdout.str()
-    assert result.ret == 0, out
-    # Each probe runs test_create with test_check: it is no suspect, nothing is missing.
-    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
-    assert " needs " not in out, out
 
 
 #: test_b's declared edge is separable, so the findings are checked under -n 2;
@@ -884,15 +876,20 @@ RUNTIME_SHARED = """
 """ for k in range(8))
 
 
-def test_a_run_time_depends_of_a_module_fixture_is_declared_for_each_of_its_users(
-        dagtester: DagTester) -> None:
-    dagtester.pytester.makepyfile(test_r=textwrap.dedent(RUNTIME_SHARED))
-    result = dagtester.run(*FIND)
-    out = result.stdout.str()
-    assert result.ret == 0, out
+@pytest.mark.parametrize("source", [
+    # Each probe runs test_create with test_check: it is no suspect.
+    RUNTIME,
     # Every probe runs test_create before the fixture's first user: no suspect
     # (before: 4 of the 8 were searched and 3 were said to need test_create,
     # which the fixture names already).
+    RUNTIME_SHARED,
+], ids=["test", "module-fixture"])
+def test_a_prerequisite_named_by_a_run_time_depends_is_declared(
+        dagtester: DagTester, source: str) -> None:
+    dagtester.pytester.makepyfile(test_r=textwrap.dedent(source))
+    result = dagtester.run(*FIND)
+    out = result.stdout.str()
+    assert result.ret == 0, out
     result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
     assert " needs " not in out, out
 

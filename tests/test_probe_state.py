@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 from support.dagtester import DagTester
@@ -105,6 +106,20 @@ def test_a_value_put_in_place_of_an_equal_one_counts_as_a_change() -> None:
     assert probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH) != before
 
 
+def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    """Count the calls of ``owner.name`` (patched for the test): the list's one
+    item, which the test may reset."""
+    calls = [0]
+    real = getattr(owner, name)
+
+    def counted(*args: Any) -> Any:
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
 class _Point:
     def __init__(self, k: int) -> None:
         self.x, self.y = [k], {"k": [k]}
@@ -115,17 +130,9 @@ def test_a_record_summarizes_only_the_first_items_of_a_dict(
     # A module-level registry of a thousand instances: its record summarizes the
     # first few (their identities all count), not every one of them.
     registry = {k: _Point(k) for k in range(1000)}
-    calls = 0
-    real = probe_plugin._fingerprint
-
-    def counted(value: object, depth: int) -> object:
-        nonlocal calls
-        calls += 1
-        return real(value, depth)
-
-    monkeypatch.setattr(probe_plugin, "_fingerprint", counted)
+    calls = _counted(monkeypatch, probe_plugin, "_fingerprint")
     before = probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
-    assert calls < 50
+    assert calls[0] < 50
     registry[999] = _Point(999)  # past the first items: its identity shows
     assert probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH) != before
     registry[0].x.append(1)  # inside a first item: its summary shows
@@ -139,26 +146,18 @@ def test_a_record_asks_which_modules_lie_below_the_rootdir_only_after_an_import(
     monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
     config = pytester.parseconfigure("-p", "no:cacheprovider")
     reporter = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
-    asked = 0
-    real = reporter._below_root
-
-    def counted(name: str, module: object) -> bool:
-        nonlocal asked
-        asked += 1
-        return real(name, module)
-
-    monkeypatch.setattr(reporter, "_below_root", counted)
+    asked = _counted(monkeypatch, reporter, "_below_root")
     first = reporter._state()
-    assert asked == len(sys.modules)
-    asked = 0
+    assert asked[0] == len(sys.modules)
+    asked[0] = 0
     assert reporter._state() == first
-    assert asked == 0
+    assert asked[0] == 0
     pytester.makepyfile(below_root_module="VALUE = [1]\n")
     monkeypatch.syspath_prepend(pytester.path)
     __import__("below_root_module")
     try:
         assert any(k.startswith("below_root_module.") for k in reporter._state()[1])
-        assert asked == len(sys.modules)
+        assert asked[0] == len(sys.modules)
     finally:
         sys.modules.pop("below_root_module", None)
 
