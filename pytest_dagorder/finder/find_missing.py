@@ -947,15 +947,7 @@ class MissingFinder:
         def check(chunk: list[int], last: int) -> None:
             # The serial run only up to the chunk's last test: its tests are checked.
             found: dict[str, Result] = {}
-            sandbox = self.pool.get()
-            try:
-                sandbox.reset()
-                again = self._run(sandbox, ids[:last + 1], alone=[ids[k] for k in chunk],
-                          into=found, alone_rules=self._batching(ids, serial, chunk),
-                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * serial_longest,
-                          limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(chunk))
-            finally:
-                self.pool.put(sandbox)
+            again = self._probe_alone(ids, serial, ids[:last + 1], chunk, serial_longest, found)
             again.pop(KILLED, None)
             with self.lock:
                 self.edge_alone.update(found)
@@ -1188,16 +1180,8 @@ class MissingFinder:
                 got = self._probe([ids[k] for k in reversed(batch)])
             else:
                 found: dict[str, Result] = {}
-                sandbox = self.pool.get()
-                try:
-                    sandbox.reset()
-                    got = self._run(
-                        sandbox, [ids[k] for k in reversed(batch)], alone=[ids[k] for k in mine],
-                        into=found, alone_rules=self._batching(ids, serial, mine),
-                        alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
-                        limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(mine))
-                finally:
-                    self.pool.put(sandbox)
+                got = self._probe_alone(ids, serial, [ids[k] for k in reversed(batch)], mine,
+                                        longest, found)
                 with self.lock:
                     self.screened.update(found)
             if self._stopped() and any(ids[k] not in got for k in batch):
@@ -1424,6 +1408,23 @@ class MissingFinder:
         try:
             sandbox.reset()
             return self._run(sandbox, ids, trace=trace, idle=idle)
+        finally:
+            self.pool.put(sandbox)
+
+    def _probe_alone(self, ids: list[str], serial: dict[str, Result], order: list[str],
+                     checked: list[int], longest: float,
+                     into: dict[str, Result]) -> dict[str, Result]:
+        """``order`` in a fresh process (as :meth:`_probe`), each test of ``checked``
+        also alone in a fresh process right before its place (their records go to
+        ``into``); ``longest``: the serial seconds the alone runs' time limit
+        allows for."""
+        sandbox = self.pool.get()
+        try:
+            sandbox.reset()
+            return self._run(sandbox, order, alone=[ids[k] for k in checked], into=into,
+                             alone_rules=self._batching(ids, serial, checked),
+                             alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                             limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(checked))
         finally:
             self.pool.put(sandbox)
 
