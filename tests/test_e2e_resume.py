@@ -42,20 +42,6 @@ def test_lf_reruns_a_failed_dependent_with_its_prerequisites(
     assert sorted(dagtester.ran()) == ["a", "b"]
 
 
-def test_lf_reruns_the_tests_a_failure_blocked_once_it_is_fixed(
-        dagtester: DagTester) -> None:
-    dagtester.modules(test_m=suite(False, True))
-    dagtester.run().assert_outcomes(passed=1, failed=1, skipped=1)
-    # Still failing: the blocked dependent is not forgotten by --lf.
-    dagtester.run("--lf").assert_outcomes(failed=1, skipped=1)
-    dagtester.modules(test_m=suite(True, True))
-    result = dagtester.run("--lf")
-    result.assert_outcomes(passed=2)
-    assert sorted(dagtester.ran()) == ["a", "b"]
-    # Everything passed: nothing is left for --lf.
-    dagtester.run("--lf").assert_outcomes(passed=3)
-
-
 def test_sw_resumes_at_a_failed_dependent_with_its_prerequisites(
         dagtester: DagTester) -> None:
     dagtester.modules(test_m=suite(True, False))
@@ -135,9 +121,12 @@ def test_lf_says_how_many_tests_it_reruns_because_a_prerequisite_blocked_them(
     cross_file_suite(dagtester, flaky_passes=True)
     fixed = dagtester.run("--lf")
     fixed.assert_outcomes(passed=4)
+    assert sorted(dagtester.ran()) == ["a", "c", "d", "flaky"]
     assert fixed.stdout.str().count(line) == 1, fixed.stdout.str()
-    # Everything passed: no test is left that a prerequisite blocked.
+    # Everything passed: nothing is left for --lf (it runs every test), and
+    # no test is left that a prerequisite blocked.
     last = dagtester.run("--lf")
+    last.assert_outcomes(passed=4)
     assert "--lf:" not in last.stdout.str()
 
 
