@@ -547,14 +547,19 @@ def test_the_local_loop_recipe_runs_every_test_once(
     script = recipe("A local loop over shards")
     assert "--dag-shard=$k/4" in script and "--dag-store-durations" in script
     make_modules(pytester, **LOOP_SUITE)
-    for _ in range(2):  # the first loop records the durations the second one cuts by
-        done = bash(script, pytester.path, {})
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert ran_lines(pytester) == ALL_18
+    # One loop from no file: each part cuts by what the parts before it
+    # recorded.  A loop over a file a whole loop recorded is
+    # test_parts_run_one_after_another_in_one_checkout_run_every_test_once's.
+    done = bash(script, pytester.path, {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ran_lines(pytester) == ALL_18
 
 
 def test_the_matrix_recipe_runs_every_test_once_in_separate_checkouts(
-        pytester: pytest.Pytester, dagtester: DagTester) -> None:
+        pytester: pytest.Pytester, dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command's words, as a shell gives them to pytest, in an in-process
+    # run (its -n auto workers are processes of their own): one command, no
+    # script, so no shell is needed to show what it does.
     command = recipe("A matrix job per shard")
     assert "--dag-shard=$SHARD/4" in command and "--junitxml=junit-$SHARD.xml" in command
     make_modules(pytester, **{f"tests__{name}": body for name, body in LOOP_SUITE.items()})
@@ -567,8 +572,11 @@ def test_the_matrix_recipe_runs_every_test_once_in_separate_checkouts(
     for k in (1, 2, 3, 4):
         job = pytester.path / f"job{k}"
         shutil.copytree(template, job)
-        done = bash(command, job / ("tests" if k == 2 else "."), {"SHARD": str(k)})
-        assert done.returncode == 0, done.stdout + done.stderr
+        monkeypatch.chdir(job / ("tests" if k == 2 else "."))
+        words = shlex.split(command.replace("$SHARD", str(k)))
+        assert words[0] == "pytest" and "$" not in command.replace("$SHARD", ""), command
+        done = dagtester.run(*words[1:], "-p", "no:randomly", cache=True, keep_log=True)
+        assert done.ret == 0, done.stdout.str()
         cases, n = read_junit(job / "tests" / f"junit-{k}.xml" if k == 2
                               else job / f"junit-{k}.xml")
         assert n == len(cases) and not set(cases) & set(junit)
