@@ -244,21 +244,25 @@ TORN_DOWN_AFTER_A_NON_USER = """
 """
 
 
-@pytest.mark.parametrize("module", ["test_fx", "test_nu"], ids=["torn-down-by-a-user",
-                                                              "torn-down-after-a-non-user"])
-def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(
-        dagtester: DagTester, module: str) -> None:
-    source = FIXTURE_AT_A_FIXED_PATH if module == "test_fx" else TORN_DOWN_AFTER_A_NON_USER
-    dagtester.pytester.makepyfile(**{module: textwrap.dedent(source)})
+def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(dagtester: DagTester) -> None:
+    # Each module in a folder of its own (its fixture's db.txt beside it): one
+    # pass finds both groups.
+    for module, source in (("fx/test_fx", FIXTURE_AT_A_FIXED_PATH),
+                           ("nu/test_nu", TORN_DOWN_AFTER_A_NON_USER)):
+        path = dagtester.path / f"{module}.py"
+        path.parent.mkdir()
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
     result = dagtester.run(*FIND, "--dag-edges=edges.json")
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines([
-        f"dagorder: a fixture that {module}.py::test_one and {module}.py::test_three share "
-        "writes db.txt when set up and torn down: keep its 3 tests on one worker, "
-        f'@pytest.mark.xdist_group("{module}.py") on each'])
+    for module in ("fx/test_fx", "nu/test_nu"):
+        result.stdout.fnmatch_lines([
+            f"dagorder: a fixture that {module}.py::test_one and {module}.py::test_three share "
+            f"writes {module[:2]}/db.txt when set up and torn down: keep its 3 tests on one "
+            f'worker, @pytest.mark.xdist_group("{module}.py") on each'])
     groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
     assert groups == [{"name": f"{module}.py", "tests": [
-        f"{module}.py::test_one", f"{module}.py::test_two", f"{module}.py::test_three"]}]
+        f"{module}.py::test_one", f"{module}.py::test_two", f"{module}.py::test_three"]}
+        for module in ("fx/test_fx", "nu/test_nu")]
 
 
 #: As photoidx's conftest: a module fixture makes a folder with ``tempfile.mkdtemp``
