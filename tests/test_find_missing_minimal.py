@@ -42,18 +42,36 @@ FIXTURE_FILE = """
 """
 
 
-def test_one_group_is_advised_once_whatever_the_conflicts_that_made_it(
+def test_one_group_is_advised_once_and_none_where_the_suites_markers_settle_it(
         dagtester: DagTester) -> None:
-    dagtester.pytester.makepyfile(test_db=textwrap.dedent(FIXTURE_FILE))
+    """g/test_db.py: one grouping whatever the conflicts that made it;
+    m/test_marked.py, the same tests in xdist_group("db"): no advice.  Each in a
+    folder of its own, its db.txt beside it: one pass finds both."""
+    marked = textwrap.dedent(FIXTURE_FILE)
+    for name in ("one", "two", "three"):
+        marked = marked.replace(f"def test_{name}(",
+                                f"@pytest.mark.xdist_group('db')\ndef test_{name}(")
+    for module, source in (("g/test_db", textwrap.dedent(FIXTURE_FILE)),
+                           ("m/test_marked", marked)):
+        path = dagtester.path / f"{module}.py"
+        path.parent.mkdir()
+        path.write_text(source, encoding="utf-8")
     result = dagtester.run(*FIND, "--dag-edges=edges.json")
     assert result.ret == 0, result.stdout.str()
-    out = result.stdout.str()
-    assert out.count("fail when run at the same time") == 2, out
-    assert out.count('@pytest.mark.xdist_group("test_db.py") on each') == 1, out
-    result.stdout.fnmatch_lines(['    the group "test_db.py" above keeps them on one worker'])
-    groups = json.loads((dagtester.path / "edges.json").read_text())["groups"]
-    assert groups == [{"name": "test_db.py", "tests": [
-        "test_db.py::test_one", "test_db.py::test_two", "test_db.py::test_three"]}]
+    out, lines = result.stdout.str(), result.stdout.lines
+    clashes = [k for k, line in enumerate(lines) if "fail when run at the same time" in line]
+    assert [lines[k].count("g/test_db.py") for k in clashes].count(2) == 2, out
+    assert out.count('@pytest.mark.xdist_group("g/test_db.py") on each') == 1, out
+    result.stdout.fnmatch_lines(['    the group "g/test_db.py" above keeps them on one worker'])
+    on_marked = [k for k in clashes if "m/test_marked.py" in lines[k]]
+    assert on_marked, out
+    assert all(lines[k + 1] == '    nothing to add: both carry xdist_group("db") already'
+               for k in on_marked), out
+    assert "test_marked.py\") on each" not in out, out
+    written = json.loads((dagtester.path / "edges.json").read_text())
+    assert written["groups"] == [{"name": "g/test_db.py", "tests": [
+        "g/test_db.py::test_one", "g/test_db.py::test_two", "g/test_db.py::test_three"]}]
+    assert written.get("resources", []) == []
 
 
 #: Two dependents read what their prerequisite left in the process (their
@@ -98,20 +116,6 @@ def test_no_resource_for_a_conflict_the_default_keeps_on_one_worker(
     assert written.get("resources", []) == []
     result = dagtester.run("-n", "2", "--dag-edges=edges.json")
     result.assert_outcomes(passed=3)
-
-
-def test_no_advice_for_a_conflict_the_suites_markers_settle(dagtester: DagTester) -> None:
-    marked = textwrap.dedent(FIXTURE_FILE)
-    for name in ("one", "two", "three"):
-        marked = marked.replace(f"def test_{name}(",
-                                f"@pytest.mark.xdist_group('db')\ndef test_{name}(")
-    dagtester.pytester.makepyfile(test_db=marked)
-    result = dagtester.run(*FIND, "--dag-edges=edges.json")
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(['    nothing to add: both carry xdist_group("db") already'])
-    assert "on each" not in result.stdout.str()
-    written = json.loads((dagtester.path / "edges.json").read_text())
-    assert written.get("groups", []) == [] and written.get("resources", []) == []
 
 
 #: test_d passes in a fresh process (the edge pass calls its edge separable) but,
