@@ -188,6 +188,10 @@ def check_log(ran: dict[str, Ran]) -> None:
 
 
 def test_socket_worker_matches_local_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A socket worker beside a popen one gives the local run's outcomes and order.
+    Recorded durations are read and written by the controller only: the second
+    remote run ranks by them although the remote worker never saw the
+    controller's cache."""
     project = make_project(pytester)
     local = inner_run(project, "-p", "no:cacheprovider", "-n", "2", "tests")
     assert local.returncode == 1, local.stdout
@@ -195,32 +199,27 @@ def test_socket_worker_matches_local_run(pytester: pytest.Pytester, tmp_path: Pa
     check_log(read_log(pytester))
     (project / LOG_NAME).unlink()
 
-    with socket_server(tmp_path / "remote-home") as spec:
-        remote = inner_run(project, "-p", "no:cacheprovider", *remote_args(project, spec))
-    assert remote.returncode == 1, remote.stdout + remote.stderr
-    assert "[sock]" in remote.stdout, "the socket worker ran no test"
-    assert outcomes(project) == expected
-    ran = read_log(pytester)
-    check_log(ran)
-    # The chain carrying module state stayed on one worker (the one that ran root).
-    assert ran["root"].pid == ran["mid"].pid == ran["leaf"].pid
-    assert expected[junit_key("tests/test_flow.py::test_two_down")] == (
-        "skipped", "prerequisite test_after_broken was skipped: test_broken failed "
-        "(AssertionError: boom)")
-    assert expected[junit_key("tests/test_other.py::test_needs_xfail")][0] == "skipped"
-
-
-def test_durations_stay_on_controller(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """Recorded durations are read and written by the controller only: a second run
-    ranks by them although the remote worker never saw the controller's cache."""
-    project = make_project(pytester)
     runs = []
     for r in ("r0", "r1"):
         # A fresh server each time: the first one's process holds the first run's modules.
         with socket_server(tmp_path / r / "remote-home") as spec:
             runs.append(inner_run(project, *remote_args(project, spec)))
+        if r == "r0":
+            remote = runs[0]
+            assert remote.returncode == 1, remote.stdout + remote.stderr
+            assert "[sock]" in remote.stdout, "the socket worker ran no test"
+            assert outcomes(project) == expected
+            ran = read_log(pytester)
+            check_log(ran)
+            # The chain carrying module state stayed on one worker (the one that ran root).
+            assert ran["root"].pid == ran["mid"].pid == ran["leaf"].pid
+            (project / LOG_NAME).unlink()
+    assert expected[junit_key("tests/test_flow.py::test_two_down")] == (
+        "skipped", "prerequisite test_after_broken was skipped: test_broken failed "
+        "(AssertionError: boom)")
+    assert expected[junit_key("tests/test_other.py::test_needs_xfail")][0] == "skipped"
     first, second = runs
-    assert first.returncode == 1 and second.returncode == 1, second.stdout
+    assert second.returncode == 1, second.stdout
     assert "critical path by test counts" in first.stdout
     assert "critical path by recorded durations of 14/18 tests" in second.stdout, second.stdout
     assert (project / ".pytest_cache").is_dir()
