@@ -474,7 +474,8 @@ class MissingFinder:
             # conftests) can cost seconds, and the second slot's would otherwise
             # follow the serial pass.
             self._server(sandbox)
-        if not one:
+        if not one and not FORKS:
+            # Forked from a probe server where it can be (:meth:`_check_n2`).
             self._hold_check(ids)
         write(f"dagorder: finding missing declarations of "
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
@@ -737,14 +738,20 @@ class MissingFinder:
 
     def _retire_servers(self) -> None:
         """The probe servers are done once the ``-n 2`` checks start (each check is a
-        run of its own): stopped, and the folders their probes' tests left (the
+        run of its own, forked from the one server kept): stopped, and the
+        folders their probes' tests left (the
         servers' basetemps: every ``tmp_path`` of every probe) removed by a thread
         beside the check, not after it (ensembl-genomio: 18.6 s of removal at the
         end of its pass, load 16).  Joined before the work folder goes
         (:meth:`_swept`); a probe asked for later starts a new server."""
         folders: list[Path] = []
+        kept = False
         for sandbox in self.sandboxes:
-            self._drop(sandbox)
+            server = sandbox.server
+            if not kept and server is not None and server.proc.poll() is None:
+                kept = True  # the checks fork from it (its basetemp is the probes')
+            else:
+                self._drop(sandbox)
             folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
         if not folders:
             return
@@ -848,7 +855,7 @@ class MissingFinder:
         """The tests whose outcome under ``-n 2`` with the findings differs from serial,
         less those no probe repeats (their outcome there says nothing of the findings)."""
         held, self.held = self.held, None
-        sandbox = held.sandbox if held is not None else self.pool.get()
+        sandbox = held.sandbox if held is not None else self._check_sandbox()
         try:
             if held is None:
                 sandbox.reset()
@@ -857,13 +864,53 @@ class MissingFinder:
             if self.settings.edges_path is not None and self.settings.edges_path.is_file():
                 shutil.copyfile(self.settings.edges_path, edges)
             edges_file.write(edges, self._record(ids, self.found))
-            proc, out = self._started_check(sandbox, ids, edges, held)
-            got = self._collect(proc, out, sandbox, limit=self.timeout)
+            server = sandbox.server if held is None else None
+            if server is not None and server.proc.poll() is None:
+                got = self._forked_check(sandbox, server, ids, edges)
+            else:
+                proc, out = self._started_check(sandbox, ids, edges, held)
+                got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
             if held is None:
                 self.pool.put(sandbox)
         return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
                 != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
+
+    def _check_sandbox(self) -> Sandbox:
+        """A sandbox from the pool for a ``-n 2`` check: the one whose probe server
+        lives (:meth:`_retire_servers` kept it) if any.  No probe runs by then:
+        the others are in the pool."""
+        taken = [self.pool.get()]
+        try:
+            while taken[-1].server is None and len(taken) < len(self.sandboxes):
+                taken.append(self.pool.get_nowait())
+        except queue.Empty:
+            pass
+        for other in taken[:-1]:
+            self.pool.put(other)
+        return taken[-1]
+
+    def _forked_check(self, sandbox: Sandbox, server: Server, ids: list[str],
+                      edges: Path) -> dict[str, Result]:
+        """The ``-n 2`` run reading ``edges`` as a child of the sandbox's probe server,
+        which collected this copy and ran no test: its controller and its two
+        workers are forks of it (``probe_plugin._run_check``) instead of three
+        pytest processes that import and collect again (labgrid: 1.2-1.7 s of
+        CPU each, docs/performance.md)."""
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        out = sandbox.tmp.parent / f"probe-{n}.jsonl"
+        out.unlink(missing_ok=True)
+        args, cwd = self._command(sandbox, self._with_declared(ids), out,
+                                  sandbox.tmp / f"basetemp-{n}", workers=2, edges=edges)
+        check = {"args": args[3:], "cwd": str(cwd), "env": self._environment(sandbox, out),
+                 "log": str(out.with_suffix(".log")), "where": str(sandbox.tmp.parent)}
+        killed = self._ask(sandbox, server, [{"check": check}], self.timeout)
+        results = self._read(out, sandbox)
+        if killed and not self._stopped():
+            results[KILLED] = FAILED
+        return results
 
     def _hold_check(self, ids: list[str]) -> None:
         """Start the ``-n 2`` check now, held until its findings are written."""
