@@ -99,7 +99,7 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
         "worker",
         "dagorder: test_b.py::test_x and test_c.py::test_y fail when run at the same time*",
         "    @pytest.mark.dag_resource(\"shared.txt\") on each",
-        "dagorder: 2 missing prerequisites, 1 conflict in * s with * pytest processes;"
+        "dagorder: 2 missing prerequisites, 1 conflict in * s with * pytest process*;"
         " written to *edges.json",
     ])
     assert "test_free" not in result.stdout.str().split("screening", 1)[1]
@@ -678,6 +678,54 @@ def test_the_check_workers_launcher_starts_a_fresh_interpreter_without_its_serve
                           capture_output=True, text=True, timeout=60)
     # The launcher runs isolated (-I); what printed is the interpreter it became.
     assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+
+
+#: The conftest logs each probe server as it configures.
+SERVERS_CONFTEST = """
+    import os
+
+    def pytest_configure(config):
+        if os.environ.get("DAGORDER_PROBE_SERVE"):
+            with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+                f.write(f"server {os.getpid()}\\n")
+"""
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_tests_shorter_than_a_start_up_are_searched_with_one_probe_process(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "servers.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 1 pytest process;*"])
+    assert len([line for line in log.read_text().splitlines() if line.startswith("server")]) == 1
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_tests_longer_than_a_start_up_get_the_second_probe_process_during_the_serial_pass(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "servers.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
+    # The second test, in the serial pass, waits (bounded) for a second server.
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED) + textwrap.dedent("""
+        import time
+
+        def test_long():
+            end = time.monotonic() + 60
+            while sum(line.startswith("server")
+                      for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
+                assert time.monotonic() < end
+                time.sleep(0.05)
+    """))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 2 pytest processes;*"])
 
 
 def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,

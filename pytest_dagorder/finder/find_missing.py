@@ -355,6 +355,9 @@ class MissingFinder:
         #: worked out once, when a phase first asks (:meth:`_wides`).
         self.wide: list[set[tuple[str, str, str]]] | None = None
         self.held: Held | None = None
+        #: Starts the probe slots past the first during the serial pass (:meth:`_widen`).
+        self.widening: threading.Thread | None = None
+        self.serial_ended = threading.Event()
         #: Removes the probe servers' folders beside the ``-n 2`` check (:meth:`_retire_servers`).
         self.sweeper: threading.Thread | None = None
         # A conftest may have started a service for this session and named it in
@@ -437,6 +440,9 @@ class MissingFinder:
 
     def _kill_all(self) -> None:
         self.stop.set()
+        widening, self.widening = self.widening, None
+        if widening is not None:  # it adds no slot once stopped
+            widening.join()
         for sandbox in self.sandboxes:
             self._drop(sandbox)
         with self.lock:
@@ -466,14 +472,14 @@ class MissingFinder:
         self.ids, self.declared = ids, declared
         self.items = items[:len(ids)]
         assert self.workdir is not None
-        self.sandboxes = [Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
-                          for k in range(self.slots)]
-        for sandbox in self.sandboxes:
-            self.pool.put(sandbox)
-            # Each slot's server starts now, all at once: a start-up (the suite's
-            # conftests) can cost seconds, and the second slot's would otherwise
-            # follow the serial pass.
-            self._server(sandbox)
+        self.sandboxes = []
+        if FORKS and self.slots > 1:
+            self._add_slots(1)
+            self.widening = threading.Thread(target=self._widen, args=(time.monotonic(),),
+                                             name="dagorder-slots", daemon=True)
+            self.widening.start()
+        else:
+            self._add_slots(self.slots)
         if not one and not FORKS:
             # Forked from a probe server where it can be (:meth:`_check_n2`).
             self._hold_check(ids)
@@ -483,6 +489,7 @@ class MissingFinder:
         write("dagorder: serial pass: running the selection once, in one process")
         began = time.monotonic()
         serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        self.serial_ended.set()
         serial.pop(KILLED, None)  # self.killed says it
         took = time.monotonic() - began
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
@@ -617,6 +624,41 @@ class MissingFinder:
             self._ended("conflicts")
             self._verify(ids, serial, write)
         return True
+
+    def _add_slots(self, upto: int) -> None:
+        """Probe slots up to ``upto``: each a copy of the rootdir in the pool, its
+        server started at once (a start-up, the suite's conftests and its
+        collection, can cost seconds: it runs beside whatever probe runs)."""
+        assert self.workdir is not None
+        for k in range(len(self.sandboxes), upto):
+            sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+            with self.lock:
+                if self.stop.is_set():
+                    return
+                self.sandboxes.append(sandbox)
+            self._server(sandbox)
+            self.pool.put(sandbox)
+
+    def _widen(self, began: float) -> None:
+        """Start the slots past the first once the serial pass's tests have run as
+        long as its process took to start and end its first test; never, if the
+        pass ends sooner.  A probe slot costs a start-up and a collection
+        (labgrid's ``test_graphstrategy.py``: 1.2-1.5 s of CPU, against 0.3 s of
+        tests, docs/performance.md): a suite whose tests take less is searched
+        on one slot, a longer one gets the others while its pass still runs."""
+        where = self.sandboxes[0].tmp.parent
+        first: float | None = None
+        while not self.serial_ended.wait(0.05):
+            if self._stopped():
+                return
+            now = time.monotonic()
+            if first is None:
+                with contextlib.suppress(OSError):
+                    if any(p.stat().st_size for p in where.glob("probe-*.jsonl")):
+                        first = now
+            elif now - first >= first - began:
+                self._add_slots(self.slots)
+                return
 
     def _outside_users(self, serial: dict[str, Result]) -> tuple[list[str], list[int]]:
         """The places outside the rootdir where the state of the tests the probes do
