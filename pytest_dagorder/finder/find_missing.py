@@ -239,9 +239,11 @@ FORKS: Final = hasattr(os, "fork")
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """The ``-n 2`` check of the findings, started with the search in a copy of its
-    own and held before collecting (``probe_plugin.HOLD``) until ``go`` exists:
-    its three process start-ups overlap the search instead of following it."""
+    """The ``-n 2`` check of the findings where no process can fork (elsewhere it is
+    forked from a probe server: :meth:`MissingFinder._forked_check`), started
+    with the search in a copy of its own and held before collecting
+    (``probe_plugin.HOLD``) until ``go`` exists: its three process start-ups
+    overlap the search instead of following it."""
 
     sandbox: Sandbox
     proc: subprocess.Popen[bytes]

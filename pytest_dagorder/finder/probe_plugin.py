@@ -398,10 +398,11 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
     process, which runs no test itself: a probe costs a fork, not a pytest start
     and a collection.  One JSON request per line on ``reading``: ``{"runs":
     [...], "limit": seconds}``, each run ``{"ids", "out", "trace", "barrier",
-    "alone", "alone_limit"}``; the runs of one request start at once (two tests
-    overlapped at a start line) and ``{"done": ...}`` answers when all ended (a
-    run past the limit is killed).  A child is as fresh as a new process: the
-    modules were imported by the collection, no fixture was set up."""
+    "alone", "alone_limit"}`` or ``{"check": ...}`` (:func:`_run_check`); the
+    runs of one request start at once (two tests overlapped at a start line) and
+    ``{"done": ...}`` answers when all ended (a run past the limit is killed).  A
+    child is as fresh as a new process: the modules were imported by the
+    collection, no fixture was set up."""
     by_id: dict[str, pytest.Item] = {}
     for item in session.items:
         by_id.setdefault(item.nodeid, item)
