@@ -19,7 +19,7 @@ import pytest
 from helpers import base_args
 from support.dagtester import DagTester
 
-from pytest_dagorder.finder import probe_plugin
+from pytest_dagorder.finder import find_missing, probe_plugin
 
 #: Each test gives ``-n`` or none itself.
 pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
@@ -99,7 +99,7 @@ def test_the_hidden_prerequisites_and_the_conflict_are_found_and_written(
         "worker",
         "dagorder: test_b.py::test_x and test_c.py::test_y fail when run at the same time*",
         "    @pytest.mark.dag_resource(\"shared.txt\") on each",
-        "dagorder: 2 missing prerequisites, 1 conflict in * s with * pytest processes;"
+        "dagorder: 2 missing prerequisites, 1 conflict in * s with * pytest process*;"
         " written to *edges.json",
     ])
     assert "test_free" not in result.stdout.str().split("screening", 1)[1]
@@ -603,6 +603,8 @@ STARTS = """
 
 def test_the_n2_check_starts_with_the_search_and_collects_once_the_findings_are_written(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where no process can fork (no probe server to fork the check from).
+    monkeypatch.setattr(find_missing, "FORKS", False)
     log = dagtester.path.parent / "starts.log"
     log.write_text("")
     monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
@@ -618,6 +620,115 @@ def test_the_n2_check_starts_with_the_search_and_collects_once_the_findings_are_
     # Its workers started up before the serial pass ran its first test.
     first = next(k for k, line in enumerate(lines) if line.startswith("conf gw"))
     assert first < lines.index("ran test_first"), lines
+
+
+#: The conftest logs each configuration, the test module each import of it,
+#: with the process id.
+FORKED_CONFTEST = """
+    import os
+
+    def pytest_configure(config):
+        name = getattr(config, "workerinput", {}).get("workerid", "main")
+        with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+            f.write(f"conf {name} {os.getpid()}\\n")
+"""
+FORKED = """
+    import os, pathlib
+    HERE = pathlib.Path(__file__).parent
+    with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+        f.write(f"import {os.getpid()}\\n")
+
+    def test_write():
+        (HERE / "data.txt").write_text("42")
+
+    def test_read():
+        assert (HERE / "data.txt").read_text() == "42"
+"""
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_the_n2_check_is_forked_from_a_probe_server_and_stays_a_real_n2_run(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "forked.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(FORKED_CONFTEST))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    # The check read the findings and kept the two tests in order.
+    result.stdout.fnmatch_lines([
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: test_f.py::test_read needs test_f.py::test_write"])
+    lines = [line.split() for line in log.read_text().splitlines()]
+    imported = {words[1] for words in lines if words[0] == "import"}
+    workers = {words[2] for words in lines if words[0] == "conf" and words[1].startswith("gw")}
+    # Two xdist workers configured for the check and collected the test module
+    # without importing it: forks of a process that collected the copy.
+    assert {words[1] for words in lines if words[0] == "conf" and words[1] != "main"} \
+        == {"gw0", "gw1"}, lines
+    assert len(workers) >= 2 and not workers & imported, lines
+
+
+def test_the_check_workers_launcher_starts_a_fresh_interpreter_without_its_server(
+        tmp_path: Path) -> None:
+    launcher = tmp_path / "python"
+    launcher.write_text(
+        f"#!{sys.executable} -IS\n" + probe_plugin.LAUNCHER_SOURCE.read_text(encoding="utf-8")
+        + f"\nmain({str(tmp_path / 'gone.sock')!r}, {sys.executable!r})\n", encoding="utf-8")
+    launcher.chmod(0o700)
+    done = subprocess.run([str(launcher), "-u", "-c", "import sys; print(sys.flags.isolated)"],
+                          capture_output=True, text=True, timeout=60)
+    # The launcher runs isolated (-I); what printed is the interpreter it became.
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+
+
+#: The conftest logs each probe server as it configures.
+SERVERS_CONFTEST = """
+    import os
+
+    def pytest_configure(config):
+        if os.environ.get("DAGORDER_PROBE_SERVE"):
+            with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
+                f.write(f"server {os.getpid()}\\n")
+"""
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_tests_shorter_than_a_start_up_are_searched_with_one_probe_process(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "servers.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 1 pytest process;*"])
+    assert len([line for line in log.read_text().splitlines() if line.startswith("server")]) == 1
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_tests_longer_than_a_start_up_get_the_second_probe_process_during_the_serial_pass(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / "servers.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
+    # The second test, in the serial pass, waits (bounded) for a second server.
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED) + textwrap.dedent("""
+        import time
+
+        def test_long():
+            end = time.monotonic() + 60
+            while sum(line.startswith("server")
+                      for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
+                assert time.monotonic() < end
+                time.sleep(0.05)
+    """))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 2 pytest processes;*"])
 
 
 def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,

@@ -239,9 +239,11 @@ FORKS: Final = hasattr(os, "fork")
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """The ``-n 2`` check of the findings, started with the search in a copy of its
-    own and held before collecting (``probe_plugin.HOLD``) until ``go`` exists:
-    its three process start-ups overlap the search instead of following it."""
+    """The ``-n 2`` check of the findings where no process can fork (elsewhere it is
+    forked from a probe server: :meth:`MissingFinder._forked_check`), started
+    with the search in a copy of its own and held before collecting
+    (``probe_plugin.HOLD``) until ``go`` exists: its three process start-ups
+    overlap the search instead of following it."""
 
     sandbox: Sandbox
     proc: subprocess.Popen[bytes]
@@ -355,6 +357,9 @@ class MissingFinder:
         #: worked out once, when a phase first asks (:meth:`_wides`).
         self.wide: list[set[tuple[str, str, str]]] | None = None
         self.held: Held | None = None
+        #: Starts the probe slots past the first during the serial pass (:meth:`_widen`).
+        self.widening: threading.Thread | None = None
+        self.serial_ended = threading.Event()
         #: Removes the probe servers' folders beside the ``-n 2`` check (:meth:`_retire_servers`).
         self.sweeper: threading.Thread | None = None
         # A conftest may have started a service for this session and named it in
@@ -437,6 +442,9 @@ class MissingFinder:
 
     def _kill_all(self) -> None:
         self.stop.set()
+        widening, self.widening = self.widening, None
+        if widening is not None:  # it adds no slot once stopped
+            widening.join()
         for sandbox in self.sandboxes:
             self._drop(sandbox)
         with self.lock:
@@ -466,15 +474,16 @@ class MissingFinder:
         self.ids, self.declared = ids, declared
         self.items = items[:len(ids)]
         assert self.workdir is not None
-        self.sandboxes = [Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
-                          for k in range(self.slots)]
-        for sandbox in self.sandboxes:
-            self.pool.put(sandbox)
-            # Each slot's server starts now, all at once: a start-up (the suite's
-            # conftests) can cost seconds, and the second slot's would otherwise
-            # follow the serial pass.
-            self._server(sandbox)
-        if not one:
+        self.sandboxes = []
+        if FORKS and self.slots > 1:
+            self._add_slots(1)
+            self.widening = threading.Thread(target=self._widen, args=(time.monotonic(),),
+                                             name="dagorder-slots", daemon=True)
+            self.widening.start()
+        else:
+            self._add_slots(self.slots)
+        if not one and not FORKS:
+            # Forked from a probe server where it can be (:meth:`_check_n2`).
             self._hold_check(ids)
         write(f"dagorder: finding missing declarations of "
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
@@ -482,6 +491,7 @@ class MissingFinder:
         write("dagorder: serial pass: running the selection once, in one process")
         began = time.monotonic()
         serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        self.serial_ended.set()
         serial.pop(KILLED, None)  # self.killed says it
         took = time.monotonic() - began
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
@@ -617,6 +627,46 @@ class MissingFinder:
             self._verify(ids, serial, write)
         return True
 
+    def _add_slots(self, upto: int) -> None:
+        """Probe slots up to ``upto``: each a copy of the rootdir in the pool, its
+        server started at once (a start-up, the suite's conftests and its
+        collection, can cost seconds: it runs beside whatever probe runs)."""
+        assert self.workdir is not None
+        for k in range(len(self.sandboxes), upto):
+            sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+            with self.lock:
+                if self.stop.is_set():
+                    return
+                self.sandboxes.append(sandbox)
+            self._server(sandbox)
+            self.pool.put(sandbox)
+
+    def _widen(self, began: float) -> None:
+        """Start the slots past the first once the serial pass's tests have run as
+        long as its process took to start (until its first test's record, less
+        that test's time); never, if the pass ends sooner.  A probe slot costs
+        a start-up and a collection (labgrid's ``test_graphstrategy.py``:
+        1.2-1.5 s of CPU, against 0.3 s of tests, docs/performance.md): a suite
+        whose tests take less is searched on one slot, a longer one gets the
+        others while its pass still runs."""
+        where = self.sandboxes[0].tmp.parent
+        first: float | None = None
+        ran = 0.0  # the first test's seconds
+        while not self.serial_ended.wait(0.05):
+            if self._stopped():
+                return
+            now = time.monotonic()
+            if first is None:
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    for out in where.glob("probe-*.jsonl"):
+                        line = out.read_text(encoding="utf-8").partition("\n")[0]
+                        if line:
+                            ran = max(0.0, float(json.loads(line)["seconds"]))
+                            first = now
+            if first is not None and now - first + ran >= first - began - ran:
+                self._add_slots(self.slots)
+                return
+
     def _outside_users(self, serial: dict[str, Result]) -> tuple[list[str], list[int]]:
         """The places outside the rootdir where the state of the tests the probes do
         not repeat lives (a server they connected to, a path outside the rootdir
@@ -737,14 +787,20 @@ class MissingFinder:
 
     def _retire_servers(self) -> None:
         """The probe servers are done once the ``-n 2`` checks start (each check is a
-        run of its own): stopped, and the folders their probes' tests left (the
+        run of its own, forked from the one server kept): stopped, and the
+        folders their probes' tests left (the
         servers' basetemps: every ``tmp_path`` of every probe) removed by a thread
         beside the check, not after it (ensembl-genomio: 18.6 s of removal at the
         end of its pass, load 16).  Joined before the work folder goes
         (:meth:`_swept`); a probe asked for later starts a new server."""
         folders: list[Path] = []
+        kept = False
         for sandbox in self.sandboxes:
-            self._drop(sandbox)
+            server = sandbox.server
+            if not kept and server is not None and server.proc.poll() is None:
+                kept = True  # the checks fork from it (its basetemp is the probes')
+            else:
+                self._drop(sandbox)
             folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
         if not folders:
             return
@@ -848,7 +904,7 @@ class MissingFinder:
         """The tests whose outcome under ``-n 2`` with the findings differs from serial,
         less those no probe repeats (their outcome there says nothing of the findings)."""
         held, self.held = self.held, None
-        sandbox = held.sandbox if held is not None else self.pool.get()
+        sandbox = held.sandbox if held is not None else self._check_sandbox()
         try:
             if held is None:
                 sandbox.reset()
@@ -857,13 +913,53 @@ class MissingFinder:
             if self.settings.edges_path is not None and self.settings.edges_path.is_file():
                 shutil.copyfile(self.settings.edges_path, edges)
             edges_file.write(edges, self._record(ids, self.found))
-            proc, out = self._started_check(sandbox, ids, edges, held)
-            got = self._collect(proc, out, sandbox, limit=self.timeout)
+            server = sandbox.server if held is None else None
+            if server is not None and server.proc.poll() is None:
+                got = self._forked_check(sandbox, server, ids, edges)
+            else:
+                proc, out = self._started_check(sandbox, ids, edges, held)
+                got = self._collect(proc, out, sandbox, limit=self.timeout)
         finally:
             if held is None:
                 self.pool.put(sandbox)
         return [nid for k, nid in enumerate(ids) if got.get(nid, FAILED).outcome
                 != serial.get(nid, FAILED).outcome and k not in self.found.unreproducible]
+
+    def _check_sandbox(self) -> Sandbox:
+        """A sandbox from the pool for a ``-n 2`` check: the one whose probe server
+        lives (:meth:`_retire_servers` kept it) if any.  No probe runs by then:
+        the others are in the pool."""
+        taken = [self.pool.get()]
+        try:
+            while taken[-1].server is None and len(taken) < len(self.sandboxes):
+                taken.append(self.pool.get_nowait())
+        except queue.Empty:
+            pass
+        for other in taken[:-1]:
+            self.pool.put(other)
+        return taken[-1]
+
+    def _forked_check(self, sandbox: Sandbox, server: Server, ids: list[str],
+                      edges: Path) -> dict[str, Result]:
+        """The ``-n 2`` run reading ``edges`` as a child of the sandbox's probe server,
+        which collected this copy and ran no test: its controller and its two
+        workers are forks of it (``probe_plugin._run_check``) instead of three
+        pytest processes that import and collect again (labgrid: 1.2-1.7 s of
+        CPU each, docs/performance.md)."""
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        out = sandbox.tmp.parent / f"probe-{n}.jsonl"
+        out.unlink(missing_ok=True)
+        args, cwd = self._command(sandbox, self._with_declared(ids), out,
+                                  sandbox.tmp / f"basetemp-{n}", workers=2, edges=edges)
+        check = {"args": args[3:], "cwd": str(cwd), "env": self._environment(sandbox, out),
+                 "log": str(out.with_suffix(".log")), "where": str(sandbox.tmp.parent)}
+        killed = self._ask(sandbox, server, [{"check": check}], self.timeout)
+        results = self._read(out, sandbox)
+        if killed and not self._stopped():
+            results[KILLED] = FAILED
+        return results
 
     def _hold_check(self, ids: list[str]) -> None:
         """Start the ``-n 2`` check now, held until its findings are written."""

@@ -31,13 +31,20 @@ prerequisites left in their process (``find_missing.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
+import io
 import json
+import marshal
 import operator
 import os
 import select
 import signal
+import socket
 import sys
+import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -391,10 +398,11 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
     process, which runs no test itself: a probe costs a fork, not a pytest start
     and a collection.  One JSON request per line on ``reading``: ``{"runs":
     [...], "limit": seconds}``, each run ``{"ids", "out", "trace", "barrier",
-    "alone", "alone_limit"}``; the runs of one request start at once (two tests
-    overlapped at a start line) and ``{"done": ...}`` answers when all ended (a
-    run past the limit is killed).  A child is as fresh as a new process: the
-    modules were imported by the collection, no fixture was set up."""
+    "alone", "alone_limit"}`` or ``{"check": ...}`` (:func:`_run_check`); the
+    runs of one request start at once (two tests overlapped at a start line) and
+    ``{"done": ...}`` answers when all ended (a run past the limit is killed).  A
+    child is as fresh as a new process: the modules were imported by the
+    collection, no fixture was set up."""
     by_id: dict[str, pytest.Item] = {}
     for item in session.items:
         by_id.setdefault(item.nodeid, item)
@@ -409,7 +417,11 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
             request = json.loads(line)
             end = time.monotonic() + float(request["limit"])
             children: list[int] = []
+            killed = False
             for run in request["runs"]:
+                if run.get("check"):
+                    killed |= _run_check(run["check"], end, (reading, writing))
+                    continue
                 items = [by_id[n] for n in run["ids"] if n in by_id]
                 reporter.out = Path(run["out"])
                 if run.get("alone"):
@@ -420,7 +432,6 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                     _serial_in_lanes(session, reporter, set(run["lane"]), items, end)
                     continue
                 children.append(_fork_run(session, reporter, items, run))
-            killed = False
             for child in children:
                 while not os.waitpid(child, os.WNOHANG)[0]:
                     if time.monotonic() > end:
@@ -761,3 +772,272 @@ def _waited(config: pytest.Config) -> list[str]:
         if nid is not None and nid not in out:
             out.append(nid)
     return out
+
+
+# -- the -n 2 check, forked --------------------------------------------------------------
+
+#: What execnet's worker bootstrap is handed by the launcher (``worker_launch.py``).
+LAUNCHER_SOURCE: Final = Path(__file__).with_name("worker_launch.py")
+#: The longest ``#!`` line every Linux kernel reads whole (before 5.1: 128 bytes).
+SHEBANG_MAX: Final = 127
+#: The longest path of a Unix socket (``sun_path``, less its closing NUL).
+SOCKET_PATH_MAX: Final = 107
+#: Bound on reading one launcher's request once it connected.
+REQUEST_TIMEOUT: Final = 10.0
+#: ``sys.path`` as the interpreter made it, before pytest put the rootdir and the
+#: conftests' folders first: what a forked controller or worker starts from.
+_START_PATH: Final = list(sys.path)
+
+
+def _interpreter_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables the interpreter reads as it starts (``PYTHON*``: hash seed,
+    flags, path ...; the locale: the streams' encoding): a fork has this
+    process's, so a worker whose environment names others starts fresh."""
+    return {k: v for k, v in env.items()
+            if (k.startswith("PYTHON") and k != "PYTHONDONTWRITEBYTECODE")
+            or k in ("LANG", "LC_ALL", "LC_CTYPE")}
+
+
+_START_ENV: Final = _interpreter_env(dict(os.environ))
+
+
+def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int]) -> bool:
+    """The ``-n 2`` check of the findings (``find_missing._check_n2``) as a child
+    forked from this collected process, which ran no test: the child runs
+    ``pytest ARGS`` as the check's controller (its modules imported already,
+    as they would be imported again), and each of its xdist workers is a
+    further child of this process (:func:`_worker`), forked when the
+    launcher execnet starts as the worker's interpreter asks for it, before
+    the worker's bootstrap runs: the workers start from a process that ran no
+    test either, and they collect and run as workers of a real ``-n 2`` run.
+    Where the launcher cannot be used (a ``noexec`` folder, a long path),
+    or when it cannot reach this process, the workers are fresh interpreters.
+    True: killed at ``end``."""
+    where = Path(check["where"])
+    listener, launcher = _fork_server(where)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        if listener is not None:
+            listener.close()
+        _end_child(lambda: _controller(check, launcher, finder_fds))
+    waiting: dict[int, socket.socket] = {}  # worker pid -> its launcher's connection
+    killed = False
+    try:
+        while not os.waitpid(child, os.WNOHANG)[0]:
+            if time.monotonic() > end:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                killed = True
+                break
+            if listener is None:
+                time.sleep(0.01)
+                continue
+            ready, _, _ = select.select([listener], [], [], 0.01)
+            if ready:
+                conn, _ = listener.accept()
+                request = _answer(conn, waiting)
+                if request is not None:  # the forked worker
+                    listener.close()
+                    for other in waiting.values():
+                        other.close()
+                    _worker(conn, request, finder_fds)
+            _reap(waiting)
+    finally:
+        for pid, conn in waiting.items():  # left by a killed controller: ended too
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            conn.close()
+        if listener is not None:
+            listener.close()
+    return killed
+
+
+def _fork_server(where: Path) -> tuple[socket.socket | None, str | None]:
+    """A listening socket and the launcher file that reaches it, under ``where``;
+    (None, None) where a worker cannot be started that way."""
+    python = sys.executable
+    path = str(where / "fork.sock")
+    launcher = where / "python"
+    if (not hasattr(socket, "AF_UNIX") or not hasattr(socket, "recv_fds")
+            or len(path.encode()) > SOCKET_PATH_MAX
+            or len(f"#!{python} -IS".encode()) > SHEBANG_MAX
+            or not python or " " in python):
+        return None, None
+    try:
+        if os.statvfs(where).f_flag & getattr(os, "ST_NOEXEC", 0):
+            return None, None
+        launcher.write_text(f"#!{python} -IS\n"
+                            + LAUNCHER_SOURCE.read_text(encoding="utf-8")
+                            + f"\nmain({path!r}, {python!r})\n", encoding="utf-8")
+        launcher.chmod(0o700)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(8)
+    except OSError:
+        return None, None
+    return listener, str(launcher)
+
+
+def _controller(check: dict[str, Any], launcher: str | None,
+                finder_fds: tuple[int, int]) -> None:
+    """In the forked controller: become ``python -m pytest ARGS`` started in the
+    check's folder with its environment, its output to its log."""
+    for fd in finder_fds:  # the finder's pipes stay with the server alone
+        os.close(fd)
+    log = os.open(check["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    _take_over(check["cwd"], check["env"], [check["cwd"], *_START_PATH[1:]])
+    sys.argv[:] = [sys.argv[0], *check["args"]]
+    if launcher is not None:
+        # execnet starts each worker as ``sys.executable -u -c BOOTSTRAP``.
+        sys.executable = launcher
+    pytest.main(check["args"])
+
+
+def _take_over(cwd: str, env: dict[str, str], path: list[str]) -> None:
+    """What a process started in ``cwd`` with ``env`` would have as its own."""
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = path
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    tempfile.tempdir = None
+    importlib.invalidate_caches()
+
+
+def _answer(conn: socket.socket, waiting: dict[int, socket.socket]) -> dict[str, Any] | None:
+    """Read a launcher's request and fork a worker for it: the request in the
+    worker, None in this process (a refusal or a failed read: the launcher
+    then starts a fresh interpreter)."""
+    fds: list[int] = []
+    pid = -1
+    try:
+        conn.settimeout(REQUEST_TIMEOUT)
+        data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            more = conn.recv(65536)
+            if not more:
+                raise EOFError
+            data += more
+        request = marshal.loads(data[4:])
+        argv = request.get("argv")
+        if len(fds) != 3 or not (
+                isinstance(argv, list) and argv[:1] == ["-u"] and len(argv) in (3, 4)
+                and argv[-2] == "-c" and argv[1:-2] in ([], ["-B"])) \
+                or _interpreter_env(request["env"]) != _START_ENV:
+            conn.sendall(b"no\n")
+        else:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                conn.settimeout(None)
+                request["fds"] = fds
+                return request  # type: ignore[no-any-return]
+            waiting[pid] = conn
+            conn.sendall(b"pid %d\n" % pid)
+    except (OSError, EOFError, ValueError, KeyError, TypeError):
+        pass
+    for fd in fds:
+        os.close(fd)
+    if pid <= 0:
+        conn.close()
+    return None
+
+
+def _reap(waiting: dict[int, socket.socket]) -> None:
+    """Tell each launcher whose worker ended how it ended."""
+    for pid in list(waiting):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, 0
+        if not done:
+            continue
+        conn = waiting.pop(pid)
+        if os.WIFSIGNALED(status):
+            line = b"signal %d\n" % os.WTERMSIG(status)
+        else:
+            line = b"exit %d\n" % os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(OSError):  # a launcher killed before its worker ended
+            conn.sendall(line)
+        conn.close()
+
+
+def _worker(conn: socket.socket, request: dict[str, Any], finder_fds: tuple[int, int]) -> NoReturn:
+    """In a forked worker: wait for the launcher's go, take over its descriptors,
+    arguments, environment and folder, then run execnet's bootstrap in a fresh
+    ``__main__`` as ``python -u -c BOOTSTRAP`` would; end with its status.
+
+    What differs from a fresh interpreter: the modules this process imported
+    (pytest, its plugins, the conftests and test modules of this copy, which
+    the worker's collection finds imported, as the probes' children do); one
+    hash seed for both workers; the worker's parent is this process (the
+    launcher stands in for it towards execnet); exit handlers do not run
+    (``os._exit``, as every forked probe ends).  Neither the worker nor this
+    process ran a test before the fork."""
+    for fd in finder_fds:
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    answers = conn.makefile("rb")
+    if answers.readline() != b"go\n":  # the launcher gave up: it started a fresh one
+        os._exit(1)
+    for target, fd in enumerate(request["fds"]):
+        os.dup2(fd, target)
+        os.close(fd)
+    argv = request["argv"]
+    _take_over(request["cwd"], request["env"], ["", *_START_PATH[1:]])
+    sys.dont_write_bytecode = "-B" in argv or sys.dont_write_bytecode
+    sys.argv[:] = ["-c"]
+    # The interpreter's own streams over the launcher's descriptors (this process's
+    # are pytest's capture, which refuses reads); ``-u``: unbuffered output, as
+    # execnet asks of its workers.
+    encoding = sys.__stdout__.encoding if sys.__stdout__ is not None else "utf-8"
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                 encoding=encoding)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True,
+                                  encoding=encoding)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True,
+                                  encoding=encoding, errors="backslashreplace")
+    threading.Thread(target=_watch, args=(answers,), daemon=True).start()
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        exec(compile(argv[-1], "<string>", "exec"), main.__dict__)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # what an interpreter prints of an uncaught exception
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+    os._exit(code)
+
+
+def _watch(answers: io.BufferedReader) -> None:
+    """A worker's thread: the signals its launcher forwards, and its launcher's end."""
+    while True:
+        try:
+            line = answers.readline().split()
+        except OSError:
+            line = []
+        if len(line) == 2 and line[0] == b"sig":
+            os.kill(os.getpid(), int(line[1]))
+            continue
+        # The launcher is gone (killed): a worker does not outlive it.
+        os.kill(os.getpid(), signal.SIGKILL)
