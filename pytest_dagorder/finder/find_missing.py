@@ -1281,7 +1281,7 @@ class MissingFinder:
             loads[i] += costs[part[0]]
         whole = [sorted(b) for _, b in sorted(zip(loads, whole, strict=True),
                                               key=lambda lb: -lb[0]) if b]
-        if self._makespan(ids, whole, checked, together) <= \
+        if whole and self._makespan(ids, whole, checked, together) <= \
                 SCREEN_SLACK * self._makespan(ids, stride, checked, together):
             return whole
         return stride
