@@ -728,6 +728,41 @@ def test_a_batch_of_tests_all_checked_alone_runs_each_once(
     assert _runs(log) == {f"c{k}": 2 for k in range(4)}, _runs(log)
 
 
+#: test_end declares both users, each user only the base: in one batch (the
+#: whole component) test_user_b would run after test_user_a, not its prerequisite.
+SIBLINGS = _LOGGED + """
+    def test_base():
+        _log("base")
+
+    @depends_on("test_base")
+    def test_user_a():
+        _log("user_a")
+
+    @depends_on("test_base")
+    def test_user_b():
+        _log("user_b")
+
+    @depends_on("test_user_a", "test_user_b")
+    def test_end():
+        _log("end")
+"""
+
+
+def test_the_screening_keeps_a_stride_where_one_batch_would_run_a_test_after_a_sibling(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / f"{dagtester.path.name}-runs"
+    log.mkdir()
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_sib=textwrap.dedent(SIBLINGS))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    # Two batches, test_user_b's without test_user_a: test_base runs in both
+    # (and in the serial pass), so the screening could still show a need of
+    # test_user_b for test_user_a.
+    assert _runs(log)["base"] == 3, _runs(log)
+
+
 #: test_b reads what test_a left where the serial pass records no state (a
 #: standard module's attribute): its run alone fails, and the batch's process,
 #: run as before, is what says so.

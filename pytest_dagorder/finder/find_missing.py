@@ -1235,14 +1235,20 @@ class MissingFinder:
         """The screening's batches: ``targets`` taken in turn (a stride), or whole
         components of the declared graph (prerequisites, run-time ``depends()``
         included) shared out by their serial seconds, whichever the serial pass's
-        durations say ends sooner, within ``SCREEN_SLACK``.
+        durations say ends sooner, within ``SCREEN_SLACK``; whole components only
+        where they run no target after an earlier test outside its declared
+        prerequisites that the stride does not run before it (:meth:`_exposed`).
 
         A batch runs its tests' declared prerequisites with them, so a stride that
         cuts a component runs its prerequisites in every batch (bpypolyskel: each
         module's ``test_polygonize`` in both batches, 1.8 serial passes of work
         for one); whole components run each test once.  What a target is screened
         against is the same either way: its declared prerequisites before it, and
-        otherwise the batch's tests in reverse serial order.
+        otherwise the batch's tests in reverse serial order, except where another
+        target's prerequisites run before it, which the check above keeps to what
+        the stride did (pynurbs: one batch would run ``test_fitting.py``'s
+        ``TestCurve`` before ``TestFunction``, pulled in by the module's
+        ``test_end``; its stride batches do not).
         """
         stride: list[list[int]] = []
         for per_slot in range(BATCHES_PER_SLOT, 0, -1):
@@ -1283,8 +1289,26 @@ class MissingFinder:
                                               key=lambda lb: -lb[0]) if b]
         if whole and self._makespan(ids, whole, checked, together) <= \
                 SCREEN_SLACK * self._makespan(ids, stride, checked, together):
-            return whole
+            before, after = self._exposed(ids, stride), self._exposed(ids, whole)
+            if all(after.get(t, set()) <= before.get(t, set()) for t in targets):
+                return whole
         return stride
+
+    def _exposed(self, ids: list[str], batches: list[list[int]]) -> dict[int, set[int]]:
+        """For each test of ``batches``, the earlier tests outside its declared
+        prerequisites that its batch runs before it: a need of one of those the
+        screening cannot show."""
+        out: dict[int, set[int]] = {}
+        for batch in batches:
+            members = set(batch)
+            seen: list[int] = []
+            for nid in self._with_declared([ids[k] for k in reversed(batch)]):
+                k = self.order[nid]
+                if k in members and k not in out:
+                    mine = _reached(k, self._before)
+                    out[k] = {u for u in seen if u < k and u not in mine}
+                seen.append(k)
+        return out
 
     def _cost(self, ids: list[str], batch: list[int], checked: set[int],
               together: bool = False) -> float:
