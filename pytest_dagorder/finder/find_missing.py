@@ -1183,8 +1183,8 @@ class MissingFinder:
                 return None
             mine = [k for k in reversed(batch) if k in checked]
             if alone_only:
-                # Each test once, alone: see _alone_only for why that is the evidence
-                # the batch's own run of them would add to.
+                # Each test once, alone: see _alone_only for why the batch's own run
+                # of them would add no evidence.
                 mine = [self.order[nid] for nid in order]
             if not mine:
                 got = self._probe([ids[k] for k in reversed(batch)])
@@ -1209,12 +1209,14 @@ class MissingFinder:
         # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
         self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
                                         if run is None for k in b if k in screened)
-        # A test an alone-only batch ran without its serial outcome has no verdict
-        # from it (a failure there could come from files its batch's tests left
-        # from their own runs alone): screened, and run alone, again as usual.
-        redo = [k for b, run, o in zip(batches, runs, only, strict=True)
-                if o and run is not None for k in b
-                if self.screened.get(ids[k], FAILED).outcome != serial.get(ids[k], FAILED).outcome]
+        # An alone-only batch where a test missed its serial outcome gives no
+        # verdict: that test's failure could come from files the batch's tests left
+        # from their own runs alone, and the tests after it found the files of a
+        # run that was not the serial one.  Screened, and run alone, again as usual.
+        redo = [k for b, run, o, order in zip(batches, runs, only, orders, strict=True)
+                if o and run is not None and any(
+                    run.get(nid, FAILED).outcome != serial.get(nid, FAILED).outcome
+                    for nid in order) for k in b]
         failed = [k for b, run, o in zip(batches, runs, only, strict=True)
                   if run is not None and not o
                   for k in b if k in screened and run.get(ids[k], FAILED).outcome != "passed"
