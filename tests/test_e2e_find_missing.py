@@ -775,6 +775,141 @@ def test_the_screening_takes_one_batch_a_slot_where_prerequisites_fill_every_bat
     assert len(serially) == 3, serially
 
 
+def _runs(logs: Path) -> dict[str, int]:
+    """How many times each test logged a run outside the ``-n 2`` check's workers."""
+    return {log.stem: log.read_text().split().count("-") for log in logs.glob("*.log")}
+
+
+#: Each test logs its runs (its worker, ``-`` outside xdist) to a file of its
+#: own (a path two tests wrote would be a pair to overlap).
+_LOGGED = """
+    import os
+    from pytest_dagorder import depends_on
+
+    def _log(name):
+        with open(os.path.join(os.environ["DAGORDER_E2E_LOG"], name + ".log"), "a") as f:
+            f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + "\\n")
+"""
+
+#: Two components: each base with the three users that declare it.
+TWO_BASES = _LOGGED + "".join(f"""
+    def test_{b}_base():
+        _log("{b}_base")
+""" + "".join(f"""
+    @depends_on("test_{b}_base")
+    def test_{b}_user{u}():
+        _log("{b}_user{u}")
+""" for u in range(3)) for b in "ab")
+
+
+def test_the_screening_runs_each_component_in_one_batch(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / f"{dagtester.path.name}-runs"
+    log.mkdir()
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_two=textwrap.dedent(TWO_BASES))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*",
+                                 "*6 of 6 declared edges separable*"])
+    # Taken in turn, the screening's two batches each held users of both bases,
+    # so both bases ran in both; whole components run each base once there
+    # (and once in the serial pass).
+    runs = _runs(log)
+    assert runs["a_base"] == runs["b_base"] == 2, runs
+
+
+#: A chain: each test declares the one before it, and reads nothing of it.
+LOGGED_CHAIN = _LOGGED + "".join(f"""
+    {f'@depends_on("test_c{k - 1}")' if k else ''}
+    def test_c{k}():
+        _log("c{k}")
+""" for k in range(4))
+
+
+def test_a_batch_of_tests_all_checked_alone_runs_each_once(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / f"{dagtester.path.name}-runs"
+    log.mkdir()
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_chain=textwrap.dedent(LOGGED_CHAIN))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*",
+                                 "*3 of 3 declared edges separable*"])
+    # The serial pass, then each test once, alone in a fresh process (its
+    # verdict), with no second run in the batch's process.
+    assert _runs(log) == {f"c{k}": 2 for k in range(4)}, _runs(log)
+
+
+#: test_end declares both users, each user only the base: in one batch (the
+#: whole component) test_user_b would run after test_user_a, not its prerequisite.
+SIBLINGS = _LOGGED + """
+    def test_base():
+        _log("base")
+
+    @depends_on("test_base")
+    def test_user_a():
+        _log("user_a")
+
+    @depends_on("test_base")
+    def test_user_b():
+        _log("user_b")
+
+    @depends_on("test_user_a", "test_user_b")
+    def test_end():
+        _log("end")
+"""
+
+
+def test_the_screening_keeps_a_stride_where_one_batch_would_run_a_test_after_a_sibling(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = dagtester.path.parent / f"{dagtester.path.name}-runs"
+    log.mkdir()
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_sib=textwrap.dedent(SIBLINGS))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*"])
+    # Two batches, test_user_b's without test_user_a: test_base runs in both
+    # (and in the serial pass), so the screening could still show a need of
+    # test_user_b for test_user_a.
+    assert _runs(log)["base"] == 3, _runs(log)
+
+
+#: test_b reads what test_a left where the serial pass records no state (a
+#: standard module's attribute): its run alone fails, and the batch's process,
+#: run as before, is what says so.
+UNSEEN_STATE = """
+    import json
+    from pytest_dagorder import depends_on
+
+    def test_a():
+        json.left_by_a = 1
+
+    @depends_on("test_a")
+    def test_b():
+        assert getattr(json, "left_by_a", 0) == 1
+
+    @depends_on("test_a")
+    def test_c():
+        pass
+"""
+
+
+def test_a_test_failing_alone_in_an_alone_only_batch_keeps_its_edge(
+        dagtester: DagTester) -> None:
+    dagtester.pytester.makepyfile(test_unseen=textwrap.dedent(UNSEEN_STATE))
+    edges = dagtester.path.parent / "edges.json"
+    result = dagtester.run(*FIND, f"--dag-edges={edges}")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 0 tests fail without the tests before them*",
+                                 "*1 of 2 declared edges separable*"])
+    verdicts = {v["test"].rsplit("::", 1)[1]: v["separable"]
+                for v in json.loads(edges.read_text())["verdicts"]}
+    assert verdicts == {"test_b": False, "test_c": True}
+
+
 #: test_read reads what test_fill left in their module's fixture (no path, no
 #: module global: nothing the serial pass records); 12 free tests run before
 #: both, test_f00 logging each run.

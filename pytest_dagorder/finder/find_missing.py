@@ -88,6 +88,15 @@ BATCHES_PER_SLOT: Final = 2
 #: Unless the batches with their tests' declared prerequisites run more than
 #: this many tests per test screened: then one batch per slot.
 SCREEN_WORK: Final = 1.5
+#: The screening's batches are whole components of the declared graph (each
+#: test run once) unless taking the targets in turn ends sooner than this many
+#: times their estimated end: those batches repeat the shared prerequisites,
+#: CPU the edge runs beside them and a shared machine's other jobs want.
+SCREEN_SLACK: Final = 1.1
+#: Seconds a test's run costs a batch beyond its serial duration (its protocol,
+#: a child's fork), so that tests of a few milliseconds, whose measured
+#: durations are mostly noise, are weighed by their count.
+SCREEN_TEST_COST: Final = 0.01
 #: Attempts at overlapping a candidate pair before it counts as compatible.
 OVERLAP_ATTEMPTS: Final = 2
 #: At most this many candidate pairs are overlapped (ranked, see
@@ -1234,31 +1243,24 @@ class MissingFinder:
     # -- the steps ---------------------------------------------------------------------
 
     def _screen(self, ids: list[str], targets: list[int], *, retried: bool = False,
-                alone: Sequence[int] = ()) -> list[int]:
+                alone: Sequence[int] = (), together: bool = False) -> list[int]:
         """The tests of ``targets`` that fail in batches run in reverse serial order,
         each test after its declared prerequisites.  Those of ``alone`` also run
         alone in a fresh process right before their place (their prerequisites'
         files in place, their process not): passing there answers the screening
         and the check of their declared edges at once (``self.screened``), and
         a test that passes there is no suspect whatever its batch's process
-        did (its own run alone wrote its files first).
+        did (its own run alone wrote its files first).  A batch whose every test
+        qualifies (:meth:`_alone_only`) runs its tests alone only, unless
+        ``together``; those that did not give their serial outcome there are
+        screened again in batches of the usual kind.
 
         Over 60 lines: the batches built here, their runs (``screen``, with runs
         alone or without) and the suspects read from both share the batch list.
         """
-        batches: list[list[int]] = []
-        for per_slot in range(BATCHES_PER_SLOT, 0, -1):
-            count = max(1, min(len(targets), self.slots * per_slot))
-            batches = [targets[k::count] for k in range(count)]
-            # Each batch runs with its tests' declared prerequisites: where they
-            # are dense, every batch grows to nearly the whole suite (pynurbs:
-            # 4 of 261-290 tests of 303), and fewer batches cost fewer runs.
-            work = sum(len(self._with_declared([ids[k] for k in b])) for b in batches)
-            if work <= SCREEN_WORK * len(targets):
-                break
-
         serial = self.serial
         checked = set(alone)
+        batches = self._batches(ids, targets, checked, together)
         # A dependent the screening does not screen (skipped serially: a skip
         # mark) joins a batch for its run alone only; else one such test would
         # cost the edge pass a serial prefix.
@@ -1267,17 +1269,31 @@ class MissingFinder:
         for i, k in enumerate(extras):
             batches[i % len(batches)] = sorted([*batches[i % len(batches)], k])
         longest = max((serial.get(ids[k], FAILED).seconds for k in checked), default=0.0)
+        orders = [self._with_declared([ids[k] for k in reversed(b)]) for b in batches]
+        only = [not together and self._alone_only(ids, b, order, checked)
+                for b, order in zip(batches, orders, strict=True)]
 
-        def screen(batch: list[int]) -> dict[str, Result] | None:
+        def screen(batch: list[int], order: list[str],
+                   alone_only: bool) -> dict[str, Result] | None:
             if self._stopped():
                 return None
             mine = [k for k in reversed(batch) if k in checked]
+            if alone_only:
+                # Each test once, alone: see _alone_only for why the batch's own run
+                # of them would add no evidence.
+                mine = [self.order[nid] for nid in order]
             if not mine:
                 got = self._probe([ids[k] for k in reversed(batch)])
             else:
                 found: dict[str, Result] = {}
-                got = self._probe_alone(ids, serial, [ids[k] for k in reversed(batch)], mine,
-                                        longest, found)
+                slowest = max([longest] + [serial.get(ids[k], FAILED).seconds for k in mine])
+                got = self._probe_alone(ids, serial, order, mine, slowest, found,
+                                        only=alone_only)
+                if alone_only:  # no run of the batch's own: its records are the runs alone
+                    got = {**got, **found}
+                    # A prerequisite's run here is not its check: its own batch has that.
+                    members = {ids[k] for k in batch}
+                    found = {nid: r for nid, r in found.items() if nid in members}
                 with self.lock:
                     self.screened.update(found)
             if self._stopped() and any(ids[k] not in got for k in batch):
@@ -1285,20 +1301,164 @@ class MissingFinder:
             return got
 
         with cf.ThreadPoolExecutor(self.slots) as ex:
-            runs = list(ex.map(screen, batches))
+            runs = list(ex.map(screen, batches, orders, only))
         # A batch the budget or Ctrl-C left unrun is not searched: listed as left.
         self.found.unfinished += sorted(k for b, run in zip(batches, runs, strict=True)
                                         if run is None for k in b if k in screened)
-        failed = [k for b, run in zip(batches, runs, strict=True) if run is not None
+        # An alone-only batch where a test missed its serial outcome gives no
+        # verdict: that test's failure could come from files the batch's tests left
+        # from their own runs alone, and the tests after it found the files of a
+        # run that was not the serial one.  Screened, and run alone, again as usual.
+        redo = [k for b, run, o, order in zip(batches, runs, only, orders, strict=True)
+                if o and run is not None and any(
+                    run.get(nid, FAILED).outcome != serial.get(nid, FAILED).outcome
+                    for nid in order) for k in b]
+        failed = [k for b, run, o in zip(batches, runs, only, strict=True)
+                  if run is not None and not o
                   for k in b if k in screened and run.get(ids[k], FAILED).outcome != "passed"
                   and self.screened.get(ids[k], FAILED).outcome != "passed"]
         waited = self._waited(ids, failed, [r for r in runs if r is not None])
+        again_failed = self._screen(ids, [k for k in redo if k in screened], retried=retried,
+                                    alone=[k for k in redo if k in checked],
+                                    together=True) if redo else []
         if not waited or retried:
-            return failed
+            return sorted([*failed, *again_failed])
         # Run again with the prerequisites their run-time depends() named: one
         # that passes so was skipped alone only for a declared prerequisite.
         again = set(self._screen(ids, waited, retried=True))
-        return [k for k in failed if k not in waited or k in again]
+        return sorted([*(k for k in failed if k not in waited or k in again), *again_failed])
+
+    def _batches(self, ids: list[str], targets: list[int], checked: set[int],
+                 together: bool = False) -> list[list[int]]:
+        """The screening's batches: ``targets`` taken in turn (a stride), or whole
+        components of the declared graph (prerequisites, run-time ``depends()``
+        included) shared out by their serial seconds, whichever the serial pass's
+        durations say ends sooner, within ``SCREEN_SLACK``; whole components only
+        where they run no target after an earlier test outside its declared
+        prerequisites that the stride does not run before it (:meth:`_exposed`).
+
+        A batch runs its tests' declared prerequisites with them, so a stride that
+        cuts a component runs its prerequisites in every batch (bpypolyskel: each
+        module's ``test_polygonize`` in both batches, 1.8 serial passes of work
+        for one); whole components run each test once.  What a target is screened
+        against is the same either way: its declared prerequisites before it, and
+        otherwise the batch's tests in reverse serial order, except where another
+        target's prerequisites run before it, which the check above keeps to what
+        the stride did (pynurbs: one batch would run ``test_fitting.py``'s
+        ``TestCurve`` before ``TestFunction``, pulled in by the module's
+        ``test_end``; its stride batches do not).
+        """
+        stride: list[list[int]] = []
+        for per_slot in range(BATCHES_PER_SLOT, 0, -1):
+            count = max(1, min(len(targets), self.slots * per_slot))
+            stride = [targets[k::count] for k in range(count)]
+            # Each batch runs with its tests' declared prerequisites: where they
+            # are dense, every batch grows to nearly the whole suite (pynurbs:
+            # 4 of 261-290 tests of 303), and fewer batches cost fewer runs.
+            work = sum(len(self._with_declared([ids[k] for k in b])) for b in stride)
+            if work <= SCREEN_WORK * len(targets):
+                break
+        root = list(range(len(ids)))
+
+        def find(k: int) -> int:
+            while root[k] != k:
+                root[k] = root[root[k]]
+                k = root[k]
+            return k
+
+        for k in range(len(ids)):
+            for p in self._before(k):
+                if p < len(ids):
+                    root[find(k)] = find(p)
+        parts: dict[int, list[int]] = {}
+        for t in targets:
+            parts.setdefault(find(t), []).append(t)
+        # Largest first, each to the batch with the fewest seconds so far (ties:
+        # collection order): the batches then run largest first.
+        count = min(len(parts), self.slots * BATCHES_PER_SLOT)
+        loads = [0.0] * count
+        whole: list[list[int]] = [[] for _ in range(count)]
+        costs = {p[0]: self._cost(ids, p, checked, together) for p in parts.values()}
+        for part in sorted(parts.values(), key=lambda p: (-costs[p[0]], p[0])):
+            i = loads.index(min(loads))
+            whole[i] += part
+            loads[i] += costs[part[0]]
+        whole = [sorted(b) for _, b in sorted(zip(loads, whole, strict=True),
+                                              key=lambda lb: -lb[0]) if b]
+        if whole and self._makespan(ids, whole, checked, together) <= \
+                SCREEN_SLACK * self._makespan(ids, stride, checked, together):
+            before, after = self._exposed(ids, stride), self._exposed(ids, whole)
+            if all(after.get(t, set()) <= before.get(t, set()) for t in targets):
+                return whole
+        return stride
+
+    def _exposed(self, ids: list[str], batches: list[list[int]]) -> dict[int, set[int]]:
+        """For each test of ``batches``, the earlier tests outside its declared
+        prerequisites that its batch runs before it: a need of one of those the
+        screening cannot show."""
+        out: dict[int, set[int]] = {}
+        for batch in batches:
+            members = set(batch)
+            seen: list[int] = []
+            for nid in self._with_declared([ids[k] for k in reversed(batch)]):
+                k = self.order[nid]
+                if k in members and k not in out:
+                    mine = _reached(k, self._before)
+                    out[k] = {u for u in seen if u < k and u not in mine}
+                seen.append(k)
+        return out
+
+    def _cost(self, ids: list[str], batch: list[int], checked: set[int],
+              together: bool = False) -> float:
+        """A batch's serial seconds: its tests with their declared prerequisites,
+        and again those it also runs alone (all once when it runs them alone only,
+        see :meth:`_alone_only`)."""
+        run = self._with_declared([ids[k] for k in reversed(batch)])
+        seconds = sum(self.serial.get(nid, FAILED).seconds + SCREEN_TEST_COST for nid in run)
+        if not together and self._alone_only(ids, batch, run, checked):
+            return seconds
+        return seconds + sum(self.serial.get(ids[k], FAILED).seconds + SCREEN_TEST_COST
+                             for k in batch if k in checked)
+
+    def _makespan(self, ids: list[str], batches: list[list[int]], checked: set[int],
+                  together: bool) -> float:
+        """When the batches would end, by serial seconds, each started in turn on
+        the probe slot that is free first (as the screening's pool does)."""
+        free = [0.0] * self.slots
+        for batch in batches:
+            i = free.index(min(free))
+            free[i] += self._cost(ids, batch, checked, together)
+        return max(free)
+
+    def _alone_only(self, ids: list[str], batch: list[int], run: list[str],
+                    checked: set[int]) -> bool:
+        """Whether a batch runs each of its tests alone only, once, with no run of
+        its own (``run``: its tests with their declared prerequisites, in its
+        order): every test of ``batch`` is one checked alone, none of ``run``
+        changed the process's state in the serial pass, and no two of ``run``
+        share a module or class fixture instance.
+
+        A test checked alone gets its verdict from its run alone; its run in the
+        batch's process after that is there only for what it leaves the tests
+        after it.  They are checked alone too, so the batch's process is no
+        evidence for them; what they find is the files, which each test's own run
+        alone has written in its place, in the batch's order (a child per test,
+        or tests that are not each other's prerequisites in one, as
+        ``probe_plugin._batch`` joins them): with no state changed and no fixture
+        instance shared, a test writes there what it writes in the batch's
+        process.  The batch's second run of every test (pynurbs: a third of the
+        screening's runs) gives no evidence these runs do not.
+        """
+        if not batch or any(k not in checked for k in batch):
+            return False
+        wide = self._wides()
+        seen: set[tuple[str, str, str]] = set()
+        for nid in run:
+            k = self.order.get(nid)
+            if k is None or self.serial.get(nid, FAILED).state or not seen.isdisjoint(wide[k]):
+                return False
+            seen |= wide[k]
+        return True
 
     def _runtime(self, ids: list[str], serial: dict[str, Result]) -> list[list[int]]:
         """Each test's prerequisites named by run-time ``depends()`` calls in the
@@ -1509,16 +1669,20 @@ class MissingFinder:
 
     def _probe_alone(self, ids: list[str], serial: dict[str, Result], order: list[str],
                      checked: list[int], longest: float,
-                     into: dict[str, Result]) -> dict[str, Result]:
+                     into: dict[str, Result], *, only: bool = False) -> dict[str, Result]:
         """``order`` in a fresh process (as :meth:`_probe`), each test of ``checked``
         also alone in a fresh process right before its place (their records go to
         ``into``); ``longest``: the serial seconds the alone runs' time limit
-        allows for."""
+        allows for.  ``only``: ``checked`` is all of ``order``, run alone only (no
+        run of ``order`` in one process; see :meth:`_alone_only`)."""
+        rules = self._batching(ids, serial, checked)
+        if only:
+            rules["only"] = True
         sandbox = self.pool.get()
         try:
             sandbox.reset()
             return self._run(sandbox, order, alone=[ids[k] for k in checked], into=into,
-                             alone_rules=self._batching(ids, serial, checked),
+                             alone_rules=rules,
                              alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
                              limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(checked))
         finally:

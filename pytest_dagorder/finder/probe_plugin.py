@@ -506,7 +506,16 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
     """The serial run of ``items`` in a child; before each test of ``names``, that
     test alone in another child forked from this process (which runs no test
     itself), or with the tests of ``names`` after it as one batch (see
-    :func:`_batch`) when ``rules`` give their serial outcomes."""
+    :func:`_batch`) when ``rules`` give their serial outcomes.  ``rules["only"]``:
+    every test is one of ``names``, and no serial run: each runs alone only,
+    once, in order (the finder's ``_alone_only`` says when that suffices)."""
+    members = [k for k, item in enumerate(items) if item.nodeid in names]
+    done: set[int] = set()
+    if rules is not None and rules.get("only"):
+        for at in members:
+            if at not in done:
+                done.update(_alone_from(items, members, at, done, reporter, limit, rules))
+        return
     asks_r, asks_w = os.pipe()
     go_r, go_w = os.pipe()
     sys.stdout.flush()
@@ -530,22 +539,28 @@ def _serial_with_alone(session: pytest.Session, reporter: ProbeReporter, names: 
         _end_child(run_serially)
     os.close(asks_w)
     os.close(go_r)
-    members = [k for k, item in enumerate(items) if item.nodeid in names]
-    done: set[int] = set()
     try:
         with os.fdopen(asks_r, "rb") as asks:
             for line in asks:
                 at = int(line)
                 if at not in done:
-                    batch = _batch(items, members, at, done, rules)
-                    count = _alone([items[k] for k in batch], reporter, limit, rules)
-                    if count == 0:  # stopped or broken: its first test alone, at once
-                        count = _alone([items[at]], reporter, limit, rules)
-                    done.update(batch[:max(1, count)])
+                    done.update(_alone_from(items, members, at, done, reporter, limit, rules))
                 os.write(go_w, b"g")
     finally:
         os.close(go_w)
         os.waitpid(child, 0)
+
+
+def _alone_from(items: list[pytest.Item], members: list[int], at: int, done: set[int],
+                reporter: ProbeReporter, limit: float,
+                rules: dict[str, Any] | None) -> list[int]:
+    """The test at ``at`` alone, with those :func:`_batch` joins to it: the
+    positions that got their verdict."""
+    batch = _batch(items, members, at, done, rules)
+    count = _alone([items[k] for k in batch], reporter, limit, rules)
+    if count == 0:  # stopped or broken: its first test alone, at once
+        count = _alone([items[at]], reporter, limit, rules)
+    return batch[:max(1, count)]
 
 
 def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set[str],
