@@ -1348,6 +1348,18 @@ class MissingFinder:
         ``TestCurve`` before ``TestFunction``, pulled in by the module's
         ``test_end``; its stride batches do not).
         """
+        stride = self._stride(ids, targets)
+        whole = self._whole(ids, targets, checked, together)
+        if whole and self._makespan(ids, whole, checked, together) <= \
+                SCREEN_SLACK * self._makespan(ids, stride, checked, together):
+            before, after = self._exposed(ids, stride), self._exposed(ids, whole)
+            if all(after.get(t, set()) <= before.get(t, set()) for t in targets):
+                return whole
+        return stride
+
+    def _stride(self, ids: list[str], targets: list[int]) -> list[list[int]]:
+        """``targets`` dealt out in turn to as many batches as keep the work they
+        run (with their declared prerequisites) within ``SCREEN_WORK``."""
         stride: list[list[int]] = []
         for per_slot in range(BATCHES_PER_SLOT, 0, -1):
             count = max(1, min(len(targets), self.slots * per_slot))
@@ -1358,6 +1370,12 @@ class MissingFinder:
             work = sum(len(self._with_declared([ids[k] for k in b])) for b in stride)
             if work <= SCREEN_WORK * len(targets):
                 break
+        return stride
+
+    def _whole(self, ids: list[str], targets: list[int], checked: set[int],
+               together: bool) -> list[list[int]]:
+        """``targets`` as whole components of the declared graph, shared out by
+        their serial seconds over at most ``slots x BATCHES_PER_SLOT`` batches."""
         root = list(range(len(ids)))
 
         def find(k: int) -> int:
@@ -1383,14 +1401,8 @@ class MissingFinder:
             i = loads.index(min(loads))
             whole[i] += part
             loads[i] += costs[part[0]]
-        whole = [sorted(b) for _, b in sorted(zip(loads, whole, strict=True),
-                                              key=lambda lb: -lb[0]) if b]
-        if whole and self._makespan(ids, whole, checked, together) <= \
-                SCREEN_SLACK * self._makespan(ids, stride, checked, together):
-            before, after = self._exposed(ids, stride), self._exposed(ids, whole)
-            if all(after.get(t, set()) <= before.get(t, set()) for t in targets):
-                return whole
-        return stride
+        return [sorted(b) for _, b in sorted(zip(loads, whole, strict=True),
+                                             key=lambda lb: -lb[0]) if b]
 
     def _exposed(self, ids: list[str], batches: list[list[int]]) -> dict[int, set[int]]:
         """For each test of ``batches``, the earlier tests outside its declared
