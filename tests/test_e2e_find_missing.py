@@ -957,3 +957,71 @@ def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
         "their screening batch)",
         "dagorder: 0 missing prerequisites, 0 conflicts, 3 of 3 declared edges separable "
         "in * s with 4 probes in *"])
+
+
+#: pytest-order sorts x1 and x2 (order 1) before y (order 2): a fence holds y
+#: until both were handed out.  The durations file makes y the most urgent.
+#: x1 ends once y started (a bounded wait), so y, freed, starts first with x1
+#: on the other worker and no x ended yet; fenced, it starts only once x2
+#: (or x1) ended.  y writes down which.
+FENCED = """
+    import pathlib, time
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.mark.order(1)
+    def test_x1():
+        for _ in range(600):
+            if (HERE / "y-started").exists():
+                break
+            time.sleep(0.05)
+        (HERE / "x-ended").touch()
+
+    @pytest.mark.order(1)
+    def test_x2():
+        (HERE / "x-ended").touch()
+
+    @pytest.mark.order(2)
+    def test_y():
+        (HERE / "y-started").touch()
+        (HERE / "y-saw").write_text(str((HERE / "x-ended").exists()))
+"""
+
+
+def fence_verdicts(root: Path, free: dict[str, bool]) -> None:
+    from pytest_dagorder.declaring import edges_file, evidence
+
+    prints = evidence.Fingerprints(root)
+    edges_file.write(root / "edges.json", edges_file.EdgesFile(fences=[
+        edges_file.FenceVerdict(nid, ok, "" if ok else "not shown free", prints.of((nid,)))
+        for nid, ok in free.items()]))
+    (root / "durations.json").write_text(json.dumps(
+        {"test_f.py::test_x1": 0.1, "test_f.py::test_x2": 0.1, "test_f.py::test_y": 30.0}))
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["valid", "stale"])
+def test_a_fence_verdict_frees_a_pytest_order_test_unless_its_module_changed(
+        dagtester: DagTester, changed: bool) -> None:
+    pytest.importorskip("pytest_order")
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FENCED))
+    fence_verdicts(dagtester.path, {"test_f.py::test_x1": False,
+                                    "test_f.py::test_x2": True, "test_f.py::test_y": True})
+    if changed:
+        with (dagtester.path / "test_f.py").open("a") as f:
+            f.write("\n# changed\n")
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json",
+                           "--dag-durations=durations.json", "--dag-explain")
+    result.assert_outcomes(passed=3)
+    saw = (dagtester.path / "y-saw").read_text()
+    if not changed:
+        result.stdout.fnmatch_lines([
+            "dagorder: 1 of 1 fenced test free by evidence from edges.json",
+            "dagorder: fence lifted by evidence (*): test_f.py::test_y"])
+        result.stdout.no_fnmatch_line("*edges and 0 resources from*")
+        assert saw == "False"  # y went before every test sorted before it ended
+    else:
+        result.stdout.fnmatch_lines([
+            "dagorder: 0 of 1 fenced test free by evidence from edges.json (3 stale: a file "
+            "they rest on changed; renew with pytest --dag-find-missing -n 2 "
+            "--dag-edges=edges.json)"])
+        assert saw == "True"  # fenced: handed out once x1 and x2 were, after one ended

@@ -494,6 +494,24 @@ def test_a_test_fenced_last_waits_for_every_other_to_be_handed_out() -> None:
     machine.validate()
 
 
+def test_a_test_no_fence_holds_goes_at_once_and_still_holds_the_tests_after_it() -> None:
+    # As above, with z freed by evidence: it goes first, the most urgent;
+    # c, fenced behind z's stretch, waits until a, b and z all went.
+    graph = Graph.of_positions([[], [], [], []])
+    machine = StateMachine(graph, Setup(priority=[1.0, 2.0, 9.0, 5.0], fences=[2, 3],
+                                        unfenced=[2], locality=False))
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [2]
+    assert machine.take("w2") == [1]
+    machine.validate()
+    assert machine.finished(1, "passed")
+    assert machine.take("w2") == [0]
+    assert machine.finished(0, "passed")
+    assert machine.take("w2") == [3]
+    machine.validate()
+
+
 def test_a_ready_test_behind_a_fence_does_not_keep_the_next_test_from_being_held() -> None:
     # Every test has an ordinal (a fence after each): a, then b (needs a),
     # then x (free, ready, fenced behind b).  x keeps nothing back: b is held

@@ -72,6 +72,7 @@ from ..core.missing import (
 )
 from ..core.wording import plural
 from ..declaring import edges_file, evidence
+from ..migration.order import ordinal_of
 from ..options.markers import RESOURCE
 from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from ..shims.pytest_internals import fixture_files, wide_fixtures
@@ -269,6 +270,8 @@ class Findings:
     #: Group name -> its tests: those sharing a fixture instance with a test of a
     #: conflict (the state lives in the fixture: its users stay on one worker).
     groups: dict[str, list[int]] = field(default_factory=dict)
+    #: Evidence about pytest-order's fences, per test (where some test has an ordinal).
+    fences: list[edges_file.FenceVerdict] = field(default_factory=list)
     #: Tests whose outcome under -n 2 with the findings still differed from serial.
     not_fixed: list[str] = field(default_factory=list)
     #: Candidate pairs past the cap (not overlapped).
@@ -336,6 +339,9 @@ class MissingFinder:
         self.screened: dict[str, Result] = {}
         self.edge_alone: dict[str, Result] = {}
         self.reruns: list[tuple[dict[str, Result], set[str]]] = []
+        #: The records of each screening batch's run, in the order its tests ran
+        #: (what ran before each test: the fence evidence, ``_fence_verdicts``).
+        self.screen_runs: list[dict[str, Result]] = []
         #: Each path two tests or more wrote in the serial pass, with its writers.
         self.writers: dict[str, list[int]] = {}
         self.found = Findings({}, set(), [], [])
@@ -608,8 +614,11 @@ class MissingFinder:
             self.found.joined = [k for k in members if k not in self.found.unreproducible]
             if len(members) > 1:
                 self.found.groups[OUTSIDE_GROUP] = members
+        if not one and any(ordinal_of(it) is not None for it in self.items):
+            self.found.fences = self._fence_verdicts(ids, serial, set(targets))
         self._minimal(items[:len(ids)])
-        lifts = any(v.separable for v in self.found.verdicts)
+        lifts = (any(v.separable for v in self.found.verdicts)
+                 or any(v.free for v in self.found.fences))
         if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
                 and not self._stopped()
                 and not one):
@@ -706,6 +715,7 @@ class MissingFinder:
         back = self._give_back(differ) if differ else []
         lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
+        refenced = self._refence(differ) if differ else []
         if back:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping the {plural(len(back), 'group')} of fixture users "
@@ -714,7 +724,11 @@ class MissingFinder:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
                   "next to them, and checking again")
-        if back or rekept:
+        if refenced:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping the fences of {plural(len(refenced), 'test')} evidence had freed "
+                  "next to them, and checking again")
+        if back or rekept or refenced:
             first, differ = differ, self._check_n2(ids, serial)
             if self._stopped():
                 write("dagorder: the second -n 2 check of the findings was cut short "
@@ -904,6 +918,80 @@ class MissingFinder:
                 changed.append(v)
             out.append(v)
         self.found.verdicts = out
+        return changed
+
+    def _fence_verdicts(self, ids: list[str], serial: dict[str, Result],
+                        screened: set[int]) -> list[edges_file.FenceVerdict]:
+        """Per test, whether pytest-order's fences need hold it (``decide.fences``).
+
+        A fence keeps a test from being handed out before every test sorted
+        before it.  Free is a test that (1) passed in every screening run it
+        ran in, and in one of them no test sorted before it ran first but its
+        declared prerequisites (transitively; a batch-mate's prerequisites may
+        run before it: the order each run's records came in says); (2) changed
+        no process state in the serial pass (an earlier test on its worker
+        could read it once it runs first); (3) wrote no path a test sorted
+        before it touched in the serial pass (nor does an earlier test then
+        find it changed).  Everything else keeps its fences.
+        """
+        prints = evidence.Fingerprints(self.config.rootpath)
+        first: dict[str, int] = {}  # path -> the first test that touched it
+        for k, nid in enumerate(ids):
+            r = serial.get(nid)
+            if r is not None:
+                for path in sorted(r.touches.writes | r.touches.reads):
+                    first.setdefault(path, k)
+        failed = {nid for nid, r in self.screened.items() if r.outcome != "passed"}
+        clean: set[int] = set()
+        for run in self.screen_runs:
+            ran: list[int] = []
+            for nid, r in run.items():
+                at = self.order.get(nid)
+                if at is None:
+                    continue
+                if r.outcome != "passed":
+                    failed.add(nid)
+                elif at not in clean and not (
+                        {p for p in ran if p < at} - self._prerequisites(at)):
+                    clean.add(at)
+                ran.append(at)
+        out: list[edges_file.FenceVerdict] = []
+        for k, nid in enumerate(ids):
+            r = serial.get(nid, FAILED)
+            wrote = sorted(p for p in r.touches.writes if first.get(p, k) < k)
+            if k not in screened:
+                why = f"not screened (serially {r.outcome})" if k else "the first test"
+            elif (nid in failed or k in self.found.needs or k in self.found.unreproducible
+                  or k in self.found.timed_out):
+                why = "did not pass in the screening without the tests sorted before it"
+            elif k not in clean:
+                why = ("in the screening, tests sorted before it that are not its "
+                       "prerequisites ran first")
+            elif r.state:
+                why = ("changed the process's state (the environment or a module-level "
+                       "value), which a test sorted before it could read")
+            elif wrote:
+                why = (f"wrote {wrote[0]}, which {ids[first[wrote[0]]]} sorted before "
+                       "it touched")
+            else:
+                why = ""
+            out.append(edges_file.FenceVerdict(nid, not why, why, prints.of((nid,))))
+        return out
+
+    def _refence(self, differ: list[str]) -> list[edges_file.FenceVerdict]:
+        """Turn back to fenced each test the screening freed that differed under
+        ``-n 2``, or shares a module with one that did; the verdicts changed."""
+        modules = {nid.split("::", 1)[0] for nid in differ}
+        changed: list[edges_file.FenceVerdict] = []
+        out: list[edges_file.FenceVerdict] = []
+        for v in self.found.fences:
+            if v.free and (v.test in differ or v.test.split("::", 1)[0] in modules):
+                v = edges_file.FenceVerdict(
+                    v.test, False, "passed with none of the tests sorted before it, but "
+                    "-n 2 with its fence lifted gave other outcomes", v.fingerprint)
+                changed.append(v)
+            out.append(v)
+        self.found.fences = out
         return changed
 
     def _ended(self, phase: str) -> None:
@@ -1184,6 +1272,8 @@ class MissingFinder:
                                         longest, found)
                 with self.lock:
                     self.screened.update(found)
+            with self.lock:
+                self.screen_runs.append(got)
             if self._stopped() and any(ids[k] not in got for k in batch):
                 return None  # cut by the budget or Ctrl-C: no outcome, not a failure
             return got
@@ -1769,7 +1859,8 @@ class MissingFinder:
                     f"{ids[t]} failed in a fresh process after its prerequisites ran "
                     "in another", prints.of((ids[p], ids[t])))
                 for t in sorted(found.needs) for p in found.needs[t]],
-            {name: [ids[k] for k in members] for name, members in found.groups.items()})
+            {name: [ids[k] for k in members] for name, members in found.groups.items()},
+            list(found.fences))
         for i, j, p in found.conflicts:
             if (i in grouped and j in grouped) or (i, j, p) in found.settled:
                 continue  # one worker runs them, or the suite keeps them apart: nothing to add
@@ -1905,15 +1996,18 @@ class MissingFinder:
         target = self.settings.edges_path
         wrote = ""
         if target is not None and (found.needs or found.conflicts or found.verdicts
-                                   or found.groups):
+                                   or found.groups or found.fences):
             edges_file.write(target, self._record(ids, found))
             wrote = f"; written to {target}"
-        elif found.needs or found.conflicts or found.verdicts or found.groups:
+        elif found.needs or found.conflicts or found.verdicts or found.groups or found.fences:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
         free = sum(v.separable for v in found.verdicts)
         checked = (f", {free:,} of {plural(len(found.verdicts), 'declared edge')} separable"
                    if found.verdicts else "")
+        if found.fences:
+            checked += (f", {sum(v.free for v in found.fences):,} of "
+                        f"{plural(len(found.fences), 'test')} free of pytest-order's fences")
         write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
               f"{plural(len(found.conflicts), 'conflict')}{checked} "
               f"in {seconds:.1f} s with {plural(self.probes_run, 'probe')} in "
