@@ -1025,3 +1025,69 @@ def test_a_fence_verdict_frees_a_pytest_order_test_unless_its_module_changed(
             "they rest on changed; renew with pytest --dag-find-missing -n 2 "
             "--dag-edges=edges.json)"])
         assert saw == "True"  # fenced: handed out once x1 and x2 were, after one ended
+
+
+#: Every test has an ordinal.  In the screening (four batches of one slot
+#: each, in reverse serial order) test_t shares its batch with test_u, whose
+#: declared prerequisite test_p runs first: test_t passed there after a test
+#: sorted before it.  test_b changes a module-level value, test_c writes the
+#: file test_a read; test_a and test_u (after its prerequisite only) are free.
+SCREENED = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+    SEEN = []
+
+    @pytest.mark.order(1)
+    def test_p():
+        pass
+
+    @pytest.mark.order(2)
+    def test_t():
+        pass
+
+    @pytest.mark.order(3)
+    def test_a():
+        (HERE / "data.txt").read_text()
+
+    @pytest.mark.order(4)
+    def test_b():
+        SEEN.append(1)
+
+    @pytest.mark.order(5)
+    def test_c():
+        (HERE / "data.txt").write_text("changed")
+
+    @pytest.mark.order(6)
+    @pytest.mark.run_after("test_p")
+    def test_u():
+        pass
+"""
+
+
+def test_the_learning_pass_writes_fence_verdicts_and_checks_them_under_n2(
+        dagtester: DagTester) -> None:
+    pytest.importorskip("pytest_order")
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(SCREENED))
+    (dagtester.path / "data.txt").write_text("original")
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: checking the findings: the selection under -n 2 with them",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 1 of 1 declared edge separable, "
+        "2 of 6 tests free of pytest-order's fences in * s*"])
+    fences = {v["test"].split("::")[1]: v["why"]
+              for v in json.loads((dagtester.path / "edges.json").read_text())["fences"]}
+    assert fences == {
+        "test_p": "the first test",
+        "test_t": "in the screening, tests sorted before it that are not its prerequisites "
+                  "ran first",
+        "test_a": "",
+        "test_b": "changed the process's state (the environment or a module-level value), "
+                  "which a test sorted before it could read",
+        "test_c": "wrote data.txt, which test_s.py::test_a sorted before it touched",
+        "test_u": ""}
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["dagorder: 2 of 5 fenced tests free by evidence from edges.json"])
