@@ -943,6 +943,7 @@ class MissingFinder:
                     first.setdefault(path, k)
         failed = {nid for nid, r in self.screened.items() if r.outcome != "passed"}
         clean: set[int] = set()
+        seen: set[int] = set()
         for run in self.screen_runs:
             ran: list[int] = []
             for nid, r in run.items():
@@ -955,12 +956,15 @@ class MissingFinder:
                         {p for p in ran if p < at} - self._prerequisites(at)):
                     clean.add(at)
                 ran.append(at)
+            seen.update(ran)
         out: list[edges_file.FenceVerdict] = []
         for k, nid in enumerate(ids):
             r = serial.get(nid, FAILED)
             wrote = sorted(p for p in r.touches.writes if first.get(p, k) < k)
             if k not in screened:
                 why = f"not screened (serially {r.outcome})" if k else "the first test"
+            elif k not in seen and nid not in failed:
+                why = "not screened (the budget or Ctrl-C cut the screening)"
             elif (nid in failed or k in self.found.needs or k in self.found.unreproducible
                   or k in self.found.timed_out):
                 why = "did not pass in the screening without the tests sorted before it"
