@@ -1027,11 +1027,12 @@ def test_a_fence_verdict_frees_a_pytest_order_test_unless_its_module_changed(
         assert saw == "True"  # fenced: handed out once x1 and x2 were, after one ended
 
 
-#: Every test has an ordinal.  In the screening (four batches of one slot
-#: each, in reverse serial order) test_t shares its batch with test_u, whose
-#: declared prerequisite test_p runs first: test_t passed there after a test
-#: sorted before it.  test_b changes a module-level value, test_c writes the
-#: file test_a read; test_a and test_u (after its prerequisite only) are free.
+#: Every test has an ordinal.  test_u declares test_p and test_t: one
+#: component, so one screening batch (whatever the batching), in which test_u's
+#: prerequisites run first in serial order: test_t passed there only after
+#: test_p, sorted before it and not its prerequisite.  test_b changes a
+#: module-level value, test_c writes the file test_a read; test_a and test_u
+#: (after its prerequisites only) are free.
 SCREENED = """
     import pathlib
     import pytest
@@ -1059,7 +1060,7 @@ SCREENED = """
         (HERE / "data.txt").write_text("changed")
 
     @pytest.mark.order(6)
-    @pytest.mark.run_after("test_p")
+    @pytest.mark.run_after("test_p", "test_t")
     def test_u():
         pass
 """
@@ -1075,7 +1076,7 @@ def test_the_learning_pass_writes_fence_verdicts_and_checks_them_under_n2(
     result.stdout.fnmatch_lines([
         "dagorder: checking the findings: the selection under -n 2 with them",
         "dagorder: with the findings, -n 2 gave the serial outcomes",
-        "dagorder: 0 missing prerequisites, 0 conflicts, 1 of 1 declared edge separable, "
+        "dagorder: 0 missing prerequisites, 0 conflicts, 2 of 2 declared edges separable, "
         "2 of 6 tests free of pytest-order's fences in * s*"])
     fences = {v["test"].split("::")[1]: v["why"]
               for v in json.loads((dagtester.path / "edges.json").read_text())["fences"]}
