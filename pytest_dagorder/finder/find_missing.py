@@ -736,6 +736,12 @@ class MissingFinder:
                 return
             if not differ and rekept:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
+        if differ and any(v.free for v in self.found.fences):
+            # A freed test may have broken one of another module: every fence holds
+            # again (as without evidence), unchecked.
+            refenced = self._refence([v.test for v in self.found.fences])
+            write(f"dagorder: -n 2 still gave other outcomes; keeping the fences of the "
+                  f"{plural(len(refenced), 'test')} evidence had freed")
         self.found.not_fixed = differ
         if not differ:
             # Its run starts from what the probes left where that state lives (no
