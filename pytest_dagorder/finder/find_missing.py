@@ -339,9 +339,10 @@ class MissingFinder:
         self.screened: dict[str, Result] = {}
         self.edge_alone: dict[str, Result] = {}
         self.reruns: list[tuple[dict[str, Result], set[str]]] = []
-        #: The records of each screening batch's run, in the order its tests ran
-        #: (what ran before each test: the fence evidence, ``_fence_verdicts``).
-        self.screen_runs: list[dict[str, Result]] = []
+        #: The records of each screening batch's run and of its runs alone, each in
+        #: the order its tests ran (what ran before each test: the fence
+        #: evidence, ``_fence_verdicts``).
+        self.screen_runs: list[tuple[dict[str, Result], dict[str, Result]]] = []
         #: Each path two tests or more wrote in the serial pass, with its writers.
         self.writers: dict[str, list[int]] = {}
         self.found = Findings({}, set(), [], [])
@@ -931,14 +932,17 @@ class MissingFinder:
         """Per test, whether pytest-order's fences need hold it (``decide.fences``).
 
         A fence keeps a test from being handed out before every test sorted
-        before it.  Free is a test that (1) passed in every screening run it
-        ran in, and in one of them no test sorted before it ran first but its
-        declared prerequisites (transitively; a batch-mate's prerequisites may
-        run before it: the order each run's records came in says); (2) changed
-        no process state in the serial pass (an earlier test on its worker
-        could read it once it runs first); (3) wrote no path a test sorted
-        before it touched in the serial pass (nor does an earlier test then
-        find it changed).  Everything else keeps its fences.
+        before it.  Free is a test that (1) passed in every screening run and
+        run alone it ran in, and in one of them no test sorted before it but
+        its declared prerequisites (transitively) could have left it anything:
+        in a screening batch's run none ran before it (a batch-mate's
+        prerequisites may have: the order of the run's records says), or, run
+        alone in a fresh process, none of those whose files were in place
+        wrote a path in the serial pass (:meth:`_alone_clean`); (2) changed no
+        process state in the serial pass (an earlier test on its worker could
+        read it once it runs first); (3) wrote no path a test sorted before it
+        touched in the serial pass (nor does an earlier test then find it
+        changed).  Everything else keeps its fences.
         """
         prints = evidence.Fingerprints(self.config.rootpath)
         first: dict[str, int] = {}  # path -> the first test that touched it
@@ -947,10 +951,12 @@ class MissingFinder:
             if r is not None:
                 for path in sorted(r.touches.writes | r.touches.reads):
                     first.setdefault(path, k)
-        failed = {nid for nid, r in self.screened.items() if r.outcome != "passed"}
+        writing = {k for k, nid in enumerate(ids) if serial.get(nid, FAILED).touches.writes}
+        failed = {nid for records in (self.screened, self.edge_alone)
+                  for nid, r in records.items() if r.outcome != "passed"}
         clean: set[int] = set()
         seen: set[int] = set()
-        for run in self.screen_runs:
+        for run, alone in self.screen_runs:
             ran: list[int] = []
             for nid, r in run.items():
                 at = self.order.get(nid)
@@ -963,6 +969,14 @@ class MissingFinder:
                     clean.add(at)
                 ran.append(at)
             seen.update(ran)
+            clean |= self._alone_clean(run, alone, writing)
+        # Run alone after its serial prefix (the edge pass): every test before it
+        # left its files.
+        for nid, r in self.edge_alone.items():
+            at = self.order.get(nid)
+            if at is not None and r.outcome == "passed" and not (
+                    {w for w in writing if w < at} - self._prerequisites(at)):
+                clean.add(at)
         out: list[edges_file.FenceVerdict] = []
         for k, nid in enumerate(ids):
             r = serial.get(nid, FAILED)
@@ -986,6 +1000,32 @@ class MissingFinder:
             else:
                 why = ""
             out.append(edges_file.FenceVerdict(nid, not why, why, prints.of((nid,))))
+        return out
+
+    def _alone_clean(self, run: dict[str, Result], alone: dict[str, Result],
+                     writing: set[int]) -> set[int]:
+        """The tests of a screening batch that passed alone in a fresh process with
+        no file of a test sorted before them but their prerequisites: in place
+        were the files of the tests before their place in the batch's run and of
+        the tests run alone before them in the same fresh process (some of
+        ``alone``'s earlier records: all are counted), and none of those that are
+        sorted before the test and not its prerequisites wrote a path in the
+        serial pass (``writing``).  Its process held only tests that changed no
+        process state (``probe_plugin._batch``)."""
+        order = [k for nid in run if (k := self.order.get(nid)) is not None]
+        where = {k: i for i, k in enumerate(order)}
+        out: set[int] = set()
+        before: list[int] = []
+        for nid, r in alone.items():
+            at = self.order.get(nid)
+            if at is None:
+                continue
+            if r.outcome == "passed":
+                files = {*order[:where.get(at, len(order))], *before}
+                if not ({p for p in files if p < at and p in writing}
+                        - self._prerequisites(at)):
+                    out.add(at)
+            before.append(at)
         return out
 
     def _refence(self, differ: list[str]) -> list[edges_file.FenceVerdict]:
@@ -1274,16 +1314,16 @@ class MissingFinder:
             if self._stopped():
                 return None
             mine = [k for k in reversed(batch) if k in checked]
+            found: dict[str, Result] = {}
             if not mine:
                 got = self._probe([ids[k] for k in reversed(batch)])
             else:
-                found: dict[str, Result] = {}
                 got = self._probe_alone(ids, serial, [ids[k] for k in reversed(batch)], mine,
                                         longest, found)
                 with self.lock:
                     self.screened.update(found)
             with self.lock:
-                self.screen_runs.append(got)
+                self.screen_runs.append((got, found))
             if self._stopped() and any(ids[k] not in got for k in batch):
                 return None  # cut by the budget or Ctrl-C: no outcome, not a failure
             return got
