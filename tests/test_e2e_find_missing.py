@@ -1029,21 +1029,28 @@ def test_a_fence_verdict_frees_a_pytest_order_test_unless_its_module_changed(
 
 #: Every test has an ordinal.  test_u declares test_p and test_t: one
 #: component, so one screening batch (whatever the batching), in which test_u's
-#: prerequisites run first in serial order: test_t passed there only after
-#: test_p, sorted before it and not its prerequisite.  test_b changes a
-#: module-level value, test_c writes the file test_a read; test_a and test_u
-#: (after its prerequisites only) are free.
+#: prerequisites run first in serial order: test_t (which declares test_o)
+#: passed there only after test_p, sorted before it and not its prerequisite.
+#: Run alone in a fresh process at its place, test_t had test_p's files: it is
+#: free if test_p wrote none.  test_b changes a module-level value, test_c
+#: writes the file test_a read; test_a and test_u (after its prerequisites
+#: only) are free.
 SCREENED = """
     import pathlib
     import pytest
     HERE = pathlib.Path(__file__).parent
     SEEN = []
 
-    @pytest.mark.order(1)
-    def test_p():
+    @pytest.mark.order(0)
+    def test_o():
         pass
 
+    @pytest.mark.order(1)
+    def test_p():
+        WRITE
+
     @pytest.mark.order(2)
+    @pytest.mark.run_after("test_o")
     def test_t():
         pass
 
@@ -1066,29 +1073,34 @@ SCREENED = """
 """
 
 
+@pytest.mark.parametrize("writes", [False, True], ids=["p-writes-nothing", "p-writes"])
 def test_the_learning_pass_writes_fence_verdicts_and_checks_them_under_n2(
-        dagtester: DagTester) -> None:
+        dagtester: DagTester, writes: bool) -> None:
     pytest.importorskip("pytest_order")
-    dagtester.pytester.makepyfile(test_s=textwrap.dedent(SCREENED))
+    body = SCREENED.replace("WRITE", '(HERE / "p.txt").write_text("p")' if writes else "pass")
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(body))
     (dagtester.path / "data.txt").write_text("original")
     result = dagtester.run(*FIND, "--dag-edges", "edges.json")
     assert result.ret == 0, result.stdout.str()
+    free = 3 if writes else 4
     result.stdout.fnmatch_lines([
         "dagorder: checking the findings: the selection under -n 2 with them",
         "dagorder: with the findings, -n 2 gave the serial outcomes",
-        "dagorder: 0 missing prerequisites, 0 conflicts, 2 of 2 declared edges separable, "
-        "2 of 6 tests free of pytest-order's fences in * s*"])
+        "dagorder: 0 missing prerequisites, 0 conflicts, 3 of 3 declared edges separable, "
+        f"{free} of 7 tests free of pytest-order's fences in * s*"])
     fences = {v["test"].split("::")[1]: v["why"]
               for v in json.loads((dagtester.path / "edges.json").read_text())["fences"]}
     assert fences == {
-        "test_p": "the first test",
+        "test_o": "the first test",
+        "test_p": "",
         "test_t": "in the screening, tests sorted before it that are not its prerequisites "
-                  "ran first",
+                  "ran first" if writes else "",
         "test_a": "",
         "test_b": "changed the process's state (the environment or a module-level value), "
                   "which a test sorted before it could read",
         "test_c": "wrote data.txt, which test_s.py::test_a sorted before it touched",
         "test_u": ""}
     result = dagtester.run("-n", "2", "--dag-edges=edges.json")
-    result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines(["dagorder: 2 of 5 fenced tests free by evidence from edges.json"])
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines([
+        f"dagorder: {free} of 6 fenced tests free by evidence from edges.json"])
