@@ -716,7 +716,7 @@ class MissingFinder:
         back = self._give_back(differ) if differ else []
         lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
-        refenced = self._refence(differ) if differ else []
+        refenced = self._refenced(differ, write) if differ else []
         if back:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping the {plural(len(back), 'group')} of fixture users "
@@ -724,10 +724,6 @@ class MissingFinder:
         if rekept:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
-                  "next to them, and checking again")
-        if refenced:
-            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
-                  f"keeping the fences of {plural(len(refenced), 'test')} evidence had freed "
                   "next to them, and checking again")
         if back or rekept or refenced:
             first, differ = differ, self._check_n2(ids, serial)
@@ -738,11 +734,7 @@ class MissingFinder:
             if not differ and rekept:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
         if differ and any(v.free for v in self.found.fences):
-            # A freed test may have broken one of another module: every fence holds
-            # again (as without evidence), unchecked.
-            refenced = self._refence([v.test for v in self.found.fences])
-            write(f"dagorder: -n 2 still gave other outcomes; keeping the fences of the "
-                  f"{plural(len(refenced), 'test')} evidence had freed")
+            self._refenced([], write)
         self.found.not_fixed = differ
         if not differ:
             # Its run starts from what the probes left where that state lives (no
@@ -951,6 +943,38 @@ class MissingFinder:
             if r is not None:
                 for path in sorted(r.touches.writes | r.touches.reads):
                     first.setdefault(path, k)
+        clean, seen, failed = self._screened_clean(ids, serial)
+        out: list[edges_file.FenceVerdict] = []
+        for k, nid in enumerate(ids):
+            r = serial.get(nid, FAILED)
+            wrote = sorted(p for p in r.touches.writes if first.get(p, k) < k)
+            if k not in screened:
+                why = f"not screened (serially {r.outcome})" if k else "the first test"
+            elif k not in seen and nid not in failed:
+                why = "not screened (the budget or Ctrl-C cut the screening)"
+            elif (nid in failed or k in self.found.needs or k in self.found.unreproducible
+                  or k in self.found.timed_out):
+                why = "did not pass in the screening without the tests sorted before it"
+            elif k not in clean:
+                why = ("in the screening, tests sorted before it that are not its "
+                       "prerequisites ran first")
+            elif r.state:
+                why = ("changed the process's state (the environment or a module-level "
+                       "value), which a test sorted before it could read")
+            elif wrote:
+                why = (f"wrote {wrote[0]}, which {ids[first[wrote[0]]]} sorted before "
+                       "it touched")
+            else:
+                why = ""
+            out.append(edges_file.FenceVerdict(nid, not why, why, prints.of((nid,))))
+        return out
+
+    def _screened_clean(self, ids: list[str], serial: dict[str, Result]) -> tuple[
+            set[int], set[int], set[str]]:
+        """For :meth:`_fence_verdicts`: the tests some screening run or run alone
+        showed passing with nothing of a test sorted before them but their
+        prerequisites; the tests the screening ran; those that did not pass in
+        some run."""
         writing = {k for k, nid in enumerate(ids) if serial.get(nid, FAILED).touches.writes}
         failed = {nid for records in (self.screened, self.edge_alone)
                   for nid, r in records.items() if r.outcome != "passed"}
@@ -977,30 +1001,7 @@ class MissingFinder:
             if at is not None and r.outcome == "passed" and not (
                     {w for w in writing if w < at} - self._prerequisites(at)):
                 clean.add(at)
-        out: list[edges_file.FenceVerdict] = []
-        for k, nid in enumerate(ids):
-            r = serial.get(nid, FAILED)
-            wrote = sorted(p for p in r.touches.writes if first.get(p, k) < k)
-            if k not in screened:
-                why = f"not screened (serially {r.outcome})" if k else "the first test"
-            elif k not in seen and nid not in failed:
-                why = "not screened (the budget or Ctrl-C cut the screening)"
-            elif (nid in failed or k in self.found.needs or k in self.found.unreproducible
-                  or k in self.found.timed_out):
-                why = "did not pass in the screening without the tests sorted before it"
-            elif k not in clean:
-                why = ("in the screening, tests sorted before it that are not its "
-                       "prerequisites ran first")
-            elif r.state:
-                why = ("changed the process's state (the environment or a module-level "
-                       "value), which a test sorted before it could read")
-            elif wrote:
-                why = (f"wrote {wrote[0]}, which {ids[first[wrote[0]]]} sorted before "
-                       "it touched")
-            else:
-                why = ""
-            out.append(edges_file.FenceVerdict(nid, not why, why, prints.of((nid,))))
-        return out
+        return clean, seen, failed
 
     def _alone_clean(self, run: dict[str, Result], alone: dict[str, Result],
                      writing: set[int]) -> set[int]:
@@ -1028,20 +1029,30 @@ class MissingFinder:
             before.append(at)
         return out
 
-    def _refence(self, differ: list[str]) -> list[edges_file.FenceVerdict]:
+    def _refenced(self, differ: list[str], write: _Write) -> list[edges_file.FenceVerdict]:
         """Turn back to fenced each test the screening freed that differed under
-        ``-n 2``, or shares a module with one that did; the verdicts changed."""
+        ``-n 2``, or shares a module with one that did (``differ`` empty: every
+        test: -n 2 still differed, and a freed test may break another module's);
+        the verdicts changed, said."""
         modules = {nid.split("::", 1)[0] for nid in differ}
         changed: list[edges_file.FenceVerdict] = []
         out: list[edges_file.FenceVerdict] = []
         for v in self.found.fences:
-            if v.free and (v.test in differ or v.test.split("::", 1)[0] in modules):
+            if v.free and (not differ or v.test in differ
+                           or v.test.split("::", 1)[0] in modules):
                 v = edges_file.FenceVerdict(
                     v.test, False, "passed with none of the tests sorted before it, but "
                     "-n 2 with its fence lifted gave other outcomes", v.fingerprint)
                 changed.append(v)
             out.append(v)
         self.found.fences = out
+        if changed and differ:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping the fences of {plural(len(changed), 'test')} evidence had freed "
+                  "next to them, and checking again")
+        elif changed:
+            write(f"dagorder: -n 2 still gave other outcomes; keeping the fences of the "
+                  f"{plural(len(changed), 'test')} evidence had freed")
         return changed
 
     def _ended(self, phase: str) -> None:
