@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,7 +84,9 @@ def main() -> None:
                       f"with groups {warm.grouped:.4g}, cold {cold.makespan:.4g}, junit sum "
                       f"{warm.tests:.4g}, load {os.getloadavg()[0]:.1f}"
                       + (f", {len(differ)} outcomes differ from the cold run's: {differ[:5]}"
-                         if differ else ""), flush=True)
+                         if differ else "")
+                      + f"; cold outcomes {sorted(Counter(cold.outcomes.values()).items())}",
+                      flush=True)
         if not a.no_plain:
             with tempfile.TemporaryDirectory() as raw:
                 plain = rs.plain_run(python, tree, suite, Path(raw), base_env)

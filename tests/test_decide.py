@@ -290,6 +290,32 @@ def test_pytest_order_ordinals_fence_the_hand_out() -> None:
     machine.validate()
 
 
+def test_a_test_evidence_freed_is_held_by_no_fence_and_the_header_says_so() -> None:
+    # As above, but the edges file's fence verdicts free z ("") and keep b:
+    # z, the most urgent, goes first; b still waits at f's fence.
+    from pytest_dagorder.declaring.notes import FenceNote
+
+    p = payload({"f": "", "a": "", "b": "", "z": ""}, ordinals=[0, None, None, -1],
+                fence_verdicts=[None, None, "changed the process's state", ""],
+                fence_evidence=FenceNote("e.json", 1))
+    recorded = {p.ids[0]: 0.1, p.ids[1]: 0.1, p.ids[2]: 0.5, p.ids[3]: 9.0}
+    decided = decide_xdist(p, settings(affinity="none", explain=True), recorded, workers=2)
+    machine = decided.run.machine
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [3]  # freed: ahead of every test sorted before it
+    assert machine.take("w2") == [0]
+    assert machine.take("w2") == [2]
+    machine.validate()
+    assert ("dagorder: 1 of 3 fenced tests free by evidence from e.json (1 stale: a file "
+            "they rest on changed; renew with pytest --dag-find-missing -n 2 "
+            "--dag-edges=e.json)") in decided.header
+    assert f"dagorder: fence kept by evidence: {p.ids[2]} (changed the process's state)" \
+        in decided.header
+    assert any(line.startswith("dagorder: fence lifted by evidence") and line.endswith(p.ids[3])
+               for line in decided.header)
+
+
 @pytest.mark.parametrize(("ordinals", "second"), [([1, 1, 1], [2]), ([1, 1, 2], [])],
                          ids=["one ordinal", "two ordinals"])
 def test_tests_of_one_ordinal_share_a_stretch_of_the_hand_out(

@@ -1206,3 +1206,150 @@ def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
         "their screening batch)",
         "dagorder: 0 missing prerequisites, 0 conflicts, 3 of 3 declared edges separable "
         "in * s with 4 probes in *"])
+
+
+#: pytest-order sorts x1 and x2 (order 1) before y (order 2): a fence holds y
+#: until both were handed out.  The durations file makes y the most urgent.
+#: x1 ends once y started (a bounded wait), so y, freed, starts first with x1
+#: on the other worker and no x ended yet; fenced, it starts only once x2
+#: (or x1) ended.  y writes down which.
+FENCED = """
+    import pathlib, time
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+
+    @pytest.mark.order(1)
+    def test_x1():
+        for _ in range(600):
+            if (HERE / "y-started").exists():
+                break
+            time.sleep(0.05)
+        (HERE / "x-ended").touch()
+
+    @pytest.mark.order(1)
+    def test_x2():
+        (HERE / "x-ended").touch()
+
+    @pytest.mark.order(2)
+    def test_y():
+        (HERE / "y-started").touch()
+        (HERE / "y-saw").write_text(str((HERE / "x-ended").exists()))
+"""
+
+
+def fence_verdicts(root: Path, free: dict[str, bool]) -> None:
+    from pytest_dagorder.declaring import edges_file, evidence
+
+    prints = evidence.Fingerprints(root)
+    edges_file.write(root / "edges.json", edges_file.EdgesFile(fences=[
+        edges_file.FenceVerdict(nid, ok, "" if ok else "not shown free", prints.of((nid,)))
+        for nid, ok in free.items()]))
+    (root / "durations.json").write_text(json.dumps(
+        {"test_f.py::test_x1": 0.1, "test_f.py::test_x2": 0.1, "test_f.py::test_y": 30.0}))
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["valid", "stale"])
+def test_a_fence_verdict_frees_a_pytest_order_test_unless_its_module_changed(
+        dagtester: DagTester, changed: bool) -> None:
+    pytest.importorskip("pytest_order")
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FENCED))
+    fence_verdicts(dagtester.path, {"test_f.py::test_x1": False,
+                                    "test_f.py::test_x2": True, "test_f.py::test_y": True})
+    if changed:
+        with (dagtester.path / "test_f.py").open("a") as f:
+            f.write("\n# changed\n")
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json",
+                           "--dag-durations=durations.json", "--dag-explain")
+    result.assert_outcomes(passed=3)
+    saw = (dagtester.path / "y-saw").read_text()
+    if not changed:
+        result.stdout.fnmatch_lines([
+            "dagorder: 1 of 1 fenced test free by evidence from edges.json",
+            "dagorder: fence lifted by evidence (*): test_f.py::test_y"])
+        result.stdout.no_fnmatch_line("*edges and 0 resources from*")
+        assert saw == "False"  # y went before every test sorted before it ended
+    else:
+        result.stdout.fnmatch_lines([
+            "dagorder: 0 of 1 fenced test free by evidence from edges.json (3 stale: a file "
+            "they rest on changed; renew with pytest --dag-find-missing -n 2 "
+            "--dag-edges=edges.json)"])
+        assert saw == "True"  # fenced: handed out once x1 and x2 were, after one ended
+
+
+#: Every test has an ordinal.  test_u declares test_p and test_t: one
+#: component, so one screening batch (whatever the batching), in which test_u's
+#: prerequisites run first in serial order: test_t (which declares test_o)
+#: passed there only after test_p, sorted before it and not its prerequisite.
+#: Run alone in a fresh process at its place, test_t had test_p's files: it is
+#: free if test_p wrote none.  test_b changes a module-level value, test_c
+#: writes the file test_a read; test_a and test_u (after its prerequisites
+#: only) are free.
+SCREENED = """
+    import pathlib
+    import pytest
+    HERE = pathlib.Path(__file__).parent
+    SEEN = []
+
+    @pytest.mark.order(0)
+    def test_o():
+        pass
+
+    @pytest.mark.order(1)
+    def test_p():
+        WRITE
+
+    @pytest.mark.order(2)
+    @pytest.mark.run_after("test_o")
+    def test_t():
+        pass
+
+    @pytest.mark.order(3)
+    def test_a():
+        (HERE / "data.txt").read_text()
+
+    @pytest.mark.order(4)
+    def test_b():
+        SEEN.append(1)
+
+    @pytest.mark.order(5)
+    def test_c():
+        (HERE / "data.txt").write_text("changed")
+
+    @pytest.mark.order(6)
+    @pytest.mark.run_after("test_p", "test_t")
+    def test_u():
+        pass
+"""
+
+
+@pytest.mark.parametrize("writes", [False, True], ids=["p-writes-nothing", "p-writes"])
+def test_the_learning_pass_writes_fence_verdicts_and_checks_them_under_n2(
+        dagtester: DagTester, writes: bool) -> None:
+    pytest.importorskip("pytest_order")
+    body = SCREENED.replace("WRITE", '(HERE / "p.txt").write_text("p")' if writes else "pass")
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(body))
+    (dagtester.path / "data.txt").write_text("original")
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    free = 3 if writes else 4
+    result.stdout.fnmatch_lines([
+        "dagorder: checking the findings: the selection under -n 2 with them",
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 3 of 3 declared edges separable, "
+        f"{free} of 7 tests free of pytest-order's fences in * s*"])
+    fences = {v["test"].split("::")[1]: v["why"]
+              for v in json.loads((dagtester.path / "edges.json").read_text())["fences"]}
+    assert fences == {
+        "test_o": "the first test",
+        "test_p": "",
+        "test_t": "in the screening, tests sorted before it that are not its prerequisites "
+                  "ran first" if writes else "",
+        "test_a": "",
+        "test_b": "changed the process's state (the environment or a module-level value), "
+                  "which a test sorted before it could read",
+        "test_c": "wrote data.txt, which test_s.py::test_a sorted before it touched",
+        "test_u": ""}
+    result = dagtester.run("-n", "2", "--dag-edges=edges.json")
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines([
+        f"dagorder: {free} of 6 fenced tests free by evidence from edges.json"])

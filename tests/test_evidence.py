@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_dagorder.deciding.decide import note_lines
 from pytest_dagorder.declaring import edges_file, evidence
 from pytest_dagorder.declaring.edges_file import FileEdge, _groups
-from pytest_dagorder.declaring.notes import EvidenceNote
+from pytest_dagorder.declaring.notes import EvidenceNote, FenceNote
 
 
 def suite(root: Path) -> tuple[list[str], list[tuple[int, ...]]]:
@@ -111,3 +113,65 @@ def test_a_same_process_edge_joins_the_dependents_own_xdist_group() -> None:
     # Without a label, the group is named after its first test.
     assert _groups([FileEdge("c", "a", True)], order) == {
         "a": "dag-edges:a", "c": "dag-edges:a"}
+
+
+def fence_file(root: Path, ids: list[str], free: dict[int, bool]) -> Path:
+    prints = evidence.Fingerprints(root)
+    path = root / "edges.json"
+    edges_file.write(path, edges_file.EdgesFile(fences=[
+        edges_file.FenceVerdict(ids[k], ok, "" if ok else "failed in the screening",
+                                prints.of((ids[k],)))
+        for k, ok in free.items()]))
+    return path
+
+
+def test_fence_verdicts_free_their_tests_while_their_files_are_unchanged(
+        tmp_path: Path) -> None:
+    ids, _ = suite(tmp_path)
+    path = fence_file(tmp_path, ids, {0: True, 1: False, 2: True})
+    assert evidence.unfenced(path, tmp_path, ids) == (
+        ["", "failed in the screening", ""], FenceNote("edges.json", 0))
+    # test_c's module changed: its verdict is void (its fences hold), the others stand.
+    (tmp_path / "test_c.py").write_text("def test_c(): assert 1\n")
+    assert evidence.unfenced(path, tmp_path, [*ids, "test_d.py::test_d"]) == (
+        ["", "failed in the screening", None, None], FenceNote("edges.json", 1))
+    assert evidence.fence_line(FenceNote("edges.json", 1), 1, 2) == (
+        "dagorder: 1 of 2 fenced tests free by evidence from edges.json (1 stale: a file "
+        "they rest on changed; renew with pytest --dag-find-missing -n 2 "
+        "--dag-edges=edges.json)")
+
+
+def test_an_edges_file_without_fence_verdicts_reads_as_before_and_frees_nothing(
+        tmp_path: Path) -> None:
+    ids, _ = suite(tmp_path)
+    path = tmp_path / "edges.json"
+    path.write_text(json.dumps({"version": 1, "edges": [], "resources": [], "verdicts": []}))
+    assert edges_file.read(path).fences == []
+    assert evidence.unfenced(path, tmp_path, ids) == ([], None)
+    # Written again, a file with no fence verdict gets no "fences" key.
+    edges_file.write(path, edges_file.EdgesFile())
+    assert "fences" not in json.loads(path.read_text())
+
+
+def test_newer_fence_verdicts_replace_older_ones_and_a_bad_one_is_refused(
+        tmp_path: Path) -> None:
+    path = tmp_path / "edges.json"
+    edges_file.write(path, edges_file.EdgesFile(fences=[
+        edges_file.FenceVerdict("a", True, "", "1"), edges_file.FenceVerdict("b", True, "", "2")]))
+    edges_file.write(path, edges_file.EdgesFile(fences=[
+        edges_file.FenceVerdict("a", False, "failed", "3")]))
+    assert [(v.test, v.free) for v in edges_file.read(path).fences] == [
+        ("b", True), ("a", False)]
+    path.write_text(json.dumps({"version": 1, "fences": [{"test": "a", "free": "yes"}]}))
+    with pytest.raises(edges_file.EdgesFileError, match=r"fence verdict .* boolean 'free'"):
+        edges_file.read(path)
+
+
+def test_fence_verdicts_cross_the_wire_and_follow_a_reorder() -> None:
+    from pytest_dagorder.drivers.distributed import wire
+    from pytest_dagorder.planning.facts import Facts
+
+    facts = Facts(["a", "b", "c"], [None] * 3, [None] * 3, [None] * 3, ordinals=[1, 2, -1],
+                  fence_verdicts=["", None, "failed"], fence_evidence=FenceNote("e.json", 1))
+    assert wire.decode(wire.encode(facts)) == facts
+    assert facts.in_order(["c", "a", "b"]).fence_verdicts == ["failed", "", None]

@@ -470,13 +470,15 @@ def test_a_fenced_test_is_handed_out_after_every_test_before_the_fence(
     requires, _, priority = case
     n = len(requires)
     fences = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=2)))
+    # Tasks evidence freed wait at no fence, and still hold the tasks after them.
+    free = data.draw(st.sets(st.integers(0, n - 1), max_size=2))
     machine = StateMachine(Graph.of_positions(requires), Setup(priority=priority,
-                           fences=fences, on_failure="skip"))
+                           fences=fences, unfenced=sorted(free), on_failure="skip"))
     handed = drive(machine, workers, data, ahead=data.draw(st.booleans()))
     at = {task: k for k, task in enumerate(handed)}
     for f in fences:
         before = [at[i] for i in range(f) if i in at]
-        after = [at[i] for i in range(f, n) if i in at]
+        after = [at[i] for i in range(f, n) if i in at and i not in free]
         if before and after:
             assert max(before) < min(after), (f, handed)
 
@@ -491,6 +493,24 @@ def test_a_test_fenced_last_waits_for_every_other_to_be_handed_out() -> None:
     assert machine.take("w1") == [1]
     assert machine.take("w2") == [0]
     assert machine.take("w1") == [2]
+    machine.validate()
+
+
+def test_a_test_no_fence_holds_goes_at_once_and_still_holds_the_tests_after_it() -> None:
+    # As above, with z freed by evidence: it goes first, the most urgent;
+    # c, fenced behind z's stretch, waits until a, b and z all went.
+    graph = Graph.of_positions([[], [], [], []])
+    machine = StateMachine(graph, Setup(priority=[1.0, 2.0, 9.0, 5.0], fences=[2, 3],
+                                        unfenced=[2], locality=False))
+    machine.add_worker("w1")
+    machine.add_worker("w2")
+    assert machine.take("w1") == [2]
+    assert machine.take("w2") == [1]
+    machine.validate()
+    assert machine.finished(1, "passed")
+    assert machine.take("w2") == [0]
+    assert machine.finished(0, "passed")
+    assert machine.take("w2") == [3]
     machine.validate()
 
 

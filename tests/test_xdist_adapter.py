@@ -754,7 +754,8 @@ def test_reordering_moves_each_per_test_field_and_the_edges_and_keeps_the_rest()
         fixtures=[None, [], [("s", "session", "")]],
         fail_checks=[("t.py::c", ["t.py::a"])], ordering_failure="u",
         shard=ShardNote(1, 2, 1, 2, 1.0, None, True, False), complete=True, deselected=2,
-        shard_left=1, ordinals=[None, None, -1], time_limits=[None, 2.0, None])
+        shard_left=1, ordinals=[None, None, -1], time_limits=[None, 2.0, None],
+        fence_verdicts=["", None, "changed state"])
     moved = facts.in_order(list(reversed(facts.ids)))
     for f in dataclasses.fields(Facts):
         before, after = getattr(facts, f.name), getattr(moved, f.name)

@@ -51,7 +51,8 @@ always there.
   (pytest-order's ``order(-1)``: after every other test has been handed
   out).  Not a completion edge: it waits for starts, not ends, and joins no
   group.  A started group hands out its members across a fence (it is one
-  unit; its first member waits at the fence).
+  unit; its first member waits at the fence).  A task evidence freed
+  (``unfenced``) waits at no fence.
 
 Handing out ahead (``take(ahead=True)`` and ``ahead()``) is not a
 placement: it picks WAITING tasks from the state machine's own record of
@@ -66,7 +67,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, final
 
@@ -140,12 +141,17 @@ class Fences:
     every task of an earlier stretch has been (started, or terminal without
     starting).  Handed out counts once: a task put back does not close a
     fence again, as a plain distributed queue never takes a test back.
+    A task of ``free`` (evidence showed it needs no task before it) is never
+    held, though it still counts in its stretch: the tasks after it wait for it.
     """
 
-    __slots__ = ("_handed", "_left", "_open", "_segment")
+    __slots__ = ("_free", "_handed", "_left", "_open", "_segment")
 
-    def __init__(self, segment: Sequence[int]) -> None:
+    def __init__(self, segment: Sequence[int], free: Iterable[int] = ()) -> None:
         self._segment = segment
+        self._free = bytearray(len(segment))
+        for i in free:
+            self._free[i] = 1
         self._left = [0] * (max(segment, default=0) + 1)
         for k in segment:
             self._left[k] += 1
@@ -154,9 +160,10 @@ class Fences:
         self._advance()
 
     @staticmethod
-    def of(fences: Sequence[int], n: int) -> Fences | None:
+    def of(fences: Sequence[int], n: int, free: Iterable[int] = ()) -> Fences | None:
         """The fences before the tasks at positions ``fences`` (each in ``1 .. n - 1``;
-        others mean nothing) over ``n`` tasks; None if none fences anything."""
+        others mean nothing) over ``n`` tasks, none holding the tasks of ``free``;
+        None if none fences anything."""
         cut = sorted({f for f in fences if 0 < f < n})
         if not cut:
             return None
@@ -166,15 +173,15 @@ class Fences:
             while k < len(cut) and cut[k] <= i:
                 k += 1
             segment[i] = k
-        return Fences(segment)
+        return Fences(segment, [i for i in free if 0 <= i < n])
 
     def open(self, task: int) -> bool:
         """Whether ``task`` may be handed out now."""
-        return self._segment[task] <= self._open
+        return self._segment[task] <= self._open or bool(self._free[task])
 
     def allows(self, task: int, worker: Worker) -> bool:
         """:meth:`open`, as the queues' ``allowed`` filters are called."""
-        return self._segment[task] <= self._open
+        return self._segment[task] <= self._open or bool(self._free[task])
 
     def handed(self, task: int) -> None:
         """``task`` started, or became terminal without starting."""

@@ -210,7 +210,8 @@ class Setup:
     serial order is kept in hand-out (see :class:`~.placement.Fences`): a
     task at or past one is handed out only once every task before it has
     been (pytest-order's ``order(-1)`` test, fenced at its own position,
-    goes after every other test has gone).
+    goes after every other test has gone).  ``unfenced``: tasks no fence
+    holds (evidence freed them; they still count in their stretch).
     """
 
     on_failure: FailurePolicy = "skip"
@@ -224,6 +225,7 @@ class Setup:
     modules: Sequence[Hashable | None] | None = None
     module_fixtures: Sequence[bool] | None = None
     fences: Sequence[int] = ()
+    unfenced: Sequence[int] = ()
 
 
 @dataclass(slots=True)
@@ -265,7 +267,7 @@ def placement_chain(
         of = runs.module
         runs.chained = {of[i] for i in range(n) if of[i] >= 0 and any(
             of[p] == of[i] for p in (*graph.requires[i], *graph.after[i]))}
-    fenced = Fences.of(fences, n) if fences else None
+    fenced = Fences.of(fences, n, setup.unfenced) if fences else None
     queues = ReadyQueues(rank, state, locality=setup.locality, runs=runs, fences=fenced)
     placement: Placement = queues
     affinity: AffinityGroups | None = None

@@ -343,7 +343,8 @@ def _xdist_setup(facts: Facts, settings: Settings, groups: Sequence[str | None],
         exclusive=_padded(facts.exclusive, size, False) if any(facts.exclusive) else None,
         modules=_padded(facts.module_scopes, size, None) if any(keeps) else None,
         module_fixtures=_padded(keeps, size, False) if any(keeps) else None,
-        fences=fences(facts.ordinals))
+        fences=fences(facts.ordinals),
+        unfenced=[k for k, why in enumerate(facts.fence_verdicts) if why == ""])
 
 
 def _xdist_header(run: DagRun, facts: Facts, settings: Settings, dist: str, workers: int,
@@ -410,6 +411,12 @@ def fences(ordinals: Sequence[int | None]) -> list[int]:
     return out
 
 
+def fenced(ordinals: Sequence[int | None]) -> list[int]:
+    """The tests a fence holds (at or past the first of :func:`fences`)."""
+    cut = [f for f in fences(ordinals) if 0 < f < len(ordinals)]
+    return list(range(min(cut), len(ordinals))) if cut else []
+
+
 def note_lines(facts: Facts) -> list[str]:
     """The header's lines about the collection steps (``--lf``, the edges file,
     ``--dag-shard``), in the order they ran."""
@@ -420,6 +427,10 @@ def note_lines(facts: Facts) -> list[str]:
         lines.append(edges_file_line(*facts.edges_file))
     if facts.evidence is not None:
         lines.append(evidence.header_line(facts.evidence))
+    if facts.fence_evidence is not None:
+        held = fenced(facts.ordinals)
+        free = sum(facts.fence_verdicts[k] == "" for k in held)
+        lines.append(evidence.fence_line(facts.fence_evidence, free, len(held)))
     shard = facts.shard
     if shard is not None:
         big = shard.oversized
@@ -433,8 +444,8 @@ def note_lines(facts: Facts) -> list[str]:
 
 def _verdicts_only(facts: Facts) -> bool:
     """The edges file added no edge or resource and named no missing test, but
-    holds verdicts: the evidence line says all there is to say of it."""
-    if facts.evidence is None or facts.edges_file is None:
+    holds verdicts: the evidence lines say all there is to say of it."""
+    if (facts.evidence is None and facts.fence_evidence is None) or facts.edges_file is None:
         return False
     note = facts.edges_file
     return note.found and not (note.edges or note.resources or note.stale)
@@ -527,6 +538,8 @@ def explain_lines(run: DagRun, facts: Facts, mode: AffinityMode,
     lines.append(options_wording.explain_free(free, mode))
     if facts.evidence is not None:
         lines += evidence.explained(facts.evidence, facts.lifted, ids)
+    if facts.fence_evidence is not None:
+        lines += evidence.fence_explained(facts.fence_verdicts, fenced(facts.ordinals), ids)
     return lines
 
 

@@ -14,7 +14,9 @@ JSON, committed like the durations file::
                  "tests": ["tests/test_db.py::test_a", "tests/test_db.py::test_b"]}],
      "verdicts": [{"test": "tests/test_b.py::test_login",
                    "after": "tests/test_b.py::test_signup", "separable": true,
-                   "probe": "", "fingerprint": "3f0c..."}]}
+                   "probe": "", "fingerprint": "3f0c..."}],
+     "fences": [{"test": "tests/test_c.py::test_last", "free": true, "why": "",
+                 "fingerprint": "9a1e..."}]}
 
 An edge is ordering only (``run_after``: the serial order the suite relied
 on, whatever the prerequisite's outcome); ``same_process`` says the test
@@ -32,6 +34,12 @@ it): whether the test passed in a fresh process after its prerequisites
 ran in another (``separable``), or which probe failed (``probe``: the
 test's id and outcome), with a fingerprint of the files the probe rested on;
 a verdict whose fingerprint no longer matches is void.
+
+A fence verdict is evidence about a test's place in pytest-order's order
+(``decide.fences``): whether the test passed with none of the tests sorted
+before it run first but its declared prerequisites (``free``), or why not
+(``why``), with a fingerprint of its own module and ``conftest.py`` files.
+Files without the key read as before: every fence holds.
 """
 
 from __future__ import annotations
@@ -72,6 +80,21 @@ class Verdict:
     fingerprint: str
 
 
+@dataclass(frozen=True, slots=True)
+class FenceVerdict:
+    """What the screening showed about the test's pytest-order fences."""
+
+    test: str
+    #: The test passed with no test sorted before it run first but its declared
+    #: prerequisites, and leaves nothing an earlier test could read (see
+    #: ``finder/find_missing.py``): no fence need hold it.
+    free: bool
+    #: Why not ("" when free).
+    why: str
+    #: Of the files the screening rested on (``evidence.fingerprint``).
+    fingerprint: str
+
+
 @dataclass
 class EdgesFile:
     edges: list[FileEdge] = field(default_factory=list)
@@ -80,10 +103,12 @@ class EdgesFile:
     verdicts: list[Verdict] = field(default_factory=list)
     #: Group name -> its tests (an ``xdist_group`` each), in file order.
     groups: dict[str, list[str]] = field(default_factory=dict)
+    fences: list[FenceVerdict] = field(default_factory=list)
 
     def merged(self, other: EdgesFile) -> EdgesFile:
         """This file's entries, then ``other``'s new ones (each edge and test once);
-        ``other``'s verdicts replace this file's on the same edge (newer evidence)."""
+        ``other``'s verdicts replace this file's on the same edge, its fence
+        verdicts this file's on the same test (newer evidence)."""
         seen = {(e.test, e.after) for e in self.edges}
         edges = [*self.edges, *(e for e in other.edges if (e.test, e.after) not in seen)]
         resources = {name: list(tests) for name, tests in self.resources.items()}
@@ -97,7 +122,9 @@ class EdgesFile:
         for name, tests in other.groups.items():
             have = groups.setdefault(name, [])
             have.extend(t for t in tests if t not in have)
-        return EdgesFile(edges, resources, verdicts, groups)
+        newest = {v.test for v in other.fences}
+        fences = [*(v for v in self.fences if v.test not in newest), *other.fences]
+        return EdgesFile(edges, resources, verdicts, groups, fences)
 
 
 class EdgesFileError(ValueError):
@@ -156,6 +183,14 @@ def _parse(path: Path, data: Any) -> EdgesFile:
                                        "'fingerprint' strings and a boolean 'separable'")
         out.verdicts.append(Verdict(entry["test"], entry["after"], entry["separable"],
                                     entry["probe"], entry["fingerprint"]))
+    for entry in data.get("fences", []):
+        if (not isinstance(entry, dict)
+                or not all(isinstance(entry.get(k), str) for k in ("test", "why", "fingerprint"))
+                or not isinstance(entry.get("free"), bool)):
+            raise EdgesFileError(path, f"fence verdict {entry!r} needs 'test', 'why' and "
+                                       "'fingerprint' strings and a boolean 'free'")
+        out.fences.append(FenceVerdict(entry["test"], entry["free"], entry["why"],
+                                       entry["fingerprint"]))
     return out
 
 
@@ -172,6 +207,9 @@ def write(path: Path, found: EdgesFile) -> None:
                       "probe": v.probe, "fingerprint": v.fingerprint}
                      for v in whole.verdicts],
     }
+    if whole.fences:  # only where the suite has pytest-order ordinals
+        doc["fences"] = [{"test": v.test, "free": v.free, "why": v.why,
+                          "fingerprint": v.fingerprint} for v in whole.fences]
     path.parent.mkdir(parents=True, exist_ok=True)
     spare = path.with_name(path.name + ".tmp")
     spare.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -12,6 +12,14 @@ longer keeps its two tests in one process) only when its verdict says
 separable and the fingerprint still matches: a changed file voids the
 verdict, and a void verdict keeps the edge.  Nothing here decides a group:
 the positions go into ``Facts.lifted`` and the grouping rule reads them.
+
+Fence verdicts (:func:`unfenced`) work alike for pytest-order's fences
+(``deciding/decide.fences``): a test the screening showed free (it passed
+with none of the tests sorted before it run first but its declared
+prerequisites, and changed nothing an earlier test could read) is handed
+out without waiting at a fence, while its verdict's fingerprint (its own
+module and ``conftest.py`` files) matches; a stale or absent verdict keeps
+every fence.  Its edges, groups and resources hold as ever.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from .edges_file import EdgesFileError, Verdict, read
-from .notes import EvidenceNote
+from .notes import EvidenceNote, FenceNote
 
 #: The hex digits of a fingerprint kept in the file (64 bits: a changed file is
 #: never mistaken for an unchanged one in practice).
@@ -132,4 +140,58 @@ def explained(note: EvidenceNote, lifted: Sequence[tuple[int, int]],
              f"prerequisites ran in another): {ids[p]} -> {ids[d]}" for p, d in lifted]
     lines += [f"dagorder: kept by evidence: {ids[p]} -> {ids[d]} ({probe})"
               for p, d, probe in note.kept]
+    return lines
+
+
+def unfenced(path: Path, root: Path, ids: Sequence[str]) -> tuple[list[str | None],
+                                                                   FenceNote | None]:
+    """Per test of ``ids``, what a valid fence verdict of the file at ``path`` says:
+    "" free (no fence holds it), else why its fences hold; None: no valid verdict
+    (absent or stale: its fences hold).  With the note for the header (None:
+    the file holds no fence verdict)."""
+    try:
+        verdicts = read(path).fences if path.is_file() else []
+    except EdgesFileError:
+        return [], None  # the planner reports it
+    if not verdicts:
+        return [], None
+    by_test = {v.test: v for v in verdicts}
+    prints = Fingerprints(root)
+    out: list[str | None] = []
+    stale = 0
+    for nid in ids:
+        verdict = by_test.get(nid)
+        if verdict is None:
+            out.append(None)
+        elif verdict.fingerprint != prints.of((nid,)):
+            stale += 1
+            out.append(None)
+        else:
+            out.append("" if verdict.free else verdict.why or "not shown free")
+    try:
+        shown = os.path.relpath(path, root)
+    except ValueError:
+        shown = str(path)
+    return out, FenceNote(shown, stale)
+
+
+def fence_line(note: FenceNote, free: int, held: int) -> str:
+    """``N of M fenced tests free by evidence from FILE (K stale)``: ``held``
+    tests wait at a pytest-order fence, ``free`` of them no longer do."""
+    line = (f"dagorder: {free:,} of {held:,} fenced test{'s' * (held != 1)} free by evidence "
+            f"from {os.path.basename(note.path)}")
+    if note.stale:
+        line += (f" ({note.stale:,} stale: a file they rest on changed; renew with "
+                 f"pytest --dag-find-missing -n 2 --dag-edges={note.path})")
+    return line
+
+
+def fence_explained(verdicts: Sequence[str | None], held: Sequence[int],
+                    ids: Sequence[str]) -> list[str]:
+    """``--dag-explain``: each fenced test evidence freed, each it keeps fenced."""
+    lines = [f"dagorder: fence lifted by evidence (passed with none of the tests sorted "
+             f"before it run first but its prerequisites): {ids[k]}"
+             for k in held if verdicts[k] == ""]
+    lines += [f"dagorder: fence kept by evidence: {ids[k]} ({verdicts[k]})"
+              for k in held if verdicts[k]]
     return lines

@@ -59,3 +59,12 @@ class EvidenceNote(NamedTuple):
     stale: int
     #: Per edge a failing probe keeps: (prerequisite, dependent, the probe).
     kept: tuple[tuple[int, int, str], ...]
+
+
+class FenceNote(NamedTuple):
+    """What an edges file's fence verdicts did to the run (see ``evidence.unfenced``)."""
+
+    #: The file, from the rootdir.
+    path: str
+    #: The fence verdicts that no longer match their files.
+    stale: int

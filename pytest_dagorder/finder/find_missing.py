@@ -72,6 +72,7 @@ from ..core.missing import (
 )
 from ..core.wording import plural
 from ..declaring import edges_file, evidence
+from ..migration.order import ordinal_of
 from ..options.markers import RESOURCE
 from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
 from ..shims.pytest_internals import fixture_files, wide_fixtures
@@ -280,6 +281,8 @@ class Findings:
     #: Group name -> its tests: those sharing a fixture instance with a test of a
     #: conflict (the state lives in the fixture: its users stay on one worker).
     groups: dict[str, list[int]] = field(default_factory=dict)
+    #: Evidence about pytest-order's fences, per test (where some test has an ordinal).
+    fences: list[edges_file.FenceVerdict] = field(default_factory=list)
     #: Tests whose outcome under -n 2 with the findings still differed from serial.
     not_fixed: list[str] = field(default_factory=list)
     #: Candidate pairs past the cap (not overlapped).
@@ -347,6 +350,10 @@ class MissingFinder:
         self.screened: dict[str, Result] = {}
         self.edge_alone: dict[str, Result] = {}
         self.reruns: list[tuple[dict[str, Result], set[str]]] = []
+        #: The records of each screening batch's run and of its runs alone, each in
+        #: the order its tests ran (what ran before each test: the fence
+        #: evidence, ``_fence_verdicts``).
+        self.screen_runs: list[tuple[dict[str, Result], dict[str, Result]]] = []
         #: Each path two tests or more wrote in the serial pass, with its writers.
         self.writers: dict[str, list[int]] = {}
         self.found = Findings({}, set(), [], [])
@@ -627,8 +634,11 @@ class MissingFinder:
             self.found.joined = [k for k in members if k not in self.found.unreproducible]
             if len(members) > 1:
                 self.found.groups[OUTSIDE_GROUP] = members
+        if not one and any(ordinal_of(it) is not None for it in self.items):
+            self.found.fences = self._fence_verdicts(ids, serial, set(targets))
         self._minimal(items[:len(ids)])
-        lifts = any(v.separable for v in self.found.verdicts)
+        lifts = (any(v.separable for v in self.found.verdicts)
+                 or any(v.free for v in self.found.fences))
         if ((self.found.needs or self.found.conflicts or self.found.groups or lifts)
                 and not self._stopped()
                 and not one):
@@ -765,6 +775,7 @@ class MissingFinder:
         back = self._give_back(differ) if differ else []
         lifted = list(self.found.verdicts)
         rekept = self._rekeep(differ, serial) if differ else []
+        refenced = self._refenced(differ, write) if differ else []
         if back:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping the {plural(len(back), 'group')} of fixture users "
@@ -773,7 +784,7 @@ class MissingFinder:
             write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
                   f"keeping {plural(len(rekept), 'declared edge')} evidence had lifted "
                   "next to them, and checking again")
-        if back or rekept:
+        if back or rekept or refenced:
             first, differ = differ, self._check_n2(ids, serial)
             if self._stopped():
                 write("dagorder: the second -n 2 check of the findings was cut short "
@@ -781,6 +792,8 @@ class MissingFinder:
                 return
             if not differ and rekept:
                 self._lift_neighbours(ids, serial, lifted, set(first), write)
+        if differ and any(v.free for v in self.found.fences):
+            self._refenced([], write)
         self.found.not_fixed = differ
         if not differ:
             # Its run starts from what the probes left where that state lives (no
@@ -1009,6 +1022,142 @@ class MissingFinder:
                 changed.append(v)
             out.append(v)
         self.found.verdicts = out
+        return changed
+
+    def _fence_verdicts(self, ids: list[str], serial: dict[str, Result],
+                        screened: set[int]) -> list[edges_file.FenceVerdict]:
+        """Per test, whether pytest-order's fences need hold it (``decide.fences``).
+
+        A fence keeps a test from being handed out before every test sorted
+        before it.  Free is a test that (1) passed in every screening run and
+        run alone it ran in, and in one of them no test sorted before it but
+        its declared prerequisites (transitively) could have left it anything:
+        in a screening batch's run none ran before it (a batch-mate's
+        prerequisites may have: the order of the run's records says), or, run
+        alone in a fresh process, none of those whose files were in place
+        wrote a path in the serial pass (:meth:`_alone_clean`); (2) changed no
+        process state in the serial pass (an earlier test on its worker could
+        read it once it runs first); (3) wrote no path a test sorted before it
+        touched in the serial pass (nor does an earlier test then find it
+        changed).  Everything else keeps its fences.
+        """
+        prints = evidence.Fingerprints(self.config.rootpath)
+        first: dict[str, int] = {}  # path -> the first test that touched it
+        for k, nid in enumerate(ids):
+            r = serial.get(nid)
+            if r is not None:
+                for path in sorted(r.touches.writes | r.touches.reads):
+                    first.setdefault(path, k)
+        clean, seen, failed = self._screened_clean(ids, serial)
+        out: list[edges_file.FenceVerdict] = []
+        for k, nid in enumerate(ids):
+            r = serial.get(nid, FAILED)
+            wrote = sorted(p for p in r.touches.writes if first.get(p, k) < k)
+            if k not in screened:
+                why = f"not screened (serially {r.outcome})" if k else "the first test"
+            elif k not in seen and nid not in failed:
+                why = "not screened (the budget or Ctrl-C cut the screening)"
+            elif (nid in failed or k in self.found.needs or k in self.found.unreproducible
+                  or k in self.found.timed_out):
+                why = "did not pass in the screening without the tests sorted before it"
+            elif k not in clean:
+                why = ("in the screening, tests sorted before it that are not its "
+                       "prerequisites ran first")
+            elif r.state:
+                why = ("changed the process's state (the environment or a module-level "
+                       "value), which a test sorted before it could read")
+            elif wrote:
+                why = (f"wrote {wrote[0]}, which {ids[first[wrote[0]]]} sorted before "
+                       "it touched")
+            else:
+                why = ""
+            out.append(edges_file.FenceVerdict(nid, not why, why, prints.of((nid,))))
+        return out
+
+    def _screened_clean(self, ids: list[str], serial: dict[str, Result]) -> tuple[
+            set[int], set[int], set[str]]:
+        """For :meth:`_fence_verdicts`: the tests some screening run or run alone
+        showed passing with nothing of a test sorted before them but their
+        prerequisites; the tests the screening ran; those that did not pass in
+        some run."""
+        writing = {k for k, nid in enumerate(ids) if serial.get(nid, FAILED).touches.writes}
+        failed = {nid for records in (self.screened, self.edge_alone)
+                  for nid, r in records.items() if r.outcome != "passed"}
+        clean: set[int] = set()
+        seen: set[int] = set()
+        for run, alone in self.screen_runs:
+            ran: list[int] = []
+            for nid, r in run.items():
+                at = self.order.get(nid)
+                if at is None:
+                    continue
+                if r.outcome != "passed":
+                    failed.add(nid)
+                elif at not in clean and not (
+                        {p for p in ran if p < at} - self._prerequisites(at)):
+                    clean.add(at)
+                ran.append(at)
+            seen.update(ran)
+            clean |= self._alone_clean(run, alone, writing)
+        # Run alone after its serial prefix (the edge pass): every test before it
+        # left its files.
+        for nid, r in self.edge_alone.items():
+            at = self.order.get(nid)
+            if at is not None and r.outcome == "passed" and not (
+                    {w for w in writing if w < at} - self._prerequisites(at)):
+                clean.add(at)
+        return clean, seen, failed
+
+    def _alone_clean(self, run: dict[str, Result], alone: dict[str, Result],
+                     writing: set[int]) -> set[int]:
+        """The tests of a screening batch that passed alone in a fresh process with
+        no file of a test sorted before them but their prerequisites: in place
+        were the files of the tests before their place in the batch's run and of
+        the tests run alone before them in the same fresh process (some of
+        ``alone``'s earlier records: all are counted), and none of those that are
+        sorted before the test and not its prerequisites wrote a path in the
+        serial pass (``writing``).  Its process held only tests that changed no
+        process state (``probe_plugin._batch``)."""
+        order = [k for nid in run if (k := self.order.get(nid)) is not None]
+        where = {k: i for i, k in enumerate(order)}
+        out: set[int] = set()
+        before: list[int] = []
+        for nid, r in alone.items():
+            at = self.order.get(nid)
+            if at is None:
+                continue
+            if r.outcome == "passed":
+                files = {*order[:where.get(at, len(order))], *before}
+                if not ({p for p in files if p < at and p in writing}
+                        - self._prerequisites(at)):
+                    out.add(at)
+            before.append(at)
+        return out
+
+    def _refenced(self, differ: list[str], write: _Write) -> list[edges_file.FenceVerdict]:
+        """Turn back to fenced each test the screening freed that differed under
+        ``-n 2``, or shares a module with one that did (``differ`` empty: every
+        test: -n 2 still differed, and a freed test may break another module's);
+        the verdicts changed, said."""
+        modules = {nid.split("::", 1)[0] for nid in differ}
+        changed: list[edges_file.FenceVerdict] = []
+        out: list[edges_file.FenceVerdict] = []
+        for v in self.found.fences:
+            if v.free and (not differ or v.test in differ
+                           or v.test.split("::", 1)[0] in modules):
+                v = edges_file.FenceVerdict(
+                    v.test, False, "passed with none of the tests sorted before it, but "
+                    "-n 2 with its fence lifted gave other outcomes", v.fingerprint)
+                changed.append(v)
+            out.append(v)
+        self.found.fences = out
+        if changed and differ:
+            write(f"dagorder: -n 2 gave other outcomes for {plural(len(differ), 'test')}; "
+                  f"keeping the fences of {plural(len(changed), 'test')} evidence had freed "
+                  "next to them, and checking again")
+        elif changed:
+            write(f"dagorder: -n 2 still gave other outcomes; keeping the fences of the "
+                  f"{plural(len(changed), 'test')} evidence had freed")
         return changed
 
     def _ended(self, phase: str) -> None:
@@ -1278,6 +1427,7 @@ class MissingFinder:
             if self._stopped():
                 return None
             mine = [k for k in reversed(batch) if k in checked]
+            found: dict[str, Result] = {}
             if alone_only:
                 # Each test once, alone: see _alone_only for why the batch's own run
                 # of them would add no evidence.
@@ -1285,7 +1435,6 @@ class MissingFinder:
             if not mine:
                 got = self._probe([ids[k] for k in reversed(batch)])
             else:
-                found: dict[str, Result] = {}
                 slowest = max([longest] + [serial.get(ids[k], FAILED).seconds for k in mine])
                 got = self._probe_alone(ids, serial, order, mine, slowest, found,
                                         only=alone_only)
@@ -1296,6 +1445,8 @@ class MissingFinder:
                     found = {nid: r for nid, r in found.items() if nid in members}
                 with self.lock:
                     self.screened.update(found)
+            with self.lock:
+                self.screen_runs.append((got, found))
             if self._stopped() and any(ids[k] not in got for k in batch):
                 return None  # cut by the budget or Ctrl-C: no outcome, not a failure
             return got
@@ -2041,7 +2192,8 @@ class MissingFinder:
                     f"{ids[t]} failed in a fresh process after its prerequisites ran "
                     "in another", prints.of((ids[p], ids[t])))
                 for t in sorted(found.needs) for p in found.needs[t]],
-            {name: [ids[k] for k in members] for name, members in found.groups.items()})
+            {name: [ids[k] for k in members] for name, members in found.groups.items()},
+            list(found.fences))
         for i, j, p in found.conflicts:
             if (i in grouped and j in grouped) or (i, j, p) in found.settled:
                 continue  # one worker runs them, or the suite keeps them apart: nothing to add
@@ -2177,15 +2329,18 @@ class MissingFinder:
         target = self.settings.edges_path
         wrote = ""
         if target is not None and (found.needs or found.conflicts or found.verdicts
-                                   or found.groups):
+                                   or found.groups or found.fences):
             edges_file.write(target, self._record(ids, found))
             wrote = f"; written to {target}"
-        elif found.needs or found.conflicts or found.verdicts or found.groups:
+        elif found.needs or found.conflicts or found.verdicts or found.groups or found.fences:
             wrote = "; add --dag-edges PATH to write them to a file later runs read"
         edges = sum(len(v) for v in found.needs.values())
         free = sum(v.separable for v in found.verdicts)
         checked = (f", {free:,} of {plural(len(found.verdicts), 'declared edge')} separable"
                    if found.verdicts else "")
+        if found.fences:
+            checked += (f", {sum(v.free for v in found.fences):,} of "
+                        f"{plural(len(found.fences), 'test')} free of pytest-order's fences")
         write(f"dagorder: {plural(edges, 'missing prerequisite')}, "
               f"{plural(len(found.conflicts), 'conflict')}{checked} "
               f"in {seconds:.1f} s with {plural(self.probes_run, 'probe')} in "

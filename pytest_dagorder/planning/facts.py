@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..declaring.notes import EdgesFileNote, EvidenceNote, ShardNote
+from ..declaring.notes import EdgesFileNote, EvidenceNote, FenceNote, ShardNote
 from ..declaring.resources import NONE
 from ..live_run.dag_fixture import uses_dag
 from ..migration import ORDER_MARK, fail_checks, ordering_failed
@@ -132,6 +132,11 @@ class Facts:
     #: none), where some test has one: where the plan put it is kept in
     #: hand-out (see ``decide.fences``).
     ordinals: list[int | None] = field(default_factory=list)
+    #: Per test, where some test has an ordinal and the edges file holds fence
+    #: verdicts: what a valid one says ("" free: no fence holds the test; else
+    #: why its fences hold; None: none, or stale: they hold), see
+    #: ``declaring/evidence.unfenced``.
+    fence_verdicts: list[str | None] = field(default_factory=list)
     #: Per test with an edge: the fixtures wider than function scope it
     #: requests, (name, scope, where defined); None: unknown.  Gathered only
     #: under ``--dag-affinity=state``, for what is said about a group (no
@@ -162,6 +167,9 @@ class Facts:
     lifted: tuple[tuple[int, int], ...] = ()
     #: What the edges file's verdicts said (None: it holds none).
     evidence: EvidenceNote | None = None
+    #: What the edges file's fence verdicts said (None: it holds none, or no
+    #: test has an ordinal).
+    fence_evidence: FenceNote | None = None
 
     def afters(self) -> Sequence[tuple[int, ...]]:
         """The ``run_after`` edges of every position (none where ``after`` is empty)."""
@@ -222,7 +230,8 @@ class Facts:
 #: (``in_order`` reorders them; the graph's lists follow the positions).
 PER_TEST_FIELDS = ("ids", "locations", "module_scopes", "class_scopes", "xdist_groups",
                    "resources", "exclusive", "shares_nothing", "runtime_depends", "dag_users",
-                   "documents", "module_fixtures", "fixtures", "ordinals", "time_limits")
+                   "documents", "module_fixtures", "fixtures", "ordinals", "fence_verdicts",
+                   "time_limits")
 
 
 def census_of(ids: Sequence[str], modules: Sequence[str | None],
@@ -436,6 +445,7 @@ def collect_facts(config: pytest.Config, plan: Plan | None, planned: Sequence[py
             ordinals = [order.ordinal_of(it) for it in planned]
             if any(o is not None for o in ordinals):
                 fields.update(ordinals=ordinals)
+                _add_fence_evidence(fields, config, ids)
         if full and SHARES_NOTHING in plan.marker_names:
             fields.update(shares_nothing=[
                 it.get_closest_marker(SHARES_NOTHING) is not None for it in planned])
@@ -479,6 +489,18 @@ def _add_graph_columns(fields: dict[str, Any], config: pytest.Config, plan: Plan
         lifted, note = evidence.lifted(edges_path, config.rootpath, ids, requires,
                                        after or [()] * len(requires))
         fields.update(lifted=lifted, evidence=note)
+
+
+def _add_fence_evidence(fields: dict[str, Any], config: pytest.Config,
+                        ids: Sequence[str]) -> None:
+    """What the edges file's fence verdicts say of each test (some test has an
+    ordinal: pytest-order's fences hold where no valid verdict frees a test)."""
+    edges_path = settings_of(config).edges_path
+    if edges_path is None or not edges_path.is_file():
+        return
+    verdicts, note = evidence.unfenced(edges_path, config.rootpath, ids)
+    if note is not None:
+        fields.update(fence_verdicts=verdicts, fence_evidence=note)
 
 
 def _add_controller_columns(fields: dict[str, Any], planned: Sequence[pytest.Item]) -> None:

@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeGuard, TypeVar
 
 from ... import __version__
-from ...declaring.notes import EdgesFileNote, EvidenceNote, ShardNote
+from ...declaring.notes import EdgesFileNote, EvidenceNote, FenceNote, ShardNote
 from ...planning.facts import Census, Facts
 
 #: Bumped whenever a message changes meaning: a worker that speaks another
 #: format is refused at its hello (:func:`check_hello`).
-FORMAT = 11
+FORMAT = 12
 #: Keys of ``workerinput`` the controller fills in ``pytest_configure_node``:
 #: the side channel the facts travel on, and the controller's ``--dist``
 #: (workers do not see it; a ``pytest.exit()`` is handed on only in the DAG modes).
@@ -205,14 +205,16 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "shares_nothing": (bool,), "runtime_depends": (bool,), "dag_users": (bool,),
     "documents": (str, type(None)), "module_fixtures": (bool,),
     "fixtures": (list, type(None)), "ordinals": (int, type(None)),
+    "fence_verdicts": (str, type(None)),
     "time_limits": (float, type(None)),
 }
 _SCALARS: dict[str, type] = {"graph": bool, "ordering_failure": str, "deselected": int,
                              "shard_left": int, "complete": bool, "pulled_back": int,
                              "lf_blocked": int}
 #: The fields that are a named record (sent as a plain tuple of its values), or None.
-_RECORDS: dict[str, type[EdgesFileNote | ShardNote | EvidenceNote]] = {
-    "edges_file": EdgesFileNote, "shard": ShardNote, "evidence": EvidenceNote}
+_RECORDS: dict[str, type[EdgesFileNote | ShardNote | EvidenceNote | FenceNote]] = {
+    "edges_file": EdgesFileNote, "shard": ShardNote, "evidence": EvidenceNote,
+    "fence_evidence": FenceNote}
 
 
 def decode(raw: object) -> Facts:
@@ -269,7 +271,7 @@ def _facts(fields: Any) -> Facts:
 #: The per-test fields (checked for their length).
 PER_TEST = ("locations", "module_scopes", "class_scopes", "xdist_groups", "resources",
             "exclusive", "shares_nothing", "runtime_depends", "dag_users", "documents",
-            "module_fixtures", "fixtures", "ordinals", "time_limits")
+            "module_fixtures", "fixtures", "ordinals", "fence_verdicts", "time_limits")
 
 
 # -- during the run ---------------------------------------------------------------
