@@ -249,7 +249,10 @@ def serve(directory: str) -> None:
                 wake_r.recv(4096)
             _reap(waiting)
         if listener in readable:
-            conn, _ = listener.accept()
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # out of descriptors: that launcher starts a fresh interpreter
+                continue
             child = _answer(conn, own, waiting)
             if child is not None:
                 # The forked worker: nothing of the server stays.
