@@ -1,10 +1,12 @@
-"""The launcher of the suite's fork server (``support.zygote``): what execnet starts
-as the interpreter of an inner run's xdist worker (``sys.executable -u -c BOOTSTRAP``).
+"""The launcher of the suite's fork server (``support.zygote``): ``sys.executable``
+during an inner run, so what execnet starts as an xdist worker's interpreter
+(``-u -c BOOTSTRAP``) and the finder or pytester as ``-m pytest ...``.
 
 :class:`support.zygote.Zygote` writes it as an executable file: ``#!PYTHON -IS``,
 the constants ``SOCKET`` and ``PYTHON``, then this source (run as ``__main__``:
 no import of the suite's code, no site, no bytecode to find).  It hands its
-descriptors 0, 1 and 2, its arguments, environment and directory to the fork
+descriptors (0, 1, 2 and those passed to it), its arguments, environment,
+directory and whether it leads a session or process group to the fork
 server, which forks a worker that takes them over, and it stays as that
 worker's stand-in: it forwards the signals it gets and ends as the worker
 ended.  When the server is not there, refuses (another interpreter, other
