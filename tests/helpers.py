@@ -159,10 +159,11 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     controller runs in this process and execnet starts the workers as
     processes (they inherit the run's directory as their cwd).
 
-    The workers of an in-process run are forks of this process' fork server
-    (:func:`forked_workers`), unless the test is marked ``versions``, or
-    ``DAGORDER_SUITE_FRESH_WORKERS`` is set: then fresh interpreters, as in
-    a run in a process of its own.
+    The interpreters an in-process run starts as ``sys.executable`` (xdist's
+    workers, the finder's probes), and a run in a process of its own, are
+    forks of this process' fork server (:func:`forked_workers`), unless the
+    test is marked ``versions``, or ``DAGORDER_SUITE_FRESH_WORKERS`` is set:
+    then fresh interpreters.
 
     ``timeout`` bounds the run either way (in-process: :func:`bounded`).
     In-process the run's directory is put on ``sys.path`` first, as
@@ -170,12 +171,13 @@ def runpytest(pytester: pytest.Pytester, *args: str, timeout: float = 180.0,
     interpreter's warning filters (:func:`fresh_warning_filters`).
     """
     if own_process:
-        return pytester.runpytest_subprocess(*args, timeout=timeout)
+        with forked_workers():
+            return pytester.runpytest_subprocess(*args, timeout=timeout)
     args = (*IN_PROCESS_ARGS, *args)
     if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args = (*AUTOLOAD_IN_PROCESS_ARGS, *args)
     if not uses_xdist(args):
-        with bounded(timeout), fresh_warning_filters():
+        with bounded(timeout), fresh_warning_filters(), forked_workers():
             return pytester.runpytest_inprocess(*args, syspathinsert=True)
     with bounded(timeout), fresh_warning_filters(), descriptor_stderr() as written, \
             forked_workers():
@@ -193,12 +195,13 @@ _zygote: Zygote | bool | None = None
 
 @contextlib.contextmanager
 def forked_workers() -> Iterator[None]:
-    """For the block's duration, execnet starts a popen worker as a fork of this
-    process' fork server (``support/zygote.py``: pytest, its default plugins and
-    execnet imported once; what a worker sees, and what differs from a fresh
-    interpreter and why the tests do not depend on it, is told there) instead of
-    a fresh interpreter: ``sys.executable`` names the server's launcher, which
-    execnet runs as ``sys.executable -u -c BOOTSTRAP``.
+    """For the block's duration, an interpreter started as ``sys.executable``
+    (execnet's popen worker, ``-u -c BOOTSTRAP``; the finder's probe or
+    pytester's run in a subprocess, ``-m pytest ...``) is a fork of this
+    process' fork server (``support/zygote.py``: pytest, its default plugins
+    and execnet imported once; what a fork sees, and what differs from a fresh
+    interpreter and why the tests do not depend on it, is told there):
+    ``sys.executable`` names the server's launcher.
 
     Fresh interpreters instead: for a test marked ``versions`` (the lowest
     versions' pass checks end to end what a new process does), when

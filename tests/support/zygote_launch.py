@@ -1,10 +1,12 @@
-"""The launcher of the suite's fork server (``support.zygote``): what execnet starts
-as the interpreter of an inner run's xdist worker (``sys.executable -u -c BOOTSTRAP``).
+"""The launcher of the suite's fork server (``support.zygote``): ``sys.executable``
+during an inner run, so what execnet starts as an xdist worker's interpreter
+(``-u -c BOOTSTRAP``) and the finder or pytester as ``-m pytest ...``.
 
 :class:`support.zygote.Zygote` writes it as an executable file: ``#!PYTHON -IS``,
 the constants ``SOCKET`` and ``PYTHON``, then this source (run as ``__main__``:
 no import of the suite's code, no site, no bytecode to find).  It hands its
-descriptors 0, 1 and 2, its arguments, environment and directory to the fork
+descriptors (0, 1, 2 and those passed to it), its arguments, environment,
+directory and whether it leads a session or process group to the fork
 server, which forks a worker that takes them over, and it stays as that
 worker's stand-in: it forwards the signals it gets and ends as the worker
 ended.  When the server is not there, refuses (another interpreter, other
@@ -47,6 +49,28 @@ class Lines:
         return line.split()
 
 
+def passed(conn: int) -> list[int]:
+    """The descriptors above 2 this process inherited (its starter's
+    ``pass_fds``): a fresh interpreter would have them too."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != conn:
+            try:
+                if os.get_inheritable(fd):
+                    found.append(fd)
+            except OSError:  # listdir's own, closed by now
+                continue
+    return sorted(found)
+
+
+def group() -> str:
+    """Whether this process leads a session or a process group (its starter's
+    ``start_new_session``, ``process_group``): its worker then leads its own."""
+    pid = os.getpid()
+    return "session" if os.getsid(0) == pid else "group" if os.getpgid(0) == pid else ""
+
+
 def fresh(python: str) -> None:
     os.execv(python, [python, *sys.argv[1:]])
 
@@ -58,9 +82,10 @@ def main(path: str, python: str) -> None:
         conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         conn.settimeout(CONNECT_TIMEOUT)
         conn.connect(path)
+        numbers = [0, 1, 2, *passed(conn.fileno())]
         request = marshal.dumps({"argv": sys.argv[1:], "env": dict(os.environ),
-                                 "cwd": os.getcwd()})
-        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+                                 "cwd": os.getcwd(), "fds": numbers, "group": group()})
+        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in numbers)
         message = len(request).to_bytes(4, "big") + request
         sent = conn.sendmsg([message], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         conn.sendall(message[sent:])
@@ -80,6 +105,8 @@ def main(path: str, python: str) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
+    for fd in numbers[3:]:
+        os.close(fd)
 
     def forward(signum: int, frame: object) -> None:
         try:
