@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from helpers import base_args
+from helpers import base_args, forked_workers
 from support.dagtester import DagTester
 
 from pytest_dagorder.finder import find_missing, probe_plugin
@@ -738,8 +738,9 @@ def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,
     gone.wait()
     monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
     monkeypatch.setenv(probe_plugin.HOLD, f"{pytester.path / 'never'}|{gone.pid}")
-    result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
-                                           timeout=60)
+    with forked_workers():  # a probe is a process of its own, as the finder starts it
+        result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
+                                               timeout=60)
     assert result.ret == 1
     assert not (pytester.path / "out.jsonl").exists()
     result.stdout.no_fnmatch_line("*1 passed*")
@@ -1012,10 +1013,11 @@ def test_a_probe_the_budget_cuts_is_no_timeout_and_no_answer(
 def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     count = make_cut(pytester, monkeypatch)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *base_args(), "-p", "no:randomly", *FIND,
-         "--dag-edges=edges.json"],
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    with forked_workers():  # sys.executable: the fork server's launcher (signals pass through)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *base_args(), "-p", "no:randomly", *FIND,
+             "--dag-edges=edges.json"],
+            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         end = time.monotonic() + 120
         # test_get's search is sleeping in its second probe; test_read's (two

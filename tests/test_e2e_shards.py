@@ -14,6 +14,7 @@ import pytest
 from helpers import (
     A_THEN_B,
     base_args,
+    forked_workers,
     junit_key,
     make_modules,
     read_junit,
@@ -534,11 +535,14 @@ def recipe(title: str) -> str:
 
 
 def bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``script`` with ``pytest`` standing for this interpreter's, with the suite's options."""
+    """``script`` with ``pytest`` standing for this interpreter's, with the suite's options
+    (each ``pytest`` a fork of the suite's fork server: :func:`helpers.forked_workers`)."""
     extra = " ".join(shlex.quote(a) for a in [*base_args(cache=True), "-p", "no:randomly"])
-    prologue = f'pytest() {{ {shlex.quote(sys.executable)} -m pytest {extra} "$@"; }}\n'
-    return subprocess.run(["bash", "-c", prologue + script], cwd=cwd, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    with forked_workers():
+        prologue = f'pytest() {{ {shlex.quote(sys.executable)} -m pytest {extra} "$@"; }}\n'
+        return subprocess.run(["bash", "-c", prologue + script], cwd=cwd,
+                              env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=TIMEOUT)
 
 
 def test_the_local_loop_recipe_runs_every_test_once(

@@ -20,7 +20,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import A_THEN_B, assert_after
+from helpers import A_THEN_B, assert_after, forked_workers
 from support.dagtester import DagTester
 
 from pytest_dagorder.drivers.distributed.barrier import BARRIER_NAME
@@ -145,8 +145,9 @@ def test_cov_figures_equal_plain_xdist_on_a_suite_without_dependencies(
     cov = ("-p", "pytest_cov", "--cov=lib", "--cov-report=term-missing")
     why = "coverage's tracer acts on the whole process"
     ours = dagtester.run(*cov, "--dag-affinity=none", own_process=why)
-    plain = dagtester.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "xdist",
-                                                    "-n", "2", *cov, timeout=120)
+    with forked_workers():  # a process of its own, as ``ours`` is
+        plain = dagtester.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "xdist",
+                                                        "-n", "2", *cov, timeout=120)
     ours.assert_outcomes(passed=4)
     plain.assert_outcomes(passed=4)
     assert cov_total(ours) == cov_total(plain)

@@ -12,6 +12,7 @@ import textwrap
 from typing import Any
 
 import pytest
+from helpers import forked_workers
 from support.dagtester import DagTester
 
 from pytest_dagorder.finder import probe_plugin
@@ -74,8 +75,9 @@ def test_the_state_record_sees_changes_in_place_and_runs_no_code_of_the_suite(
     monkeypatch.setenv(probe_plugin.TRACE, "1")
     # Set by this run; a probe's pytest would drop it after its first test.
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
-    result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
-                                           "-p", "no:cacheprovider")
+    with forked_workers():  # a probe is a process of its own, as the finder starts it
+        result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p", "no:randomly",
+                                               "-p", "no:cacheprovider")
     result.assert_outcomes(passed=9)
     state = {json.loads(line)["id"].split("::")[1]: json.loads(line)["state"]
              for line in out.read_text().splitlines()}

@@ -30,6 +30,7 @@ from helpers import (
     LOG_NAME,
     Ran,
     assert_after,
+    forked_workers,
     junit_key,
     make_modules,
     read_junit,
@@ -153,11 +154,14 @@ def socket_server(home: Path, env: dict[str, str] | None = None) -> Iterator[str
 
 
 def inner_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-rA", "-v", "-W", "ignore::DeprecationWarning",
-         "-p", f"no:{HYPOTHESIS_PLUGIN}", f"--junitxml={project / 'junit.xml'}", *args],
-        cwd=project, capture_output=True, text=True, timeout=TIMEOUT,
-    )
+    # The controller and its popen workers: forks of the suite's fork server
+    # (the socket server's worker is a process of the server's own).
+    with forked_workers():
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-rA", "-v", "-W", "ignore::DeprecationWarning",
+             "-p", f"no:{HYPOTHESIS_PLUGIN}", f"--junitxml={project / 'junit.xml'}", *args],
+            cwd=project, capture_output=True, text=True, timeout=TIMEOUT,
+        )
 
 
 def outcomes(project: Path) -> dict[str, tuple[str, str]]:
