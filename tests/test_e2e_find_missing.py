@@ -1189,6 +1189,23 @@ def test_the_screening_runs_dependents_alone_and_no_edge_run_follows(
         ("test_chain.py::test_c", "test_chain.py::test_b", True)]
 
 
+def test_a_prerequisite_that_only_set_up_the_suites_package_keeps_its_dependents_alone(
+        dagtester: DagTester) -> None:
+    # test_a fills a value of the suite's own package (slurk's lazy set-up): a
+    # fresh process sets it up again, so its dependents still run alone in the
+    # screening (no serial prefix after it); a value of a test module would not.
+    dagtester.pytester.makepyfile(**{"lazy/__init__.py": "CACHE = {}\n"})
+    dagtester.pytester.makepyfile(test_chain=textwrap.dedent(CHAIN).replace(
+        "def test_a():\n", "def test_a():\n    import lazy\n    lazy.CACHE['a'] = object()\n"))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*checking 2 tests with declared prerequisites in a fresh process (2 alone after "
+        "their screening batch)",
+        "dagorder: 0 missing prerequisites, 0 conflicts, 2 of 2 declared edges separable "
+        "in * s with 4 probes in *"])
+
+
 def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
         dagtester: DagTester) -> None:
     # test_d is skipped (a skip mark): the screening screens no skipped test, but

@@ -161,6 +161,9 @@ class Result:
     services: frozenset[str] = frozenset()
     #: The tests its run-time ``depends()`` calls waited for (pytest-dependency).
     waits: tuple[str, ...] = ()
+    #: Of ``state``: the environment or a value of a test module or ``conftest.py``
+    #: (not only the suite's own package's lazy set-up); a record without it: ``state``.
+    tests_state: bool = False
 
 
 FAILED: Final = Result("failed", Touches())
@@ -1174,17 +1177,20 @@ class MissingFinder:
                   targets: list[int]) -> list[int]:
         """The dependents the screening also runs alone (see ``_screen``): those
         whose prerequisites' process is unlikely to matter (none of them,
-        transitively, changed the process's state in the serial pass, and it
-        shares no module or class fixture instance with one).  A dependent that
-        reads its prerequisites' process would fail there and be checked again
-        after its serial prefix: the others go there at once."""
+        transitively, changed the environment or a test module's or conftest's
+        values in the serial pass, and it shares no module or class fixture
+        instance with one).  A dependent that reads its prerequisites' process
+        would fail there and be checked again after its serial prefix: the
+        others go there at once.  A prerequisite that only set up the suite's
+        package lazily (slurk: 9 tests, which sent 93 dependents to the
+        prefixes) does not count: a fresh process sets it up again."""
         if not FORKS:
             return []
         wide = self._wides()
         out = []
         for d in dependents:
             before = self._prerequisites(d)
-            if not any(serial.get(ids[p], FAILED).state for p in before) \
+            if not any(serial.get(ids[p], FAILED).tests_state for p in before) \
                     and all(wide[d].isdisjoint(wide[p]) for p in before):
                 out.append(d)
         return out
@@ -2148,7 +2154,8 @@ class MissingFinder:
                 frozenset(_relative(p, sandbox.root) for p in rec["reads"])),
                 bool(rec.get("state")), float(rec.get("seconds", 0.0)),
                 frozenset(rec.get("services", ())),
-                tuple(_relative(p, sandbox.root) for p in rec.get("waits", ())))
+                tuple(_relative(p, sandbox.root) for p in rec.get("waits", ())),
+                bool(rec.get("state_tests", rec.get("state"))))
             nid = _relative(rec["id"], sandbox.root)
             if rec.get("alone"):
                 if into is not None:

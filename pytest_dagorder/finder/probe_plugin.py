@@ -32,6 +32,7 @@ prerequisites left in their process (``find_missing.py``).
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import importlib
 import io
@@ -227,6 +228,7 @@ class ProbeReporter:
         line = {"id": nodeid, "outcome": outcome, "writes": writes,
                 "reads": sorted(self.before.keys() - set(writes)),
                 "state": self.state is not None and self.last != self.state,
+                "state_tests": self._tests_state(),
                 "services": sorted(self.services),
                 "seconds": round(time.monotonic() - self.started, 4)}
         if self.is_alone:
@@ -237,6 +239,28 @@ class ProbeReporter:
             f.write(json.dumps(line) + "\n")
         self.current = None
 
+
+    def _tests_state(self) -> bool:
+        """Whether the state the test changed (see :meth:`_state`) is the
+        environment or a value of a test module or ``conftest.py``, rather than
+        of the suite's own package: a package's lazy set-up (slurk's first test
+        fills ``slurk.config``) is made again by any process that runs the code
+        needing it, while a value a test module holds is what its tests read."""
+        before, after = self.state, self.last
+        if before is None or after is None or before == after:
+            return False
+        if before[0] != after[0]:
+            return True
+        values = before[1].keys() | after[1].keys()
+        changed = {k.rsplit(".", 1)[0] for k in values
+                   if before[1].get(k) != after[1].get(k)}
+        patterns = [*self.config.getini("python_files"), "conftest.py"]
+        for name in changed:
+            module = self.modules.get(name, (None, False))[0]
+            where = os.path.basename(str(getattr(module, "__file__", None) or ""))
+            if module is None or any(fnmatch.fnmatch(where, p) for p in patterns):
+                return True
+        return False
 
     def _state(self) -> tuple[dict[str, str], dict[str, object]]:
         """The environment, and a fingerprint of the module-level values of the
