@@ -458,13 +458,21 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                 children.append(_fork_run(session, reporter, items, run))
             for child in children:
                 while not os.waitpid(child, os.WNOHANG)[0]:
-                    if time.monotonic() > end:
-                        os.kill(child, signal.SIGKILL)
-                        os.waitpid(child, 0)
+                    if _killed_when_late(child, end):
                         killed = True
                         break
                     time.sleep(0.002)
             os.write(writing, (json.dumps({"done": True, "killed": killed}) + "\n").encode())
+
+
+def _killed_when_late(child: int, end: float) -> bool:
+    """Past ``end`` (a bound on the child's run), kill and reap the child: True;
+    else False (it may run on)."""
+    if time.monotonic() <= end:
+        return False
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    return True
 
 
 def _run_lane(items: list[pytest.Item], nexts: dict[int, int | None], orders_r: int,
@@ -627,11 +635,7 @@ def _serial_in_lanes(session: pytest.Session, reporter: ProbeReporter, lane: set
             os.close(orders_w)
             os.close(answers_r)
         for child in children:
-            while not os.waitpid(child, os.WNOHANG)[0]:
-                if time.monotonic() > end:
-                    os.kill(child, signal.SIGKILL)
-                    os.waitpid(child, 0)
-                    break
+            while not os.waitpid(child, os.WNOHANG)[0] and not _killed_when_late(child, end):
                 time.sleep(0.002)
 
 
@@ -720,9 +724,7 @@ def _alone(batch: list[pytest.Item], reporter: ProbeReporter, limit: float,
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
             return max(0, os.waitstatus_to_exitcode(status))
-        if time.monotonic() > end:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
+        if _killed_when_late(child, end):
             if len(batch) > 1:
                 return 0
             line = {"id": batch[0].nodeid, "outcome": "timeout", "writes": [], "reads": [],
@@ -865,9 +867,7 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int]) -
     killed = False
     try:
         while not os.waitpid(child, os.WNOHANG)[0]:
-            if time.monotonic() > end:
-                os.kill(child, signal.SIGKILL)
-                os.waitpid(child, 0)
+            if _killed_when_late(child, end):
                 killed = True
                 break
             if listener is None:
