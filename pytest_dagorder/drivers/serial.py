@@ -118,6 +118,10 @@ class SerialRunner(Planner):
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
+        if self.stall is not None:
+            # The tests are over: a quiet spell from here on is the session's
+            # end, not a stuck test (the controller's watch stops here too).
+            self.stall.watch.stop()
         result = yield
         if self.run is not None:
             self.run.finish(session.config)
