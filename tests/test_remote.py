@@ -270,12 +270,24 @@ def test_version_mismatch_is_a_usage_error(pytester: pytest.Pytester, tmp_path: 
 def test_version_mismatch_on_a_later_worker_is_a_usage_error(
         pytester: pytest.Pytester, tmp_path: Path) -> None:
     project = make_project(pytester)
-    # The remote worker collects last, for certain: its plan is not the first one.
+    # The remote worker collects last, for certain: its plan is not the first
+    # one.  It waits until the controller has the popen worker's collection
+    # (the controller touches a file then; the server runs on this machine),
+    # bounded: a controller that never gets it ends the run all the same.
+    collected = project / "pop-collected"
     (project / "tests" / "conftest.py").write_text(
-        "import os, time\n\n\n"
+        "import os, time\n"
+        "from pathlib import Path\n\n"
+        f"COLLECTED = Path({str(collected)!r})\n\n\n"
+        "def pytest_xdist_node_collection_finished(node):\n"
+        "    if node.gateway.id == 'pop':\n"
+        "        COLLECTED.touch()\n\n\n"
         "def pytest_collection_modifyitems(items):\n"
         "    if os.environ.get('PYTEST_XDIST_WORKER') == 'sock':\n"
-        "        time.sleep(3)\n")
+        "        deadline = time.monotonic() + 60\n"
+        "        while not COLLECTED.exists() and time.monotonic() < deadline:\n"
+        "            time.sleep(0.05)\n")
     with socket_server(tmp_path / "remote-home", other_version(tmp_path)) as spec:
         proc = inner_run(project, "-p", "no:cacheprovider", *remote_args(project, spec))
     check_refused(project, proc)
+    assert collected.exists(), "the popen worker's collection was not the first"
