@@ -39,6 +39,10 @@ STUCK = """
         mark("test_other")
 """
 
+#: The same for a run that must print no report: three delays cover the one it
+#: would print (within two), and there is no second report to wait for.
+QUIET = STUCK.replace("time.sleep(2.5)", "time.sleep(1.5)")
+
 HEAD = "stall (pytest-dagorder)"
 
 
@@ -119,7 +123,7 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
 
 def test_zero_turns_the_report_off(dagtester: DagTester) -> None:
     dagtester.pytester.makeini(f"[pytest]\ndag_stall_report = {DELAY}\n")
-    dagtester.modules(test_m=STUCK)
+    dagtester.modules(test_m=QUIET)
     result = dagtester.run("-n", "2", "-o", "dag_stall_report=0")
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str()
@@ -152,7 +156,7 @@ def test_a_bad_value_is_a_usage_error_before_anything_runs(
 @pytest.mark.parametrize("args", [("-n", "2"), ()], ids=["xdist", "serial"])
 def test_a_suite_that_declares_nothing_is_not_watched(
         dagtester: DagTester, args: tuple[str, ...]) -> None:
-    dagtester.modules(test_m=STUCK.replace('@depends_on("test_first")', ""))
+    dagtester.modules(test_m=QUIET.replace('@depends_on("test_first")', ""))
     why = "" if args else "the serial report goes to descriptor 2"
     result = dagtester.run(*args, "-o", f"dag_stall_report={DELAY}", own_process=why)
     result.assert_outcomes(passed=3)
