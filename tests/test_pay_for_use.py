@@ -168,7 +168,7 @@ LONGEST_LAST = """
 
 
     def test_slow():
-        mark("test_slow", sleep=0.5)
+        mark("test_slow", sleep=0.25)
 """
 
 
