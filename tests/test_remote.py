@@ -41,6 +41,8 @@ import pytest_dagorder
 
 TIMEOUT = 120.0
 SERVER_START = 20.0
+#: Where pytest's cache keeps the durations the controller records.
+DURATIONS_KEY = "dagorder/durations"
 
 pytest.importorskip("execnet.script.socketserver")
 
@@ -193,46 +195,40 @@ def check_log(ran: dict[str, Ran]) -> None:
 
 def test_socket_worker_matches_local_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """A socket worker beside a popen one gives the local run's outcomes and order.
-    Recorded durations are read and written by the controller only: the second
-    remote run ranks by them although the remote worker never saw the
-    controller's cache."""
+    Recorded durations are read and written by the controller only: the remote
+    run ranks by those the local run recorded, although the remote worker never
+    saw the controller's cache, and records its own there."""
     project = make_project(pytester)
-    local = inner_run(project, "-p", "no:cacheprovider", "-n", "2", "tests")
+    local = inner_run(project, "-n", "2", "tests")
     assert local.returncode == 1, local.stdout
+    assert "critical path by test counts" in local.stdout  # nothing recorded before
     expected = outcomes(project)
     check_log(read_log(pytester))
     (project / LOG_NAME).unlink()
+    recorded = (project / ".pytest_cache" / "v" / DURATIONS_KEY).read_text()
 
-    runs = []
-    for r in ("r0", "r1"):
-        # A fresh server each time: the first one's process holds the first run's modules.
-        with socket_server(tmp_path / r / "remote-home") as spec:
-            runs.append(inner_run(project, *remote_args(project, spec)))
-        if r == "r0":
-            remote = runs[0]
-            assert remote.returncode == 1, remote.stdout + remote.stderr
-            assert "[sock]" in remote.stdout, "the socket worker ran no test"
-            assert outcomes(project) == expected
-            ran = read_log(pytester)
-            check_log(ran)
-            # The chain carrying module state stayed on one worker (the one that ran root).
-            assert ran["root"].pid == ran["mid"].pid == ran["leaf"].pid
-            (project / LOG_NAME).unlink()
+    home = tmp_path / "remote-home"
+    with socket_server(home) as spec:
+        remote = inner_run(project, *remote_args(project, spec))
+    assert remote.returncode == 1, remote.stdout + remote.stderr
+    assert "[sock]" in remote.stdout, "the socket worker ran no test"
+    assert "critical path by recorded durations of 14/18 tests" in remote.stdout, remote.stdout
+    assert outcomes(project) == expected
+    ran = read_log(pytester)
+    check_log(ran)
+    # The chain carrying module state stayed on one worker (the one that ran root).
+    assert ran["root"].pid == ran["mid"].pid == ran["leaf"].pid
     assert expected[junit_key("tests/test_flow.py::test_two_down")] == (
         "skipped", "prerequisite test_after_broken was skipped: test_broken failed "
         "(AssertionError: boom)")
     assert expected[junit_key("tests/test_other.py::test_needs_xfail")][0] == "skipped"
-    first, second = runs
-    assert second.returncode == 1, second.stdout
-    assert "critical path by test counts" in first.stdout
-    assert "critical path by recorded durations of 14/18 tests" in second.stdout, second.stdout
-    assert (project / ".pytest_cache").is_dir()
-    for r in ("r0", "r1"):
-        remote_files = {p.relative_to(tmp_path / r / "remote-home").parts[:2]
-                        for p in (tmp_path / r / "remote-home").rglob("*")}
-        # Only the rsynced copy: no cache, no temp dir, no log of the plugin's.
-        assert {parts[0] for parts in remote_files} == {"pyexecnetcache"}
-        assert not list((tmp_path / r / "remote-home").rglob(".pytest_cache"))
+    # The controller recorded the remote run's durations (measured anew: not the same seconds).
+    assert (project / ".pytest_cache" / "v" / DURATIONS_KEY).read_text() != recorded, (
+        "the remote run's durations were not recorded")
+    remote_files = {p.relative_to(home).parts[:2] for p in home.rglob("*")}
+    # Only the rsynced copy: no cache, no temp dir, no log of the plugin's.
+    assert {parts[0] for parts in remote_files} == {"pyexecnetcache"}
+    assert not list(home.rglob(".pytest_cache"))
 
 
 def other_version(tmp_path: Path) -> dict[str, str]:
