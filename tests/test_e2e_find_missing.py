@@ -1229,9 +1229,10 @@ def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
 
 #: pytest-order sorts x1 and x2 (order 1) before y (order 2): a fence holds y
 #: until both were handed out.  The durations file makes y the most urgent.
-#: x1 ends once y started (a bounded wait), so y, freed, starts first with x1
-#: on the other worker and no x ended yet; fenced, it starts only once x2
-#: (or x1) ended.  y writes down which.
+#: x1 ends once y started or x2 ended (a bounded wait), so y, freed, starts
+#: first with x1 on the other worker and no x ended yet; fenced, it starts
+#: only once x2 (or x1) ended.  y writes down which.  Fenced, y is handed out
+#: ahead behind x1: x1 waiting for y alone would wait out its bound.
 FENCED = """
     import pathlib, time
     import pytest
@@ -1240,7 +1241,7 @@ FENCED = """
     @pytest.mark.order(1)
     def test_x1():
         for _ in range(600):
-            if (HERE / "y-started").exists():
+            if (HERE / "y-started").exists() or (HERE / "x-ended").exists():
                 break
             time.sleep(0.05)
         (HERE / "x-ended").touch()
