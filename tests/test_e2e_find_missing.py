@@ -28,7 +28,9 @@ FIND = ("--dag-find-missing", "-n", "2")
 
 #: test_b.py::test_read reads a file test_a.py::test_write writes at a fixed path;
 #: test_b.py::test_env reads a variable test_a.py::test_set_env sets in the
-#: process; test_b.py::test_x and test_c.py::test_y write one file and read it back.
+#: process; test_b.py::test_x and test_c.py::test_y write one file and read it back
+#: (a pause between: the overlap probes release both at one start line, so a
+#: fraction of a second lets the other write in between; every other run pays it).
 HIDDEN = {
     "test_a": """
         import os, pathlib
@@ -57,7 +59,7 @@ HIDDEN = {
         def test_x():
             p = HERE / "shared.txt"
             p.write_text("x")
-            time.sleep(0.3)
+            time.sleep(0.15)
             assert p.read_text() == "x"
     """,
     "test_c": """
@@ -67,7 +69,7 @@ HIDDEN = {
         def test_y():
             p = HERE / "shared.txt"
             p.write_text("y")
-            time.sleep(0.3)
+            time.sleep(0.15)
             assert p.read_text() == "y"
 
         def test_log_pid():

@@ -15,6 +15,9 @@ FIND = ("--dag-find-missing", "-n", "2")
 
 #: A module fixture sets up a file at a fixed path that three tests of the module
 #: each overwrite and read back: two conflicts (two pairs of one path), one group.
+#: The pause between write and read: the overlap probes release both tests at one
+#: start line, so a fraction of a second lets the other write in between (every
+#: other run, serial, pays it for nothing).
 FIXTURE_FILE = """
     import pathlib, time
     import pytest
@@ -27,17 +30,17 @@ FIXTURE_FILE = """
 
     def test_one(db):
         db.write_text("one")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert db.read_text() == "one"
 
     def test_two(db):
         db.write_text("two")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert db.read_text() == "two"
 
     def test_three(db):
         db.write_text("three")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert db.read_text() == "three"
 """
 
@@ -90,14 +93,14 @@ JOINED = """
     def test_b():
         assert STATE["x"] == 1
         (HERE / "out.txt").write_text("b")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert (HERE / "out.txt").read_text() == "b"
 
     @depends_on("test_set")
     def test_c():
         assert STATE["x"] == 1
         (HERE / "out.txt").write_text("c")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert (HERE / "out.txt").read_text() == "c"
 """
 
