@@ -1033,7 +1033,7 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
         end = time.monotonic() + 120
         # test_get's search is sleeping in its second probe, and the progress
         # line says test_read's (two short probes) ended.
-        while time.monotonic() < end and not (
+        while time.monotonic() < end and proc.poll() is None and not (
                 count.exists() and count.read_text() == "3"
                 and any(b"dagorder: 1 test left to search" in line for line in lines[:])):
             time.sleep(0.1)
