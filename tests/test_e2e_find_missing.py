@@ -1008,7 +1008,7 @@ def make_cut(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path
 def test_a_probe_the_budget_cuts_is_no_timeout_and_no_answer(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     make_cut(dagtester.pytester, monkeypatch)
-    result = dagtester.run(*FIND, "-o", "dag_find_budget=8")
+    result = dagtester.run(*FIND, "-o", "dag_find_budget=5")
     out = result.stdout.str()
     assert result.ret == 0, out
     result.stdout.fnmatch_lines([
