@@ -15,6 +15,9 @@ FIND = ("--dag-find-missing", "-n", "2")
 
 #: A module fixture sets up a file at a fixed path that three tests of the module
 #: each overwrite and read back: two conflicts (two pairs of one path), one group.
+#: The pause between write and read: the overlap probes release both tests at one
+#: start line, so a fraction of a second lets the other write in between (every
+#: other run, serial, pays it for nothing).
 FIXTURE_FILE = """
     import pathlib, time
     import pytest
@@ -27,17 +30,17 @@ FIXTURE_FILE = """
 
     def test_one(db):
         db.write_text("one")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert db.read_text() == "one"
 
     def test_two(db):
         db.write_text("two")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert db.read_text() == "two"
 
     def test_three(db):
         db.write_text("three")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert db.read_text() == "three"
 """
 
@@ -90,14 +93,14 @@ JOINED = """
     def test_b():
         assert STATE["x"] == 1
         (HERE / "out.txt").write_text("b")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert (HERE / "out.txt").read_text() == "b"
 
     @depends_on("test_set")
     def test_c():
         assert STATE["x"] == 1
         (HERE / "out.txt").write_text("c")
-        time.sleep(0.4)
+        time.sleep(0.15)
         assert (HERE / "out.txt").read_text() == "c"
 """
 
@@ -121,6 +124,8 @@ def test_no_resource_for_a_conflict_the_default_keeps_on_one_worker(
 #: test_d passes in a fresh process (the edge pass calls its edge separable) but,
 #: under xdist, only in the process test_p ran in: the -n 2 check of the findings
 #: sees it fail while test_p's worker holds test_q, and keeps the edge again.
+#: test_q holds it (under xdist: no other run has a second worker) until test_d
+#: started (bounded: kept on test_p's worker, test_d starts after test_q).
 FRESH_BUT_NOT_UNDER_N = """
     import os, pathlib, time
     from pytest_dagorder import depends_on
@@ -130,15 +135,21 @@ FRESH_BUT_NOT_UNDER_N = """
     def test_p():
         STATE["p"] = 1
         (HERE / "pid.txt").write_text(str(os.getpid()))
+        (HERE / "d-started").unlink(missing_ok=True)
 
     @depends_on("test_p")
     def test_q():
         assert STATE["p"] == 1
-        time.sleep(1.5)
+        end = time.monotonic() + 1.5
+        while os.environ.get("PYTEST_XDIST_WORKER") and time.monotonic() < end:
+            if (HERE / "d-started").exists():
+                break
+            time.sleep(0.02)
 
     @depends_on("test_p")
     def test_d():
         if os.environ.get("PYTEST_XDIST_WORKER"):
+            (HERE / "d-started").touch()
             assert (HERE / "pid.txt").read_text() == str(os.getpid())
 """
 
