@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 from support.dagtester import DagTester
@@ -65,3 +66,48 @@ def test_a_dependent_sharing_a_fixture_is_checked_beside_the_serial_pass(
         == [("test_s.py::test_b", "test_s.py::test_a", False,
              "test_s.py::test_b failed in a fresh process after its prerequisites ran in "
              "another (serially: passed)")]
+
+
+#: Imported in the finder's own collection (not in a probe, whose environment
+#: names its output): waits (bounded) until a probe server, a child of this
+#: process, runs; an error at import ends the session.
+EARLY = """
+    import os, pathlib, time
+
+    def _server_running():
+        me = str(os.getpid())
+        for proc in pathlib.Path("/proc").iterdir():
+            try:
+                parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                if parent == me and b"probe_plugin" in (proc / "cmdline").read_bytes():
+                    return True
+            except (OSError, IndexError):
+                continue
+        return False
+
+    if not os.environ.get("DAGORDER_PROBE_OUT"):
+        end = time.monotonic() + 60
+        while not _server_running():
+            assert time.monotonic() < end, "no probe server during the collection"
+            time.sleep(0.05)
+
+    def test_a():
+        pass
+
+    def test_b():
+        pass
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_first_probe_server_starts_during_the_collection(dagtester: DagTester) -> None:
+    """The first probe server's start-up and collection overlap the finder's own
+    collection (before: it started after it, so the module's wait failed and
+    the session ended on a collection error); the pass ends as before, and its
+    work folder is gone."""
+    dagtester.pytester.makepyfile(test_early=textwrap.dedent(EARLY))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    result.stdout.fnmatch_lines(["dagorder: 0 missing prerequisites, 0 conflicts*"])
+

@@ -388,11 +388,66 @@ class MissingFinder:
         self.beside_began: float | None = None
         self.beside_records: tuple[dict[str, Result], dict[str, Result]] | None = None
         self.beside_cancel = threading.Event()
+        #: The work folder and first probe slot made as the session starts
+        #: (:meth:`pytest_sessionstart`), and when its server started.
+        self.early: tuple[tempfile.TemporaryDirectory[str], threading.Thread, float] | None = None
+        self.widen_from = 0.0
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
         self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
 
     # -- the session -------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The first probe slot's copy and server, started as the session starts: the
+        server's start-up and collection (labgrid's ``test_graphstrategy.py``: about
+        1.2 s of CPU against 0.3 s of tests) overlap this process's own collection
+        instead of following it.  It collects what this session was asked to (the
+        same paths, in the copy) where those all lie below the rootdir; else the
+        slot starts after the collection, with the node ids, as the others do."""
+        config = self.config
+        paths = _early_paths(config)
+        if not FORKS or config.option.collectonly or paths is None:
+            return
+        work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
+        self.workdir = Path(work.name)
+
+        def start() -> None:
+            sandbox = Sandbox(config.rootpath, Path(work.name) / "slot0")
+            with self.lock:
+                self.sandboxes = [sandbox]
+            self._server(sandbox, paths)
+
+        thread = threading.Thread(target=start, name="dagorder-early", daemon=True)
+        self.early = (work, thread, time.monotonic())
+        thread.start()
+
+    def pytest_sessionfinish(self) -> None:
+        """The early slot of a session whose test loop never ran (a collection error,
+        no test selected, Ctrl-C while collecting): stopped, its folder removed."""
+        early, self.early = self.early, None
+        if early is not None:
+            early[1].join()
+            for sandbox in self.sandboxes:
+                self._drop(sandbox)
+            early[0].cleanup()
+
+    @contextlib.contextmanager
+    def _work(self) -> Iterator[str]:
+        """The work folder: the early one (:meth:`pytest_sessionstart`), else a new
+        one; removed on the way out."""
+        early, self.early = self.early, None
+        if early is None:
+            with tempfile.TemporaryDirectory(prefix="dagorder-find-") as fresh:
+                yield fresh
+            return
+        folder, thread, began = early
+        try:
+            thread.join()
+            self.widen_from = began
+            yield folder.name
+        finally:
+            folder.cleanup()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> object:
@@ -416,8 +471,7 @@ class MissingFinder:
             self.deadline = began + budget
         self.found = Findings({}, set(), [], [])
         stopped = ""
-        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work, \
-                self._stoppable():
+        with self._work() as work, self._stoppable():
             self.workdir = Path(work)
             try:
                 done = self._find(session, items, write)
@@ -503,10 +557,13 @@ class MissingFinder:
         self.ids, self.declared = ids, declared
         self.items = items[:len(ids)]
         assert self.workdir is not None
-        self.sandboxes = []
+        # The early slot (:meth:`pytest_sessionstart`) is the first.
+        for sandbox in self.sandboxes:
+            self.pool.put(sandbox)
         if FORKS and self.slots > 1:
             self._add_slots(1)
-            self.widening = threading.Thread(target=self._widen, args=(time.monotonic(),),
+            began = self.widen_from if self.sandboxes else time.monotonic()
+            self.widening = threading.Thread(target=self._widen, args=(began,),
                                              name="dagorder-slots", daemon=True)
             self.widening.start()
         else:
@@ -2169,8 +2226,9 @@ class MissingFinder:
         out.unlink(missing_ok=True)
         return out
 
-    def _server(self, sandbox: Sandbox) -> Server | None:
-        """The sandbox's probe server, started if it is not running."""
+    def _server(self, sandbox: Sandbox, paths: Sequence[str] = ()) -> Server | None:
+        """The sandbox's probe server, started if it is not running (collecting the
+        selection's node ids, else ``paths``, relative to the rootdir)."""
         if not FORKS:
             return None
         server = sandbox.server
@@ -2185,7 +2243,8 @@ class MissingFinder:
         where = sandbox.tmp.parent
         dummy = where / f"server-{n}.jsonl"
         # Outside the sandbox's tmp (which each reset empties): numbered per test.
-        args, cwd = self._command(sandbox, self.ids, dummy, where / f"basetemp-server-{n}")
+        args, cwd = self._command(sandbox, self.ids or list(paths), dummy,
+                                  where / f"basetemp-server-{n}")
         requests_r, requests_w = os.pipe()
         answers_r, answers_w = os.pipe()
         env = self._environment(sandbox, dummy)
@@ -2677,6 +2736,23 @@ def _relative(path: str, root: Path) -> str:
 #: Options of the user's command line a probe keeps: plugins, ini overrides,
 #: warnings and how modules are imported.
 _KEPT: Final = ("-p", "-o", "--override-ini", "-W", "--pythonwarnings", "--import-mode")
+
+
+def _early_paths(config: pytest.Config) -> list[str] | None:
+    """The session's paths (or node ids) relative to the rootdir, for a probe
+    server started before the collection; None where one lies outside it, or
+    names a package (``--pyargs``)."""
+    if getattr(config.option, "pyargs", False):
+        return None
+    root = str(config.rootpath)
+    out: list[str] = []
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        full = os.path.normpath(os.path.join(config.invocation_params.dir, path))
+        if full != root and not full.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+        out.append(os.path.relpath(full, root) + sep + rest)
+    return out
 
 
 def _collection_options(config: pytest.Config) -> list[str]:
