@@ -103,8 +103,7 @@ EARLY = """
 def test_the_first_probe_server_starts_during_the_collection(dagtester: DagTester) -> None:
     """The first probe server's start-up and collection overlap the finder's own
     collection (before: it started after it, so the module's wait failed and
-    the session ended on a collection error); the pass ends as before, and its
-    work folder is gone."""
+    the session ended on a collection error); the pass ends as before."""
     dagtester.pytester.makepyfile(test_early=textwrap.dedent(EARLY))
     result = dagtester.run(*FIND, "--dag-edges=edges.json")
     out = result.stdout.str()
