@@ -325,6 +325,7 @@ class MissingFinder:
     """
 
     def __init__(self, config: pytest.Config) -> None:
+        """Over 60 lines: the state the phases share, each attribute with what it holds."""
         self.config = config
         self.settings: Settings = settings_of(config)
         # The probes are the parallel part: this process starts no xdist workers.
@@ -381,11 +382,72 @@ class MissingFinder:
         self.serial_ended = threading.Event()
         #: Removes the probe servers' folders beside the ``-n 2`` check (:meth:`_retire_servers`).
         self.sweeper: threading.Thread | None = None
+        #: The edge runs beside the serial pass (:meth:`_beside`): its thread, when it
+        #: took a slot (None: not before the pass ended), its records, its stop flag.
+        self.beside: threading.Thread | None = None
+        self.beside_began: float | None = None
+        self.beside_records: tuple[dict[str, Result], dict[str, Result]] | None = None
+        self.beside_cancel = threading.Event()
+        #: The work folder and first probe slot made as the session starts
+        #: (:meth:`pytest_sessionstart`), and when its server started.
+        self.early: tuple[tempfile.TemporaryDirectory[str], threading.Thread, float] | None = None
+        self.widen_from = 0.0
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
         self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
 
     # -- the session -------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The first probe slot's copy and server, started as the session starts: the
+        server's start-up and collection (labgrid's ``test_graphstrategy.py``: about
+        1.2 s of CPU against 0.3 s of tests) overlap this process's own collection
+        instead of following it.  It collects what this session was asked to (the
+        same paths, in the copy) where those all lie below the rootdir; else the
+        slot starts after the collection, with the node ids, as the others do."""
+        config = self.config
+        paths = _early_paths(config)
+        if not FORKS or config.option.collectonly or paths is None:
+            return
+        work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
+        self.workdir = Path(work.name)
+
+        def start() -> None:
+            sandbox = Sandbox(config.rootpath, Path(work.name) / "slot0")
+            with self.lock:
+                self.sandboxes = [sandbox]
+            self._server(sandbox, paths)
+
+        thread = threading.Thread(target=start, name="dagorder-early", daemon=True)
+        self.early = (work, thread, time.monotonic())
+        thread.start()
+
+    def pytest_sessionfinish(self) -> None:
+        """The early slot of a session whose test loop never ran (a collection error,
+        no test selected, Ctrl-C while collecting): stopped, its folder removed."""
+        early, self.early = self.early, None
+        if early is not None:
+            early[1].join()
+            for sandbox in self.sandboxes:
+                self._drop(sandbox)
+            early[0].cleanup()
+
+    @contextlib.contextmanager
+    def _work(self) -> Iterator[str]:
+        """The work folder: the early one (:meth:`pytest_sessionstart`), else a new
+        one; removed on the way out."""
+        early, self.early = self.early, None
+        if early is None:
+            with tempfile.TemporaryDirectory(prefix="dagorder-find-") as fresh:
+                yield fresh
+            return
+        folder, thread, began = early
+        try:
+            thread.join()
+            self.widen_from = began
+            yield folder.name
+        finally:
+            folder.cleanup()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> object:
@@ -409,8 +471,7 @@ class MissingFinder:
             self.deadline = began + budget
         self.found = Findings({}, set(), [], [])
         stopped = ""
-        with tempfile.TemporaryDirectory(prefix="dagorder-find-") as work, \
-                self._stoppable():
+        with self._work() as work, self._stoppable():
             self.workdir = Path(work)
             try:
                 done = self._find(session, items, write)
@@ -464,6 +525,9 @@ class MissingFinder:
         widening, self.widening = self.widening, None
         if widening is not None:  # it adds no slot once stopped
             widening.join()
+        beside, self.beside = self.beside, None
+        if beside is not None:  # its wait sees the stop flag within POLL
+            beside.join()
         for sandbox in self.sandboxes:
             self._drop(sandbox)
         with self.lock:
@@ -493,10 +557,13 @@ class MissingFinder:
         self.ids, self.declared = ids, declared
         self.items = items[:len(ids)]
         assert self.workdir is not None
-        self.sandboxes = []
+        # The early slot (:meth:`pytest_sessionstart`) is the first.
+        for sandbox in self.sandboxes:
+            self.pool.put(sandbox)
         if FORKS and self.slots > 1:
             self._add_slots(1)
-            self.widening = threading.Thread(target=self._widen, args=(time.monotonic(),),
+            began = self.widen_from if self.sandboxes else time.monotonic()
+            self.widening = threading.Thread(target=self._widen, args=(began,),
                                              name="dagorder-slots", daemon=True)
             self.widening.start()
         else:
@@ -508,11 +575,7 @@ class MissingFinder:
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
         write("dagorder: serial pass: running the selection once, in one process")
-        began = time.monotonic()
-        serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
-        self.serial_ended.set()
-        serial.pop(KILLED, None)  # self.killed says it
-        took = time.monotonic() - began
+        serial, took = self._serial_pass(ids, [] if one else self._fixture_sharers(ids))
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
         if self.stop.is_set() and len(serial) < len(ids):
@@ -534,7 +597,10 @@ class MissingFinder:
                 write(f"    {nid}")
             session.testsfailed = len(failing)
             return False
-        self._drop_leftovers(serial, write)
+        if self._drop_leftovers(serial, write) or self._outside(serial):
+            # The runs beside the pass ran with those files, or beside a test
+            # whose state lives outside the copies: not evidence.
+            self.beside_cancel.set()
         self.serial = serial
         self.runtime = self._runtime(ids, serial)
         passed = [k for k, nid in enumerate(ids) if serial[nid].outcome == "passed"]
@@ -544,10 +610,14 @@ class MissingFinder:
         # the others after their serial prefix in the edge runs, beside it.
         combined = self._combined(ids, serial, dependents, targets)
         early = [d for d in dependents if d not in set(combined)]
+        beside = self._fixture_sharers(ids) if self.beside_began is not None else []
         edges_run = self.edges_run = cf.ThreadPoolExecutor(1)
         edges_jobs: list[cf.Future[None]] = []
-        if early:
-            edges_jobs.append(edges_run.submit(self._edge_runs, ids, serial, early, early[-1]))
+        rest = [d for d in early if d not in set(beside)]
+        if rest:
+            edges_jobs.append(edges_run.submit(self._edge_runs, ids, serial, rest, rest[-1]))
+        if beside:
+            edges_jobs.append(edges_run.submit(self._beside_done, ids, serial, beside))
         verdicts_asked = False
         try:
             write(f"dagorder: serial pass: {len(passed)} passed in {took:.1f} s; "
@@ -1224,6 +1294,124 @@ class MissingFinder:
         with cf.ThreadPoolExecutor(len(chunks)) as ex:
             list(ex.map(check, chunks, ends))
 
+    def _fixture_sharers(self, ids: list[str]) -> list[int]:
+        """The dependents that share a module or class fixture instance with one of
+        their prerequisites: never run alone in the screening (:meth:`_combined`),
+        whatever the serial pass shows, so known before it."""
+        if not FORKS or self.slots < 2:
+            return []
+        wide = self._wides()
+        return [d for d in self._dependents(ids)
+                if any(not wide[d].isdisjoint(wide[p]) for p in self._prerequisites(d))]
+
+    def _serial_pass(self, ids: list[str], beside: list[int]) -> tuple[dict[str, Result], float]:
+        """The serial pass, its records and seconds; the edge runs of ``beside`` on
+        the second probe slot while it runs (:meth:`_beside`).  A pass with a
+        failing test while they ran is run again without them: a clash outside
+        the copies (a fixed port, a server's rows) must not read as the suite
+        failing serially."""
+        if beside:
+            self.beside = threading.Thread(target=self._beside, args=(ids, beside),
+                                           name="dagorder-beside", daemon=True)
+            self.beside.start()
+        began = time.monotonic()
+        serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        with self.lock:  # a slot taken from here on is not beside the pass
+            self.serial_ended.set()
+        serial.pop(KILLED, None)  # self.killed says it
+        if self.beside_began is not None and not self.stop.is_set() and any(
+                r.outcome in ("failed", "xpassed") for r in serial.values()):
+            self.beside_cancel.set()
+            if self.beside is not None:
+                self.beside.join()
+            began = time.monotonic()
+            serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+            serial.pop(KILLED, None)
+        return serial, time.monotonic() - began
+
+    def _beside(self, ids: list[str], checked: list[int]) -> None:
+        """The edge runs of ``checked`` (as :meth:`_edge_runs`: the serial order up
+        to the last of them in a fresh copy, each alone right before its place)
+        as one probe on a slot the serial pass leaves free, while it runs; not
+        at all if it ends first.  The pass's records do not exist yet: each test
+        runs alone in a process of its own (no batch rules), and the probe is
+        stopped once the pass measured the suite and it runs past what
+        :meth:`_edge_runs` would allow, or when no test ended for longer than
+        the slowest test's alone limit.  Its records wait in
+        ``self.beside_records`` for :meth:`_beside_done`."""
+        sandbox: Sandbox | None = None
+        while sandbox is None:
+            if self.serial_ended.is_set() or self._stopped():
+                return
+            if len(self.sandboxes) < 2:  # the first is the pass's (:meth:`_widen`)
+                self.serial_ended.wait(POLL)
+                continue
+            with contextlib.suppress(queue.Empty):
+                sandbox = self.pool.get(timeout=POLL)
+        with self.lock:
+            if self.serial_ended.is_set():
+                self.pool.put(sandbox)
+                return
+            self.beside_began = began = time.monotonic()
+        out = self._out(sandbox)
+        last = {"size": -1, "at": began}
+
+        def late() -> bool:
+            if self.beside_cancel.is_set():
+                return True
+            if not self.serial_ended.is_set() or not self.serial:
+                return False
+            now = time.monotonic()
+            size = out.stat().st_size if out.exists() else 0
+            if size != last["size"]:
+                last["size"], last["at"] = size, now
+            slowest = max(r.seconds for r in self.serial.values())
+            return (now - began > 2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(checked)
+                    or now - last["at"] > PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * slowest)
+
+        try:
+            sandbox.reset()
+            server = self._server(sandbox)
+            found: dict[str, Result] = {}
+            if server is None or self._ask(sandbox, server, [{
+                    "ids": ids[:checked[-1] + 1], "out": str(out), "trace": False,
+                    "alone": [ids[k] for k in checked], "alone_limit": SERIAL_IDLE,
+                    "rules": None, "lane": []}], float("inf"), watch=late):
+                return
+            again = self._read(out, sandbox, found)
+            if not self._stopped() and not self.beside_cancel.is_set():
+                self.beside_records = (again, found)
+        except (OSError, ValueError, ProbeError):
+            if not self.stop.is_set():
+                raise
+        finally:
+            self.pool.put(sandbox)
+
+    def _beside_done(self, ids: list[str], serial: dict[str, Result],
+                     checked: list[int]) -> None:
+        """The records of :meth:`_beside` into the edge pass's, once it ended; its
+        runs again after the serial pass where they are no evidence (stopped, or
+        the pass showed state outside the copies)."""
+        beside = self.beside
+        if beside is not None:
+            beside.join()
+        records, self.beside_records = self.beside_records, None
+        if records is None or self.beside_cancel.is_set():
+            self._edge_runs(ids, serial, checked, checked[-1])
+            return
+        again, found = records
+        with self.lock:
+            self.edge_alone.update(found)
+            self.reruns.append((again, set(found)))
+
+    def _outside(self, serial: dict[str, Result]) -> bool:
+        """A test of the serial pass connected to a server or wrote outside the
+        rootdir (not in the probe's own temporary folders): a run beside it
+        could change what it found, or it what the run found."""
+        mine = str(self.workdir) + os.sep if self.workdir is not None else None
+        return any(r.services or any(os.path.isabs(p) and (mine is None or not p.startswith(mine))
+                                     for p in r.touches.writes) for r in serial.values())
+
     def _edges_pass(self, ids: list[str], serial: dict[str, Result], dependents: list[int],
                     write: _Write) -> None:
         """One verdict per declared edge, from its dependent's run alone in a fresh
@@ -1360,22 +1548,23 @@ class MissingFinder:
                 "prerequisites": prerequisites,
                 "stateful": [ids[k] for k in chunk if serial.get(ids[k], FAILED).state]}
 
-    def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> None:
+    def _drop_leftovers(self, serial: dict[str, Result], write: _Write) -> bool:
         """Files the tests write that an earlier run left in the project would let a
         test pass without the test that writes them: the copies leave out those
-        git does not track (a tracked one is part of the project)."""
+        git does not track (a tracked one is part of the project).  True: some
+        were dropped (the probes before ran with them)."""
         root = self.config.rootpath
         present = sorted({p for r in serial.values() for p in r.touches.writes
                           if not os.path.isabs(p) and (root / p).is_file()})
         if not present:
-            return
+            return False
         tracked = _tracked(root, present)
         if tracked is None:
             write(f"dagorder: {plural(len(present), 'file')} the tests write "
                   f"{'was' if len(present) == 1 else 'were'} in the project "
                   f"before the run (not a git checkout: kept), e.g. {present[0]}; a test "
                   "that needs them is found only once they are removed")
-            return
+            return False
         left = [p for p in present if p not in tracked]
         if left:
             write(f"dagorder: {plural(len(left), 'file')} the tests write "
@@ -1386,6 +1575,7 @@ class MissingFinder:
                 sandbox.drop(left)
             if self.held is not None:
                 self.held.sandbox.drop(left)
+        return bool(left)
 
     def _declared(self, n: int) -> list[list[int]]:
         runner = self.config.pluginmanager.get_plugin(DRIVER_NAME)
@@ -2036,8 +2226,9 @@ class MissingFinder:
         out.unlink(missing_ok=True)
         return out
 
-    def _server(self, sandbox: Sandbox) -> Server | None:
-        """The sandbox's probe server, started if it is not running."""
+    def _server(self, sandbox: Sandbox, paths: Sequence[str] = ()) -> Server | None:
+        """The sandbox's probe server, started if it is not running (collecting the
+        selection's node ids, else ``paths``, relative to the rootdir)."""
         if not FORKS:
             return None
         server = sandbox.server
@@ -2052,7 +2243,8 @@ class MissingFinder:
         where = sandbox.tmp.parent
         dummy = where / f"server-{n}.jsonl"
         # Outside the sandbox's tmp (which each reset empties): numbered per test.
-        args, cwd = self._command(sandbox, self.ids, dummy, where / f"basetemp-server-{n}")
+        args, cwd = self._command(sandbox, self.ids or list(paths), dummy,
+                                  where / f"basetemp-server-{n}")
         requests_r, requests_w = os.pipe()
         answers_r, answers_w = os.pipe()
         env = self._environment(sandbox, dummy)
@@ -2082,9 +2274,11 @@ class MissingFinder:
             self.live.discard(server.proc)
 
     def _ask(self, sandbox: Sandbox, server: Server, runs: list[dict[str, object]],
-             limit: float | None, idle: float | None = None, out: Path | None = None) -> bool:
+             limit: float | None, idle: float | None = None, out: Path | None = None,
+             watch: Callable[[], bool] | None = None) -> bool:
         """One request to the server, waited for as ``_collect`` waits for a probe; a
-        server that does not answer in time is stopped (and started anew next time)."""
+        server that does not answer in time is stopped (and started anew next time).
+        ``watch``: asked at each poll, True stops it too (not counted as a timeout)."""
         seconds = self.timeout if limit is None else limit
         request = {"runs": runs, "limit": seconds if seconds != float("inf") else 1e9}
         try:
@@ -2115,6 +2309,9 @@ class MissingFinder:
                 grown = out.stat().st_size if out.exists() else 0
                 if grown != size:
                     size, moved = grown, now
+            if watch is not None and watch():
+                self._drop(sandbox)
+                return True
             if (self.stop.is_set() or now > end
                     or (idle is None and now > self.deadline)
                     or (idle is not None and now - moved > idle)):
@@ -2539,6 +2736,23 @@ def _relative(path: str, root: Path) -> str:
 #: Options of the user's command line a probe keeps: plugins, ini overrides,
 #: warnings and how modules are imported.
 _KEPT: Final = ("-p", "-o", "--override-ini", "-W", "--pythonwarnings", "--import-mode")
+
+
+def _early_paths(config: pytest.Config) -> list[str] | None:
+    """The session's paths (or node ids) relative to the rootdir, for a probe
+    server started before the collection; None where one lies outside it, or
+    names a package (``--pyargs``)."""
+    if getattr(config.option, "pyargs", False):
+        return None
+    root = str(config.rootpath)
+    out: list[str] = []
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        full = os.path.normpath(os.path.join(config.invocation_params.dir, path))
+        if full != root and not full.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+        out.append(os.path.relpath(full, root) + sep + rest)
+    return out
 
 
 def _collection_options(config: pytest.Config) -> list[str]:

@@ -1,0 +1,112 @@
+"""``--dag-find-missing`` works beside its serial pass: the second probe slot is not
+left idle while the pass runs (issue 50 point 7, the learning pass's wall time)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from support.dagtester import DagTester
+
+pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
+FIND = ("--dag-find-missing", "-n", "2")
+
+#: test_b reads what test_a left in their module fixture's instance: its edge is
+#: checked after a serial prefix, never in the screening.  Inside the finder
+#: (its copies are WORK/slotN/ROOT) each run of test_b leaves a mark in WORK
+#: naming its slot, and test_z, last in the serial order, waits (bounded) for
+#: one from another slot: in the serial pass, only a run beside it leaves one.
+BESIDE = """
+    import os, pathlib, time
+    import pytest
+    from pytest_dagorder import depends_on
+    HERE = pathlib.Path(__file__).parent
+    SLOT = HERE.parent.name
+    WORK = HERE.parent.parent
+
+    @pytest.fixture(scope="module")
+    def state():
+        return {}
+
+    def test_a(state):
+        state["a"] = 1
+
+    @depends_on("test_a")
+    def test_b(state):
+        if SLOT.startswith("slot"):
+            (WORK / f"mark-{SLOT}-{os.getpid()}-{time.monotonic_ns()}").write_text("")
+        assert state.get("a") == 1
+
+    def test_z():
+        if not SLOT.startswith("slot"):
+            return
+        end = time.monotonic() + 60
+        while not [p for p in WORK.glob("mark-*") if not p.name.startswith(f"mark-{SLOT}-")]:
+            assert time.monotonic() < end, "no run of test_b in another slot"
+            time.sleep(0.05)
+"""
+
+
+def test_a_dependent_sharing_a_fixture_is_checked_beside_the_serial_pass(
+        dagtester: DagTester) -> None:
+    """The edge check of a dependent that shares a module fixture instance with its
+    prerequisite needs no record of the serial pass to start: it runs on the
+    second slot while the pass runs (before: after it, so test_z failed in the
+    pass and the finder refused the suite), and its verdict is the same."""
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(BESIDE))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "does not pass serially" not in out, out
+    result.stdout.fnmatch_lines(["dagorder: declared edges: 0 of 1 edge separable*"])
+    written = json.loads((dagtester.path / "edges.json").read_text())
+    assert [(v["test"], v["after"], v["separable"], v["probe"]) for v in written["verdicts"]] \
+        == [("test_s.py::test_b", "test_s.py::test_a", False,
+             "test_s.py::test_b failed in a fresh process after its prerequisites ran in "
+             "another (serially: passed)")]
+
+
+#: Imported in the finder's own collection (not in a probe, whose environment
+#: names its output): waits (bounded) until a probe server, a child of this
+#: process, runs; an error at import ends the session.
+EARLY = """
+    import os, pathlib, time
+
+    def _server_running():
+        me = str(os.getpid())
+        for proc in pathlib.Path("/proc").iterdir():
+            try:
+                parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                if parent == me and b"probe_plugin" in (proc / "cmdline").read_bytes():
+                    return True
+            except (OSError, IndexError):
+                continue
+        return False
+
+    if not os.environ.get("DAGORDER_PROBE_OUT"):
+        end = time.monotonic() + 60
+        while not _server_running():
+            assert time.monotonic() < end, "no probe server during the collection"
+            time.sleep(0.05)
+
+    def test_a():
+        pass
+
+    def test_b():
+        pass
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_first_probe_server_starts_during_the_collection(dagtester: DagTester) -> None:
+    """The first probe server's start-up and collection overlap the finder's own
+    collection (before: it started after it, so the module's wait failed and
+    the session ended on a collection error); the pass ends as before."""
+    dagtester.pytester.makepyfile(test_early=textwrap.dedent(EARLY))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    result.stdout.fnmatch_lines(["dagorder: 0 missing prerequisites, 0 conflicts*"])
+
