@@ -325,6 +325,7 @@ class MissingFinder:
     """
 
     def __init__(self, config: pytest.Config) -> None:
+        """Over 60 lines: the state the phases share, an attribute each."""
         self.config = config
         self.settings: Settings = settings_of(config)
         # The probes are the parallel part: this process starts no xdist workers.
