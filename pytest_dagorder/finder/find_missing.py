@@ -11,9 +11,10 @@ of node ids in serial order and reports each test's outcome (see
 2. screening: the tests in batches, each batch in reverse serial order, so
    that no test runs after the tests it could need; a test that fails there
    is searched.  A test whose declared prerequisites changed no process
-   state also runs alone in a fresh process right before its place there:
-   the check of its declared edges (``_edges_pass``; the others' runs alone
-   follow a serial prefix, beside the screening).
+   state (any test, where none wrote a path or reached a service) also runs
+   alone in a fresh process right before its place there: the check of its
+   declared edges (``_edges_pass``; the others' runs alone follow a serial
+   prefix, beside the screening).
 3. the search (``core/missing.needed``): the tests of its serial prefix it
    needs, by bisection, as many probes at once as ``-n`` says.  The serial
    pass's record narrows it first: the tests that wrote a path the test
