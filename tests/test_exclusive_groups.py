@@ -106,16 +106,22 @@ def test_a_limited_member_runs_on_its_groups_worker_once_the_resource_is_free() 
     sched.validate()
 
 
+GROUP_LABELS = st.sampled_from([None, "a", "b"])
+RESOURCE_SETS = st.sampled_from([(), (), ("db",)])
+
+
 @st.composite
 def runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], list[bool],
                                    list[tuple[str, ...]], list[int]]:
     n = draw(st.integers(1, 12))
     requires = [sorted(set(draw(st.lists(st.integers(0, i - 1), max_size=2)))) if i else []
                 for i in range(n)]
-    groups = [draw(st.sampled_from([None, "a", "b"])) for _ in range(n)]
-    alone = [draw(st.booleans()) for _ in range(n)]
-    resources = [draw(st.sampled_from([(), (), ("db",)])) for _ in range(n)]
-    steps = draw(st.lists(st.integers(0, 10_000), min_size=200, max_size=200))
+    groups = draw(st.lists(GROUP_LABELS, min_size=n, max_size=n))
+    alone = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    resources = draw(st.lists(RESOURCE_SETS, min_size=n, max_size=n))
+    # A step acts by its value modulo 6 (worker, take or run, how many): 200
+    # bytes are one draw, where 200 integers were 200 (a run uses a few dozen).
+    steps = list(draw(st.binary(min_size=200, max_size=200)))
     return requires, groups, alone, resources, steps
 
 

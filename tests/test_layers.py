@@ -7,10 +7,12 @@ cycle dodged that way still fails here.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -45,7 +47,10 @@ CORE_FORBIDDEN = ("pytest", "_pytest", "xdist", "execnet", "pluggy")
 CORE_POLICY = ("gc",)
 
 
-def modules() -> dict[str, Path]:
+@functools.cache
+def modules() -> Mapping[str, Path]:
+    """The package's modules by dotted name (read once a process: every test of this
+    file and every module's ``imports_of`` asks)."""
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).with_suffix("")
@@ -55,9 +60,16 @@ def modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache
+def tree_of(path: Path) -> ast.Module:
+    """``path`` parsed, once a process (several tests walk every module; none
+    changes a tree)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports_of(name: str, path: Path) -> tuple[set[str], set[str]]:
     """(package modules, outside top-level modules) that ``name`` imports anywhere."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = tree_of(path)
     package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
     inside: set[str] = set()
     outside: set[str] = set()
@@ -175,7 +187,7 @@ OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*|-[a-zA-Z](?![\w-]))")
 def said_by(path: Path) -> list[str]:
     """The strings of a module a user may read: its constants, docstrings aside, the
     plugin's own name taken out (a timeline file names its maker)."""
-    tree = ast.parse(path.read_text())
+    tree = tree_of(path)
     docstrings = {id(node.value) for node in ast.walk(tree)
                   if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
     return [node.value.replace("pytest-dagorder", "") for node in ast.walk(tree)
@@ -247,7 +259,7 @@ def test_the_package_loads_its_own_modules_late_only_through_the_loader() -> Non
     """
     inner = []
     for name, path in [*modules().items(), ("", PACKAGE / "__init__.py")]:
-        tree = ast.parse(path.read_text(), str(path))
+        tree = tree_of(path)
         for func in ast.walk(tree):
             if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
@@ -299,7 +311,7 @@ def oversized_units() -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         name = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(tree_of(path)):
             doc = ast.get_docstring(node) if isinstance(
                 node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else None
             if isinstance(node, ast.ClassDef):

@@ -405,15 +405,24 @@ def test_module_runs_never_stall_a_run(seed: int) -> None:
 # -- serial order inside a group, and fences -------------------------------------------
 
 
+GROUP_LABELS = st.sampled_from([None, None, "G", "H"])
+
+
 @st.composite
 def ordered_runs(draw: st.DrawFn) -> tuple[list[list[int]], list[str | None], list[float]]:
     """A graph whose edges lead back (a plan's), groups, and priorities."""
     n = draw(st.integers(1, 14))
     requires = [draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True)) if i else []
                 for i in range(n)]
-    groups = [draw(st.sampled_from([None, None, "G", "H"])) for _ in range(n)]
-    priority = [float(draw(st.integers(0, 9))) for _ in range(n)]
+    groups = draw(st.lists(GROUP_LABELS, min_size=n, max_size=n))
+    priority = [float(k) for k in draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))]
     return requires, groups, priority
+
+
+# What a worker asks for (a batch, next_group, how many ahead), one draw: each
+# ``data.draw`` costs more than what it draws, and a strategy is built once.
+TAKES = st.tuples(st.integers(1, 3), st.booleans(), st.integers(1, 2))
+OUTCOMES = st.sampled_from(["passed"] * 5 + ["failed"])
 
 
 def drive(machine: StateMachine, workers: int, data: st.DataObject, *,
@@ -430,19 +439,19 @@ def drive(machine: StateMachine, workers: int, data: st.DataObject, *,
         if machine.done:
             break
         for w in names:
-            got = machine.take(w, data.draw(st.integers(1, 3)), ahead=True,
-                               next_group=data.draw(st.booleans()))
+            limit, next_group, more = data.draw(TAKES)
+            got = machine.take(w, limit, ahead=True, next_group=next_group)
             if ahead:
-                got += machine.ahead(w, data.draw(st.integers(1, 2)))
+                got += machine.ahead(w, more)
             held[w] += got
             handed += got
         machine.validate()
         busy = [w for w in names if held[w]]
         assert busy, "nothing runs although tasks remain"
-        w = data.draw(st.sampled_from(busy))
+        w = busy[data.draw(st.integers(0, len(busy) - 1))]
         task = held[w].pop(0)
         if not machine.state[task].terminal:
-            machine.finished(task, data.draw(st.sampled_from(["passed"] * 5 + ["failed"])))
+            machine.finished(task, data.draw(OUTCOMES))
         machine.pop_skipped()
         machine.validate()
     assert machine.done

@@ -91,20 +91,36 @@ def test_more_parts_than_components_leaves_parts_empty() -> None:
 # -- properties ---------------------------------------------------------------------
 
 
+#: The words of 1 to 4 letters of "abcxyz", numbered shortest first.
+WORDS = sum(6**length for length in range(1, 5))
+
+
+def word(k: int) -> str:
+    """The ``k``-th of the :data:`WORDS` (one draw of an int: a drawn text is a draw a letter)."""
+    length = 1
+    while k >= 6**length:
+        k -= 6**length
+        length += 1
+    return "".join("abcxyz"[k // 6**e % 6] for e in reversed(range(length)))
+
+
 @st.composite
 def suites(draw: st.DrawFn) -> tuple[list[str], list[list[int]], list[list[int]],
                                      list[str | None], dict[str, float], int]:
     n = draw(st.integers(1, 40))
-    names = draw(st.lists(st.text("abcxyz", min_size=1, max_size=4), min_size=n, max_size=n,
-                          unique=True))
+    names = [word(k) for k in draw(st.lists(st.integers(0, WORDS - 1), min_size=n, max_size=n,
+                                             unique=True))]
     ids = [f"tests/test_{k % 3}.py::test_{name}" for k, name in enumerate(names)]
     requires: list[list[int]] = []
     after: list[list[int]] = []
     for i in range(n):
-        # Edges point back (a DAG); some lead outside the run (index >= n).
-        requires.append(draw(st.lists(st.integers(0, max(0, i - 1)) | st.just(n), max_size=2))
+        # Edges point back (a DAG); half of them lead outside the run (index n):
+        # drawn from 0 .. 2i - 1, the upper half outside (a strategy of fixed
+        # bounds is built once; ``st.integers(...) | st.just(n)`` was built per task).
+        requires.append([p if p < i else n
+                         for p in draw(st.lists(st.integers(0, 2 * i - 1), max_size=2))]
                         if i else [])
-        after.append(draw(st.lists(st.integers(0, max(0, i - 1)), max_size=1)) if i else [])
+        after.append(draw(st.lists(st.integers(0, i - 1), max_size=1)) if i else [])
     labels = draw(st.lists(st.sampled_from([None, None, None, "g1", "g2"]), min_size=n,
                            max_size=n))
     recorded = {nid: draw(st.floats(0, 100, allow_nan=False)) for nid in ids

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
 from helpers import outputs_under_hash_seeds
@@ -792,6 +793,22 @@ class Case:
         return Graph.build(list(self.spec.items()), after=after, durations=durations)
 
 
+T = TypeVar("T")
+
+# Strategies a random case or run draws from again and again, built once: hypothesis
+# builds and checks a strategy on its first draw, which cost more than the draw.
+RESOURCE_SETS = st.lists(st.sampled_from(["r1", "r2"]), max_size=2, unique=True)
+GROUP_LABELS = st.sampled_from([None, None, "G", "H"])
+RUN_OUTCOMES = st.sampled_from(["passed"] * 6 + ["failed", "error", "skipped", "xfailed"])
+ACTIONS = st.sampled_from(["take"] * 4 + ["finish"] * 4 + ["deselect", "crash", "churn"])
+
+
+def pick(data: st.DataObject, among: Sequence[T], label: str) -> T:
+    """One of ``among``, drawn by index (``st.integers`` of the same bounds is
+    built once; a ``st.sampled_from`` of a new list is built at each draw)."""
+    return among[data.draw(st.integers(0, len(among) - 1), label=label)]
+
+
 @st.composite
 def cases(draw: st.DrawFn, *, with_groups: bool = True) -> Case:
     n = draw(st.integers(1, 16))
@@ -803,19 +820,19 @@ def cases(draw: st.DrawFn, *, with_groups: bool = True) -> Case:
         earlier = [names[perm[j]] for j in range(k)]
         me = names[perm[k]]
         if earlier:
-            spec[me] = draw(st.lists(st.sampled_from(earlier), max_size=3))
-            aft = draw(st.lists(st.sampled_from(earlier), max_size=1))
+            spec[me] = [earlier[j] for j in draw(st.lists(st.integers(0, k - 1), max_size=3))]
+            aft = [earlier[j] for j in draw(st.lists(st.integers(0, k - 1), max_size=1))]
             if aft:
                 after[me] = aft
         else:
             spec[me] = []
     spec = {t: spec[t] for t in names}
-    resources = [draw(st.lists(st.sampled_from(["r1", "r2"]), max_size=2, unique=True))
+    resources = [draw(RESOURCE_SETS)
                  if draw(st.integers(0, 3)) == 0 else [] for _ in range(n)]
     limits = {"r1": draw(st.integers(1, 2))}  # r2: the default limit of 1
     groups: list[str | None] | None = None
     if with_groups and draw(st.booleans()):
-        groups = [draw(st.sampled_from([None, None, "G", "H"])) for _ in range(n)]
+        groups = [draw(GROUP_LABELS) for _ in range(n)]
     durations = {t: float(draw(st.integers(1, 3))) for t in names}
     exclusive = ([draw(st.integers(0, 5)) == 0 for _ in range(n)]
                  if draw(st.booleans()) else None)
@@ -872,36 +889,34 @@ def simulate(case: Case, policy: FailurePolicy, data: st.DataObject) -> Run:
     for _ in range(data.draw(st.integers(1, 4), label="workers")):
         add_worker()
     events: dict[int, str] = {}
-    outcomes = st.sampled_from(["passed"] * 6 + ["failed", "error", "skipped", "xfailed"])
     for _step in range(20 * n + 20):
         if sched.done:
             break
-        action = data.draw(st.sampled_from(
-            ["take"] * 4 + ["finish"] * 4 + ["deselect", "crash", "churn"]), label="action")
+        action = data.draw(ACTIONS, label="action")
         running = sorted(sched.where)
         if action == "finish" and running:
-            t = data.draw(st.sampled_from(running), label="finish")
-            outcome = data.draw(outcomes, label="outcome")
+            t = pick(data, running, "finish")
+            outcome = data.draw(RUN_OUTCOMES, label="outcome")
             assert sched.finished(t, outcome)
             events[t] = outcome
             assert not sched.finished(t, "passed")  # a duplicate changes nothing
         elif action == "deselect":
             pending = [i for i in range(n) if sched.state[i] in (State.WAITING, State.READY)]
             if pending:
-                t = data.draw(st.sampled_from(pending), label="deselect")
+                t = pick(data, pending, "deselect")
                 assert sched.finished(t, "deselected")
                 events[t] = "deselected"
         elif action == "crash" and running:
-            t = data.draw(st.sampled_from(running), label="crash")
+            t = pick(data, running, "crash")
             w = str(sched.where[t])
             assert sched.finished(t, "crashed")
             events[t] = "crashed"
             sched.validate()
             replace_worker(w)
         elif action == "churn" and next_worker < 8:
-            replace_worker(data.draw(st.sampled_from(workers), label="remove"))
+            replace_worker(pick(data, workers, "remove"))
         else:
-            w = data.draw(st.sampled_from(workers), label="taker")
+            w = pick(data, workers, "taker")
             limit = data.draw(st.integers(1, 3), label="limit")
             before = set(running_on(sched, w))
             bound_before = sched.bound_group(w)
@@ -1175,6 +1190,9 @@ def test_speculation_needs_the_skip_policy() -> None:
         d.sched.take("w0", 1, ahead=True)
 
 
+SPECULATED_OUTCOMES = st.sampled_from(["passed"] * 4 + ["failed"])
+
+
 @settings(max_examples=75, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
@@ -1197,7 +1215,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
     while not sched.done:
         guard += 1
         assert guard < 60 * n + 60, "run does not terminate"
-        w = data.draw(st.sampled_from(workers), label="worker")
+        w = pick(data, workers, "worker")
         if not fifo[w] or data.draw(st.booleans(), label="take"):
             got = sched.take(w, data.draw(st.integers(1, 4), label="limit"), ahead=True,
                              next_group=data.draw(st.booleans(), label="next_group"))
@@ -1213,7 +1231,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
                 fifo[str(sched.where[t])].append(t)
         held = [v for v in workers if fifo[v]]
         if held:
-            w = data.draw(st.sampled_from(held), label="runner")
+            w = pick(data, held, "runner")
             t = fifo[w].pop(0)
             popped[w].append(t)
             if sched.state[t].terminal:
@@ -1226,7 +1244,7 @@ def test_random_runs_with_speculation(case: Case, data: st.DataObject) -> None:
                 assert sched.state[p] is State.PASSED, (t, p)
             for p in graph.after[t]:
                 assert sched.state[p].terminal, (t, p)
-            outcome = data.draw(st.sampled_from(["passed"] * 4 + ["failed"]), label="outcome")
+            outcome = data.draw(SPECULATED_OUTCOMES, label="outcome")
             assert sched.finished(t, outcome)
             ran_on[t] = w
             events[t] = outcome
@@ -1307,6 +1325,10 @@ def test_ahead_needs_the_skip_policy() -> None:
         d.sched.ahead("w1")
 
 
+HELD_OUTCOMES = st.sampled_from(["passed"] * 6 + ["failed", "skipped"])
+HELD_ACTIONS = ("take", "ahead", "run", "run")
+
+
 @settings(max_examples=100, deadline=None)
 @given(cases(), st.data())
 def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> None:
@@ -1321,7 +1343,7 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
         sched.add_worker(w)
     held: dict[str, list[int]] = {w: [] for w in workers}
     ran: set[int] = set()
-    outcomes = st.sampled_from(["passed"] * 6 + ["failed", "skipped"])
+    outcomes = HELD_OUTCOMES
 
     def run_head(w: str, outcome: str) -> None:
         t = held[w].pop(0)
@@ -1339,8 +1361,12 @@ def test_random_runs_with_tasks_held_ahead(case: Case, data: st.DataObject) -> N
     for _ in range(30 * n + 30):
         if sched.done:
             break
-        w = data.draw(st.sampled_from(workers), label="worker")
-        action = data.draw(st.sampled_from(["take", "ahead", "run", "run"]), label="action")
+        # A step among those that do something: a worker holding nothing takes, one
+        # holding one task may hold another ahead, one holding any runs its head
+        # (twice as likely).  What a step that did nothing would have drawn is saved.
+        w, action = pick(data, [(v, a) for v in workers for a in HELD_ACTIONS
+                                if (a == "take") == (not held[v])
+                                and (a != "ahead" or len(held[v]) == 1)], "worker, action")
         if action == "take" and not held[w]:
             held[w] += sched.take(w, 1)
         elif action == "ahead" and len(held[w]) == 1:

@@ -175,6 +175,8 @@ _WAITING, _READY, _RUNNING = State.WAITING, State.READY, State.RUNNING
 _PASSED, _FAILED, _SKIPPED = State.PASSED, State.FAILED, State.SKIPPED
 #: :data:`TRANSITIONS` as every move's check reads it.
 _ALLOWED: Final = moves_allowed(TRANSITIONS)
+#: What a waiting task's prerequisite may be under the policies that skip or stop.
+_NOT_FAILED: Final = frozenset((_WAITING, _READY, _RUNNING, _PASSED))
 
 
 def _or_checked(checked: Mapping[int, Sequence[int]],
@@ -853,59 +855,67 @@ class StateMachine:
 
     # ------------------------------------------------------------------ checking
 
+    def _validate_held_ahead(self, i: int) -> None:
+        """:meth:`validate` of task ``i``, handed out ahead: each prerequisite ended,
+        or runs on its worker (a ``requires`` one passed or runs)."""
+        g, state, where = self.graph, self.state, self.where
+        w = where.get(i)
+        for p in (*g.requires[i], *g.after[i]):
+            ps = state[p]
+            check(ps in TERMINAL or (ps is State.RUNNING and where.get(p) == w),
+                  "task {}, handed out ahead, waits on {}, not running on its worker", i, p)
+            if p in g.requires[i]:
+                check(ps in (State.PASSED, State.RUNNING),
+                      "task {} held ahead although {} did not pass", i, p)
+
     def validate(self) -> None:
         """Check every invariant; raise AssertionError naming the first broken one.
 
         Costs O(V + E): meant for tests, after every event.  Placement checks
-        its own (resource limits, group bindings).
+        its own (resource limits, group bindings).  The per-task checks word
+        their message only when one fails (see :func:`check`).
         """
         g = self.graph
         n = len(g)
-        terminal = sum(1 for s in self.state if s.terminal)
-        ready = sum(1 for s in self.state if s is State.READY)
+        state, pending, where, ahead = self.state, self._pending, self.where, self._sent_ahead
+        run_policy = self.on_failure == "run"
+        terminal = sum(1 for s in state if s in TERMINAL)
+        ready = state.count(State.READY)
         check(ready == self._ready_count, "ready count drifted")
         check(terminal == self._terminal_count, "terminal count drifted")
         check(self.done == (terminal == n), "done disagrees with the states")
         for i in range(n):
-            st = self.state[i]
+            st = state[i]
             expected = 0
             for p in g.requires[i]:
-                ps = self.state[p]
-                if ps is State.PASSED or (ps.terminal and self.on_failure == "run"):
+                ps = state[p]
+                if ps is State.PASSED or (run_policy and ps in TERMINAL):
                     continue
                 expected += 1
-            expected += sum(1 for p in g.after[i] if not self.state[p].terminal)
-            if not st.terminal:
-                check(self._pending[i] == expected,
-                      f"task {i}: pending {self._pending[i]} != {expected}")
-                check(self._pending[i] >= 0, f"task {i}: negative pending")
-            if st is State.RUNNING and i in self._sent_ahead:
-                w = self.where.get(i)
-                for p in (*g.requires[i], *g.after[i]):
-                    ps = self.state[p]
-                    check(ps.terminal or (ps is State.RUNNING and self.where.get(p) == w),
-                          f"task {i}, handed out ahead, waits on {p}, not running on its worker")
-                    if p in g.requires[i]:
-                        check(ps in (State.PASSED, State.RUNNING),
-                              f"task {i} held ahead although {p} did not pass")
-            elif st in (State.READY, State.RUNNING):
-                check(expected == 0, f"task {i} is {st.value} with prerequisites left")
+            expected += sum(1 for p in g.after[i] if state[p] not in TERMINAL)
+            if st not in TERMINAL:
+                check(pending[i] == expected, "task {}: pending {} != {}", i, pending[i],
+                      expected)
+                check(pending[i] >= 0, "task {}: negative pending", i)
+            if st is State.RUNNING and i in ahead:
+                self._validate_held_ahead(i)
+            elif st is State.READY or st is State.RUNNING:
+                check(expected == 0, "task {} is {} with prerequisites left", i, st.value)
             if st is not State.RUNNING:
-                check(i not in self._sent_ahead, f"task {i} is {st.value} but marked ahead")
+                check(i not in ahead, "task {} is {} but marked ahead", i, st.value)
             if st is State.RUNNING:
-                check(i in self.where, f"running task {i} has no worker")
+                check(i in where, "running task {} has no worker", i)
             else:
-                check(i not in self.where, f"task {i} is {st.value} but placed on a worker")
+                check(i not in where, "task {} is {} but placed on a worker", i, st.value)
             if st is State.SKIPPED:
-                check(i in self.skips, f"skipped task {i} has no reason")
-            if st is State.WAITING and self.on_failure != "run":
+                check(i in self.skips, "skipped task {} has no reason", i)
+            if st is State.WAITING and not run_policy:
                 for p in g.requires[i]:
-                    check(self.state[p] in (State.WAITING, State.READY, State.RUNNING,
-                                            State.PASSED),
-                          f"task {i} waits on {p} which did not pass")
+                    check(state[p] in _NOT_FAILED, "task {} waits on {} which did not pass",
+                          i, p)
         for w, tasks in self._running_on.items():
             for i in tasks:
-                check(self.where.get(i) == w, f"task {i} misplaced")
+                check(where.get(i) == w, "task {} misplaced", i)
         self._placement.validate()
         if self._stopped is not None:
             waiting = [i for i in range(n) if self.state[i] in (State.WAITING, State.READY)]

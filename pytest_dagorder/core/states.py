@@ -36,10 +36,12 @@ class State(Enum):
 TERMINAL: Final = frozenset((State.PASSED, State.FAILED, State.SKIPPED))
 
 
-def check(cond: bool, message: str) -> None:
+def check(cond: bool, message: str, *args: object) -> None:
     """Raise AssertionError(message) unless ``cond``: the invariant checks' one idiom.
 
     Not an ``assert`` statement, so the checks also run under ``python -O``.
+    With ``args``, the message is ``message.format(*args)``, worded only when
+    the check fails: a check made per task at every event formats nothing.
     """
     if not cond:
-        raise AssertionError(message)
+        raise AssertionError(message.format(*args) if args else message)
