@@ -48,6 +48,12 @@ class StepItem(pytest.Item):
         time.sleep(0.01)
         ns["last"] = self.step
 
+    def repr_failure(self, excinfo):
+        # The step's own message, as collectors of other files give theirs:
+        # pytest's default for an item walks every frame of the traceback
+        # (pytest's, pluggy's, the plugin's), parsing each file again.
+        return f"{excinfo.typename}: {excinfo.value}"
+
     def reportinfo(self):
         return self.path, self.step, self.name
 

@@ -38,10 +38,12 @@ Known differences, and why what the tests check does not depend on them:
 
 - **Modules already imported**: pytest, its default plugins (``_pytest.*``,
   which a fresh process imports first thing, before its assertion-rewriting
-  hook exists), execnet and what they import.  Neither xdist nor this plugin
-  is imported by the server: pytest marks an installed plugin's modules for
-  rewriting and warns (an error under ``filterwarnings = error``) when they
-  were imported before, and the plugin's own loading (``shims/late_loading``)
+  hook exists), execnet, the libraries of :data:`PRELOAD_IF_INSTALLED` (which
+  the installed originals import; no inner project imports them itself) and
+  what they import.  Neither xdist nor this plugin is imported by the
+  server: pytest marks an installed plugin's modules for rewriting and warns
+  (an error under ``filterwarnings = error``) when they were imported
+  before, and the plugin's own loading (``shims/late_loading``)
   and what importing it does are what some tests check; a fork imports both
   as a fresh one does (pre-importing them too would save little:
   docs/performance.md).  The markers ``pytest.mark`` remembers are those of
@@ -88,6 +90,7 @@ import fcntl
 import gc
 import importlib
 import importlib.machinery
+import importlib.util
 import io
 import marshal
 import os
@@ -107,6 +110,14 @@ FRESH_ENV = "DAGORDER_SUITE_FRESH_WORKERS"
 MODULE = "_dagorder_suite_zygote"
 #: What the server imports before it serves (a worker imports the rest).
 PRELOAD = ("pytest", "execnet", "execnet.gateway_base")
+#: Libraries the installed originals import when pytest loads them by entry
+#: point (pytest-depends: networkx and colorama; pytest-rerunfailures:
+#: packaging), imported by the server where installed.  They are no plugins:
+#: pytest's assertion rewriting neither marks them nor warns that they were
+#: imported before.  networkx is most of what loading every installed plugin
+#: costs a worker of an inner run that does (tests marked ``autoload``):
+#: docs/performance.md.
+PRELOAD_IF_INSTALLED = ("networkx", "colorama", "packaging.version")
 #: Bound on the server's start-up (imports, then one line: "ready").
 START_TIMEOUT = 60.0
 #: Bound on reading one request once a launcher connected.
@@ -221,6 +232,9 @@ def serve(directory: str) -> None:
               [p for p in path[1:] if p not in entries])
     for name in PRELOAD:
         importlib.import_module(name)
+    for name in PRELOAD_IF_INSTALLED:
+        if importlib.util.find_spec(name.partition(".")[0]) is not None:
+            importlib.import_module(name)
     from _pytest.config import default_plugins
 
     for name in default_plugins:
