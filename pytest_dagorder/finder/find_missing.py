@@ -117,6 +117,11 @@ SERIAL_IDLE: Final = 600.0
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: How long a probe waits for a busy slot before the slots :meth:`MissingFinder._widen`
+#: held back start after all: a few start-ups' worth, so a suite of short probes
+#: stays on one slot, while a probe that runs long (a test that waits in a probe,
+#: till its time runs out) no longer holds every other search up behind it.
+WIDEN_WAIT: Final = 3.0
 #: The group of the tests the probes do not repeat (see ``Findings.unreproducible``).
 OUTSIDE_GROUP: Final = "state outside the rootdir"
 #: Tests named per list of the report (the rest are counted).
@@ -386,6 +391,7 @@ class MissingFinder:
         self.held: Held | None = None
         #: Starts the probe slots past the first during the serial pass (:meth:`_widen`).
         self.widening: threading.Thread | None = None
+        self.adding = threading.Lock()  # held while slots start (:meth:`_add_slots`)
         self.serial_ended = threading.Event()
         #: Removes the probe servers' folders beside the ``-n 2`` check (:meth:`_retire_servers`).
         self.sweeper: threading.Thread | None = None
@@ -732,14 +738,16 @@ class MissingFinder:
         server started at once (a start-up, the suite's conftests and its
         collection, can cost seconds: it runs beside whatever probe runs)."""
         assert self.workdir is not None
-        for k in range(len(self.sandboxes), upto):
-            sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
-            with self.lock:
-                if self.stop.is_set():
-                    return
-                self.sandboxes.append(sandbox)
-            self._server(sandbox)
-            self.pool.put(sandbox)
+        # One caller at a time: :meth:`_widen` and :meth:`_free_slot` may both come.
+        with self.adding:
+            for k in range(len(self.sandboxes), upto):
+                sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                with self.lock:
+                    if self.stop.is_set():
+                        return
+                    self.sandboxes.append(sandbox)
+                self._server(sandbox)
+                self.pool.put(sandbox)
 
     def _widen(self, began: float) -> None:
         """Start the slots past the first once the serial pass's tests have run as
@@ -2087,12 +2095,25 @@ class MissingFinder:
     def _probe(self, ids: list[str], *, trace: bool = False,
                idle: float | None = None) -> dict[str, Result]:
         """``ids`` in a fresh process, in a freshly reset copy of the rootdir."""
-        sandbox = self.pool.get()
+        sandbox = self._free_slot()
         try:
             sandbox.reset()
             return self._run(sandbox, ids, trace=trace, idle=idle)
         finally:
             self.pool.put(sandbox)
+
+    def _free_slot(self) -> Sandbox:
+        """A probe slot from the pool; past :data:`WIDEN_WAIT` with all of them busy
+        after the serial pass, the slots :meth:`_widen` held back start (its
+        measure, the serial pass's tests, said nothing of the probes after it)."""
+        if len(self.sandboxes) >= self.slots or not self.serial_ended.is_set():
+            return self.pool.get()
+        try:
+            return self.pool.get(timeout=WIDEN_WAIT)
+        except queue.Empty:
+            if not self._stopped():
+                self._add_slots(self.slots)
+            return self.pool.get()
 
     def _probe_alone(self, ids: list[str], serial: dict[str, Result], order: list[str],
                      checked: list[int], longest: float,
