@@ -128,6 +128,8 @@ OUTSIDE_GROUP: Final = "state outside the rootdir"
 SHOWN: Final = 10
 #: How often a probe's wait looks at the stop flag (Ctrl-C, the budget).
 POLL: Final = 0.2
+#: Attempts at removing a work folder whose processes were just killed (:func:`_remove`).
+REMOVE_TRIES: Final = 10
 
 _Write = Callable[[str], None]
 
@@ -440,10 +442,26 @@ class MissingFinder:
         no test selected, Ctrl-C while collecting): stopped, its folder removed."""
         early, self.early = self.early, None
         if early is not None:
-            early[1].join()
+            self._close_early(early[0], early[1])
+
+    def pytest_unconfigure(self) -> None:
+        """As :meth:`pytest_sessionfinish`, for a Ctrl-C during another plugin's
+        ``pytest_sessionstart``: pytest then skips the session's finish, and the
+        folder's own cleanup at exit would remove it under the copy still running."""
+        self.pytest_sessionfinish()
+
+    def _close_early(self, work: tempfile.TemporaryDirectory[str],
+                     thread: threading.Thread) -> None:
+        """The early slot stopped and its folder removed, once its start (a copy
+        and a process start: bounded) ended; a Ctrl-C that cuts the wait for it
+        waits again, else the removal would meet files the copy still writes."""
+        try:
+            thread.join()
+        finally:
+            thread.join()
             for sandbox in self.sandboxes:
                 self._drop(sandbox)
-            early[0].cleanup()
+            _remove(work)
 
     @contextlib.contextmanager
     def _work(self) -> Iterator[str]:
@@ -457,10 +475,14 @@ class MissingFinder:
         folder, thread, began = early
         try:
             thread.join()
+        except BaseException:
+            self._close_early(folder, thread)
+            raise
+        try:
             self.widen_from = began
             yield folder.name
         finally:
-            folder.cleanup()
+            _remove(folder)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> object:
@@ -2744,6 +2766,19 @@ def _of_project(file: str, root: Path) -> bool:
 def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
     modules = sorted({items[k].nodeid.split("::", 1)[0] for k in members})
     return modules[0] if len(modules) == 1 else f"{modules[0]} and {len(modules) - 1} more"
+
+
+def _remove(work: tempfile.TemporaryDirectory[str]) -> None:
+    """Remove a work folder; a process just killed may still be closing files in
+    it: tried again a few times (bounded), then left to the folder's own cleanup."""
+    for _ in range(REMOVE_TRIES):
+        try:
+            work.cleanup()
+            return
+        except OSError:
+            time.sleep(POLL)
+    with contextlib.suppress(OSError):
+        shutil.rmtree(work.name)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
