@@ -1017,12 +1017,6 @@ def test_a_probe_the_budget_cuts_is_no_timeout_and_no_answer(
     assert "past its time" not in out and "repeat" not in out, out
 
 
-def slow_runs(count: Path) -> int:
-    """How many times test_slow has started (0 while its file is being written)."""
-    text = count.read_text() if count.exists() else ""
-    return int(text) if text.strip().isdigit() else 0
-
-
 def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     count = make_cut(pytester, monkeypatch)
@@ -1031,29 +1025,19 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
             [sys.executable, "-m", "pytest", *base_args(), "-p", "no:randomly", *FIND,
              "--dag-edges=edges.json"],
             cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
-    reader.start()
     try:
         end = time.monotonic() + 120
-        # test_get's search is sleeping in a probe (test_slow's third run or a
-        # later one: the two probe slots may each have started one), and the
-        # progress line says test_read's (two short probes) ended.
-        while time.monotonic() < end and proc.poll() is None and not (
-                slow_runs(count) >= 3
-                and any(b"dagorder: 1 test left to search" in line for line in lines[:])):
-            time.sleep(0.1)
+        # test_get's search is sleeping in its second probe; test_read's (two
+        # short probes) has long ended.
+        while not (count.exists() and count.read_text() == "3") and time.monotonic() < end:
+            time.sleep(0.2)
+        time.sleep(3)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        reader.join(timeout=60)
-        out = b"".join(lines).decode()
+        out = proc.communicate(timeout=60)[0].decode()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        reader.join(timeout=60)
-        proc.stdout.close()
     assert "dagorder: test_b.py::test_read needs test_b.py::test_write" in out, out
     assert "before 1 test was searched:\n    test_s.py::test_get" in out, out
     written = json.loads((pytester.path / "edges.json").read_text())

@@ -1,7 +1,7 @@
 """Never hang silently: the stall report (ini ``dag_stall_report``) says which test each
 worker runs, and where it waits.
 
-The stuck test here sleeps five times the report's delay and then passes:
+The stuck test here sleeps four times the report's delay and then passes:
 the report must come while it sleeps, name the worker, the test and the
 line it waits on, come once, and leave the run to end as it would.
 """
@@ -17,14 +17,9 @@ from support.dagtester import DagTester
 #: Each test gives ``-n`` or none itself; no ini unless the test writes one.
 pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(ini=None, timeout=120)]
 
-#: The report's delay: a fraction of a second, so the stuck test below need not
-#: sleep long, yet far above what the other tests take even on a loaded machine
-#: (a report while one of them runs would be a report the tests do not expect).
-DELAY = "0.5"
-#: A chain whose second test sleeps past the report's delay, then passes: the
-#: report comes within two delays (one delay, and a worker's dump made within
-#: the next), 1.5 s of the sleep are left for a loaded machine's lag, and a
-#: second report would show one delay after the first.
+#: A chain whose second test sleeps past the report's delay (1 s), then passes: the
+#: report comes within two delays (one more if the worker's dump is late), and
+#: the rest of the sleep is where a second report would show.
 STUCK = """
     def test_first():
         mark("test_first")
@@ -32,16 +27,12 @@ STUCK = """
 
     @depends_on("test_first")
     def test_stuck():
-        time.sleep(2.5)  # the line the stack shows
+        time.sleep(4)  # the line the stack shows
 
 
     def test_other():
         mark("test_other")
 """
-
-#: The same for a run that must print no report: three delays cover the one it
-#: would print (within two), and there is no second report to wait for.
-QUIET = STUCK.replace("time.sleep(2.5)", "time.sleep(1.5)")
 
 HEAD = "stall (pytest-dagorder)"
 
@@ -58,7 +49,7 @@ def _fresh_workers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def stuck_line(dagtester: DagTester) -> int:
     lines = (dagtester.path / "test_m.py").read_text().splitlines()
-    return next(n for n, text in enumerate(lines, 1) if "time.sleep(2.5)" in text)
+    return next(n for n, text in enumerate(lines, 1) if "time.sleep(4)" in text)
 
 
 def reports_naming(result: pytest.RunResult, test: str) -> list[int]:
@@ -76,7 +67,7 @@ def reports_naming(result: pytest.RunResult, test: str) -> list[int]:
 def test_a_stuck_test_under_xdist_is_reported_once_with_its_worker_and_stack(
         dagtester: DagTester) -> None:
     # The delay from the ini file; the tests below give it with -o.
-    dagtester.pytester.makeini(f"[pytest]\ndag_stall_report = {DELAY}\n")
+    dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
     dagtester.modules(test_m=STUCK)
     result = dagtester.run("-n", "2")
     result.assert_outcomes(passed=3)  # the report waits; it ends nothing
@@ -106,14 +97,14 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
     @pytest.mark.xdist_group("one")
     @depends_on("test_first")
     def test_stuck():
-        time.sleep(2.5)  # the line the stack shows
+        time.sleep(4)  # the line the stack shows
 
 
     def test_other():
         mark("test_other")
     """
     dagtester.modules(test_m=grouped)
-    result = dagtester.run("-n", "2", "-o", f"dag_stall_report={DELAY}")
+    result = dagtester.run("-n", "2", "-o", "dag_stall_report=1")
     result.assert_outcomes(passed=3, failed=1)
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -122,8 +113,8 @@ def test_a_failed_test_before_leaves_the_workers_stack_dumps_on(
 
 
 def test_zero_turns_the_report_off(dagtester: DagTester) -> None:
-    dagtester.pytester.makeini(f"[pytest]\ndag_stall_report = {DELAY}\n")
-    dagtester.modules(test_m=QUIET)
+    dagtester.pytester.makeini("[pytest]\ndag_stall_report = 1\n")
+    dagtester.modules(test_m=STUCK)
     result = dagtester.run("-n", "2", "-o", "dag_stall_report=0")
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str()
@@ -133,7 +124,7 @@ def test_with_pytests_faulthandler_timeout_the_report_names_the_test_and_leaves_
         dagtester: DagTester) -> None:
     dagtester.pytester.makeini("[pytest]\nfaulthandler_timeout = 60\n")
     dagtester.modules(test_m=STUCK)
-    result = dagtester.run("-n", "2", "-o", f"dag_stall_report={DELAY}")
+    result = dagtester.run("-n", "2", "-o", "dag_stall_report=1")
     result.assert_outcomes(passed=3)
     found = reports_naming(result, "test_m.py::test_stuck")
     assert len(found) == 1, result.stdout.str()
@@ -156,9 +147,9 @@ def test_a_bad_value_is_a_usage_error_before_anything_runs(
 @pytest.mark.parametrize("args", [("-n", "2"), ()], ids=["xdist", "serial"])
 def test_a_suite_that_declares_nothing_is_not_watched(
         dagtester: DagTester, args: tuple[str, ...]) -> None:
-    dagtester.modules(test_m=QUIET.replace('@depends_on("test_first")', ""))
+    dagtester.modules(test_m=STUCK.replace('@depends_on("test_first")', ""))
     why = "" if args else "the serial report goes to descriptor 2"
-    result = dagtester.run(*args, "-o", f"dag_stall_report={DELAY}", own_process=why)
+    result = dagtester.run(*args, "-o", "dag_stall_report=1", own_process=why)
     result.assert_outcomes(passed=3)
     assert HEAD not in result.stdout.str() + result.stderr.str()
 
@@ -167,18 +158,14 @@ def test_a_stuck_test_run_serially_is_reported_once_a_quiet_spell_with_its_stack
         dagtester: DagTester) -> None:
     """Two quiet spells with a test reporting between them: one report each (none
     repeated while a test stays stuck), with the running test and its stack; the
-    first line never claims it is said once; the watch's thread is not shown.  A
-    slow end of the session (here a conftest's) is no quiet spell: the tests are over."""
-    twice = STUCK.replace("        time.sleep(2.5)  # the line the stack shows", (
-        "        time.sleep(2.5)  # the line the stack shows\n\n\n"
+    first line never claims it is said once; the watch's thread is not shown."""
+    twice = STUCK.replace("        time.sleep(4)  # the line the stack shows", (
+        "        time.sleep(4)  # the line the stack shows\n\n\n"
         "    @depends_on(\"test_stuck\")\n"
         "    def test_stuck_again():\n"
-        "        time.sleep(2.5)"))
+        "        time.sleep(4)"))
     dagtester.modules(test_m=twice)
-    dagtester.pytester.makeconftest(
-        "import time\n\n\ndef pytest_sessionfinish():\n"
-        "    time.sleep(1)  # two delays: a watch still running would report\n")
-    result = dagtester.run("-o", f"dag_stall_report={DELAY}",
+    result = dagtester.run("-o", "dag_stall_report=1",
                            own_process="the report is written to descriptor 2")
     result.assert_outcomes(passed=4)
     err = result.stderr.str()
