@@ -610,7 +610,8 @@ class MissingFinder:
               f"{plural(len(ids) if not one else 1, 'test')} with up to "
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
         write("dagorder: serial pass: running the selection once, in one process")
-        serial, took = self._serial_pass(ids, [] if one else self._fixture_sharers(ids))
+        sharers = [] if one else self._fixture_sharers(ids)
+        serial, took = self._serial_pass(ids, sharers)
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
         if self.stop.is_set() and len(serial) < len(ids):
@@ -645,7 +646,7 @@ class MissingFinder:
         # the others after their serial prefix in the edge runs, beside it.
         combined = self._combined(ids, serial, dependents, targets)
         early = [d for d in dependents if d not in set(combined)]
-        beside = self._fixture_sharers(ids) if self.beside_began is not None else []
+        beside = sharers if self.beside_began is not None else []
         edges_run = self.edges_run = cf.ThreadPoolExecutor(1)
         edges_jobs: list[cf.Future[None]] = []
         rest = [d for d in early if d not in set(beside)]
@@ -1850,13 +1851,13 @@ class MissingFinder:
         """A batch's serial seconds: its tests with their declared prerequisites,
         and again those it also runs alone (all once when it runs them alone only,
         see :meth:`_alone_only`)."""
+        def cost(nids: Iterable[str]) -> float:
+            return sum(self.serial.get(nid, FAILED).seconds + SCREEN_TEST_COST for nid in nids)
+
         run = self._with_declared([ids[k] for k in reversed(batch)])
-        seconds = sum(self.serial.get(nid, FAILED).seconds + SCREEN_TEST_COST for nid in run)
         if not together and self._alone_only(ids, batch, run, checked):
-            return sum(self.serial.get(nid, FAILED).seconds + SCREEN_TEST_COST
-                       for nid in self._alone_order(ids, batch, run))
-        return seconds + sum(self.serial.get(ids[k], FAILED).seconds + SCREEN_TEST_COST
-                             for k in batch if k in checked)
+            return cost(self._alone_order(ids, batch, run))
+        return cost(run) + cost(ids[k] for k in batch if k in checked)
 
     def _makespan(self, ids: list[str], batches: list[list[int]], checked: set[int],
                   together: bool) -> float:
@@ -2770,7 +2771,7 @@ def _scope_name(items: Sequence[pytest.Item], members: list[int]) -> str:
 
 def _remove(work: tempfile.TemporaryDirectory[str]) -> None:
     """Remove a work folder; a process just killed may still be closing files in
-    it: tried again a few times (bounded), then left to the folder's own cleanup."""
+    it: tried again a few times (bounded), then once more removing what can be."""
     for _ in range(REMOVE_TRIES):
         try:
             work.cleanup()
