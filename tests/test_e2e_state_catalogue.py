@@ -250,12 +250,17 @@ PATTERNS: dict[str, str] = {
             assert catalogue_fake_plugin.__name__ == "catalogue_fake_plugin"
     """,
     "working_directory": """
+        import atexit
+        import shutil
         import tempfile
 
         HOME = os.getcwd()
 
         def test_enter():
-            os.chdir(tempfile.mkdtemp(prefix="catalogue-cwd-"))
+            where = tempfile.mkdtemp(prefix="catalogue-cwd-")
+            # Gone when the process ends, whichever tests ran after this one.
+            atexit.register(shutil.rmtree, where, True)
+            os.chdir(where)
 
         @depends_on("test_enter")
         def test_inside():
@@ -482,6 +487,7 @@ PATTERNS: dict[str, str] = {
 }
 
 CONFTEST = """
+import shutil
 import tempfile
 
 import pytest
@@ -496,7 +502,9 @@ def notes():
 
 @pytest.fixture(scope="session")
 def scratch():
-    return tempfile.mkdtemp(prefix="catalogue-")
+    where = tempfile.mkdtemp(prefix="catalogue-")
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
