@@ -100,6 +100,23 @@ def test_an_unchanged_value_has_an_unchanged_fingerprint(value: object) -> None:
         probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH)
 
 
+class _Sealed:
+    """Neither a container nor a buffer, and no attributes of its own."""
+    __slots__ = ()
+
+
+def test_the_first_record_of_an_opaque_item_equals_the_next(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first look at a kind learns that it is opaque: that record must equal
+    # the later ones, which pass the kind by (else the suite's first test reads
+    # as having changed the values it holds).
+    monkeypatch.setattr(probe_plugin, "_OPAQUE", set())
+    value = {"k": [_Sealed(), _Sealed()]}
+    first = probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH)
+    assert _Sealed in probe_plugin._OPAQUE
+    assert probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH) == first
+
+
 def test_a_value_put_in_place_of_an_equal_one_counts_as_a_change() -> None:
     first, second = [1, 2], [1, 2]
     holder = [first]
