@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -459,17 +459,33 @@ def _fixed(kind: type) -> bool:
 
 class _Reads:
     """The mutable builtin containers a summary read the items of (a dict's keys
-    and values as its views), and those items (kept alive: an identity is not
-    reused while they are held)."""
+    and values as its views), and those items, as tuples that together hold
+    them in order (kept alive: an identity is not reused while they are held).
+    Joined by lists of references (:meth:`joined`): no item is copied again."""
 
-    __slots__ = ("containers", "items", "lengths")
+    __slots__ = ("containers", "lengths", "parts")
 
-    def __init__(self, containers: list[Any], lengths: tuple[int, ...] | None = None,
-                 items: tuple[object, ...] | None = None) -> None:
-        self.containers = containers
-        self.lengths = tuple(map(len, containers)) if lengths is None else lengths
-        self.items = tuple(itertools.chain.from_iterable(containers)) if items is None \
-            else items
+    def __init__(self, containers: list[Any], lengths: tuple[int, ...],
+                 parts: list[tuple[object, ...]]) -> None:
+        self.containers, self.lengths, self.parts = containers, lengths, parts
+
+    @staticmethod
+    def of(containers: list[Any]) -> _Reads:
+        """What ``containers`` hold now."""
+        return _Reads(containers, tuple(map(len, containers)),
+                      [tuple(itertools.chain.from_iterable(containers))])
+
+    @staticmethod
+    def joined(reads: Iterable[_Reads]) -> _Reads:
+        """One after the other."""
+        containers: list[Any] = []
+        lengths: list[int] = []
+        parts: list[tuple[object, ...]] = []
+        for r in reads:
+            containers += r.containers
+            lengths += r.lengths
+            parts += r.parts
+        return _Reads(containers, tuple(lengths), parts)
 
     def same(self) -> bool:
         """Whether each container holds the very items it held (identities
@@ -478,7 +494,7 @@ class _Reads:
         try:
             return (tuple(map(len, self.containers)) == self.lengths
                     and all(map(operator.is_, itertools.chain.from_iterable(self.containers),
-                                self.items)))
+                                itertools.chain.from_iterable(self.parts))))
         except RuntimeError:
             return False
 
@@ -523,8 +539,8 @@ class _Module:
         self.opaque = len(_OPAQUE)
         self.last = {w.key: w.summary() for w in self.watched}
         reads = [w.reads for w in self.watched]
-        self.reads = None if None in reads else _Reads(
-            [c for r in reads if r is not None for c in r.containers])
+        self.reads = None if None in reads else _Reads.joined(
+            r for r in reads if r is not None)
         return self.last
 
 
@@ -542,20 +558,15 @@ class _Whole:
                  values: dict[str, object], opaque: int) -> None:
         self.rooted, self.modules, self.values, self.opaque = rooted, modules, values, opaque
         self.restless = [(i, m) for i, m in enumerate(modules) if m.reads is None]
-        containers: list[Any] = []
-        lengths: list[int] = []
-        items: list[object] = []
+        reads: list[_Reads] = []
         for (_, module), m in zip(rooted, modules, strict=True):
             names = vars(module)
             # What the module's record was made of (the copy _watched took).
-            containers += (dict.keys(names), dict.values(names))
-            lengths += (len(m.keys), len(m.values))
-            items += (*m.keys, *m.values)
+            reads.append(_Reads([dict.keys(names), dict.values(names)],
+                                (len(m.keys), len(m.values)), [m.keys, m.values]))
             if m.reads is not None:
-                containers += m.reads.containers
-                lengths += m.reads.lengths
-                items += m.reads.items
-        self.reads = _Reads(containers, tuple(lengths), tuple(items))
+                reads.append(m.reads)
+        self.reads = _Reads.joined(reads)
         self.moving = tuple(v for m in modules for v in m.moving)
         self.kinds = tuple(k for m in modules for k in m.kinds)
         self.calls = tuple(c for m in modules for c in m.calls)
@@ -613,7 +624,7 @@ class _Watch:
         self.known = _fingerprint(self.value, FINGERPRINT_DEPTH)
         containers: list[Any] = []
         try:
-            self.reads = _Reads(containers) \
+            self.reads = _Reads.of(containers) \
                 if _reads(self.value, FINGERPRINT_DEPTH, containers) else None
         except RuntimeError:  # changed meanwhile (a thread): summarized at the next record
             self.reads = None
