@@ -181,6 +181,121 @@ def test_a_record_asks_which_modules_lie_below_the_rootdir_only_after_an_import(
         sys.modules.pop("below_root_module", None)
 
 
+#: Module-level values of every kind a state record summarizes differently.
+VALUES = """
+    class Slot:
+        __slots__ = ("x",)
+
+    class Other:
+        __slots__ = ("x",)
+
+    class Plain:
+        pass
+
+    class Spare:
+        pass
+
+    table = [[k] for k in range(6)]
+    deep = [[[0]], [[1]]]
+    plain = list(range(100))
+    mapping = {"a": [1], "b": 2, "c": {"d": [3]}}
+    members = {1, 2, 3}
+    pair = ([1], 2)
+    frozen = frozenset({(1,), (2,)})
+    slots = [Slot(), Slot()]
+    thing = Plain()
+    raw = bytearray(b"abc")
+    number = 7
+"""
+
+
+def _change(m: Any, step: int) -> None:
+    """The step-th change to the module of :data:`VALUES`: in place, deep, past
+    the items a record looks into, rebinding, a class assigned or given
+    ``__call__``, a kind of value no record saw, nothing."""
+    [lambda: m.table[0].append(9), lambda: m.table[5].append(9),
+     lambda: m.deep[0][0].append(1), lambda: m.plain.__setitem__(90, -1),
+     lambda: m.plain.__setitem__(50, int("10" * 10)),
+     lambda: m.plain.__setitem__(50, int("10" * 10)),  # an equal number, another object
+     lambda: m.mapping["c"]["d"].append(4), lambda: m.mapping.pop("b"),
+     lambda: m.mapping.__setitem__("b", 2), lambda: m.members.add(4),
+     lambda: m.members.discard(1), lambda: m.pair[0].append(2),
+     lambda: setattr(m.thing, "__class__", m.Spare), lambda: m.plain.append(m.Other()),
+     lambda: setattr(m.thing, "x", 1), lambda: m.raw.__setitem__(0, 120),
+     lambda: setattr(m, "number", 8), lambda: setattr(m, "table", [[0]]),
+     lambda: setattr(m.Spare, "__call__", lambda self: None),
+     lambda: delattr(m.Spare, "__call__"), lambda: setattr(m, "extra", [1]),
+     lambda: delattr(m, "extra"), lambda: None][step]()
+
+
+def test_a_record_taken_after_others_is_the_record_taken_afresh(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A record keeps what it worked out of a module while nothing it read
+    # changed: after each change, what it says is what a reporter that never
+    # saw the module before says (a change it would not see is one the fresh
+    # one does not see either, and the other way round).
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    pytester.makepyfile(state_values=textwrap.dedent(VALUES))
+    monkeypatch.syspath_prepend(pytester.path)
+    module = __import__("state_values")
+
+    def fresh() -> tuple[dict[str, str], dict[str, object]]:
+        return probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")._state()
+
+    try:
+        kept = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
+        last = kept._state()
+        for step in range(23):
+            _change(module, step)
+            fresh()  # a kind of value first seen is known to both from here on
+            now = kept._state()
+            assert now == fresh(), step
+            # Past the first items of a list, the record looks at identities only.
+            assert (now != last) == (step not in (1, 22)), step
+            last = now
+    finally:
+        sys.modules.pop("state_values", None)
+
+
+def test_a_record_of_unchanged_modules_summarizes_no_value_again(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # bpypolyskel's 151 test modules each hold lists of a hundred vectors: every
+    # record summarizing each of them cost the traced serial pass more than the
+    # tests.  A value whose summary reads more than containers' items (an
+    # instance's attributes, a buffer) is summarized again at every record.
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    pytester.makepyfile(state_values=textwrap.dedent(VALUES))
+    monkeypatch.syspath_prepend(pytester.path)
+    module = __import__("state_values")
+    try:
+        reporter = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
+        reporter._state()
+        # The first record found a kind of value opaque (Slot): the values it
+        # summarized before are summarized again, as a record afresh would.
+        reporter._state()
+        real = probe_plugin._fingerprint
+        summarized: list[object] = []
+
+        def summary(value: object, depth: int) -> object:
+            if depth == probe_plugin.FINGERPRINT_DEPTH:
+                summarized.append(value)
+            return real(value, depth)
+
+        monkeypatch.setattr(probe_plugin, "_fingerprint", summary)
+        reporter._state()
+        read_more = [module.thing, module.thing.__dict__, module.raw, module.slots]
+        assert all(any(v is m for m in read_more) for v in summarized)
+        assert len(summarized) == 4
+        module.table[0].append(1)
+        summarized.clear()
+        reporter._state()
+        assert len(summarized) == 5 and any(v is module.table for v in summarized)
+    finally:
+        sys.modules.pop("state_values", None)
+
+
 #: test_get reads what test_set left in the process: run alone in a fresh
 #: process (the finder's check of its declared edge) it fails.  Its fixture's
 #: value says when it is shown (pytest's long report of a failure shows the

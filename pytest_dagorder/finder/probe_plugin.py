@@ -36,6 +36,7 @@ import fnmatch
 import functools
 import importlib
 import io
+import itertools
 import json
 import marshal
 import operator
@@ -48,7 +49,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -99,9 +100,13 @@ class ProbeReporter:
         #: Module name -> (the module, whether it lies below the rootdir).
         self.modules: dict[str, tuple[object, bool]] = {}
         #: ``sys.modules`` as the last record saw it, and its modules below the rootdir.
-        self.imported: tuple[tuple[str, object], ...] = ()
-        self.seen: tuple[tuple[str, ...], tuple[int, ...]] = ((), ())
+        self.imported: tuple[object, ...] = ()
+        self.seen: tuple[str, ...] = ()
         self.rooted: list[tuple[str, object]] = []
+        #: Module name -> what :meth:`_watched` made of its names.
+        self.watching: dict[str, _Module] = {}
+        #: What the last record read, all modules' at once.
+        self.whole: _Whole | None = None
         self.root = str(config.rootpath) + os.sep
         self.tracing = os.environ.get(TRACE) == "1"
         self.ignored = tuple(str(Path(p).resolve()) for p in {
@@ -266,34 +271,53 @@ class ProbeReporter:
         """The environment, and a fingerprint of the module-level values of the
         modules below the rootdir (what a test may leave for a later one).
 
-        Taken twice a test in the serial pass: it must cost little whatever the
-        modules hold (a ``repr`` of every value cost bpypolyskel's serial pass 20
-        x the plain run: its test modules hold large lists), and it runs none of
-        the suite's code (a ``repr`` may be slow or change things): see
-        :func:`_fingerprint`."""
+        Taken at every test's end in the serial pass: it must cost little
+        whatever the modules hold (a ``repr`` of every value cost bpypolyskel's
+        serial pass 20 x the plain run: its test modules hold large lists), and it
+        runs none of the suite's code (a ``repr`` may be slow or change things):
+        see :func:`_fingerprint`.  A value's summary is taken again only when what
+        it read may have changed (:class:`_Watch`): the record is the one that
+        summarizing every value afresh gives."""
+        rooted = self._rooted()
+        whole = self.whole
+        if whole is not None and whole.rooted is rooted and whole.holds():
+            return dict(os.environ), whole.again()
+        opaque = len(_OPAQUE)
         values: dict[str, object] = {}
-        for name, module in self._rooted():
-            for key, value in list(vars(module).items()):
-                # Most of a module's names are its functions and classes: one set
-                # lookup passes them by before the three checks.
-                if (type(value) in _DEFINITIONS or key.startswith("__") or callable(value)
-                        or isinstance(value, type(sys))):
-                    continue
-                values[f"{name}.{key}"] = _fingerprint(value, FINGERPRINT_DEPTH)
+        modules = []
+        for name, module in rooted:
+            modules.append(self._watched(name, module))
+            values.update(modules[-1].summaries())
+        self.whole = _Whole(rooted, modules, values, opaque)
         return dict(os.environ), values
+
+    def _watched(self, name: str, module: object) -> _Module:
+        """The module's values a state record looks at, worked out again only
+        when one of the module's names was bound, rebound or removed, or a value
+        whose class may change did (its class assigned, ``__call__`` added): of a
+        test module's dozens of names, its imports, functions and classes are
+        passed by at every record without a look."""
+        names = dict(vars(module))  # one copy: a thread may bind a name meanwhile
+        keys, now = tuple(names), tuple(names.values())
+        known = self.watching.get(name)
+        if known is not None and known.holds(keys, now):
+            return known
+        known = self.watching[name] = _Module(name, keys, now)
+        return known
 
     def _rooted(self) -> list[tuple[str, object]]:
         """The modules below the rootdir, worked out again only when ``sys.modules``
         changed (a test imported something): a suite's process holds a thousand
         modules or more, a hundred of them its own, and the question comes at
         every test."""
-        now = tuple(sys.modules.items())
+        modules = dict(sys.modules)  # one copy: a thread may import meanwhile
+        names, now = tuple(modules), tuple(modules.values())
         # Compared by the names and the modules' identities (kept alive in
         # ``imported``): an object a library put in ``sys.modules`` may have an ``__eq__``.
-        seen = (tuple(map(_NAME, now)), tuple(map(_identity, map(_MODULE, now))))
-        if seen != self.seen:
-            self.imported, self.seen = now, seen
-            self.rooted = [(name, module) for name, module in now
+        if names != self.seen or len(now) != len(self.imported) \
+                or not all(map(operator.is_, now, self.imported)):
+            self.imported, self.seen = now, names
+            self.rooted = [(name, module) for name, module in zip(names, now, strict=True)
                            if self._below_root(name, module)]
         return self.rooted
 
@@ -327,8 +351,6 @@ _DEFINITIONS: Final = frozenset({
 #: An object's identity, as ``id`` gives it but without ``id``'s audit event: the
 #: probe's own audit hook (a Python call) would run for each (5 x the cost).
 _identity: Final = object.__hash__
-_NAME: Final = operator.itemgetter(0)
-_MODULE: Final = operator.itemgetter(1)
 _SEQUENCES: Final = (list, tuple, set, frozenset)
 _ITERATE: Final[dict[type, Callable[[Any], Iterator[object]]]] = {
     list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
@@ -407,6 +429,11 @@ def _first(items: tuple[object, ...], depth: int) -> tuple[object, ...]:
     """The summaries of the first ``FINGERPRINT_ITEMS`` items worth looking into
     (not a leaf, not opaque): only those are summarized, not every item's (a
     dict of a thousand instances cost a record a thousand summaries, kept four)."""
+    # Of a list of a hundred vectors (opaque) or numbers, none is looked into:
+    # their types asked at C speed, as the loop below would pass each by.
+    kinds = set(map(type, items))
+    if kinds <= _LEAVES or kinds - _LEAVES <= _OPAQUE:
+        return ()
     inner: list[object] = []
     for v in items:
         if type(v) not in _LEAVES and type(v) not in _OPAQUE:
@@ -420,6 +447,231 @@ def _first(items: tuple[object, ...], depth: int) -> tuple[object, ...]:
                 if len(inner) == FINGERPRINT_ITEMS:
                     break
     return tuple(inner)
+
+
+#: ``type.__flags__`` read past any metaclass (no code of the suite runs).
+_FLAGS: Final = type.__dict__["__flags__"].__get__
+#: CPython's ``Py_TPFLAGS_IMMUTABLETYPE`` (3.10 on): no attribute of the type,
+#: nor the class of an instance of it, can be assigned.
+_IMMUTABLE: Final = 1 << 8
+
+
+def _fixed(kind: type) -> bool:
+    """Whether an object of this type keeps its type and what the type says
+    (``__qualname__``, ``__call__``): an immutable type's, unless a module's (a
+    module's class may be set to a subclass)."""
+    return bool(_FLAGS(kind) & _IMMUTABLE) and not issubclass(kind, types.ModuleType)
+
+
+class _Reads:
+    """The mutable builtin containers a summary read the items of (a dict's keys
+    and values as its views), and those items, as tuples that together hold
+    them in order (kept alive: an identity is not reused while they are held).
+    Joined by lists of references (:meth:`joined`): no item is copied again."""
+
+    __slots__ = ("containers", "lengths", "parts")
+
+    def __init__(self, containers: list[Any], lengths: tuple[int, ...],
+                 parts: list[tuple[object, ...]]) -> None:
+        self.containers, self.lengths, self.parts = containers, lengths, parts
+
+    @staticmethod
+    def of(containers: list[Any]) -> _Reads:
+        """What ``containers`` hold now."""
+        return _Reads(containers, tuple(map(len, containers)),
+                      [tuple(itertools.chain.from_iterable(containers))])
+
+    @staticmethod
+    def joined(reads: Iterable[_Reads]) -> _Reads:
+        """One after the other."""
+        containers: list[Any] = []
+        lengths: list[int] = []
+        parts: list[tuple[object, ...]] = []
+        for r in reads:
+            containers += r.containers
+            lengths += r.lengths
+            parts += r.parts
+        return _Reads(containers, tuple(lengths), parts)
+
+    def same(self) -> bool:
+        """Whether each container holds the very items it held (identities
+        compared at C speed, never ``==``); False if one changed meanwhile (a
+        thread of the suite's: "changed size during iteration")."""
+        try:
+            return (tuple(map(len, self.containers)) == self.lengths
+                    and all(map(operator.is_, itertools.chain.from_iterable(self.containers),
+                                itertools.chain.from_iterable(self.parts))))
+        except RuntimeError:
+            return False
+
+
+class _Module:
+    """A module's names as a state record last saw them (the values kept alive)
+    and the values it looks at (:class:`_Watch`), with their summaries."""
+
+    def __init__(self, name: str, keys: tuple[str, ...], values: tuple[object, ...]) -> None:
+        self.keys, self.values = keys, values
+        self.watched: list[_Watch] = []
+        #: The values whose type may change, their types, whether each is callable.
+        self.moving = tuple(v for v in values if not _fixed(type(v)))
+        self.kinds = tuple(map(type, self.moving))
+        self.calls = tuple(map(callable, self.moving))
+        for key, value in zip(keys, values, strict=True):
+            # Most of a module's names are its functions and classes: one set
+            # lookup passes them by before the three checks.
+            if (type(value) in _DEFINITIONS or key.startswith("__") or callable(value)
+                    or isinstance(value, type(sys))):
+                continue
+            self.watched.append(_Watch(f"{name}.{key}", value))
+        #: The last summaries, and what all of them read (None: one reads more).
+        self.last: dict[str, object] = {}
+        self.reads: _Reads | None = None
+        self.opaque = -1
+
+    def holds(self, keys: tuple[str, ...], values: tuple[object, ...]) -> bool:
+        """Whether the module's names are those seen (by identity, never by ``==``),
+        and what a type decided of each is what it decided then."""
+        return (keys == self.keys and len(values) == len(self.values)
+                and all(map(operator.is_, values, self.values))
+                and all(map(operator.is_, map(type, self.moving), self.kinds))
+                and tuple(map(callable, self.moving)) == self.calls)
+
+    def summaries(self) -> dict[str, object]:
+        """Each looked-at value's summary: the last ones while nothing any of
+        them read changed (one check for the module), else each value's own
+        (:meth:`_Watch.summary`)."""
+        if self.reads is not None and self.opaque == len(_OPAQUE) and self.reads.same():
+            return self.last
+        self.opaque = len(_OPAQUE)
+        self.last = {w.key: w.summary() for w in self.watched}
+        reads = [w.reads for w in self.watched]
+        self.reads = None if None in reads else _Reads.joined(
+            r for r in reads if r is not None)
+        return self.last
+
+
+class _Whole:
+    """What a state record read of all the modules below the rootdir, checked
+    at the next record in one pass at C speed (bpypolyskel: some 30,000 names
+    and items of 156 modules, where a check per module cost as much again):
+    each module's names and values (its dict's views; a name rebound or added
+    shows) and the containers its summaries read, the values whose type may
+    change (their types, whether callable), the kinds ``_OPAQUE`` holds.  The
+    modules with a value summarized at every record (``restless``) are
+    summarized again in their order."""
+
+    def __init__(self, rooted: list[tuple[str, object]], modules: list[_Module],
+                 values: dict[str, object], opaque: int) -> None:
+        self.rooted, self.modules, self.values, self.opaque = rooted, modules, values, opaque
+        self.restless = [(i, m) for i, m in enumerate(modules) if m.reads is None]
+        reads: list[_Reads] = []
+        for (_, module), m in zip(rooted, modules, strict=True):
+            names = vars(module)
+            # What the module's record was made of (the copy _watched took).
+            reads.append(_Reads([dict.keys(names), dict.values(names)],
+                                (len(m.keys), len(m.values)), [m.keys, m.values]))
+            if m.reads is not None:
+                reads.append(m.reads)
+        self.reads = _Reads.joined(reads)
+        self.moving = tuple(v for m in modules for v in m.moving)
+        self.kinds = tuple(k for m in modules for k in m.kinds)
+        self.calls = tuple(c for m in modules for c in m.calls)
+
+    def holds(self) -> bool:
+        """Whether nothing the last record read changed (its restless values aside)."""
+        return (self.opaque == len(_OPAQUE) and self.reads.same()
+                and all(map(operator.is_, map(type, self.moving), self.kinds))
+                and tuple(map(callable, self.moving)) == self.calls)
+
+    def again(self) -> dict[str, object]:
+        """The record's values once :meth:`holds`: the last ones, with the restless
+        modules' summaries taken again.  Where one finds a kind of value opaque,
+        the modules after it are summarized knowing it, those before it not,
+        as a record taking each module in turn does."""
+        values = self.values
+        for i, m in self.restless:
+            opaque = len(_OPAQUE)
+            fresh = m.summaries()
+            if len(_OPAQUE) != opaque:
+                values = {}
+                for j, other in enumerate(self.modules):
+                    values.update(other.last if j <= i else other.summaries())
+                return values  # self.opaque no longer holds: the next record is taken anew
+            if any(values[k] != v for k, v in fresh.items()):
+                values = {**values, **fresh}
+        self.values = values
+        return values
+
+
+class _Watch:
+    """A module-level value a state record looks at and its summary
+    (:func:`_fingerprint`), taken again only when what the summary read may have
+    changed: the items of each mutable builtin container it looked into
+    (:class:`_Reads`), or the kinds of value ``_OPAQUE`` holds; a value whose
+    summary reads more (an instance's attributes, a buffer's bytes) is summarized
+    at every record.  The record is the one summarizing every value at every
+    record gives, at a fraction of its cost (bpypolyskel's 151 test modules each
+    hold lists of a hundred vectors)."""
+
+    __slots__ = ("key", "known", "opaque", "reads", "value")
+
+    def __init__(self, key: str, value: object) -> None:
+        self.key, self.value = key, value
+        self.known: object = None
+        self.reads: _Reads | None = None
+        self.opaque = -1
+
+    def summary(self) -> object:
+        if self.reads is not None and self.opaque == len(_OPAQUE) and self.reads.same():
+            return self.known
+        # Counted before the summary: one that finds a new opaque kind differs
+        # from the next, which knows it, and is taken again.
+        self.opaque = len(_OPAQUE)
+        self.known = _fingerprint(self.value, FINGERPRINT_DEPTH)
+        containers: list[Any] = []
+        try:
+            self.reads = _Reads.of(containers) \
+                if _reads(self.value, FINGERPRINT_DEPTH, containers) else None
+        except RuntimeError:  # changed meanwhile (a thread): summarized at the next record
+            self.reads = None
+        return self.known
+
+
+def _reads(value: Any, depth: int, into: list[Any]) -> bool:
+    """Append to ``into`` the mutable builtin containers whose items
+    :func:`_fingerprint` reads of ``value`` at ``depth`` (a dict's keys and values
+    as its views), as it does: True when those items' identities are all it
+    reads that may change (builtin containers, leaves, opaque kinds, all of a
+    type that stays); False where it reads more (an instance's attributes, a
+    buffer), or an item's class may change (which items it looks into)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return True
+    if not _fixed(kind):
+        return False
+    if depth <= 0:
+        return True
+    if isinstance(value, dict):  # a builtin subclass too: read as a dict
+        into += (dict.keys(value), dict.values(value))
+        items: tuple[object, ...] = tuple(dict.values(value))
+    elif kind is list or kind is set:
+        into.append(value)
+        items = tuple(value)
+    elif kind is tuple or kind is frozenset:
+        items = tuple(value)
+    else:
+        return kind in _OPAQUE and not kind.__dictoffset__
+    if not all(map(_fixed, set(map(type, items)))):
+        return False
+    looked = 0
+    for v in items:  # the items _first looks into, in its order
+        if type(v) not in _LEAVES and type(v) not in _OPAQUE:
+            if not _reads(v, depth - 1, into):
+                return False
+            looked += 1
+            if looked == FINGERPRINT_ITEMS:
+                break
+    return True
 
 
 def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
