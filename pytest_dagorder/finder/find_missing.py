@@ -183,14 +183,15 @@ FAILED: Final = Result("failed", Touches())
 class Sandbox:
     """A copy of the rootdir where probes run, put back as it was before each one."""
 
-    def __init__(self, origin: Path, where: Path) -> None:
+    def __init__(self, origin: Path, where: Path, *, made: bool = False) -> None:
+        """``made``: the copy is there already (:func:`_copy_tree` made it)."""
         self.origin = origin
         # The copy's folder has the original's name: with an ``__init__.py`` in
         # the rootdir, pytest names the package after it (node ids of doctests).
         self.root = where / (origin.name or "root")
         self.tmp = where / ".dagorder-tmp"
-        shutil.copytree(origin, self.root, symlinks=True, ignore=_ignored,
-                        copy_function=_copy_file)
+        if not made:
+            _copy_tree(origin, self.root)
         self.files: dict[str, tuple[int, int]] = {}
         self.dirs: set[str] = set()
         for rel, st in self._walk():
@@ -198,7 +199,7 @@ class Sandbox:
                 self.dirs.add(rel)
             else:
                 self.files[rel] = (st.st_size, st.st_mtime_ns)
-        self.tmp.mkdir()
+        self.tmp.mkdir(exist_ok=made)
         #: The collected process that forks this sandbox's probes (None: not started).
         self.server: Server | None = None
 
@@ -297,12 +298,22 @@ def copy_early(config: pytest.Config) -> None:
         return
     work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
     made: list[Sandbox] = []
+    where = Path(work.name) / "slot0"
+    # A process of its own where this one has no other thread (a fork copies
+    # only the calling one): a thread that copies waits for the interpreter
+    # lock at each file while the conftests' imports hold it (labgrid: the
+    # copy ended 0.2-0.4 s after the collection at load 3).
+    child = _copying_child(config.rootpath, where) if threading.active_count() == 1 else None
 
     def copy() -> None:
-        where = Path(work.name) / "slot0"
         try:
-            made.append(Sandbox(config.rootpath, where))
+            if child is None:
+                made.append(Sandbox(config.rootpath, where))
+            elif _ended_well(child, where / ".dagorder-tmp"):
+                made.append(Sandbox(config.rootpath, where, made=True))
         except Exception:  # copied again when needed, where the error is reported
+            pass
+        if not made:
             shutil.rmtree(where, ignore_errors=True)
 
     early = EarlyCopy(work, threading.Thread(target=copy, name="dagorder-copy", daemon=True),
@@ -310,6 +321,35 @@ def copy_early(config: pytest.Config) -> None:
     config.stash[EARLY_COPY] = early
     config.add_cleanup(lambda: _unused(early))
     early.thread.start()
+
+
+def _copy_tree(origin: Path, root: Path) -> None:
+    """The rootdir's copy (what :func:`_ignored` leaves out, left out)."""
+    shutil.copytree(origin, root, symlinks=True, ignore=_ignored, copy_function=_copy_file)
+
+
+def _copying_child(origin: Path, where: Path) -> int:
+    """A forked child that copies ``origin`` into ``where`` (as :class:`Sandbox`
+    would) and makes its ``.dagorder-tmp`` last; its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        _copy_tree(origin, where / (origin.name or "root"))
+        (where / ".dagorder-tmp").mkdir()
+        code = 0
+    finally:  # never back into pytest, whatever the copy raised (a Ctrl-C too)
+        os._exit(code)
+
+
+def _ended_well(pid: int, last: Path) -> bool:
+    """Wait for the copying child; True: it made its copy whole."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped by another wait: its last step tells
+        return last.is_dir()
+    return os.waitstatus_to_exitcode(status) == 0 and last.is_dir()
 
 
 def _unused(early: EarlyCopy) -> None:
