@@ -96,6 +96,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     if getattr(early_config.known_args_namespace, "dag_find_missing", None) is not None:
         # The probes' environment: as the command started, before any conftest changed it.
         early_config.stash[settings.ENVIRONMENT] = dict(os.environ)
+        find_missing.copy_early(early_config)
     _bring_xdist(early_config, parser, args)
     return (yield)
 

@@ -4,6 +4,9 @@ left idle while the pass runs (issue 50 point 7, the learning pass's wall time).
 from __future__ import annotations
 
 import json
+import os
+import py_compile
+import sys
 import textwrap
 from pathlib import Path
 
@@ -110,3 +113,77 @@ def test_the_first_probe_server_starts_during_the_collection(dagtester: DagTeste
     assert result.ret == 0, out
     result.stdout.fnmatch_lines(["dagorder: 0 missing prerequisites, 0 conflicts*"])
 
+
+
+#: In the finder's own process (not in a probe, whose environment names its
+#: output) the conftest waits (bounded) until the first probe slot's copy of the
+#: rootdir is made, then writes a file in the rootdir, as a conftest that
+#: generates one does; test_g reads it in the probes' copies.
+COPIED = """
+    import os, pathlib, tempfile, time
+    ROOT = pathlib.Path(__file__).parent
+
+    if not os.environ.get("DAGORDER_PROBE_OUT"):
+        end = time.monotonic() + 60
+        base = pathlib.Path(tempfile.gettempdir())
+        while not [p for p in base.glob(f"dagorder-find-*/slot0/{ROOT.name}")
+                   if (p.parent / ".dagorder-tmp").is_dir()]:
+            assert time.monotonic() < end, "no copy of the rootdir while the conftests load"
+            time.sleep(0.05)
+        (ROOT / "generated.txt").write_text("made by the conftest")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the early copy is made where probes fork")
+def test_the_rootdir_is_copied_while_the_conftests_load(dagtester: DagTester) -> None:
+    """The first probe slot's copy is made while the conftests are imported (before:
+    as the session started, after them, so the conftest's wait failed and the
+    command ended on its error), and what a conftest writes in the rootdir
+    meanwhile is in the copy when its probes run (else test_g fails there and
+    the finder refuses the suite)."""
+    dagtester.pytester.makeconftest(textwrap.dedent(COPIED))
+    dagtester.pytester.makepyfile(test_g=textwrap.dedent("""
+        import pathlib
+
+        def test_g():
+            assert (pathlib.Path(__file__).parent / "generated.txt").is_file()
+        """))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "does not pass serially" not in out, out
+    result.stdout.fnmatch_lines(["dagorder: 0 missing prerequisites, 0 conflicts*"])
+
+
+def test_the_probes_import_the_byte_code_the_rootdir_has(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe's copy of the rootdir keeps its ``__pycache__``: the probes import the
+    project's modules from the byte code the user's runs left (before: left out
+    of the copy, compiled again by every probe server).  ``helper``'s byte code
+    was compiled from another text of the same size and time stamp, so a probe
+    that compiled ``helper.py`` again reads "source", not "cached", and the
+    serial pass fails.  The byte code pytest rewrote (``test_h``'s) names the
+    copy's file, as a module compiled there would."""
+    helper = dagtester.path / "helper.py"
+    helper.write_text('VALUE = "cached"\n')
+    stamp = helper.stat().st_mtime_ns
+    py_compile.compile(str(helper), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    helper.write_text('VALUE = "source"\n')
+    os.utime(helper, ns=(stamp, stamp))
+    dagtester.pytester.makepyfile(test_h=textwrap.dedent("""
+        import helper
+
+        def test_h():
+            assert helper.VALUE == "cached"
+            assert test_h.__code__.co_filename == __file__
+        """))
+    # A run that writes byte code first: pytest's rewritten test_h among it.
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert dagtester.run("--collect-only").ret == 0
+    assert list((dagtester.path / "__pycache__").glob("test_h.*-pytest-*.pyc"))
+    result = dagtester.run(*FIND, "--dag-edges=edges.json")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "does not pass serially" not in out, out
+    result.stdout.fnmatch_lines(["dagorder: 0 missing prerequisites, 0 conflicts*"])

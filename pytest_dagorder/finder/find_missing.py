@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import importlib.util
 import json
+import marshal
 import os
 import queue
 import select
@@ -52,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,13 +183,15 @@ FAILED: Final = Result("failed", Touches())
 class Sandbox:
     """A copy of the rootdir where probes run, put back as it was before each one."""
 
-    def __init__(self, origin: Path, where: Path) -> None:
+    def __init__(self, origin: Path, where: Path, *, made: bool = False) -> None:
+        """``made``: the copy is there already (:func:`_copy_tree` made it)."""
         self.origin = origin
         # The copy's folder has the original's name: with an ``__init__.py`` in
         # the rootdir, pytest names the package after it (node ids of doctests).
         self.root = where / (origin.name or "root")
         self.tmp = where / ".dagorder-tmp"
-        shutil.copytree(origin, self.root, symlinks=True, ignore=_ignored)
+        if not made:
+            _copy_tree(origin, self.root)
         self.files: dict[str, tuple[int, int]] = {}
         self.dirs: set[str] = set()
         for rel, st in self._walk():
@@ -194,7 +199,7 @@ class Sandbox:
                 self.dirs.add(rel)
             else:
                 self.files[rel] = (st.st_size, st.st_mtime_ns)
-        self.tmp.mkdir()
+        self.tmp.mkdir(exist_ok=made)
         #: The collected process that forks this sandbox's probes (None: not started).
         self.server: Server | None = None
 
@@ -235,10 +240,189 @@ class Sandbox:
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp.mkdir()
 
+    def refresh(self) -> None:
+        """The copy made anew where the original changed since it was made (a copy
+        made as the command line was parsed, :func:`copy_early`: what the
+        conftests and plugins wrote in the rootdir since then, as they started),
+        its record with it, as if it were made now."""
+        now: dict[str, os.stat_result] = {}
+        for dirpath, dirnames, filenames in os.walk(self.origin):
+            # What the copy and its record leave out (:meth:`_walk`, :func:`_ignored`).
+            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS
+                           and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))]
+            base = os.path.relpath(dirpath, self.origin)
+            for d in dirnames:
+                rel = os.path.normpath(os.path.join(base, d))
+                if rel not in self.dirs:
+                    (self.root / rel).mkdir(parents=True, exist_ok=True)
+                    self.dirs.add(rel)
+            for f in filenames:
+                now[os.path.normpath(os.path.join(base, f))] = os.lstat(os.path.join(dirpath, f))
+        for rel, st in now.items():
+            if self.files.get(rel) != (st.st_size, st.st_mtime_ns):
+                (self.root / rel).unlink(missing_ok=True)
+                shutil.copy2(self.origin / rel, self.root / rel, follow_symlinks=False)
+                copied = os.lstat(self.root / rel)
+                self.files[rel] = (copied.st_size, copied.st_mtime_ns)
+        for rel in self.files.keys() - now.keys():
+            (self.root / rel).unlink(missing_ok=True)
+            del self.files[rel]
+
+
+@dataclass
+class EarlyCopy:
+    """The work folder and the first probe slot's copy, made in a thread from the
+    moment the command line is parsed (:func:`copy_early`)."""
+
+    work: tempfile.TemporaryDirectory[str]
+    thread: threading.Thread
+    #: The copy, once made (empty: not made, or it failed: made again later).
+    made: list[Sandbox]
+    #: The finder took it over (it removes the folder); else :func:`_unused` does.
+    taken: bool = False
+
+
+#: Where the copy made as the command line is parsed waits for the finder.
+EARLY_COPY: Final = pytest.StashKey[EarlyCopy]()
+
+
+def copy_early(config: pytest.Config) -> None:
+    """Start copying the rootdir for the first probe slot before the conftests
+    are imported (``pytest_load_initial_conftests``): the copy (labgrid's
+    ``test_graphstrategy.py``: 0.2-0.5 s) then overlaps their import (0.3-0.5 s)
+    instead of holding the first probe server's start.  What they write in the
+    rootdir meanwhile is copied when the server starts (:meth:`Sandbox.refresh`).
+    The folder is removed when the command ends if the finder did not take it."""
+    known = config.known_args_namespace
+    if not FORKS or getattr(known, "collectonly", False) or getattr(known, "help", False):
+        return
+    work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
+    made: list[Sandbox] = []
+    where = Path(work.name) / "slot0"
+    # A process of its own where this one has no other thread (a fork copies
+    # only the calling one): a thread that copies waits for the interpreter
+    # lock at each file while the conftests' imports hold it (labgrid: the
+    # copy ended 0.2-0.4 s after the collection at load 3).
+    child = _copying_child(config.rootpath, where) if threading.active_count() == 1 else None
+
+    def copy() -> None:
+        try:
+            if child is None:
+                made.append(Sandbox(config.rootpath, where))
+            elif _ended_well(child, where / ".dagorder-tmp"):
+                made.append(Sandbox(config.rootpath, where, made=True))
+        except Exception:  # copied again when needed, where the error is reported
+            pass
+        if not made:
+            shutil.rmtree(where, ignore_errors=True)
+
+    early = EarlyCopy(work, threading.Thread(target=copy, name="dagorder-copy", daemon=True),
+                      made)
+    config.stash[EARLY_COPY] = early
+    config.add_cleanup(lambda: _unused(early))
+    early.thread.start()
+
+
+def _copy_tree(origin: Path, root: Path) -> None:
+    """The rootdir's copy (what :func:`_ignored` leaves out, left out)."""
+    shutil.copytree(origin, root, symlinks=True, ignore=_ignored, copy_function=_copy_file)
+
+
+def _copying_child(origin: Path, where: Path) -> int:
+    """A forked child that copies ``origin`` into ``where`` (as :class:`Sandbox`
+    would) and makes its ``.dagorder-tmp`` last; its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        _copy_tree(origin, where / (origin.name or "root"))
+        (where / ".dagorder-tmp").mkdir()
+        code = 0
+    finally:  # never back into pytest, whatever the copy raised (a Ctrl-C too)
+        os._exit(code)
+
+
+def _ended_well(pid: int, last: Path) -> bool:
+    """Wait for the copying child; True: it made its copy whole."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped by another wait: its last step tells
+        return last.is_dir()
+    return os.waitstatus_to_exitcode(status) == 0 and last.is_dir()
+
+
+def _unused(early: EarlyCopy) -> None:
+    """An early copy the finder did not take (the command ended before its session
+    started, or its paths lie outside the rootdir): removed once made."""
+    if not early.taken:
+        early.thread.join()
+        _remove(early.work)
+
 
 def _ignored(dirpath: str, names: list[str]) -> list[str]:
-    return [n for n in names if n in SKIPPED_DIRS
+    """What a probe's copy leaves out of ``dirpath``: the folders of
+    :data:`SKIPPED_DIRS` and virtual environments, except a ``__pycache__``,
+    whose plain byte code it keeps (:func:`_compiled`)."""
+    if os.path.basename(dirpath) == "__pycache__":
+        return [n for n in names if not _compiled(n)]
+    return [n for n in names if (n in SKIPPED_DIRS and n != "__pycache__")
             or os.path.exists(os.path.join(dirpath, n, "pyvenv.cfg"))]
+
+
+def _compiled(name: str) -> bool:
+    """A ``__pycache__`` file this interpreter reads: the import system's
+    (``mod.cpython-311.pyc``, ``mod.cpython-311.opt-1.pyc``) or this pytest's
+    rewritten modules' (``mod.cpython-311-pytest-9.2.0.pyc``: test modules,
+    conftests, plugins).  Copied with their sources' time stamps, they stay
+    valid in the copy, whose probe servers then import the project without
+    compiling or rewriting it again (labgrid: 0.2-0.3 s of CPU of a server's
+    start-up; see :func:`_copy_file` for the file name the code carries)."""
+    tag = sys.implementation.cache_tag
+    module, _, rest = name.partition(".")
+    return bool(tag) and module != "" and (
+        rest in (f"{tag}.pyc", f"{tag}-pytest-{pytest.__version__}.pyc")
+        or (rest.startswith(f"{tag}.opt-") and rest.endswith(".pyc")))
+
+
+def _copy_file(src: str, dst: str) -> str:
+    """``shutil.copytree``'s copy of one file: ``shutil.copy2``, except for byte
+    code (:func:`_compiled`), which may vanish as it is copied (the session
+    writes it anew at the same time) and is then left out, compiled again in
+    the copy if needed.  The code pytest rewrote carries the file name of the
+    source it was compiled from (pytest's loader does not rename it, as the
+    import system's does), so it is written with the copy's name, or left out
+    where that name could differ from the one the copy's imports will see."""
+    if os.path.basename(os.path.dirname(src)) != "__pycache__":
+        return str(shutil.copy2(src, dst))
+    try:
+        if "-pytest-" not in os.path.basename(src):
+            shutil.copy2(src, dst)
+        elif os.path.realpath(dst) == os.path.abspath(dst):
+            _renamed_code(src, dst)
+    except (OSError, ValueError, EOFError, TypeError):  # vanished or unreadable
+        with contextlib.suppress(OSError):
+            os.unlink(dst)
+    return dst
+
+
+def _renamed_code(src: str, dst: str) -> None:
+    """Rewritten byte code at ``src`` to ``dst``, every code object in it named
+    after the copy's source; nothing when it was not compiled from the source
+    beside ``src`` (then the copy compiles its own)."""
+    def renamed(code: types.CodeType, name: str) -> types.CodeType:
+        return code.replace(co_filename=name, co_consts=tuple(
+            renamed(c, name) if isinstance(c, types.CodeType) else c
+            for c in code.co_consts))
+
+    module = os.path.basename(src).partition(".")[0] + ".py"
+    data = Path(src).read_bytes()
+    code = marshal.loads(data[16:])
+    if (data[:4] != importlib.util.MAGIC_NUMBER or not isinstance(code, types.CodeType)
+            or code.co_filename != os.path.join(os.path.dirname(os.path.dirname(src)), module)):
+        return
+    name = os.path.join(os.path.dirname(os.path.dirname(dst)), module)
+    Path(dst).write_bytes(data[:16] + marshal.dumps(renamed(code, name)))
 
 
 @dataclass
@@ -424,11 +608,21 @@ class MissingFinder:
         paths = _early_paths(config)
         if not FORKS or config.option.collectonly or paths is None:
             return
-        work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
+        copied = config.stash.get(EARLY_COPY, None)
+        if copied is not None:
+            copied.taken = True
+        work = (copied.work if copied is not None
+                else tempfile.TemporaryDirectory(prefix="dagorder-find-"))
         self.workdir = Path(work.name)
 
         def start() -> None:
-            sandbox = Sandbox(config.rootpath, Path(work.name) / "slot0")
+            if copied is not None:
+                copied.thread.join()
+            if copied is not None and copied.made:
+                sandbox = copied.made[0]
+                sandbox.refresh()
+            else:
+                sandbox = Sandbox(config.rootpath, Path(work.name) / "slot0")
             with self.lock:
                 self.sandboxes = [sandbox]
             self._server(sandbox, paths)
