@@ -411,6 +411,7 @@ class MissingFinder:
         #: and each probe's tests with their records alone.
         self.screening_beside: threading.Thread | None = None
         self.screened_beside: list[tuple[list[int], dict[str, Result]]] = []
+        self.beside_running: list[int] = []  # the tests of its probe running
         #: The work folder and first probe slot made as the session starts
         #: (:meth:`pytest_sessionstart`), and when its server started.
         self.early: tuple[tempfile.TemporaryDirectory[str], threading.Thread, float] | None = None
@@ -676,11 +677,7 @@ class MissingFinder:
                      "prerequisites in a fresh process" if dependents else "")
                   + (f" ({len(combined)} alone after their screening batch)"
                      if combined else ""))
-            ran = self._screened_beside(ids, serial, targets, combined)
-            rest_targets = [t for t in targets if t not in ran]
-            rest_alone = [d for d in combined if d not in ran]
-            suspects = (self._screen(ids, rest_targets, alone=rest_alone)
-                        if rest_targets or rest_alone else []) if not one else targets
+            suspects = self._screen_after(ids, serial, targets, combined) if not one else targets
             self._ended("screening")
             late = [d for d in combined if self.screened.get(ids[d], FAILED).outcome
                     != serial.get(ids[d], FAILED).outcome]
@@ -1529,6 +1526,10 @@ class MissingFinder:
                 if not chunk:
                     self.serial_ended.wait(POLL)
                     continue
+                with self.lock:  # the pass ends under it: a chunk is started before, or not
+                    if self.serial_ended.is_set():
+                        return
+                    self.beside_running = chunk
                 rules = self._batching(ids, seen, chunk)
                 rules["only"] = True
                 order = [ids[k] for k in reversed(chunk)]
@@ -1539,6 +1540,7 @@ class MissingFinder:
                           alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest)
                 with self.lock:
                     self.screened_beside.append((chunk, found))
+                    self.beside_running = []
         except (OSError, ValueError, ProbeError):
             if not self.stop.is_set():
                 raise
@@ -1573,36 +1575,67 @@ class MissingFinder:
             seconds += r.seconds + SCREEN_TEST_COST
         return chunk, at
 
-    def _screened_beside(self, ids: list[str], serial: dict[str, Result],
-                         targets: list[int], combined: list[int]) -> set[int]:
-        """The tests :meth:`_screen_beside` screened (their records into the
-        screening's): each of its probes counts where it is what the screening
-        would have run, by the pass's records: the pass was :meth:`_quiet` and its
-        runs beside it kept (:meth:`_serial_pass`), every test of the probe gave
-        its serial outcome alone, is screened and checked alone where it has a
-        declared prerequisite, and the probe is an alone-only batch
-        (:meth:`_alone_only`)."""
+    def _screen_after(self, ids: list[str], serial: dict[str, Result], targets: list[int],
+                      combined: list[int]) -> list[int]:
+        """The screening after the pass (:meth:`_screen`: its suspects) of what the
+        screening beside it (:meth:`_screen_beside`) did not cover.  The probe it
+        still runs is not waited for where the pass shows it will count (its
+        tests' outcomes aside): its tests are screened after the rest only if
+        one of them misses its serial outcome."""
+        with self.lock:
+            runs, self.screened_beside = self.screened_beside, []
+            running = self.beside_running
+        usable = not self.beside_cancel.is_set() and self._quiet(serial)
+        ran = self._beside_kept(ids, serial, targets, combined, runs) if usable else set()
+        if not usable or not self._beside_counts(ids, running, targets, combined):
+            running = []
+        rest = [t for t in targets if t not in ran and t not in running]
+        alone = [d for d in combined if d not in ran and d not in running]
+        suspects = self._screen(ids, rest, alone=alone) if rest or alone else []
         thread, self.screening_beside = self.screening_beside, None
         if thread is not None:
             thread.join()
-        runs, self.screened_beside = self.screened_beside, []
-        if not runs or self.beside_cancel.is_set() or not self._quiet(serial):
-            return set()
-        wanted, checked = set(targets), set(combined)
-        covered: set[int] = set()
+        with self.lock:
+            runs, self.screened_beside = self.screened_beside, []
+        if not running:  # the records of a probe that does not count stay out
+            return suspects
+        missed = set(running) - self._beside_kept(ids, serial, targets, combined, runs)
+        if not missed:
+            return suspects
+        # (A budget that ran out lists them as left, as any batch it cuts.)
+        again = self._screen(ids, sorted(missed.intersection(targets)),
+                             alone=sorted(missed.intersection(combined)))
+        return sorted({*suspects, *again})
+
+    def _beside_counts(self, ids: list[str], chunk: list[int], targets: list[int],
+                       combined: list[int]) -> bool:
+        """Whether a probe of :meth:`_screen_beside` is what the screening would run
+        (its tests' outcomes aside): its tests are screened, and checked alone
+        where they have a declared prerequisite, and it is an alone-only batch
+        (:meth:`_alone_only`)."""
+        run = self._with_declared([ids[k] for k in reversed(chunk)])
+        return bool(chunk) and set(targets).issuperset(chunk) \
+            and self._alone_only(ids, chunk, run, set(combined))
+
+    def _beside_kept(self, ids: list[str], serial: dict[str, Result], targets: list[int],
+                     combined: list[int],
+                     runs: list[tuple[list[int], dict[str, Result]]]) -> set[int]:
+        """The tests of ``runs`` (probes of :meth:`_screen_beside`, run while the pass
+        was :meth:`_quiet`) whose records are the screening's: those of each probe
+        that counts (:meth:`_beside_counts`) and where every test gave its serial
+        outcome alone (else the screening runs them again, as it does an
+        alone-only batch's)."""
+        kept: set[int] = set()
         for chunk, found in runs:
-            if not wanted.issuperset(chunk) or any(
+            if not self._beside_counts(ids, chunk, targets, combined) or any(
                     found.get(ids[k], FAILED).outcome != serial.get(ids[k], FAILED).outcome
                     for k in chunk):
-                continue
-            run = self._with_declared([ids[k] for k in reversed(chunk)])
-            if not self._alone_only(ids, chunk, run, checked):
                 continue
             with self.lock:
                 self.screened.update(found)
                 self.screen_runs.append((found, found))
-            covered.update(chunk)
-        return covered
+            kept.update(chunk)
+        return kept
 
     def _outside(self, serial: dict[str, Result]) -> bool:
         """A test of the serial pass connected to a server or wrote outside the
