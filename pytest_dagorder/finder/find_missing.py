@@ -118,8 +118,9 @@ SERIAL_IDLE: Final = 600.0
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
 #: Serial seconds of tests the screening beside the serial pass runs in one probe
-#: (:meth:`MissingFinder._screen_beside`): the pass waits for the last one once it
-#: ended, so short; a test longer than this is left to the screening after it.
+#: (:meth:`MissingFinder._screen_beside`; a longer test runs alone in one): the
+#: screening after the pass waits for the last one's slot, so short, and long
+#: enough that a probe's start is a minor cost.
 BESIDE_CHUNK: Final = 2.0
 #: How long a probe waits for a busy slot before the slots :meth:`MissingFinder._widen`
 #: held back start after all: a few start-ups' worth, so a suite of short probes
@@ -1550,22 +1551,25 @@ class MissingFinder:
     def _beside_chunk(self, ids: list[str], seen: dict[str, Result],
                       at: int) -> tuple[list[int], int]:
         """The tests from ``at`` on that :meth:`_screen_beside` runs next (those of
-        them the pass has run, up to :data:`BESIDE_CHUNK` serial seconds), and
-        where the next chunk starts.  Left to the screening after the pass: a
-        test that did not pass, that changed a test module's values or the
-        environment (or a prerequisite of it did), that named prerequisites at
-        run time, that shares a module or class fixture instance with a test
-        the probe runs, or that takes longer than a chunk."""
+        them the pass has run, up to :data:`BESIDE_CHUNK` serial seconds, or one
+        longer test alone), and where the next chunk starts.  Left to the
+        screening after the pass: a test that did not pass, that changed a test
+        module's values or the environment (or a prerequisite of it did), that
+        named prerequisites at run time, or that shares a module or class
+        fixture instance with a test the probe runs; and a chunk with no
+        declared prerequisite in it (no alone-only batch, :meth:`_alone_only`)."""
         wide = self._wides()
         chunk: list[int] = []
         used: set[tuple[str, str, str]] = set()
         seconds = 0.0
-        while at < len(ids) and ids[at] in seen and seconds < BESIDE_CHUNK:
+        while at < len(ids) and ids[at] in seen:
             k, r = at, seen[ids[at]]
+            if chunk and seconds + r.seconds > BESIDE_CHUNK:
+                break
             at += 1
             run = {k, *self._prerequisites(k)}
             mine = set().union(*(wide[p] for p in run))
-            if (r.outcome != "passed" or r.waits or r.seconds > BESIDE_CHUNK
+            if (r.outcome != "passed" or r.waits
                     or any(seen.get(ids[p], FAILED).tests_state for p in run)
                     or sum(len(wide[p]) for p in run) != len(mine)
                     or not used.isdisjoint(mine)):
@@ -1573,6 +1577,8 @@ class MissingFinder:
             chunk.append(k)
             used |= mine
             seconds += r.seconds + SCREEN_TEST_COST
+        if not any(self._prerequisites(k) for k in chunk):
+            return [], at
         return chunk, at
 
     def _screen_after(self, ids: list[str], serial: dict[str, Result], targets: list[int],
