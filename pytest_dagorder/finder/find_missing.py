@@ -1501,7 +1501,7 @@ class MissingFinder:
         files, several in one process where ``probe_plugin._batch`` allows).  It
         ends with the pass, or for good once the pass showed a test write a path
         or reach a service (the runs would be no evidence).  Its records wait in
-        ``self.screened_beside`` for :meth:`_screened_beside`."""
+        ``self.screened_beside`` for :meth:`_screen_after`."""
         sandbox: Sandbox | None = None
         while sandbox is None:
             if self.serial_ended.is_set() or self._stopped():
