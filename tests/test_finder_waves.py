@@ -121,3 +121,54 @@ def test_a_batch_with_a_test_of_no_prerequisite_runs_its_tests_alone_only(
     names = [line.split()[1] for line in log.read_text().splitlines()]
     # The serial pass, its run alone in the screening, the -n 2 check.
     assert names.count("b") == 3, names
+
+
+#: test_last, in the serial pass, waits (bounded) until a test ran in another
+#: process than the pass's: the log grew past what the pass's own tests wrote.
+#: It reads the log's size by its descriptor (no path a test touches: the suite
+#: stays quiet).  Logged as above.
+BESIDE = """
+    import os
+    import time
+    from pytest_dagorder import depends_on
+    LOG = os.open(os.environ["DAGORDER_E2E_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    def log(name):
+        os.write(LOG, f"{os.getpid()} {name}\\n".encode())
+
+    def test_a():
+        log("a")
+
+    @depends_on("test_a")
+    def test_b():
+        log("b")
+
+    def test_last():
+        mine = sum(len(f"{os.getpid()} {name}\\n") for name in "ab")
+        end = time.monotonic() + 30
+        while os.fstat(LOG).st_size <= mine:
+            assert time.monotonic() < end, "no test ran beside the serial pass"
+            time.sleep(0.05)
+"""
+
+
+def test_the_screening_starts_on_the_free_slot_while_the_serial_pass_runs(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """test_b is screened, and its edge checked, alone in a fresh process on the
+    second probe slot while the serial pass still runs (test_last waits for
+    that: on the old code the screening began after the pass, so test_last
+    failed serially and the finder refused the suite)."""
+    log = dagtester.path.parent / "beside.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makepyfile(test_s=textwrap.dedent(BESIDE))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [("test_s.py::test_b", True)]
+    runs: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        pid, name = line.split()
+        runs.setdefault(pid, []).append(name)
+    # Its run beside the pass is its screening: test_b runs alone once, in the
+    # serial pass and in the -n 2 check, no more.
+    assert sum(r.count("b") for r in runs.values()) == 3, runs

@@ -7,6 +7,7 @@ test it runs: the finder reads only the outcomes."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import textwrap
 from typing import Any
@@ -340,3 +341,51 @@ def test_a_probe_formats_no_failure_of_a_test_it_runs(
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_g.py::test_get", False)]
     assert verdicts[0]["probe"].startswith("test_g.py::test_get failed in a fresh process")
     assert not log.exists(), log.read_text()
+
+
+#: test_absent tries a daemon whose socket is not there (slurk's session fixture
+#: tries docker's); test_present reaches a listening one.
+SOCKETS = """
+    import os
+    import socket
+
+    def test_absent():
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(os.path.join(os.environ["SOCKETS"], "absent.sock"))
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def test_present():
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(os.path.join(os.environ["SOCKETS"], "present.sock"))
+        s.close()
+"""
+
+
+def test_a_connection_to_a_unix_socket_that_is_not_there_reaches_no_service(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A short folder: a Unix socket's path is limited to about 100 bytes.
+    where = tmp_path_factory.mktemp("s")
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(where / "present.sock"))
+    listening.listen(1)
+    pytester.makepyfile(test_sockets=textwrap.dedent(SOCKETS))
+    out = pytester.path / "out.jsonl"
+    monkeypatch.setenv("SOCKETS", str(where))
+    monkeypatch.setenv(probe_plugin.OUT, str(out))
+    monkeypatch.setenv(probe_plugin.TRACE, "1")
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    try:
+        with forked_workers():
+            result = pytester.runpytest_subprocess("-p", probe_plugin.__name__, "-p",
+                                                   "no:randomly", "-p", "no:cacheprovider")
+    finally:
+        listening.close()
+    result.assert_outcomes(passed=2)
+    services = {json.loads(line)["id"].split("::")[1]: json.loads(line)["services"]
+                for line in out.read_text().splitlines()}
+    assert services == {"test_absent": [], "test_present": [str(where / "present.sock")]}

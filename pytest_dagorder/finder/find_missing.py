@@ -120,6 +120,11 @@ SERIAL_IDLE: Final = 600.0
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
 PROGRESS_EVERY: Final = 2.0
+#: Serial seconds of tests the screening beside the serial pass runs in one probe
+#: (:meth:`MissingFinder._screen_beside`; a longer test runs alone in one): the
+#: screening after the pass waits for the last one's slot, so short, and long
+#: enough that a probe's start is a minor cost.
+BESIDE_CHUNK: Final = 2.0
 #: How long a probe waits for a busy slot before the slots :meth:`MissingFinder._widen`
 #: held back start after all: a few start-ups' worth, so a suite of short probes
 #: stays on one slot, while a probe that runs long (a test that waits in a probe,
@@ -587,6 +592,11 @@ class MissingFinder:
         self.beside_began: float | None = None
         self.beside_records: tuple[dict[str, Result], dict[str, Result]] | None = None
         self.beside_cancel = threading.Event()
+        #: The screening beside the serial pass (:meth:`_screen_beside`): its thread,
+        #: and each probe's tests with their records alone.
+        self.screening_beside: threading.Thread | None = None
+        self.screened_beside: list[tuple[list[int], dict[str, Result]]] = []
+        self.beside_running: list[int] = []  # the tests of its probe running
         #: The work folder and first probe slot made as the session starts
         #: (:meth:`pytest_sessionstart`), and when its server started.
         self.early: tuple[tempfile.TemporaryDirectory[str], threading.Thread, float] | None = None
@@ -805,6 +815,12 @@ class MissingFinder:
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
         write("dagorder: serial pass: running the selection once, in one process")
         sharers = [] if one else self._fixture_sharers(ids)
+        if not one and not sharers and FORKS and self.slots > 1:
+            # The slot the pass leaves free screens what the pass has run (the
+            # edge runs of the fixture sharers take it where there are some).
+            self.beside = self.screening_beside = threading.Thread(
+                target=self._screen_beside, args=(ids,), name="dagorder-beside", daemon=True)
+            self.beside.start()
         serial, took = self._serial_pass(ids, sharers)
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
@@ -856,7 +872,7 @@ class MissingFinder:
                      "prerequisites in a fresh process" if dependents else "")
                   + (f" ({len(combined)} alone after their screening batch)"
                      if combined else ""))
-            suspects = self._screen(ids, targets, alone=combined) if not one else targets
+            suspects = self._screen_after(ids, serial, targets, combined) if not one else targets
             self._ended("screening")
             late = [d for d in combined if self.screened.get(ids[d], FAILED).outcome
                     != serial.get(ids[d], FAILED).outcome]
@@ -1670,6 +1686,156 @@ class MissingFinder:
         with self.lock:
             self.edge_alone.update(found)
             self.reruns.append((again, set(found)))
+
+    def _screen_beside(self, ids: list[str]) -> None:
+        """Screening on the probe slot the serial pass leaves free, while it runs:
+        the tests the pass has run so far, :data:`BESIDE_CHUNK` serial seconds of
+        them a probe, each run alone only (as an alone-only batch of the
+        screening runs them, :meth:`_alone_only`: a fresh process, the copy's
+        files, several in one process where ``probe_plugin._batch`` allows).  It
+        ends with the pass, or for good once the pass showed a test write a path
+        or reach a service (the runs would be no evidence).  Its records wait in
+        ``self.screened_beside`` for :meth:`_screen_after`."""
+        sandbox: Sandbox | None = None
+        while sandbox is None:
+            if self.serial_ended.is_set() or self._stopped():
+                return
+            if len(self.sandboxes) < 2:  # the first is the pass's (:meth:`_widen`)
+                self.serial_ended.wait(POLL)
+                continue
+            with contextlib.suppress(queue.Empty):
+                sandbox = self.pool.get(timeout=POLL)
+        with self.lock:
+            if self.serial_ended.is_set():
+                self.pool.put(sandbox)
+                return
+            self.beside_began = time.monotonic()
+        passing = self.sandboxes[0]
+        at = 1  # the first test is no target
+        try:
+            while not self.serial_ended.is_set() and not self._stopped():
+                seen = _pass_records(self, passing)
+                if not self._quiet(seen):
+                    return
+                chunk, at = self._beside_chunk(ids, seen, at)
+                if not chunk:
+                    self.serial_ended.wait(POLL)
+                    continue
+                with self.lock:  # the pass ends under it: a chunk is started before, or not
+                    if self.serial_ended.is_set():
+                        return
+                    self.beside_running = chunk
+                rules = self._batching(ids, seen, chunk)
+                rules["only"] = True
+                order = [ids[k] for k in reversed(chunk)]
+                longest = max(seen[ids[k]].seconds for k in chunk)
+                found: dict[str, Result] = {}
+                sandbox.reset()
+                self._run(sandbox, order, alone=order, into=found, alone_rules=rules,
+                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest)
+                with self.lock:
+                    self.screened_beside.append((chunk, found))
+                    self.beside_running = []
+        except (OSError, ValueError, ProbeError):
+            if not self.stop.is_set():
+                raise
+        finally:
+            self.pool.put(sandbox)
+
+    def _beside_chunk(self, ids: list[str], seen: dict[str, Result],
+                      at: int) -> tuple[list[int], int]:
+        """The tests from ``at`` on that :meth:`_screen_beside` runs next (those of
+        them the pass has run, up to :data:`BESIDE_CHUNK` serial seconds, or one
+        longer test alone), and where the next chunk starts.  Left to the
+        screening after the pass: a test that did not pass, that changed a test
+        module's values or the environment (or a prerequisite of it did), that
+        named prerequisites at run time, or that shares a module or class
+        fixture instance with a test the probe runs; and a chunk with no
+        declared prerequisite in it (no alone-only batch, :meth:`_alone_only`)."""
+        wide = self._wides()
+        chunk: list[int] = []
+        used: set[tuple[str, str, str]] = set()
+        seconds = 0.0
+        while at < len(ids) and ids[at] in seen:
+            k, r = at, seen[ids[at]]
+            if chunk and seconds + r.seconds > BESIDE_CHUNK:
+                break
+            at += 1
+            run = {k, *self._prerequisites(k)}
+            mine = set().union(*(wide[p] for p in run))
+            if (r.outcome != "passed" or r.waits
+                    or any(seen.get(ids[p], FAILED).tests_state for p in run)
+                    or sum(len(wide[p]) for p in run) != len(mine)
+                    or not used.isdisjoint(mine)):
+                continue
+            chunk.append(k)
+            used |= mine
+            seconds += r.seconds + SCREEN_TEST_COST
+        if not any(self._prerequisites(k) for k in chunk):
+            return [], at
+        return chunk, at
+
+    def _screen_after(self, ids: list[str], serial: dict[str, Result], targets: list[int],
+                      combined: list[int]) -> list[int]:
+        """The screening after the pass (:meth:`_screen`: its suspects) of what the
+        screening beside it (:meth:`_screen_beside`) did not cover.  The probe it
+        still runs is not waited for where the pass shows it will count (its
+        tests' outcomes aside): its tests are screened after the rest only if
+        one of them misses its serial outcome."""
+        with self.lock:
+            runs, self.screened_beside = self.screened_beside, []
+            running = self.beside_running
+        usable = not self.beside_cancel.is_set() and self._quiet(serial)
+        ran = self._beside_kept(ids, serial, targets, combined, runs) if usable else set()
+        if not usable or not self._beside_counts(ids, running, targets, combined):
+            running = []
+        rest = [t for t in targets if t not in ran and t not in running]
+        alone = [d for d in combined if d not in ran and d not in running]
+        suspects = self._screen(ids, rest, alone=alone) if rest or alone else []
+        thread, self.screening_beside = self.screening_beside, None
+        if thread is not None:
+            thread.join()
+        with self.lock:
+            runs, self.screened_beside = self.screened_beside, []
+        if not running:  # the records of a probe that does not count stay out
+            return suspects
+        missed = set(running) - self._beside_kept(ids, serial, targets, combined, runs)
+        if not missed:
+            return suspects
+        # (A budget that ran out lists them as left, as any batch it cuts.)
+        again = self._screen(ids, sorted(missed.intersection(targets)),
+                             alone=sorted(missed.intersection(combined)))
+        return sorted({*suspects, *again})
+
+    def _beside_counts(self, ids: list[str], chunk: list[int], targets: list[int],
+                       combined: list[int]) -> bool:
+        """Whether a probe of :meth:`_screen_beside` is what the screening would run
+        (its tests' outcomes aside): its tests are screened, and checked alone
+        where they have a declared prerequisite, and it is an alone-only batch
+        (:meth:`_alone_only`)."""
+        run = self._with_declared([ids[k] for k in reversed(chunk)])
+        return bool(chunk) and set(targets).issuperset(chunk) \
+            and self._alone_only(ids, chunk, run, set(combined))
+
+    def _beside_kept(self, ids: list[str], serial: dict[str, Result], targets: list[int],
+                     combined: list[int],
+                     runs: list[tuple[list[int], dict[str, Result]]]) -> set[int]:
+        """The tests of ``runs`` (probes of :meth:`_screen_beside`, run while the pass
+        was :meth:`_quiet`) whose records are the screening's: those of each probe
+        that counts (:meth:`_beside_counts`) and where every test gave its serial
+        outcome alone (else the screening runs them again, as it does an
+        alone-only batch's)."""
+        kept: set[int] = set()
+        for chunk, found in runs:
+            if not self._beside_counts(ids, chunk, targets, combined) or any(
+                    found.get(ids[k], FAILED).outcome != serial.get(ids[k], FAILED).outcome
+                    for k in chunk):
+                continue
+            with self.lock:
+                self.screened.update(found)
+                self.screen_runs.append((found, found))
+            kept.update(chunk)
+        return kept
 
     def _outside(self, serial: dict[str, Result]) -> bool:
         """A test of the serial pass connected to a server or wrote outside the
@@ -2884,6 +3050,14 @@ def _scoped(items: Sequence[pytest.Item], every: Sequence[set[tuple[str, str, st
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _pass_records(finder: MissingFinder, sandbox: Sandbox) -> dict[str, Result]:
+    """The records the serial pass has written so far (its probe is the only one
+    on its slot while it runs; a line being written is left for the next read)."""
+    outs = sorted(sandbox.tmp.parent.glob("probe-*.jsonl"),
+                  key=lambda p: int(p.stem.partition("-")[2] or 0))
+    return finder._read(outs[0], sandbox) if outs else {}
 
 
 def _write_some(write: _Write, lines: Sequence[str]) -> None:

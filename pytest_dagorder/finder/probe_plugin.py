@@ -139,7 +139,7 @@ class ProbeReporter:
         elif event in _CHANGES:
             for path in args[:_CHANGES[event]]:
                 self._note(path)
-        elif event == "socket.connect" and len(args) > 1:
+        elif event == "socket.connect" and len(args) > 1 and _reachable(args[0], args[1]):
             self.services.add(_address(args[1]))
 
     def _note(self, path: object) -> None:
@@ -991,6 +991,20 @@ def _alone(batch: list[pytest.Item], reporter: ProbeReporter, limit: float,
                 f.write(json.dumps(line) + "\n")
             return 1
         time.sleep(0.002)
+
+
+def _reachable(sock: object, address: object) -> bool:
+    """Whether a connection to ``address`` could reach a service: not where a Unix
+    socket's path names nothing (the connection fails: no state is shared).  A
+    session fixture that tries a daemon which is not there (slurk's
+    ``docker.from_env()``, at ``/var/run/docker.sock``) would make the suite
+    read as reaching a service, and the finder then runs each alone run's
+    prerequisites alone before it and nothing beside the serial pass."""
+    if getattr(sock, "family", None) != socket.AF_UNIX or not isinstance(address, str | bytes):
+        return True
+    path = os.fsdecode(address)
+    # An abstract address (a leading NUL) names no file: it may be there.
+    return path.startswith("\0") or os.path.lexists(path)
 
 
 def _address(address: object) -> str:
