@@ -187,3 +187,27 @@ def test_the_probes_import_the_byte_code_the_rootdir_has(
     assert result.ret == 0, out
     assert "does not pass serially" not in out, out
     result.stdout.fnmatch_lines(["dagorder: 0 missing prerequisites, 0 conflicts*"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a forked child copies")
+def test_a_forked_child_makes_the_early_copy_and_the_record_follows_the_rootdir(
+        tmp_path: Path) -> None:
+    """What ``copy_early`` does where the command's process has no other thread (a
+    user's command; this suite's processes have threads, so its runs take the
+    thread's way): a forked child copies, the record is read from its copy, and
+    what the rootdir gains afterwards joins the copy and the record."""
+    from pytest_dagorder.finder import find_missing
+
+    origin = tmp_path / "origin"
+    (origin / "sub").mkdir(parents=True)
+    (origin / "a.txt").write_text("a")
+    (origin / "sub" / "b.py").write_text("")
+    where = tmp_path / "slot0"
+    child = find_missing._copying_child(origin, where)
+    assert find_missing._ended_well(child, where / ".dagorder-tmp")
+    box = find_missing.Sandbox(origin, where, made=True)
+    assert set(box.files) == {"a.txt", os.path.join("sub", "b.py")}
+    (origin / "c.txt").write_text("c")
+    box.refresh()
+    box.reset()  # keeps what the record has
+    assert (box.root / "c.txt").read_text() == "c"

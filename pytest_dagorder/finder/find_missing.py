@@ -276,8 +276,9 @@ class Sandbox:
 
 @dataclass
 class EarlyCopy:
-    """The work folder and the first probe slot's copy, made in a thread from the
-    moment the command line is parsed (:func:`copy_early`)."""
+    """The work folder and the first probe slot's copy, made from the moment the
+    command line is parsed (:func:`copy_early`): by a forked child that
+    ``thread`` waits for, or by ``thread`` itself."""
 
     work: tempfile.TemporaryDirectory[str]
     thread: threading.Thread
