@@ -172,3 +172,19 @@ def test_the_screening_starts_on_the_free_slot_while_the_serial_pass_runs(
     # Its run beside the pass is its screening: test_b runs alone once, in the
     # serial pass and in the -n 2 check, no more.
     assert sum(r.count("b") for r in runs.values()) == 3, runs
+
+
+def test_the_screening_beside_the_pass_stops_where_runs_alone_cost_far_more() -> None:
+    # Runs alone that cost what the pass's runs cost go on; once they cost over
+    # BESIDE_COST times as much (each fresh process sets an application up
+    # again), the screening after the pass takes the rest.
+    from pytest_dagorder.core.missing import Touches
+    from pytest_dagorder.finder.find_missing import BESIDE_COST, MissingFinder, Result
+
+    ids = ["t0", "t1", "t2"]
+    seen = {nid: Result("passed", Touches(), seconds=1.0) for nid in ids}
+    spent = [0.0, 0.0]
+    cheap = {"t1": Result("passed", Touches(), seconds=1.2)}
+    assert not MissingFinder._beside_dear(ids, [1], seen, cheap, spent)
+    dear = {"t2": Result("passed", Touches(), seconds=1.0 + 2 * BESIDE_COST)}
+    assert MissingFinder._beside_dear(ids, [2], seen, dear, spent)

@@ -125,6 +125,11 @@ PROGRESS_EVERY: Final = 2.0
 #: screening after the pass waits for the last one's slot, so short, and long
 #: enough that a probe's start is a minor cost.
 BESIDE_CHUNK: Final = 2.0
+#: The screening beside the serial pass stops once its runs alone took this many
+#: times the pass's seconds for the same tests: where each fresh process sets the
+#: suite's application up again (slurk), those runs take more CPU from the pass
+#: than they save after it; where a fresh process costs little (pynurbs), they go on.
+BESIDE_COST: Final = 2.0
 #: How long a probe waits for a busy slot before the slots :meth:`MissingFinder._widen`
 #: held back start after all: a few start-ups' worth, so a suite of short probes
 #: stays on one slot, while a probe that runs long (a test that waits in a probe,
@@ -1713,6 +1718,7 @@ class MissingFinder:
             self.beside_began = time.monotonic()
         passing = self.sandboxes[0]
         at = 1  # the first test is no target
+        spent = [0.0, 0.0]  # seconds alone, and the pass's for the same tests
         try:
             while not self.serial_ended.is_set() and not self._stopped():
                 seen = _pass_records(self, passing)
@@ -1737,11 +1743,24 @@ class MissingFinder:
                 with self.lock:
                     self.screened_beside.append((chunk, found))
                     self.beside_running = []
+                if self._beside_dear(ids, chunk, seen, found, spent):
+                    return
         except (OSError, ValueError, ProbeError):
             if not self.stop.is_set():
                 raise
         finally:
             self.pool.put(sandbox)
+
+    @staticmethod
+    def _beside_dear(ids: list[str], chunk: list[int], seen: dict[str, Result],
+                     found: dict[str, Result], spent: list[float]) -> bool:
+        """Whether the runs alone beside the pass, this chunk's added to ``spent``,
+        took over :data:`BESIDE_COST` times the pass's seconds for their tests:
+        then the screening after the pass runs the rest (its verdicts are the
+        same either way)."""
+        spent[0] += sum(r.seconds for r in found.values())
+        spent[1] += sum(seen[ids[k]].seconds + SCREEN_TEST_COST for k in chunk)
+        return spent[0] > BESIDE_COST * spent[1]
 
     def _beside_chunk(self, ids: list[str], seen: dict[str, Result],
                       at: int) -> tuple[list[int], int]:
