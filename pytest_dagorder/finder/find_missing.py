@@ -14,7 +14,9 @@ of node ids in serial order and reports each test's outcome (see
    state (any test, where none wrote a path or reached a service) also runs
    alone in a fresh process right before its place there: the check of its
    declared edges (``_edges_pass``; the others' runs alone follow a serial
-   prefix, beside the screening).
+   prefix, beside the screening).  Where no test the serial pass ran so far
+   wrote a path or reached a service, the probe slot it leaves free screens
+   those tests while it runs (``_screen_beside``), each alone only.
 3. the search (``core/missing.needed``): the tests of its serial prefix it
    needs, by bisection, as many probes at once as ``-n`` says.  The serial
    pass's record narrows it first: the tests that wrote a path the test
