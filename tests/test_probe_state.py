@@ -10,6 +10,7 @@ import json
 import socket
 import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -229,72 +230,73 @@ def _change(m: Any, step: int) -> None:
      lambda: delattr(m, "extra"), lambda: None][step]()
 
 
+@pytest.fixture
+def state_values(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[
+        tuple[pytest.Config, Any]]:
+    """A configured pytest and the module of ``VALUES`` imported (forgotten after)."""
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    pytester.makepyfile(state_values=textwrap.dedent(VALUES))
+    monkeypatch.syspath_prepend(pytester.path)
+    try:
+        yield config, __import__("state_values")
+    finally:
+        sys.modules.pop("state_values", None)
+
+
 def test_a_record_taken_after_others_is_the_record_taken_afresh(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, state_values: tuple[pytest.Config, Any]) -> None:
     # A record keeps what it worked out of a module while nothing it read
     # changed: after each change, what it says is what a reporter that never
     # saw the module before says (a change it would not see is one the fresh
     # one does not see either, and the other way round).
-    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
-    config = pytester.parseconfigure("-p", "no:cacheprovider")
-    pytester.makepyfile(state_values=textwrap.dedent(VALUES))
-    monkeypatch.syspath_prepend(pytester.path)
-    module = __import__("state_values")
+    config, module = state_values
 
     def fresh() -> tuple[dict[str, str], dict[str, object]]:
         return probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")._state()
 
-    try:
-        kept = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
-        last = kept._state()
-        for step in range(23):
-            _change(module, step)
-            fresh()  # a kind of value first seen is known to both from here on
-            now = kept._state()
-            assert now == fresh(), step
-            # Past the first items of a list, the record looks at identities only.
-            assert (now != last) == (step not in (1, 22)), step
-            last = now
-    finally:
-        sys.modules.pop("state_values", None)
+    kept = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
+    last = kept._state()
+    for step in range(23):
+        _change(module, step)
+        fresh()  # a kind of value first seen is known to both from here on
+        now = kept._state()
+        assert now == fresh(), step
+        # Past the first items of a list, the record looks at identities only.
+        assert (now != last) == (step not in (1, 22)), step
+        last = now
 
 
 def test_a_record_of_unchanged_modules_summarizes_no_value_again(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        state_values: tuple[pytest.Config, Any]) -> None:
     # bpypolyskel's 151 test modules each hold lists of a hundred vectors: every
     # record summarizing each of them cost the traced serial pass more than the
     # tests.  A value whose summary reads more than containers' items (an
     # instance's attributes, a buffer) is summarized again at every record.
-    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
-    config = pytester.parseconfigure("-p", "no:cacheprovider")
-    pytester.makepyfile(state_values=textwrap.dedent(VALUES))
-    monkeypatch.syspath_prepend(pytester.path)
-    module = __import__("state_values")
-    try:
-        reporter = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
-        reporter._state()
-        # The first record found a kind of value opaque (Slot): the values it
-        # summarized before are summarized again, as a record afresh would.
-        reporter._state()
-        real = probe_plugin._fingerprint
-        summarized: list[object] = []
+    config, module = state_values
+    reporter = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
+    reporter._state()
+    # The first record found a kind of value opaque (Slot): the values it
+    # summarized before are summarized again, as a record afresh would.
+    reporter._state()
+    real = probe_plugin._fingerprint
+    summarized: list[object] = []
 
-        def summary(value: object, depth: int) -> object:
-            if depth == probe_plugin.FINGERPRINT_DEPTH:
-                summarized.append(value)
-            return real(value, depth)
+    def summary(value: object, depth: int) -> object:
+        if depth == probe_plugin.FINGERPRINT_DEPTH:
+            summarized.append(value)
+        return real(value, depth)
 
-        monkeypatch.setattr(probe_plugin, "_fingerprint", summary)
-        reporter._state()
-        read_more = [module.thing, module.thing.__dict__, module.raw, module.slots]
-        assert all(any(v is m for m in read_more) for v in summarized)
-        assert len(summarized) == 4
-        module.table[0].append(1)
-        summarized.clear()
-        reporter._state()
-        assert len(summarized) == 5 and any(v is module.table for v in summarized)
-    finally:
-        sys.modules.pop("state_values", None)
+    monkeypatch.setattr(probe_plugin, "_fingerprint", summary)
+    reporter._state()
+    read_more = [module.thing, module.thing.__dict__, module.raw, module.slots]
+    assert all(any(v is m for m in read_more) for v in summarized)
+    assert len(summarized) == 4
+    module.table[0].append(1)
+    summarized.clear()
+    reporter._state()
+    assert len(summarized) == 5 and any(v is module.table for v in summarized)
 
 
 #: test_get reads what test_set left in the process: run alone in a fresh

@@ -1630,20 +1630,10 @@ class MissingFinder:
         :meth:`_edge_runs` would allow, or when no test ended for longer than
         the slowest test's alone limit.  Its records wait in
         ``self.beside_records`` for :meth:`_beside_done`."""
-        sandbox: Sandbox | None = None
-        while sandbox is None:
-            if self.serial_ended.is_set() or self._stopped():
-                return
-            if len(self.sandboxes) < 2:  # the first is the pass's (:meth:`_widen`)
-                self.serial_ended.wait(POLL)
-                continue
-            with contextlib.suppress(queue.Empty):
-                sandbox = self.pool.get(timeout=POLL)
-        with self.lock:
-            if self.serial_ended.is_set():
-                self.pool.put(sandbox)
-                return
-            self.beside_began = began = time.monotonic()
+        slot = self._beside_slot()
+        if slot is None:
+            return
+        sandbox, began = slot
         out = self._out(sandbox)
         last = {"size": -1, "at": began}
 
@@ -1695,6 +1685,26 @@ class MissingFinder:
             self.edge_alone.update(found)
             self.reruns.append((again, set(found)))
 
+    def _beside_slot(self) -> tuple[Sandbox, float] | None:
+        """The probe slot the serial pass leaves free, once there is one, and when
+        the work beside the pass began (``self.beside_began``); None if the pass
+        ends (or the search is stopped) first: that work is then not started."""
+        sandbox: Sandbox | None = None
+        while sandbox is None:
+            if self.serial_ended.is_set() or self._stopped():
+                return None
+            if len(self.sandboxes) < 2:  # the first is the pass's (:meth:`_widen`)
+                self.serial_ended.wait(POLL)
+                continue
+            with contextlib.suppress(queue.Empty):
+                sandbox = self.pool.get(timeout=POLL)
+        with self.lock:
+            if self.serial_ended.is_set():
+                self.pool.put(sandbox)
+                return None
+            self.beside_began = began = time.monotonic()
+        return sandbox, began
+
     def _screen_beside(self, ids: list[str]) -> None:
         """Screening on the probe slot the serial pass leaves free, while it runs:
         the tests the pass has run so far, :data:`BESIDE_CHUNK` serial seconds of
@@ -1704,20 +1714,10 @@ class MissingFinder:
         ends with the pass, or for good once the pass showed a test write a path
         or reach a service (the runs would be no evidence).  Its records wait in
         ``self.screened_beside`` for :meth:`_screen_after`."""
-        sandbox: Sandbox | None = None
-        while sandbox is None:
-            if self.serial_ended.is_set() or self._stopped():
-                return
-            if len(self.sandboxes) < 2:  # the first is the pass's (:meth:`_widen`)
-                self.serial_ended.wait(POLL)
-                continue
-            with contextlib.suppress(queue.Empty):
-                sandbox = self.pool.get(timeout=POLL)
-        with self.lock:
-            if self.serial_ended.is_set():
-                self.pool.put(sandbox)
-                return
-            self.beside_began = time.monotonic()
+        slot = self._beside_slot()
+        if slot is None:
+            return
+        sandbox = slot[0]
         passing = self.sandboxes[0]
         at = 1  # the first test is no target
         spent = [0.0, 0.0]  # seconds alone, and the pass's for the same tests
