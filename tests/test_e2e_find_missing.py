@@ -1040,6 +1040,7 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
             proc.wait()
     assert "dagorder: test_b.py::test_read needs test_b.py::test_write" in out, out
     assert "before 1 test was searched:\n    test_s.py::test_get" in out, out
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out  # as pytest's own Ctrl-C
     written = json.loads((pytester.path / "edges.json").read_text())
     assert "test_b.py::test_write" in json.dumps(written), written
 

@@ -739,6 +739,11 @@ class MissingFinder:
         if not done:
             return True
         self._report(items, self.found, write, time.monotonic() - began, stopped)
+        if stopped == "interrupted":
+            # Reported and written; the run still ends as pytest ends one Ctrl-C
+            # stopped (exit status 2): a CI job's SIGTERM must not read as a pass.
+            pytest.exit("dagorder: the learning pass was interrupted; what it found so far "
+                        "is reported above", returncode=pytest.ExitCode.INTERRUPTED)
         return True
 
     @contextlib.contextmanager
