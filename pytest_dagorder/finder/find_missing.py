@@ -301,8 +301,8 @@ EARLY_COPY: Final = pytest.StashKey[EarlyCopy]()
 
 def copy_early(config: pytest.Config) -> None:
     """Start copying the rootdir for the first probe slot before the conftests
-    are imported (``pytest_load_initial_conftests``): the copy (labgrid's
-    ``test_graphstrategy.py``: 0.2-0.5 s) then overlaps their import (0.3-0.5 s)
+    are imported (``pytest_load_initial_conftests``): the copy (on a small
+    suite as long as that import: labgrid, docs/performance.md) then overlaps it
     instead of holding the first probe server's start.  What they write in the
     rootdir meanwhile is copied when the server starts (:meth:`Sandbox.refresh`).
     The folder is removed when the command ends if the finder did not take it."""
@@ -315,7 +315,7 @@ def copy_early(config: pytest.Config) -> None:
     # A process of its own where this one has no other thread (a fork copies
     # only the calling one): a thread that copies waits for the interpreter
     # lock at each file while the conftests' imports hold it (labgrid: the
-    # copy ended 0.2-0.4 s after the collection at load 3).
+    # copy ended after the collection, which then waited for it).
     child = _copying_child(config.rootpath, where) if threading.active_count() == 1 else None
 
     def copy() -> None:
@@ -389,8 +389,9 @@ def _compiled(name: str) -> bool:
     rewritten modules' (``mod.cpython-311-pytest-9.2.0.pyc``: test modules,
     conftests, plugins).  Copied with their sources' time stamps, they stay
     valid in the copy, whose probe servers then import the project without
-    compiling or rewriting it again (labgrid: 0.2-0.3 s of CPU of a server's
-    start-up; see :func:`_copy_file` for the file name the code carries)."""
+    compiling or rewriting it again (labgrid, an installed plugin: a sizeable
+    share of a server's start-up; see :func:`_copy_file` for the file name the
+    code carries)."""
     tag = sys.implementation.cache_tag
     module, _, rest = name.partition(".")
     return bool(tag) and module != "" and (
