@@ -215,11 +215,17 @@ class Sandbox:
         #: The collected process that forks this sandbox's probes (None: not started).
         self.server: Server | None = None
 
-    def _walk(self) -> list[tuple[str, os.stat_result | None]]:
+    def _walk(self, top: Path | None = None) -> list[tuple[str, os.stat_result | None]]:
+        """What the copy's record holds of ``top`` (the copy; the original for
+        :meth:`refresh`): each folder (None) and file (its ``lstat``) relative to
+        it, folders before what they hold, less :data:`SKIPPED_DIRS` and (in the
+        original: the copy has none) virtual environments, as :func:`_ignored`."""
+        top = self.root if top is None else top
         out: list[tuple[str, os.stat_result | None]] = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS]
-            base = os.path.relpath(dirpath, self.root)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS and (
+                top == self.root or not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg")))]
+            base = os.path.relpath(dirpath, top)
             for d in dirnames:
                 out.append((os.path.normpath(os.path.join(base, d)), None))
             for f in filenames:
@@ -258,18 +264,12 @@ class Sandbox:
         conftests and plugins wrote in the rootdir since then, as they started),
         its record with it, as if it were made now."""
         now: dict[str, os.stat_result] = {}
-        for dirpath, dirnames, filenames in os.walk(self.origin):
-            # What the copy and its record leave out (:meth:`_walk`, :func:`_ignored`).
-            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS
-                           and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))]
-            base = os.path.relpath(dirpath, self.origin)
-            for d in dirnames:
-                rel = os.path.normpath(os.path.join(base, d))
-                if rel not in self.dirs:
-                    (self.root / rel).mkdir(parents=True, exist_ok=True)
-                    self.dirs.add(rel)
-            for f in filenames:
-                now[os.path.normpath(os.path.join(base, f))] = os.lstat(os.path.join(dirpath, f))
+        for rel, found in self._walk(self.origin):
+            if found is not None:
+                now[rel] = found
+            elif rel not in self.dirs:
+                (self.root / rel).mkdir(parents=True, exist_ok=True)
+                self.dirs.add(rel)
         for rel, st in now.items():
             if self.files.get(rel) != (st.st_size, st.st_mtime_ns):
                 (self.root / rel).unlink(missing_ok=True)
