@@ -11,25 +11,24 @@ first time the quiet spell reaches it, it writes which test each worker has
 been running since when, and each worker's stack, and goes back to waiting.
 The run itself is not touched.
 
-A worker's stack cannot be asked for: its main thread may wait in C code
-(a selector with no timeout) or hold the interpreter in a C loop, and the
-side channel is read by a Python thread that would need the interpreter
-too.  faulthandler's watchdog is a C thread: each local worker arms it once
-(:class:`WorkerDumps`), to dump every thread's stack every ``seconds`` into a
-file of a directory the controller made.  A test stuck since the last event
-has been running for at least ``seconds`` when the controller writes, so
-one of those dumps was made while it was stuck: the last one.  While
-nothing hangs this costs one dump per worker every ``seconds`` and nothing
-per test but a failed one: pytest's faulthandler plugin cancels the timer at
-every failed test (``pytest_exception_interact``), so the worker arms it
-again after.  pytest's own ``faulthandler_timeout`` re-arms the same
-faulthandler timer around every test; where it is set the worker leaves the
-timer to it (its dumps go to the terminal's stderr) and the report says so.
+A worker's stack cannot be asked for over the side channel: that is read by
+execnet's thread, which the worker's main thread may keep waiting.  So each
+local worker runs a thread of its own (:class:`WorkerDumps`): once the test
+it runs has run for ``seconds``, and again every ``seconds`` while it runs,
+it writes every other thread's stack into a file of a directory the
+controller made.  A test stuck since the last event has been running for at
+least ``seconds`` when the controller writes, so its dump is there (or comes
+within :data:`DUMP_GRACE`).  The thread writes only while it holds the
+interpreter, when no other thread's frames change: faulthandler's
+watchdog (``dump_traceback_later``) reads them without it, and on CPython
+3.11 that crashes a process whose main thread is busy (a worker running
+deep calls died from one dump in a few).  A test that holds the interpreter
+in a C loop therefore gets no stack, as serially.  Per test it costs two
+hook calls that each set one attribute; while nothing hangs, nothing else.
 """
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import shutil
 import sys
@@ -38,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -49,16 +48,8 @@ STALL_KEY = "dagorder_stall_dir"
 #: How long the report waits for a dump made after a worker's test started
 #: (the worker's timer and the controller's need not fire in step).
 DUMP_GRACE = 3.0
-#: Every dump faulthandler's timer makes starts with this.
-_DUMP_HEAD = "Timeout ("
-
-
-def leaves_faulthandler_alone(config: pytest.Config) -> bool:
-    """pytest's ``faulthandler_timeout`` uses the one faulthandler timer per test."""
-    try:
-        return float(config.getini("faulthandler_timeout") or 0) > 0
-    except (ValueError, TypeError):
-        return False
+#: The first line of every dump a worker writes.
+_DUMP_HEAD = "pytest-dagorder stack dump"
 
 
 def dump_file(directory: str, worker: str) -> str:
@@ -66,31 +57,59 @@ def dump_file(directory: str, worker: str) -> str:
 
 
 class WorkerDumps:
-    """A worker's side: the repeating faulthandler timer and its file."""
+    """A worker's side: the thread writing its stacks, registered as a plugin
+    for the test hooks that tell it when a test runs."""
 
-    def __init__(self, config: pytest.Config, seconds: float) -> None:
-        directory = config.workerinput.get(STALL_KEY)  # type: ignore[attr-defined]
-        self.file: IO[str] | None = None
+    def __init__(self, path: str, seconds: float) -> None:
+        self.path = path
         self.seconds = seconds
-        if directory is None or seconds <= 0 or leaves_faulthandler_alone(config):
-            return
-        worker = str(config.workerinput.get("workerid", os.getpid()))  # type: ignore[attr-defined]
-        try:
-            self.file = open(dump_file(str(directory), worker), "w")  # noqa: SIM115 - kept open for the C thread
-        except OSError:
-            return  # no stack in the report, which says so
-        self.rearm()
+        self._since: float | None = None  # monotonic: when the running test started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="dagorder-stall-dumps",
+                                        daemon=True)
+        self._thread.start()
 
-    def rearm(self) -> None:
-        """Arm the timer (again: pytest cancels it at every failed test, see DagWorker)."""
-        if self.file is not None:
-            faulthandler.dump_traceback_later(self.seconds, repeat=True, file=self.file)
+    @classmethod
+    def for_worker(cls, config: pytest.Config, seconds: float) -> WorkerDumps | None:
+        """A local worker's dumps, or None (report off, or the worker is remote)."""
+        directory = config.workerinput.get(STALL_KEY)  # type: ignore[attr-defined]
+        if directory is None or seconds <= 0:
+            return None
+        worker = str(config.workerinput.get("workerid", os.getpid()))  # type: ignore[attr-defined]
+        return cls(dump_file(str(directory), worker), seconds)
+
+    def pytest_runtest_logstart(self) -> None:
+        self._since = time.monotonic()
+
+    def pytest_runtest_logfinish(self) -> None:
+        self._since = None
 
     def close(self) -> None:
-        if self.file is not None:
-            faulthandler.cancel_dump_traceback_later()
-            self.file.close()
-            self.file = None
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=DUMP_GRACE)
+
+    def _watch(self) -> None:
+        wait = self.seconds
+        while not self._stop.wait(wait):
+            since = self._since
+            if since is None:
+                wait = self.seconds
+                continue
+            wait = since + self.seconds - time.monotonic()
+            if wait <= 0:
+                self._dump()
+                wait = self.seconds
+
+    def _dump(self) -> None:
+        # Replaced whole, so that the controller never reads half a dump.
+        part = self.path + ".part"
+        try:
+            with open(part, "w", encoding="utf-8") as f:
+                f.write(f"{_DUMP_HEAD}\n{other_stacks()}\n")
+            os.replace(part, self.path)
+        except OSError:
+            pass  # no stack in the report, which says so
 
 
 class StallWatch:
@@ -152,7 +171,7 @@ class WorkerState:
     name: str
     test: str | None  # the node id of the test it runs; None: none
     since: float | None  # wall clock: when it got to that test (or became idle)
-    stack: str | None  # faulthandler's dump of its threads
+    stack: str | None  # its threads' stacks, as its dump file holds them
     no_stack: str | None  # why there is no stack
 
 
@@ -170,29 +189,25 @@ def report_lines(seconds: float, workers: Sequence[WorkerState]) -> list[str]:
     return lines
 
 
-def last_dump(path: str, after: float | None) -> str | None:
-    """The last dump in ``path`` if made after ``after``, waited for up to :data:`DUMP_GRACE`."""
+def last_dump(path: str, after: float) -> str | None:
+    """The dump in ``path`` if made after ``after``, waited for up to :data:`DUMP_GRACE`."""
     deadline = time.monotonic() + DUMP_GRACE
     while True:
         try:
-            fresh = after is None or os.path.getmtime(path) >= after
+            fresh = os.path.getmtime(path) >= after
         except OSError:
-            return None
+            fresh = False  # none yet
         if fresh:
             break
         if time.monotonic() >= deadline:
-            return None  # made before the test started: not where it waits
+            return None  # none made while the test runs
         time.sleep(0.1)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+            head, _, text = f.read().partition("\n")
     except OSError:
         return None
-    head = text.rfind(_DUMP_HEAD)
-    if head < 0:
-        return None
-    # The heading line (faulthandler's own "Timeout (h:mm:ss)!") says nothing here.
-    return text[head:].partition("\n")[2] or None
+    return text if head == _DUMP_HEAD and text.strip() else None
 
 
 class ControllerDumps:
@@ -218,11 +233,10 @@ class ControllerDumps:
 class SerialStall:
     """The serial driver's watch: the same report, for the one process running the tests.
 
-    Registered as a plugin for a run the serial driver schedules.  Here the
-    watch's own thread writes the stacks of the other threads (``other_stacks``), so
-    faulthandler's one timer stays free for the process's other users (pytest's
-    ``faulthandler_timeout``, a conftest's own); a test that holds the
-    interpreter in a C loop therefore gets no report serially.  The report goes
+    Registered as a plugin for a run the serial driver schedules.  As a
+    worker's dumps, the watch's own thread writes the stacks of the other
+    threads (:func:`other_stacks`): a test that holds the interpreter in a C
+    loop gets no report.  The report goes
     to a copy of the terminal's stderr, made before any test: descriptor 2 itself
     is captured while a test runs.
     """
@@ -260,7 +274,7 @@ class SerialStall:
             return
         bar = "!" * 30
         text = "\n".join(["", f"{bar} stall (pytest-dagorder) {bar}", *lines,
-                          wording.stall_serial_stack_head(self.name), other_stacks(), ""])
+                          wording.stall_stack_head(self.name), other_stacks(), ""])
         os.write(out, text.encode("utf-8", "replace"))
 
 

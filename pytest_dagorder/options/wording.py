@@ -237,11 +237,7 @@ def stall_worker(worker: str, test: str | None, running: float | None,
 
 
 def stall_stack_head(worker: str) -> str:
-    return f"stack of {worker} (faulthandler, every thread, most recent call first):"
-
-
-def stall_serial_stack_head(worker: str) -> str:
-    """Serially the watching thread writes the stacks, leaving its own out."""
+    """The watching thread writes the stacks, leaving its own out."""
     return f"stack of {worker} (every thread but the watch's, most recent call first):"
 
 
@@ -250,15 +246,11 @@ def stall_no_stack(worker: str, why: str) -> str:
 
 
 #: Why a stall report shows no worker stack.
-STALL_FAULTHANDLER_TIMEOUT: Final = (
-    "pytest's faulthandler_timeout owns faulthandler's timer; its dumps go to stderr")
-
-
 STALL_NOT_LOCAL: Final = "the worker is not on this machine"
 
 
-STALL_NO_DUMP: Final = ("the worker made no stack dump since its test started (a test or "
-                        "plugin may have cancelled faulthandler's timer)")
+STALL_NO_DUMP: Final = ("the worker wrote no stack since its test started (a test that "
+                        "holds the interpreter in a C loop leaves its watch no turn)")
 
 
 def shard_spec_invalid(spec: str) -> str:

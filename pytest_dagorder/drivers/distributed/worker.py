@@ -76,15 +76,11 @@ class DagWorker(Planner):
         # thread ends first, and none after it pauses the collector.
         self._before_tests.begin()
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_exception_interact(self) -> None:
-        # pytest's faulthandler plugin cancels the timer at every failed test.
-        if self.dumps is not None:
-            self.dumps.rearm()
-
     def pytest_sessionfinish(self) -> None:
         if self.dumps is not None:
             self.dumps.close()
+            self.config.pluginmanager.unregister(self.dumps)
+            self.dumps = None
 
     def _send_published(self, nodeid: str, values: dict[str, object]) -> None:
         if self.channel is not None:
@@ -170,9 +166,10 @@ class DagWorker(Planner):
             self.plain = False
         self.host.install(self.config, session, self.final,
                           ExitForwarder(self.channel, session))
-        # Once, before the first test: nothing per test (see stall.py); not
-        # in a run left to plain xdist.
-        self.dumps = WorkerDumps(self.config, settings_of(self.config).stall_report)
+        # Before the first test; not in a run left to plain xdist.
+        self.dumps = WorkerDumps.for_worker(self.config, settings_of(self.config).stall_report)
+        if self.dumps is not None:
+            self.config.pluginmanager.register(self.dumps, "dagorder-stall-dumps")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
