@@ -677,6 +677,37 @@ def test_the_n2_check_is_forked_from_a_probe_server_and_stays_a_real_n2_run(
     assert len(workers) >= 2 and not workers & imported, lines
 
 
+#: A per-worker name read when the test module is imported, as suites name a
+#: database per xdist worker: serially and in xdist's own workers it matches
+#: the environment the tests run in; in a worker forked from a process that
+#: imported the module before xdist set the variable, it would not.
+WORKER_NAMED = """
+    import os
+    from pytest_dagorder import depends_on
+
+    AT_IMPORT = os.environ.get("PYTEST_XDIST_WORKER", "none")
+
+    def test_first():
+        assert AT_IMPORT == os.environ.get("PYTEST_XDIST_WORKER", "none")
+
+    @depends_on("test_first")
+    def test_second():
+        assert AT_IMPORT == os.environ.get("PYTEST_XDIST_WORKER", "none")
+"""
+
+
+def test_the_n2_check_of_a_suite_that_reads_xdists_variables_has_fresh_workers(
+        dagtester: DagTester) -> None:
+    # Its workers are fresh interpreters: forks of the probe server would
+    # keep the module's value from before xdist set the variable.
+    dagtester.pytester.makepyfile(test_w=textwrap.dedent(WORKER_NAMED))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: declared edges: 1 of 1 edge separable*",
+        "dagorder: with the findings, -n 2 gave the serial outcomes"])
+
+
 def test_the_check_workers_launcher_starts_a_fresh_interpreter_without_its_server(
         tmp_path: Path) -> None:
     launcher = tmp_path / "python"
