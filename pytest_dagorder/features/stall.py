@@ -46,7 +46,7 @@ from ..options import wording
 #: workerinput key: the directory a local worker dumps its stack into.
 STALL_KEY = "dagorder_stall_dir"
 #: How long the report waits for a dump made after a worker's test started
-#: (the worker's timer and the controller's need not fire in step).
+#: (the worker's thread and the controller's need not wake in step).
 DUMP_GRACE = 3.0
 #: The first line of every dump a worker writes.
 _DUMP_HEAD = "pytest-dagorder stack dump"
