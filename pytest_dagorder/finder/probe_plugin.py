@@ -703,7 +703,7 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
             for run in request["runs"]:
                 if run.get("check"):
                     killed |= _run_check(run["check"], end, (reading, writing),
-                                         session.config.rootpath)
+                                         reporter._rooted())
                     continue
                 items = [by_id[n] for n in run["ids"] if n in by_id]
                 reporter.out = Path(run["out"])
@@ -1116,7 +1116,7 @@ _START_ENV: Final = _interpreter_env(dict(os.environ))
 
 
 def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
-               root: Path) -> bool:
+               rooted: list[tuple[str, object]]) -> bool:
     """The ``-n 2`` check of the findings (``find_missing._check_n2``) as a child
     forked from this collected process, which ran no test: the child runs
     ``pytest ARGS`` as the check's controller (its modules imported already,
@@ -1127,10 +1127,11 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
     test either, and they collect and run as workers of a real ``-n 2`` run.
     Where the launcher cannot be used (a ``noexec`` folder, a long path),
     when it cannot reach this process, or where a module of the suite reads
-    xdist's variables (:func:`_reads_xdist_variables`), the workers are fresh
-    interpreters.  True: killed at ``end``."""
+    xdist's variables (:func:`_reads_xdist_variables` of ``rooted``, the modules
+    below the rootdir), the workers are fresh interpreters.  True: killed at
+    ``end``."""
     where = Path(check["where"])
-    listener, launcher = (None, None) if _reads_xdist_variables(root) else _fork_server(where)
+    listener, launcher = (None, None) if _reads_xdist_variables(rooted) else _fork_server(where)
     sys.stdout.flush()
     sys.stderr.flush()
     child = os.fork()
@@ -1173,17 +1174,16 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
 _XDIST_VARIABLES: Final = b"PYTEST_XDIST_"
 
 
-def _reads_xdist_variables(root: Path) -> bool:
-    """Whether a module this process imported from below ``root`` names xdist's
-    environment variables (``PYTEST_XDIST_WORKER``, ...).  One that reads them
-    as it is imported (a database named per worker) read them unset here, and
-    a worker forked from here keeps that module as it is (pytest imports a test
-    module once), where each of xdist's own workers imports it with them set."""
-    top = str(root) + os.sep
-    for module in list(sys.modules.values()):
+def _reads_xdist_variables(rooted: list[tuple[str, object]]) -> bool:
+    """Whether one of the suite's modules (``rooted``: :meth:`ProbeReporter._rooted`'s)
+    names xdist's environment variables (``PYTEST_XDIST_WORKER``, ...) in its
+    source.  One that reads them as it is imported (a database named per
+    worker) read them unset here, and a worker forked from here keeps that
+    module as it is (pytest imports a test module once), where each of xdist's
+    own workers imports it with them set."""
+    for _, module in rooted:
         path = getattr(module, "__file__", None)
-        if (not isinstance(path, str) or not path.startswith(top)
-                or not path.endswith(".py") or "-packages" + os.sep in path):
+        if not isinstance(path, str) or not path.endswith(".py"):
             continue
         with contextlib.suppress(OSError):
             if _XDIST_VARIABLES in Path(path).read_bytes():
