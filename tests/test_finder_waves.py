@@ -183,8 +183,7 @@ def test_the_screening_beside_the_pass_stops_where_runs_alone_cost_far_more() ->
 
     ids = ["t0", "t1", "t2"]
     seen = {nid: Result("passed", Touches(), seconds=1.0) for nid in ids}
-    spent = [0.0, 0.0]
-    cheap = {"t1": Result("passed", Touches(), seconds=1.2)}
-    assert not MissingFinder._beside_dear(ids, [1], seen, cheap, spent)
-    dear = {"t2": Result("passed", Touches(), seconds=1.0 + 2 * BESIDE_COST)}
-    assert MissingFinder._beside_dear(ids, [2], seen, dear, spent)
+    cheap = ([1], {"t1": Result("passed", Touches(), seconds=1.2)})
+    assert not MissingFinder._beside_dear(ids, seen, [cheap])
+    dear = ([2], {"t2": Result("passed", Touches(), seconds=1.0 + 2 * BESIDE_COST)})
+    assert MissingFinder._beside_dear(ids, seen, [cheap, dear])

@@ -1726,7 +1726,6 @@ class MissingFinder:
         sandbox = slot[0]
         passing = self.sandboxes[0]
         at = 1  # the first test is no target
-        spent = [0.0, 0.0]  # seconds alone, and the pass's for the same tests
         try:
             while not self.serial_ended.is_set() and not self._stopped():
                 seen = _pass_records(self, passing)
@@ -1751,7 +1750,8 @@ class MissingFinder:
                 with self.lock:
                     self.screened_beside.append((chunk, found))
                     self.beside_running = []
-                if self._beside_dear(ids, chunk, seen, found, spent):
+                    runs = list(self.screened_beside)
+                if self._beside_dear(ids, seen, runs):
                     return
         except (OSError, ValueError, ProbeError):
             if not self.stop.is_set():
@@ -1760,15 +1760,15 @@ class MissingFinder:
             self.pool.put(sandbox)
 
     @staticmethod
-    def _beside_dear(ids: list[str], chunk: list[int], seen: dict[str, Result],
-                     found: dict[str, Result], spent: list[float]) -> bool:
-        """Whether the runs alone beside the pass, this chunk's added to ``spent``,
-        took over :data:`BESIDE_COST` times the pass's seconds for their tests:
-        then the screening after the pass runs the rest (its verdicts are the
-        same either way)."""
-        spent[0] += sum(r.seconds for r in found.values())
-        spent[1] += sum(seen[ids[k]].seconds + SCREEN_TEST_COST for k in chunk)
-        return spent[0] > BESIDE_COST * spent[1]
+    def _beside_dear(ids: list[str], seen: dict[str, Result],
+                     runs: list[tuple[list[int], dict[str, Result]]]) -> bool:
+        """Whether the runs alone beside the pass so far (``runs``: each probe's
+        tests and records) took over :data:`BESIDE_COST` times the pass's seconds
+        for their tests: then the screening after the pass runs the rest (its
+        verdicts are the same either way)."""
+        alone = sum(r.seconds for _, found in runs for r in found.values())
+        passed = sum(seen[ids[k]].seconds + SCREEN_TEST_COST for chunk, _ in runs for k in chunk)
+        return alone > BESIDE_COST * passed
 
     def _beside_chunk(self, ids: list[str], seen: dict[str, Result],
                       at: int) -> tuple[list[int], int]:
