@@ -1056,19 +1056,30 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
             [sys.executable, "-m", "pytest", *base_args(), "-p", "no:randomly", *FIND,
              "--dag-edges=edges.json"],
             cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    stream = proc.stdout
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(line.decode() for line in stream), daemon=True)
+    reader.start()
     try:
         end = time.monotonic() + 120
-        # test_get's search is sleeping in its second probe; test_read's (two
-        # short probes) has long ended.
-        while not (count.exists() and count.read_text() == "3") and time.monotonic() < end:
+        # Until test_get's search sleeps in its second probe and the progress line
+        # says test_read's (two short probes) has ended: a fixed pause after the
+        # first was too short for those probes on a loaded CI machine.
+        while time.monotonic() < end and not (
+                count.exists() and count.read_text() == "3"
+                and any(line.startswith("dagorder: 1 test left to search") for line in lines)):
             time.sleep(0.2)
-        time.sleep(3)
         proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=60)[0].decode()
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        reader.join(timeout=10)
+        stream.close()
+    out = "".join(lines)
     assert "dagorder: test_b.py::test_read needs test_b.py::test_write" in out, out
     assert "before 1 test was searched:\n    test_s.py::test_get" in out, out
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out  # as pytest's own Ctrl-C
