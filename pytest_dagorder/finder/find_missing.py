@@ -702,7 +702,14 @@ class MissingFinder:
         if session.config.option.collectonly:
             return None
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        write = (lambda line: tr.write_line(line)) if tr is not None else (lambda line: None)
+
+        def write(line: str) -> None:
+            if tr is not None:
+                # At once: a CI log is a pipe, block-buffered, and the phases take
+                # minutes; a line that shows only at the end is no progress.
+                tr.write_line(line)
+                tr.flush()
+
         items = list(session.items)
         if not items:
             return True
