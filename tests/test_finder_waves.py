@@ -187,3 +187,79 @@ def test_the_screening_beside_the_pass_stops_where_runs_alone_cost_far_more() ->
     assert not MissingFinder._beside_dear(ids, seen, [cheap])
     dear = ([2], {"t2": Result("passed", Touches(), seconds=1.0 + 2 * BESIDE_COST)})
     assert MissingFinder._beside_dear(ids, seen, [cheap, dear])
+
+
+#: QUIET's module global, and test_last (a module of its own) waiting, as in
+#: BESIDE (by a descriptor opened on import: the suite stays quiet), until a test
+#: ran outside the serial pass's process: only a batch of the
+#: usual kind can screen test_get and test_each (their prerequisite changed a
+#: module's value: no alone-only probe).
+GLOBAL_BESIDE = {
+    "test_q": QUIET,
+    "test_z": """
+        import os
+        import time
+        LOG = os.open(os.environ["DAGORDER_E2E_LOG"], os.O_RDONLY | os.O_CREAT)
+
+        def test_last():
+            end = time.monotonic() + 20
+            while not any(line.split()[0] != str(os.getpid())
+                          for line in os.pread(LOG, 1 << 16, 0).decode().splitlines()):
+                assert time.monotonic() < end, "no test ran beside the serial pass"
+                time.sleep(0.05)
+    """,
+}
+
+
+def test_a_component_whose_tests_read_a_module_global_is_screened_beside_the_pass(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """test_q.py's three tests are screened as one batch of the usual kind on the
+    second slot while the pass runs (test_last waits for that); the verdicts are
+    those of the screening after the pass.  On the old code nothing ran beside
+    the pass: test_last failed it after 20 s, and the pass ran again (test_set
+    4 times)."""
+    log = dagtester.path.parent / "global.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    for name, body in GLOBAL_BESIDE.items():
+        dagtester.pytester.makepyfile(**{name: textwrap.dedent(body)})
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    assert [(v["test"], v["separable"]) for v in verdicts] == [
+        ("test_q.py::test_get", False), ("test_q.py::test_each", True)]
+    names = [line.split()[1] for line in log.read_text().splitlines()]
+    # The serial pass, the batch beside it, the -n 2 check: its screening after
+    # the pass does not run it again.
+    assert names.count("set") == 3, names
+
+
+def test_a_batch_beside_the_pass_counts_only_as_the_screening_would_run_it() -> None:
+    # t1 and t2 need t0 (the first test, no target); t3 has no prerequisite.
+    from pytest_dagorder.core.missing import Touches
+    from pytest_dagorder.finder.find_missing import BesideBatch, MissingFinder, Result
+
+    finder = MissingFinder.__new__(MissingFinder)
+    finder.ids = ids = ["t0", "t1", "t2", "t3"]
+    finder.order = {nid: k for k, nid in enumerate(ids)}
+    finder.declared = [[], [0], [0], []]
+    finder.runtime = []
+    finder.lock = __import__("threading").Lock()
+    finder.screened, finder.together, finder.screen_runs = {}, {}, []
+    ok, bad = Result("passed", Touches()), Result("failed", Touches())
+    batch = BesideBatch([1, 2], ["t0", "t2", "t1"], [2, 1],
+                        got={"t0": ok, "t2": ok, "t1": ok}, found={"t2": ok, "t1": bad})
+    assert finder._batch_counts(ids, batch, [1, 2, 3], [1, 2])
+    # Not a target (it did not pass serially), not checked alone as it is now,
+    # another order than the one run now (a run-time depends() of t1 on t3).
+    assert not finder._batch_counts(ids, batch, [1, 3], [1, 2])
+    assert not finder._batch_counts(ids, batch, [1, 2, 3], [2])
+    finder.runtime = [[], [3], [], []]
+    assert not finder._batch_counts(ids, batch, [1, 2, 3], [1, 2])
+    finder.runtime = []
+    # t1 failed alone but passed in the batch's process: kept, its record alone
+    # is the screening's; a test that failed in both is screened again.
+    assert finder._batches_kept(ids, [1, 2, 3], [1, 2], [batch]) == {1, 2}
+    assert finder.screened == {"t2": ok, "t1": bad} and finder.together == {
+        "t2": "passed", "t1": "passed"}
+    batch.got["t1"] = bad
+    assert finder._batches_kept(ids, [1, 2, 3], [1, 2], [batch]) == set()

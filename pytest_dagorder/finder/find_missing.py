@@ -471,6 +471,19 @@ class Held:
 
 
 @dataclass
+class BesideBatch:
+    """A screening batch of the usual kind (not alone-only) run beside the serial
+    pass (:meth:`MissingFinder._screen_beside`): whole components of the
+    declared graph the pass had finished, what it ran, and its records."""
+
+    tests: list[int]
+    order: list[str]  # its tests with their declared prerequisites, as run
+    alone: list[int]  # those also run alone right before their place
+    got: dict[str, Result] = field(default_factory=dict)  # the batch's own process
+    found: dict[str, Result] = field(default_factory=dict)  # the runs alone
+
+
+@dataclass
 class Findings:
     """What the search found, by position in the serial order (so far: it is
     reported and written as it is when the budget or Ctrl-C ends the search)."""
@@ -606,6 +619,10 @@ class MissingFinder:
         self.screening_beside: threading.Thread | None = None
         self.screened_beside: list[tuple[list[int], dict[str, Result]]] = []
         self.beside_running: list[int] = []  # the tests of its probe running
+        #: Its batches of the usual kind (where no alone-only one is left), done
+        #: and running.
+        self.batched_beside: list[BesideBatch] = []
+        self.batch_running: BesideBatch | None = None
         #: The work folder and first probe slot made as the session starts
         #: (:meth:`pytest_sessionstart`), and when its server started.
         self.early: tuple[tempfile.TemporaryDirectory[str], threading.Thread, float] | None = None
@@ -785,9 +802,11 @@ class MissingFinder:
         widening, self.widening = self.widening, None
         if widening is not None:  # it adds no slot once stopped
             widening.join()
-        beside, self.beside = self.beside, None
-        if beside is not None:  # its wait sees the stop flag within POLL
-            beside.join()
+        for beside in (self.beside, self.screening_beside):
+            # (Started with the serial pass.)  Its wait sees the stop flag within POLL.
+            if beside is not None and beside.ident is not None:
+                beside.join()
+        self.beside = self.screening_beside = None
         for sandbox in self.sandboxes:
             self._drop(sandbox)
         with self.lock:
@@ -836,12 +855,12 @@ class MissingFinder:
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
         write("dagorder: serial pass: running the selection once, in one process")
         sharers = [] if one else self._fixture_sharers(ids)
-        if not one and not sharers and FORKS and self.slots > 1:
-            # The slot the pass leaves free screens what the pass has run (the
-            # edge runs of the fixture sharers take it where there are some).
-            self.beside = self.screening_beside = threading.Thread(
-                target=self._screen_beside, args=(ids,), name="dagorder-beside", daemon=True)
-            self.beside.start()
+        if not one and FORKS and self.slots > 1:
+            # The slot the pass leaves free screens what the pass has run (after
+            # the edge runs of the fixture sharers where there are some).
+            self.screening_beside = threading.Thread(
+                target=self._screen_beside, args=(ids,), name="dagorder-screening-beside",
+                daemon=True)
         serial, took = self._serial_pass(ids, sharers)
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
@@ -1618,6 +1637,8 @@ class MissingFinder:
             self.beside = threading.Thread(target=self._beside, args=(ids, beside),
                                            name="dagorder-beside", daemon=True)
             self.beside.start()
+        if self.screening_beside is not None:
+            self.screening_beside.start()
         began = time.monotonic()
         serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
         with self.lock:  # a slot taken from here on is not beside the pass
@@ -1626,8 +1647,9 @@ class MissingFinder:
         if self.beside_began is not None and not self.stop.is_set() and any(
                 r.outcome in ("failed", "xpassed") for r in serial.values()):
             self.beside_cancel.set()
-            if self.beside is not None:
-                self.beside.join()
+            for thread in (self.beside, self.screening_beside):
+                if thread is not None:
+                    thread.join()
             began = time.monotonic()
             serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
             serial.pop(KILLED, None)
@@ -1721,50 +1743,137 @@ class MissingFinder:
     def _screen_beside(self, ids: list[str]) -> None:
         """Screening on the probe slot the serial pass leaves free, while it runs:
         the tests the pass has run so far, :data:`BESIDE_CHUNK` serial seconds of
-        them a probe, each run alone only (as an alone-only batch of the
-        screening runs them, :meth:`_alone_only`: a fresh process, the copy's
-        files, several in one process where ``probe_plugin._batch`` allows).  It
-        ends with the pass, or for good once the pass showed a test write a path
-        or reach a service (the runs would be no evidence).  Its records wait in
-        ``self.screened_beside`` for :meth:`_screen_after`."""
+        them a probe.  While the pass wrote no path (:meth:`_quiet`), each is run
+        alone only (as an alone-only batch of the screening runs them,
+        :meth:`_alone_only`: a fresh process, the copy's files, several in one
+        process where ``probe_plugin._batch`` allows); the tests that cannot be,
+        or all once it wrote one, in batches of the usual kind made of whole
+        components of the declared graph (:meth:`_beside_batch`; bpypolyskel:
+        each module's tests read the module global its first test set).  It
+        ends with the pass, or for good once the pass showed a test write
+        outside the copies or reach a service (the runs would be no evidence).
+        Its records wait in ``self.screened_beside`` and ``self.batched_beside``
+        for :meth:`_screen_after`."""
+        edges = self.beside
+        while edges is not None and edges.is_alive() and not self.serial_ended.is_set():
+            edges.join(POLL)  # the fixture sharers' edge runs have the slot first
         slot = self._beside_slot()
         if slot is None:
             return
         sandbox = slot[0]
         passing = self.sandboxes[0]
-        at = 1  # the first test is no target
+        roots = self._roots(len(ids))
+        parts: dict[int, list[int]] = {}
+        for k, root in enumerate(roots):
+            parts.setdefault(root, []).append(k)
+        by_end = sorted(parts.values(), key=lambda part: part[-1])
+        taken: set[int] = set()  # in a probe of either kind: not in another
+        at, next_part, alone_only = 1, 0, True  # the first test is no target
         try:
             while not self.serial_ended.is_set() and not self._stopped():
                 seen = _pass_records(self, passing)
-                if not self._quiet(seen):
+                if self._outside(seen):
                     return
-                chunk, at = self._beside_chunk(ids, seen, at)
-                if not chunk:
-                    self.serial_ended.wait(POLL)
+                chunk: list[int] = []
+                below = len(ids)
+                if alone_only and self._quiet(seen):
+                    chunk, at = self._beside_chunk(ids, seen, at, taken)
+                    below = at  # the tests from there on: alone-only probes first
+                if chunk:
+                    alone_only = self._beside_alone(ids, seen, sandbox, chunk)
                     continue
-                with self.lock:  # the pass ends under it: a chunk is started before, or not
-                    if self.serial_ended.is_set():
-                        return
-                    self.beside_running = chunk
-                rules = self._batching(ids, seen, chunk)
-                rules["only"] = True
-                order = [ids[k] for k in reversed(chunk)]
-                longest = max(seen[ids[k]].seconds for k in chunk)
-                found: dict[str, Result] = {}
-                sandbox.reset()
-                self._run(sandbox, order, alone=order, into=found, alone_rules=rules,
-                          alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest)
-                with self.lock:
-                    self.screened_beside.append((chunk, found))
-                    self.beside_running = []
-                    runs = list(self.screened_beside)
-                if self._beside_dear(ids, seen, runs):
-                    return
+                tests, next_part = self._beside_batch(ids, seen, by_end, next_part, taken,
+                                                      below)
+                if tests:
+                    self._beside_batched(ids, seen, sandbox, tests)
+                else:
+                    self.serial_ended.wait(POLL)
         except (OSError, ValueError, ProbeError):
             if not self.stop.is_set():
                 raise
         finally:
             self.pool.put(sandbox)
+
+    def _beside_alone(self, ids: list[str], seen: dict[str, Result], sandbox: Sandbox,
+                      chunk: list[int]) -> bool:
+        """One probe of :meth:`_screen_beside` that runs ``chunk`` alone only; False:
+        the runs alone became too dear (:meth:`_beside_dear`), none is started
+        after it."""
+        with self.lock:  # the pass ends under it: a chunk is started before, or not
+            if self.serial_ended.is_set():
+                return False
+            self.beside_running = chunk
+        rules = self._batching(ids, seen, chunk)
+        rules["only"] = True
+        order = [ids[k] for k in reversed(chunk)]
+        longest = max(seen[ids[k]].seconds for k in chunk)
+        found: dict[str, Result] = {}
+        sandbox.reset()
+        self._run(sandbox, order, alone=order, into=found, alone_rules=rules,
+                  alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest)
+        with self.lock:
+            self.screened_beside.append((chunk, found))
+            self.beside_running = []
+            runs = list(self.screened_beside)
+        return not self._beside_dear(ids, seen, runs)
+
+    def _beside_batch(self, ids: list[str], seen: dict[str, Result], parts: list[list[int]],
+                      start: int, taken: set[int], below: int) -> tuple[list[int], int]:
+        """The tests of the next probe of the usual kind :meth:`_screen_beside` runs:
+        whole components of the declared graph (``parts``, by their last test,
+        from ``start`` on) the pass has run, before ``below``, up to :data:`BESIDE_CHUNK` serial
+        seconds or one larger component, and where the next one starts.  Left
+        to the screening after the pass: a component with a test that did not
+        pass, that named prerequisites at run time, or that is in a probe
+        already, and one whose batch runs a test after an earlier one outside
+        its declared prerequisites (:meth:`_exposed`: the evidence of a whole
+        component's batch that :meth:`_batches` takes, with nothing beside)."""
+        tests: list[int] = []
+        seconds = 0.0
+        i = start
+        while i < len(parts) and parts[i][-1] < below and ids[parts[i][-1]] in seen:
+            part = parts[i]
+            cost = sum(seen[ids[k]].seconds + SCREEN_TEST_COST for k in part)
+            if tests and seconds + cost > BESIDE_CHUNK:
+                break
+            i += 1
+            mine = [k for k in part if k > 0]  # the first test is no target
+            if (not mine or not taken.isdisjoint(part)
+                    or any(seen[ids[k]].outcome != "passed" or seen[ids[k]].waits for k in part)
+                    or any(self._exposed(ids, [mine]).values())):
+                continue
+            tests += mine
+            seconds += cost
+        taken.update(tests)
+        return sorted(tests), i
+
+    def _beside_batched(self, ids: list[str], seen: dict[str, Result], sandbox: Sandbox,
+                        tests: list[int]) -> None:
+        """``tests`` run as the screening runs a batch of the usual kind (its
+        process, and each dependent it would check alone by the pass so far,
+        :meth:`_combined`, alone before its place); into ``self.batched_beside``.
+        Its time limit is its tests' serial seconds', as the screening's is the
+        pass's: a probe it stops is screened again after the pass."""
+        dependents = [k for k in tests if any(p < len(ids) for p in self.declared[k])]
+        checked = set(self._combined(ids, seen, dependents, tests))
+        order = self._with_declared([ids[k] for k in reversed(tests)])
+        batch = BesideBatch(tests, order, [k for k in reversed(tests) if k in checked])
+        with self.lock:
+            if self.serial_ended.is_set():
+                return
+            self.batch_running = batch
+        took = sum(seen[nid].seconds for nid in order if nid in seen)
+        longest = max((seen[ids[k]].seconds for k in batch.alone), default=0.0)
+        sandbox.reset()
+        batch.got = self._run(
+            sandbox, order, alone=[ids[k] for k in batch.alone], into=batch.found,
+            alone_rules=self._batching(ids, seen, batch.alone),
+            alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+            limit=2 * (PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took)
+            + PROBE_TIMEOUT_ALLOWANCE * len(batch.alone))
+        with self.lock:
+            self.batched_beside.append(batch)
+            self.batch_running = None
 
     @staticmethod
     def _beside_dear(ids: list[str], seen: dict[str, Result],
@@ -1778,7 +1887,7 @@ class MissingFinder:
         return alone > BESIDE_COST * passed
 
     def _beside_chunk(self, ids: list[str], seen: dict[str, Result],
-                      at: int) -> tuple[list[int], int]:
+                      at: int, taken: set[int]) -> tuple[list[int], int]:
         """The tests from ``at`` on that :meth:`_screen_beside` runs next (those of
         them the pass has run, up to :data:`BESIDE_CHUNK` serial seconds, or one
         longer test alone), and where the next chunk starts.  Left to the
@@ -1786,7 +1895,8 @@ class MissingFinder:
         module's values or the environment (or a prerequisite of it did), that
         named prerequisites at run time, or that shares a module or class
         fixture instance with a test the probe runs; and a chunk with no
-        declared prerequisite in it (no alone-only batch, :meth:`_alone_only`)."""
+        declared prerequisite in it (no alone-only batch, :meth:`_alone_only`);
+        a test of ``taken`` is in a probe already (the chunk's join it)."""
         wide = self._wides()
         chunk: list[int] = []
         used: set[tuple[str, str, str]] = set()
@@ -1798,7 +1908,7 @@ class MissingFinder:
             at += 1
             run = {k, *self._prerequisites(k)}
             mine = set().union(*(wide[p] for p in run))
-            if (r.outcome != "passed" or r.waits
+            if (r.outcome != "passed" or r.waits or k in taken
                     or any(seen.get(ids[p], FAILED).tests_state for p in run)
                     or sum(len(wide[p]) for p in run) != len(mine)
                     or not used.isdisjoint(mine)):
@@ -1808,6 +1918,7 @@ class MissingFinder:
             seconds += r.seconds + SCREEN_TEST_COST
         if not any(self._prerequisites(k) for k in chunk):
             return [], at
+        taken.update(chunk)
         return chunk, at
 
     def _screen_after(self, ids: list[str], serial: dict[str, Result], targets: list[int],
@@ -1816,25 +1927,39 @@ class MissingFinder:
         screening beside it (:meth:`_screen_beside`) did not cover.  The probe it
         still runs is not waited for where the pass shows it will count (its
         tests' outcomes aside): its tests are screened after the rest only if
-        one of them misses its serial outcome."""
+        one of them misses its serial outcome (alone-only) or fails (a batch of
+        the usual kind)."""
         with self.lock:
             runs, self.screened_beside = self.screened_beside, []
-            running = self.beside_running
-        usable = not self.beside_cancel.is_set() and self._quiet(serial)
+            batches, self.batched_beside = self.batched_beside, []
+            running, batch = self.beside_running, self.batch_running
+        cancelled = self.beside_cancel.is_set()
+        usable = not cancelled and self._quiet(serial)
         ran = self._beside_kept(ids, serial, targets, combined, runs) if usable else set()
+        if not cancelled:
+            ran |= self._batches_kept(ids, targets, combined, batches)
         if not usable or not self._beside_counts(ids, running, targets, combined):
             running = []
-        rest = [t for t in targets if t not in ran and t not in running]
-        alone = [d for d in combined if d not in ran and d not in running]
+        if batch is not None and (cancelled or not self._batch_counts(ids, batch, targets,
+                                                                      combined)):
+            batch = None
+        waiting = set(running) | set(batch.tests if batch is not None else [])
+        rest = [t for t in targets if t not in ran and t not in waiting]
+        alone = [d for d in combined if d not in ran and d not in waiting]
         suspects = self._screen(ids, rest, alone=alone) if rest or alone else []
         thread, self.screening_beside = self.screening_beside, None
         if thread is not None:
             thread.join()
         with self.lock:
             runs, self.screened_beside = self.screened_beside, []
-        if not running:  # the records of a probe that does not count stay out
+            batches, self.batched_beside = self.batched_beside, []
+        if not waiting:  # the records of a probe that does not count stay out
             return suspects
-        missed = set(running) - self._beside_kept(ids, serial, targets, combined, runs)
+        kept = self._beside_kept(ids, serial, targets, combined, runs) if running else set()
+        if batch is not None:
+            kept |= self._batches_kept(ids, targets, combined,
+                                       [b for b in batches if b is batch])
+        missed = waiting - kept
         if not missed:
             return suspects
         # (A budget that ran out lists them as left, as any batch it cuts.)
@@ -1870,6 +1995,43 @@ class MissingFinder:
                 self.screened.update(found)
                 self.screen_runs.append((found, found))
             kept.update(chunk)
+        return kept
+
+    def _batch_counts(self, ids: list[str], batch: BesideBatch, targets: list[int],
+                      combined: list[int]) -> bool:
+        """Whether a probe of the usual kind of :meth:`_screen_beside` is a batch the
+        screening would run, by what the whole pass showed (its tests' outcomes
+        aside): its tests are screened, it runs what :meth:`_with_declared` runs
+        for them now (a run-time ``depends()`` of a later test joins no test to
+        it), each with nothing earlier before it beyond its prerequisites
+        (:meth:`_exposed`), and it checks alone the dependents the screening
+        checks alone (:meth:`_combined`)."""
+        tests = set(batch.tests)
+        return (tests.issubset(targets)
+                and batch.order == self._with_declared([ids[k] for k in reversed(batch.tests)])
+                and not any(self._exposed(ids, [batch.tests]).values())
+                and sorted(batch.alone) == sorted(tests.intersection(combined)))
+
+    def _batches_kept(self, ids: list[str], targets: list[int], combined: list[int],
+                      batches: list[BesideBatch]) -> set[int]:
+        """The tests of ``batches`` (probes of the usual kind of :meth:`_screen_beside`)
+        whose records are the screening's, as ``_screen`` takes a batch's: those of
+        each batch that counts (:meth:`_batch_counts`), not stopped by its time,
+        where every test passed in the batch's process or alone (else the
+        screening runs them again: a suspect is searched from its own batch)."""
+        kept: set[int] = set()
+        for batch in batches:
+            if KILLED in batch.got or not self._batch_counts(ids, batch, targets, combined) \
+                    or any(batch.got.get(ids[k], FAILED).outcome != "passed"
+                           and batch.found.get(ids[k], FAILED).outcome != "passed"
+                           for k in batch.tests):
+                continue
+            with self.lock:
+                self.screened.update(batch.found)
+                self.together.update((nid, batch.got.get(nid, FAILED).outcome)
+                                     for nid in batch.found)
+                self.screen_runs.append((batch.got, batch.found))
+            kept.update(batch.tests)
         return kept
 
     def _outside(self, serial: dict[str, Result]) -> bool:
@@ -2197,21 +2359,10 @@ class MissingFinder:
                together: bool) -> list[list[int]]:
         """``targets`` as whole components of the declared graph, shared out by
         their serial seconds over at most ``slots x BATCHES_PER_SLOT`` batches."""
-        root = list(range(len(ids)))
-
-        def find(k: int) -> int:
-            while root[k] != k:
-                root[k] = root[root[k]]
-                k = root[k]
-            return k
-
-        for k in range(len(ids)):
-            for p in self._before(k):
-                if p < len(ids):
-                    root[find(k)] = find(p)
+        roots = self._roots(len(ids))
         parts: dict[int, list[int]] = {}
         for t in targets:
-            parts.setdefault(find(t), []).append(t)
+            parts.setdefault(roots[t], []).append(t)
         # Largest first, each to the batch with the fewest seconds so far (ties:
         # collection order): the batches then run largest first.
         count = min(len(parts), self.slots * BATCHES_PER_SLOT)
@@ -2224,6 +2375,23 @@ class MissingFinder:
             loads[i] += costs[part[0]]
         return [sorted(b) for _, b in sorted(zip(loads, whole, strict=True),
                                              key=lambda lb: -lb[0]) if b]
+
+    def _roots(self, n: int) -> list[int]:
+        """Each of the first ``n`` tests' component of the declared graph
+        (prerequisites, run-time ``depends()`` included), named by one test of it."""
+        root = list(range(n))
+
+        def find(k: int) -> int:
+            while root[k] != k:
+                root[k] = root[root[k]]
+                k = root[k]
+            return k
+
+        for k in range(n):
+            for p in self._before(k):
+                if p < n:
+                    root[find(k)] = find(p)
+        return [find(k) for k in range(n)]
 
     def _exposed(self, ids: list[str], batches: list[list[int]]) -> dict[int, set[int]]:
         """For each test of ``batches``, the earlier tests outside its declared
