@@ -677,6 +677,43 @@ def test_the_n2_check_is_forked_from_a_probe_server_and_stays_a_real_n2_run(
     assert len(workers) >= 2 and not workers & imported, lines
 
 
+#: FORKED's two tests, each logging, in an xdist worker, how deep its stack is and
+#: whether it runs in the process's main thread (signals can be set there).
+DEPTH = FORKED + """
+    import inspect, signal, threading
+
+    def test_depth(request):
+        if hasattr(request.config, "workerinput"):  # an xdist worker
+            main = threading.current_thread() is threading.main_thread()
+            signal.signal(signal.SIGUSR1, signal.getsignal(signal.SIGUSR1))
+            with open(os.environ["DAGORDER_E2E_DEPTH"], "a") as f:
+                f.write(f"{len(inspect.stack(0))} {main}\\n")
+"""
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_a_forked_check_worker_runs_on_a_stack_as_shallow_as_a_fresh_workers(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Forked from a new thread of the probe server, not from its own deep in its
+    # pytest session: each frame a call pushes then lands where it would in a
+    # fresh worker (CPython 3.11 maps its frames in chunks: shapepy's tests
+    # unmapped and mapped one per call at the old depth).  On the old code the
+    # forked worker's stack was 18 frames deeper than the fresh one's (60, 42).
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(dagtester.path.parent / "depth.log"))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(DEPTH))
+    depths = {}
+    learned = ("--dag-edges", "edges.json")
+    for name, args in (("forked", (*FIND, *learned)), ("fresh", ("-n", "2", *learned))):
+        log = dagtester.path.parent / f"{name}.depth"
+        monkeypatch.setenv("DAGORDER_E2E_DEPTH", str(log))
+        result = dagtester.run(*args)
+        assert result.ret == 0, result.stdout.str()
+        depths[name] = [line.split() for line in log.read_text().splitlines()]
+    assert depths["forked"] and depths["fresh"], depths
+    assert all(main == "True" for _, main in depths["forked"]), depths
+    assert int(depths["forked"][0][0]) <= int(depths["fresh"][0][0]) + 3, depths
+
+
 #: A per-worker name read when the test module is imported, as suites name a
 #: database per xdist worker: serially and in xdist's own workers it matches
 #: the environment the tests run in; in a worker forked from a process that

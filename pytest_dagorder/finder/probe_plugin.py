@@ -31,6 +31,7 @@ prerequisites left in their process (``find_missing.py``).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import fnmatch
 import functools
@@ -49,6 +50,7 @@ import tempfile
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -1152,12 +1154,15 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
             ready, _, _ = select.select([listener], [], [], 0.01)
             if ready:
                 conn, _ = listener.accept()
-                request = _answer(conn, waiting)
-                if request is not None:  # the forked worker
+
+                def worker(conn: socket.socket, request: dict[str, Any],
+                           listener: socket.socket = listener) -> NoReturn:
                     listener.close()
                     for other in waiting.values():
                         other.close()
                     _worker(conn, request, finder_fds)
+
+                _answer(conn, waiting, worker)
             _reap(waiting)
     finally:
         for pid, conn in waiting.items():  # left by a killed controller: ended too
@@ -1251,10 +1256,11 @@ def _take_over(cwd: str, env: dict[str, str], path: list[str]) -> None:
     importlib.invalidate_caches()
 
 
-def _answer(conn: socket.socket, waiting: dict[int, socket.socket]) -> dict[str, Any] | None:
-    """Read a launcher's request and fork a worker for it: the request in the
-    worker, None in this process (a refusal or a failed read: the launcher
-    then starts a fresh interpreter)."""
+def _answer(conn: socket.socket, waiting: dict[int, socket.socket],
+            worker: Callable[[socket.socket, dict[str, Any]], NoReturn]) -> None:
+    """Read a launcher's request and fork a worker for it, which runs ``worker``
+    with the request (:func:`_fork_shallow`); nothing in this process for a
+    refusal or a failed read (the launcher then starts a fresh interpreter)."""
     fds: list[int] = []
     pid = -1
     try:
@@ -1275,11 +1281,13 @@ def _answer(conn: socket.socket, waiting: dict[int, socket.socket]) -> dict[str,
         else:
             sys.stdout.flush()
             sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
+
+            def child() -> NoReturn:
                 conn.settimeout(None)
                 request["fds"] = fds
-                return request  # type: ignore[no-any-return]
+                worker(conn, request)
+
+            pid = _fork_shallow(child)
             waiting[pid] = conn
             conn.sendall(b"pid %d\n" % pid)
     except (OSError, EOFError, ValueError, KeyError, TypeError):
@@ -1288,7 +1296,48 @@ def _answer(conn: socket.socket, waiting: dict[int, socket.socket]) -> dict[str,
         os.close(fd)
     if pid <= 0:
         conn.close()
-    return None
+
+
+def _fork_shallow(child: Callable[[], NoReturn]) -> int:
+    """``os.fork()`` from a new thread whose Python stack holds that call only, the
+    child running ``child()`` there (its one thread, so its main thread:
+    signals and ``threading.main_thread()`` as in a fresh interpreter); the
+    child's pid here.
+
+    Not from this thread: its child would run everything on top of this
+    process's stack (its pytest session, the server's loop), and CPython (3.11
+    on) keeps frames in 16 KiB chunks, mapped when a call needs a new one and
+    unmapped when it returns: code whose calls go back and forth across a
+    chunk's end maps and unmaps one per call.  shapepy's bool2d tests
+    did so at the depth this stack gave them, and ran 2-3 times slower in the
+    ``-n 2`` check's forked workers than in fresh ones (half their time in the
+    kernel); a fresh worker's stack starts empty, as this thread's does."""
+    got: list[int] = []
+    forked = _thread.allocate_lock()
+    forked.acquire()
+
+    def fork() -> None:
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            try:
+                child()
+            finally:
+                os._exit(1)
+        got.append(pid)
+        forked.release()
+
+    with warnings.catch_warnings():
+        # Python 3.12+ warns of a fork with other threads alive: this thread
+        # waits for the fork, and the child runs only ``child``.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _thread.start_new_thread(fork, ())
+        forked.acquire()
+    if got[0] < 0:
+        raise OSError("fork failed")
+    return got[0]
 
 
 def _reap(waiting: dict[int, socket.socket]) -> None:
