@@ -13,6 +13,31 @@ from support.dagtester import DagTester
 pytestmark = [pytest.mark.dag_modes("own"), pytest.mark.dagtester(timeout=300)]
 FIND = ("--dag-find-missing", "-n", "2")
 
+
+def learn(dagtester: DagTester, monkeypatch: pytest.MonkeyPatch, name: str,
+          modules: dict[str, str]) -> tuple[pytest.RunResult, list[dict[str, object]],
+                                            dict[str, list[str]]]:
+    """The learning pass over ``modules``, whose tests log "PID NAME" to the file
+    ``DAGORDER_E2E_LOG`` names (here ``NAME.log``): its result, the verdicts
+    it wrote, and the tests each process ran, in order."""
+    log = dagtester.path.parent / f"{name}.log"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    for module, body in modules.items():
+        dagtester.pytester.makepyfile(**{module: textwrap.dedent(body)})
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    runs: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        pid, test = line.split()
+        runs.setdefault(pid, []).append(test)
+    return result, verdicts, runs
+
+
+def ran(runs: dict[str, list[str]], test: str) -> int:
+    """How many times ``test`` ran in all processes."""
+    return sum(names.count(test) for names in runs.values())
+
 #: bpypolyskel's pattern: the first test fills a module global; test_get needs
 #: it filled (it needs its prerequisite's process), test_each loops over it (it
 #: passes alone).  No test writes a path or reaches a service.  Each test logs
@@ -51,30 +76,20 @@ def test_a_dependent_that_fails_alone_where_nothing_is_written_takes_no_serial_p
     batch's process right after) is its verdict.  Before: both went to the edge
     check's serial prefixes, which ran test_set again (on the old code the
     "(2 alone ...)" line is missing and test_set runs two more times)."""
-    log = dagtester.path.parent / "quiet.log"
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
-    dagtester.pytester.makepyfile(test_q=textwrap.dedent(QUIET))
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
+    result, verdicts, runs = learn(dagtester, monkeypatch, "quiet", {"test_q": QUIET})
     result.stdout.fnmatch_lines([
         "*checking 2 tests with declared prerequisites in a fresh process (2 alone after their "
         "screening batch)",
         "dagorder: declared edges: 1 of 2 edges separable*"])
-    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
     assert [(v["test"], v["separable"]) for v in verdicts] == [
         ("test_q.py::test_get", False), ("test_q.py::test_each", True)]
     assert verdicts[0]["probe"] == ("test_q.py::test_get failed in a fresh process after "
                                     "its prerequisites ran in another (serially: passed)")
-    runs: dict[str, list[str]] = {}
-    for line in log.read_text().splitlines():
-        pid, name = line.split()
-        runs.setdefault(pid, []).append(name)
     # test_get ran alone (a process without test_set) and failed there; test_set
     # ran in the serial pass, the screening's batches (one per dependent at
     # most) and the -n 2 check: never in a serial prefix of the edge check.
     assert ["get"] in runs.values() or any(r[0] == "get" for r in runs.values()), runs
-    sets = sum(r.count("set") for r in runs.values())
-    assert sets <= 4, runs
+    assert ran(runs, "set") <= 4, runs
 
 
 #: test_b's prerequisite test_r has none of its own; no test changes the
@@ -110,17 +125,11 @@ def test_a_batch_with_a_test_of_no_prerequisite_runs_its_tests_alone_only(
     test_b ran there too after its run alone.  Now test_r's screening is its run
     alone as well, and each test of the batch runs once (on the old code
     test_b ran four times: the serial pass, alone, the batch, the -n 2 check)."""
-    log = dagtester.path.parent / "rooted.log"
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
-    dagtester.pytester.makepyfile(test_r=textwrap.dedent(ROOTED))
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
-    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    _, verdicts, runs = learn(dagtester, monkeypatch, "rooted", {"test_r": ROOTED})
     assert [(v["test"], v["separable"]) for v in verdicts] == [
         ("test_r.py::test_a", True), ("test_r.py::test_b", True)]
-    names = [line.split()[1] for line in log.read_text().splitlines()]
     # The serial pass, its run alone in the screening, the -n 2 check.
-    assert names.count("b") == 3, names
+    assert ran(runs, "b") == 3, runs
 
 
 #: test_last, in the serial pass, waits (bounded) until a test ran in another
@@ -158,20 +167,11 @@ def test_the_screening_starts_on_the_free_slot_while_the_serial_pass_runs(
     second probe slot while the serial pass still runs (test_last waits for
     that: on the old code the screening began after the pass, so test_last
     failed serially and the finder refused the suite)."""
-    log = dagtester.path.parent / "beside.log"
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
-    dagtester.pytester.makepyfile(test_s=textwrap.dedent(BESIDE))
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
-    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    _, verdicts, runs = learn(dagtester, monkeypatch, "beside", {"test_s": BESIDE})
     assert [(v["test"], v["separable"]) for v in verdicts] == [("test_s.py::test_b", True)]
-    runs: dict[str, list[str]] = {}
-    for line in log.read_text().splitlines():
-        pid, name = line.split()
-        runs.setdefault(pid, []).append(name)
     # Its run beside the pass is its screening: test_b runs alone once, in the
     # serial pass and in the -n 2 check, no more.
-    assert sum(r.count("b") for r in runs.values()) == 3, runs
+    assert ran(runs, "b") == 3, runs
 
 
 def test_the_screening_beside_the_pass_stops_where_runs_alone_cost_far_more() -> None:
@@ -218,19 +218,12 @@ def test_a_component_whose_tests_read_a_module_global_is_screened_beside_the_pas
     those of the screening after the pass.  On the old code nothing ran beside
     the pass: test_last failed it after 20 s, and the pass ran again (test_set
     4 times)."""
-    log = dagtester.path.parent / "global.log"
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
-    for name, body in GLOBAL_BESIDE.items():
-        dagtester.pytester.makepyfile(**{name: textwrap.dedent(body)})
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
-    verdicts = json.loads((dagtester.path / "edges.json").read_text())["verdicts"]
+    _, verdicts, runs = learn(dagtester, monkeypatch, "global", GLOBAL_BESIDE)
     assert [(v["test"], v["separable"]) for v in verdicts] == [
         ("test_q.py::test_get", False), ("test_q.py::test_each", True)]
-    names = [line.split()[1] for line in log.read_text().splitlines()]
     # The serial pass, the batch beside it, the -n 2 check: its screening after
     # the pass does not run it again.
-    assert names.count("set") == 3, names
+    assert ran(runs, "set") == 3, runs
 
 
 def test_a_batch_beside_the_pass_counts_only_as_the_screening_would_run_it() -> None:
