@@ -1124,6 +1124,41 @@ def test_a_sigterm_during_the_search_keeps_the_searches_that_ended(
     assert "test_b.py::test_write" in json.dumps(written), written
 
 
+#: test_slow runs for a second: long enough for a signal to arrive in the pass.
+SLOW_PASS = """
+    import time
+
+    def test_slow():
+        time.sleep(1.0)
+
+    def test_after():
+        pass
+"""
+
+
+def test_a_ctrl_c_the_command_started_ignoring_stays_ignored(
+        pytester: pytest.Pytester) -> None:
+    # A background job of a shell that is not interactive starts with SIGINT
+    # ignored; plain pytest then runs on through a Ctrl-C, and so does the
+    # learning pass (on the old code its own handler stopped it: "interrupted").
+    pytester.makepyfile(test_p=textwrap.dedent(SLOW_PASS))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *base_args(), "-p", "no:randomly", *FIND,
+         "--dag-edges=edges.json"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=120)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "interrupted" not in out and "no missing prerequisite" in out, out
+
+
 #: test_check waits for test_create with pytest-dependency's run-time depends(),
 #: test_first and test_second through a module fixture that calls it.
 RUNTIME = """

@@ -776,7 +776,9 @@ class MissingFinder:
         """Ctrl-C (or a SIGTERM) sets the stop flag: every probe ends and every
         phase winds down as when the budget runs out, so the searches that ended
         are reported and written, and those left are listed.  A second one
-        raises ``KeyboardInterrupt`` (the findings so far are still reported)."""
+        raises ``KeyboardInterrupt`` (the findings so far are still reported).  A
+        signal the command started with ignored stays ignored, as in plain
+        pytest (a background job of a shell that is not interactive)."""
         def stop(signum: int, frame: object) -> None:
             if self.stop.is_set():
                 raise KeyboardInterrupt
@@ -785,7 +787,8 @@ class MissingFinder:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)
+                  if signal.getsignal(sig) is not signal.SIG_IGN}
         for sig in before:
             signal.signal(sig, stop)
         try:
