@@ -699,12 +699,13 @@ def test_a_forked_check_worker_runs_on_a_stack_as_shallow_as_a_fresh_workers(
     # fresh worker (CPython 3.11 maps its frames in chunks: shapepy's tests
     # unmapped and mapped one per call at the old depth).  On the old code the
     # forked worker's stack was 18 frames deeper than the fresh one's (60, 42).
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(dagtester.path.parent / "depth.log"))
+    beside = dagtester.path.parent / dagtester.path.name  # outside the probes' copies
+    monkeypatch.setenv("DAGORDER_E2E_LOG", f"{beside}-imports.log")
     dagtester.pytester.makepyfile(test_f=textwrap.dedent(DEPTH))
     depths = {}
     learned = ("--dag-edges", "edges.json")
     for name, args in (("forked", (*FIND, *learned)), ("fresh", ("-n", "2", *learned))):
-        log = dagtester.path.parent / f"{name}.depth"
+        log = Path(f"{beside}-{name}.depth")
         monkeypatch.setenv("DAGORDER_E2E_DEPTH", str(log))
         result = dagtester.run(*args)
         assert result.ret == 0, result.stdout.str()

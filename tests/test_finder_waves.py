@@ -18,9 +18,10 @@ def learn(dagtester: DagTester, monkeypatch: pytest.MonkeyPatch, name: str,
           modules: dict[str, str]) -> tuple[pytest.RunResult, list[dict[str, object]],
                                             dict[str, list[str]]]:
     """The learning pass over ``modules``, whose tests log "PID NAME" to the file
-    ``DAGORDER_E2E_LOG`` names (here ``NAME.log``): its result, the verdicts
-    it wrote, and the tests each process ran, in order."""
-    log = dagtester.path.parent / f"{name}.log"
+    ``DAGORDER_E2E_LOG`` names (``NAME.log`` beside the rootdir, outside the
+    probes' copies): its result, the verdicts it wrote, and the tests each
+    process ran, in order."""
+    log = dagtester.path.parent / f"{dagtester.path.name}-{name}.log"
     monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
     for module, body in modules.items():
         dagtester.pytester.makepyfile(**{module: textwrap.dedent(body)})
