@@ -858,9 +858,9 @@ class MissingFinder:
               f"{plural(self.slots, 'probe process', 'probe processes')} at once")
         write("dagorder: serial pass: running the selection once, in one process")
         sharers = [] if one else self._fixture_sharers(ids)
-        if not one and FORKS and self.slots > 1:
-            # The slot the pass leaves free screens what the pass has run (after
-            # the edge runs of the fixture sharers where there are some).
+        if not one and not sharers and FORKS and self.slots > 1:
+            # The slot the pass leaves free screens what the pass has run (the
+            # edge runs of the fixture sharers take it where there are some).
             self.screening_beside = threading.Thread(
                 target=self._screen_beside, args=(ids,), name="dagorder-screening-beside",
                 daemon=True)
@@ -1757,9 +1757,6 @@ class MissingFinder:
         outside the copies or reach a service (the runs would be no evidence).
         Its records wait in ``self.screened_beside`` and ``self.batched_beside``
         for :meth:`_screen_after`."""
-        edges = self.beside
-        while edges is not None and edges.is_alive() and not self.serial_ended.is_set():
-            edges.join(POLL)  # the fixture sharers' edge runs have the slot first
         slot = self._beside_slot()
         if slot is None:
             return
