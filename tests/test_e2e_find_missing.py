@@ -677,8 +677,9 @@ def test_the_n2_check_is_forked_from_a_probe_server_and_stays_a_real_n2_run(
     assert len(workers) >= 2 and not workers & imported, lines
 
 
-#: FORKED's two tests, each logging, in an xdist worker, how deep its stack is and
-#: whether it runs in the process's main thread (signals can be set there).
+#: FORKED's two tests, and test_depth, which logs, in an xdist worker, how deep
+#: its stack is and whether it runs in the process's main thread (signals can be
+#: set there).
 DEPTH = FORKED + """
     import inspect, signal, threading
 

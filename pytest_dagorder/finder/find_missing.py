@@ -805,11 +805,9 @@ class MissingFinder:
         widening, self.widening = self.widening, None
         if widening is not None:  # it adds no slot once stopped
             widening.join()
-        for beside in (self.beside, self.screening_beside):
-            # (Started with the serial pass.)  Its wait sees the stop flag within POLL.
-            if beside is not None and beside.ident is not None:
-                beside.join()
-        self.beside = self.screening_beside = None
+        beside, self.beside = self.beside, None
+        if beside is not None:  # its wait sees the stop flag within POLL
+            beside.join()
         for sandbox in self.sandboxes:
             self._drop(sandbox)
         with self.lock:
@@ -861,9 +859,9 @@ class MissingFinder:
         if not one and not sharers and FORKS and self.slots > 1:
             # The slot the pass leaves free screens what the pass has run (the
             # edge runs of the fixture sharers take it where there are some).
-            self.screening_beside = threading.Thread(
-                target=self._screen_beside, args=(ids,), name="dagorder-screening-beside",
-                daemon=True)
+            self.beside = self.screening_beside = threading.Thread(
+                target=self._screen_beside, args=(ids,), name="dagorder-beside", daemon=True)
+            self.beside.start()
         serial, took = self._serial_pass(ids, sharers)
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
@@ -1640,8 +1638,6 @@ class MissingFinder:
             self.beside = threading.Thread(target=self._beside, args=(ids, beside),
                                            name="dagorder-beside", daemon=True)
             self.beside.start()
-        if self.screening_beside is not None:
-            self.screening_beside.start()
         began = time.monotonic()
         serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
         with self.lock:  # a slot taken from here on is not beside the pass
@@ -1650,9 +1646,8 @@ class MissingFinder:
         if self.beside_began is not None and not self.stop.is_set() and any(
                 r.outcome in ("failed", "xpassed") for r in serial.values()):
             self.beside_cancel.set()
-            for thread in (self.beside, self.screening_beside):
-                if thread is not None:
-                    thread.join()
+            if self.beside is not None:
+                self.beside.join()
             began = time.monotonic()
             serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
             serial.pop(KILLED, None)
@@ -1821,8 +1816,9 @@ class MissingFinder:
                       start: int, taken: set[int], below: int) -> tuple[list[int], int]:
         """The tests of the next probe of the usual kind :meth:`_screen_beside` runs:
         whole components of the declared graph (``parts``, by their last test,
-        from ``start`` on) the pass has run, before ``below``, up to :data:`BESIDE_CHUNK` serial
-        seconds or one larger component, and where the next one starts.  Left
+        from ``start`` on) the pass has run, before ``below``, up to
+        :data:`BESIDE_CHUNK` serial seconds or one larger component, and where
+        the next one starts.  Left
         to the screening after the pass: a component with a test that did not
         pass, that named prerequisites at run time, or that is in a probe
         already, and one whose batch runs a test after an earlier one outside
@@ -1854,7 +1850,8 @@ class MissingFinder:
         :meth:`_combined`, alone before its place); into ``self.batched_beside``.
         Its time limit is its tests' serial seconds', as the screening's is the
         pass's: a probe it stops is screened again after the pass."""
-        dependents = [k for k in tests if any(p < len(ids) for p in self.declared[k])]
+        mine = set(tests)
+        dependents = [k for k in self._dependents(ids) if k in mine]
         checked = set(self._combined(ids, seen, dependents, tests))
         order = self._with_declared([ids[k] for k in reversed(tests)])
         batch = BesideBatch(tests, order, [k for k in reversed(tests) if k in checked])
