@@ -182,6 +182,49 @@ def test_a_suite_that_fails_serially_is_refused_with_its_failures(
     assert "searching" not in result.stdout.str()
 
 
+def test_a_serial_pass_whose_process_ended_early_runs_again_not_blamed_on_the_suite(
+        dagtester: DagTester, tmp_path: Path) -> None:
+    # The pass's first process ends in test_end (outside pytest's reach, as a
+    # crashed probe would); the second runs it through.  Old code: "does not
+    # pass serially", listing the tests that had no record.
+    mark = tmp_path / "ended-once"
+    make_suite(dagtester, test_c=f"""
+        import os
+
+        def test_end():
+            if not os.path.exists({str(mark)!r}):
+                open({str(mark)!r}, "w").close()
+                os._exit(0)
+    """)
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: serial pass: its process ended after * of 7 tests (*); running it again",
+        "dagorder: test_b.py::test_read needs test_a.py::test_write",
+    ])
+    assert "does not pass serially" not in result.stdout.str()
+
+
+def test_a_serial_pass_ending_twice_names_the_test_and_runs_nothing_else(
+        dagtester: DagTester) -> None:
+    make_suite(dagtester, test_c="""
+        import os
+
+        def test_end():
+            os._exit(3)
+    """)
+    result = dagtester.run(*FIND)
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: a probe could not run the tests:",
+        "the serial pass's process ended twice after * of 7 tests, while "
+        "test_c.py::test_end ran: status 3; its output ends:",
+    ])
+    out = result.stdout.str()
+    assert "does not pass serially" not in out and "searching" not in out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+
+
 def test_one_test_is_searched_alone(dagtester: DagTester) -> None:
     make_suite(dagtester)
     result = dagtester.run(*FIND, "--dag-find-missing=test_b.py::test_read")
@@ -1353,31 +1396,37 @@ def test_a_skipped_dependent_is_checked_alone_in_the_screening_too(
 
 #: pytest-order sorts x1 and x2 (order 1) before y (order 2): a fence holds y
 #: until both were handed out.  The durations file makes y the most urgent.
-#: x1 ends once y started or x2 ended (a bounded wait), so y, freed, starts
-#: first with x1 on the other worker and no x ended yet; fenced, it starts
-#: only once x2 (or x1) ended.  y writes down which.  Fenced, y is handed out
-#: ahead behind x1: x1 waiting for y alone would wait out its bound.
+#: Neither x test ends before y said it started (y looks first), unless the
+#: other x test started (x2) or ended (x1), each wait bounded: freed, y saw no
+#: x test ended whichever worker ran which x test first (x2 alone on a worker
+#: could end before y looked, a flake under load); fenced, y starts only once
+#: both ended.  y writes down which.
 FENCED = """
     import pathlib, time
     import pytest
     HERE = pathlib.Path(__file__).parent
 
+    def wait_for(*names):
+        for _ in range(600):
+            if any((HERE / name).exists() for name in names):
+                return
+            time.sleep(0.05)
+
     @pytest.mark.order(1)
     def test_x1():
-        for _ in range(600):
-            if (HERE / "y-started").exists() or (HERE / "x-ended").exists():
-                break
-            time.sleep(0.05)
+        (HERE / "x1-started").touch()
+        wait_for("y-started", "x-ended")
         (HERE / "x-ended").touch()
 
     @pytest.mark.order(1)
     def test_x2():
+        wait_for("y-started", "x1-started")
         (HERE / "x-ended").touch()
 
     @pytest.mark.order(2)
     def test_y():
-        (HERE / "y-started").touch()
         (HERE / "y-saw").write_text(str((HERE / "x-ended").exists()))
+        (HERE / "y-started").touch()
 """
 
 

@@ -214,6 +214,9 @@ class Sandbox:
         self.tmp.mkdir(exist_ok=made)
         #: The collected process that forks this sandbox's probes (None: not started).
         self.server: Server | None = None
+        #: How the last probe's process ended where it ended abnormally (its
+        #: status, its output's last lines); empty where it ended as usual.
+        self.ended = ""
 
     def _walk(self, top: Path | None = None) -> list[tuple[str, os.stat_result | None]]:
         """What the copy's record holds of ``top`` (the copy; the original for
@@ -862,7 +865,7 @@ class MissingFinder:
             self.beside = self.screening_beside = threading.Thread(
                 target=self._screen_beside, args=(ids,), name="dagorder-beside", daemon=True)
             self.beside.start()
-        serial, took = self._serial_pass(ids, sharers)
+        serial, took = self._serial_pass(ids, sharers, write)
         self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
         self.found.phases.append("serial pass")
         if self.stop.is_set() and len(serial) < len(ids):
@@ -1628,30 +1631,57 @@ class MissingFinder:
         return [d for d in self._dependents(ids)
                 if any(not wide[d].isdisjoint(wide[p]) for p in self._prerequisites(d))]
 
-    def _serial_pass(self, ids: list[str], beside: list[int]) -> tuple[dict[str, Result], float]:
+    def _serial_pass(self, ids: list[str], beside: list[int],
+                     write: _Write) -> tuple[dict[str, Result], float]:
         """The serial pass, its records and seconds; the edge runs of ``beside`` on
         the second probe slot while it runs (:meth:`_beside`).  A pass with a
         failing test while they ran is run again without them: a clash outside
         the copies (a fixed port, a server's rows) must not read as the suite
-        failing serially."""
+        failing serially.  So is a pass whose process ended before its tests
+        did: that is the probe's failure, not the suite's (once more, then
+        :class:`ProbeError` says where it ended and why)."""
         if beside:
             self.beside = threading.Thread(target=self._beside, args=(ids, beside),
                                            name="dagorder-beside", daemon=True)
             self.beside.start()
         began = time.monotonic()
-        serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
+        serial, ended = self._pass_probe(ids)
         with self.lock:  # a slot taken from here on is not beside the pass
             self.serial_ended.set()
-        serial.pop(KILLED, None)  # self.killed says it
-        if self.beside_began is not None and not self.stop.is_set() and any(
-                r.outcome in ("failed", "xpassed") for r in serial.values()):
+        if ended:
+            write(f"dagorder: serial pass: its process ended after {len(serial)} of "
+                  f"{plural(len(ids), 'test')} ({ended.split(';')[0]}); running it again")
+        if self.stop.is_set():
+            return serial, time.monotonic() - began
+        if ended or (self.beside_began is not None and any(
+                r.outcome in ("failed", "xpassed") for r in serial.values())):
             self.beside_cancel.set()
             if self.beside is not None:
                 self.beside.join()
             began = time.monotonic()
-            serial = self._probe(ids, trace=True, idle=SERIAL_IDLE)
-            serial.pop(KILLED, None)
+            serial, ended = self._pass_probe(ids)
+            if ended and not self.stop.is_set():
+                raise ProbeError(
+                    f"the serial pass's process ended twice after {len(serial)} of "
+                    f"{plural(len(ids), 'test')}, while {ids[min(len(serial), len(ids) - 1)]} "
+                    f"ran: {ended}")
         return serial, time.monotonic() - began
+
+    def _pass_probe(self, ids: list[str]) -> tuple[dict[str, Result], str]:
+        """One serial pass (as :meth:`_probe`): its records, and how its process
+        ended where it ended before its last test's record (empty: it did not)."""
+        sandbox = self._free_slot()
+        try:
+            sandbox.reset()
+            serial = self._run(sandbox, ids, trace=True, idle=SERIAL_IDLE)
+        finally:
+            self.pool.put(sandbox)
+        serial.pop(KILLED, None)  # self.killed says it
+        if (len(serial) >= len(ids) or self.killed or self._stopped()
+                or any(r.outcome in ("failed", "xpassed") for r in serial.values())):
+            # A failure is the suite's to report (under -x the pass ends there).
+            return serial, ""
+        return serial, sandbox.ended or "its process ended with status 0"
 
     def _beside(self, ids: list[str], checked: list[int]) -> None:
         """The edge runs of ``checked`` (as :meth:`_edge_runs`: the serial order up
@@ -2953,6 +2983,7 @@ class MissingFinder:
         ``watch``: asked at each poll, True stops it too (not counted as a timeout)."""
         seconds = self.timeout if limit is None else limit
         request = {"runs": runs, "limit": seconds if seconds != float("inf") else 1e9}
+        sandbox.ended = ""
         try:
             os.write(server.ask, (json.dumps(request) + "\n").encode())
         except OSError:  # it died (a collection error): its log says why
@@ -2971,7 +3002,11 @@ class MissingFinder:
                 server.pending += chunk
                 if b"\n" in server.pending:
                     answer, _, server.pending = server.pending.partition(b"\n")
-                    killed = bool(json.loads(answer).get("killed"))
+                    said = json.loads(answer)
+                    killed = bool(said.get("killed"))
+                    if not killed and any(said.get("statuses", ())):
+                        status = next(c for c in said["statuses"] if c)
+                        sandbox.ended = f"status {status}{_tail(server.log)}"
                     self.killed |= killed
                     with self.lock:
                         self.probes_run += 1
@@ -2992,12 +3027,14 @@ class MissingFinder:
                 return True
 
     def _dead(self, sandbox: Sandbox, server: Server) -> None:
-        """The server ended by itself: before any probe, it could not collect."""
+        """The server ended by itself: before any probe, it could not collect
+        (a status other than pytest's own: :class:`ProbeError`, its log's tail)."""
         code = server.proc.wait(timeout=30)
         self._drop(sandbox)
         if code not in (0, 1, 5):
             tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
             raise ProbeError(tail)
+        sandbox.ended = f"the probe server ended by itself, status {code}{_tail(server.log)}"
 
     def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
         env = {k: v for k, v in self.environment.items()
@@ -3250,6 +3287,16 @@ def _scoped(items: Sequence[pytest.Item], every: Sequence[set[tuple[str, str, st
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    """The last lines of a probe's log, indented after a line of their own (empty
+    where the log is)."""
+    text = log.read_text(errors="replace").rstrip() if log.exists() else ""
+    if not text:
+        return ""
+    return "; its output ends:\n" + "\n".join(
+        f"    {line}" for line in text.splitlines()[-lines:])
 
 
 def _pass_records(finder: MissingFinder, sandbox: Sandbox) -> dict[str, Result]:

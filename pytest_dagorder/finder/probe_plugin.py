@@ -49,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -717,13 +718,22 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                     _serial_in_lanes(session, reporter, set(run["lane"]), items, end)
                     continue
                 children.append(_fork_run(session, reporter, items, run))
+            # Each run's exit status goes with the answer: a child that ended
+            # before its tests' records (it raised, a test ended the process)
+            # must not read as those tests failing.
+            statuses: list[int] = []
             for child in children:
-                while not os.waitpid(child, os.WNOHANG)[0]:
+                while True:
+                    pid, status = os.waitpid(child, os.WNOHANG)
+                    if pid:
+                        statuses.append(os.waitstatus_to_exitcode(status))
+                        break
                     if _killed_when_late(child, end):
                         killed = True
                         break
                     time.sleep(0.002)
-            os.write(writing, (json.dumps({"done": True, "killed": killed}) + "\n").encode())
+            os.write(writing, (json.dumps({"done": True, "killed": killed,
+                                           "statuses": statuses}) + "\n").encode())
 
 
 def _killed_when_late(child: int, end: float) -> bool:
@@ -757,8 +767,10 @@ def _end_child(body: Callable[[], None]) -> NoReturn:
     code = 0
     try:
         body()
-    except BaseException:
+    except BaseException as exc:
         code = 1
+        if isinstance(exc, Exception):  # the probe's log says why it ended
+            traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
