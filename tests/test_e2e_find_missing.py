@@ -759,6 +759,36 @@ def test_a_forked_check_worker_runs_on_a_stack_as_shallow_as_a_fresh_workers(
     assert int(depths["forked"][0][0]) <= int(depths["fresh"][0][0]) + 3, depths
 
 
+#: An xdist worker's session ends slowly (a plugin flushing a report) and then
+#: leaves a mark: after every test's outcome is in.
+SLOW_FINISH = """
+    import pathlib, time
+
+    def pytest_sessionfinish(session):
+        if hasattr(session.config, "workerinput"):  # an xdist worker
+            time.sleep(8)
+            pathlib.Path(MARK).touch()
+"""
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_the_forked_n2_check_ends_once_every_test_has_its_outcome(
+        dagtester: DagTester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its workers are stopped in their session's finish: the old code waited
+    # for it (the mark was made, 8 s later).
+    mark = tmp_path / "finished"
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(tmp_path / "imports.log"))
+    dagtester.pytester.makeconftest(
+        textwrap.dedent(SLOW_FINISH).replace("MARK", repr(str(mark))))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        "dagorder: test_f.py::test_read needs test_f.py::test_write"])
+    assert not mark.exists()
+
+
 #: A per-worker name read when the test module is imported, as suites name a
 #: database per xdist worker: serially and in xdist's own workers it matches
 #: the environment the tests run in; in a worker forked from a process that

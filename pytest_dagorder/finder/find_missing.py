@@ -1339,10 +1339,12 @@ class MissingFinder:
             n = self.counter
         out = sandbox.tmp.parent / f"probe-{n}.jsonl"
         out.unlink(missing_ok=True)
-        args, cwd = self._command(sandbox, self._with_declared(ids), out,
+        run = self._with_declared(ids)
+        args, cwd = self._command(sandbox, run, out,
                                   sandbox.tmp / f"basetemp-{n}", workers=2, edges=edges)
         check = {"args": args[3:], "cwd": str(cwd), "env": self._environment(sandbox, out),
-                 "log": str(out.with_suffix(".log")), "where": str(sandbox.tmp.parent)}
+                 "log": str(out.with_suffix(".log")), "where": str(sandbox.tmp.parent),
+                 "expect": len(set(run))}
         killed = self._ask(sandbox, server, [{"check": check}], self.timeout)
         results = self._read(out, sandbox)
         if killed and not self._stopped():

@@ -1155,6 +1155,7 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
         _end_child(lambda: _controller(check, launcher, finder_fds))
     waiting: dict[int, socket.socket] = {}  # worker pid -> its launcher's connection
     killed = False
+    records = _Records(Path(check["env"][OUT]), int(check.get("expect", 0)))
     try:
         while not os.waitpid(child, os.WNOHANG)[0]:
             if _killed_when_late(child, end):
@@ -1163,19 +1164,16 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
             if listener is None:
                 time.sleep(0.01)
                 continue
-            ready, _, _ = select.select([listener], [], [], 0.01)
-            if ready:
-                conn, _ = listener.accept()
-
-                def worker(conn: socket.socket, request: dict[str, Any],
-                           listener: socket.socket = listener) -> NoReturn:
-                    listener.close()
-                    for other in waiting.values():
-                        other.close()
-                    _worker(conn, request, finder_fds)
-
-                _answer(conn, waiting, worker)
+            _launch(listener, waiting, finder_fds)
             _reap(waiting)
+            if records.whole():
+                # Every test's record is in: each worker tore its last test down
+                # (xdist runs it once told to shut down), so no outcome can
+                # change; what is left is xdist's shutdown, the workers' and the
+                # controller's exits (labgrid: a fifth of the check), stopped.
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                break
     finally:
         for pid, conn in waiting.items():  # left by a killed controller: ended too
             with contextlib.suppress(OSError):
@@ -1185,6 +1183,51 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
         if listener is not None:
             listener.close()
     return killed
+
+
+def _launch(listener: socket.socket, waiting: dict[int, socket.socket],
+            finder_fds: tuple[int, int]) -> None:
+    """A worker forked for the launcher that connects within a moment, if one does."""
+    ready, _, _ = select.select([listener], [], [], 0.01)
+    if not ready:
+        return
+    conn, _ = listener.accept()
+
+    def worker(conn: socket.socket, request: dict[str, Any]) -> NoReturn:
+        listener.close()
+        for other in waiting.values():
+            other.close()
+        _worker(conn, request, finder_fds)
+
+    _answer(conn, waiting, worker)
+
+
+class _Records:
+    """The records a run appends to ``out``, read as the file grows (each byte
+    once): whole once ``expect`` tests have one (never, for ``expect`` 0)."""
+
+    def __init__(self, out: Path, expect: int) -> None:
+        self.out = out
+        self.expect = expect
+        self.read = 0
+        self.partial = b""
+        self.seen: set[str] = set()
+
+    def whole(self) -> bool:
+        if not self.expect:
+            return False
+        try:
+            with self.out.open("rb") as f:
+                f.seek(self.read)
+                chunk = f.read()
+        except OSError:
+            return False
+        self.read += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        for line in lines:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                self.seen.add(json.loads(line)["id"])
+        return len(self.seen) >= self.expect
 
 
 #: What the source of a module that reads xdist's variables names.
