@@ -121,6 +121,14 @@ SERIAL_IDLE: Final = 600.0
 #: A test run alone in the edge pass may take this many times its serial
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
+
+
+def _alone_timeout(seconds: float) -> float:
+    """The time a test of ``seconds`` serially may take run alone (see
+    :data:`ALONE_FACTOR`)."""
+    return PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * seconds
+
+
 PROGRESS_EVERY: Final = 2.0
 #: Serial seconds of tests the screening beside the serial pass runs in one probe
 #: (:meth:`MissingFinder._screen_beside`; a longer test runs alone in one): the
@@ -1713,7 +1721,7 @@ class MissingFinder:
                 last["size"], last["at"] = size, now
             slowest = max(r.seconds for r in self.serial.values())
             return (now - began > 2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(checked)
-                    or now - last["at"] > PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * slowest)
+                    or now - last["at"] > _alone_timeout(slowest))
 
         try:
             sandbox.reset()
@@ -1837,7 +1845,7 @@ class MissingFinder:
         found: dict[str, Result] = {}
         sandbox.reset()
         self._run(sandbox, order, alone=order, into=found, alone_rules=rules,
-                  alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest)
+                  alone_limit=_alone_timeout(longest))
         with self.lock:
             self.screened_beside.append((chunk, found))
             self.beside_running = []
@@ -1897,7 +1905,7 @@ class MissingFinder:
         batch.got = self._run(
             sandbox, order, alone=[ids[k] for k in batch.alone], into=batch.found,
             alone_rules=self._batching(ids, seen, batch.alone),
-            alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+            alone_limit=_alone_timeout(longest),
             limit=2 * (PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took)
             + PROBE_TIMEOUT_ALLOWANCE * len(batch.alone))
         with self.lock:
@@ -2746,7 +2754,7 @@ class MissingFinder:
             sandbox.reset()
             return self._run(sandbox, order, alone=[ids[k] for k in checked], into=into,
                              alone_rules=rules,
-                             alone_limit=PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * longest,
+                             alone_limit=_alone_timeout(longest),
                              limit=2 * self.timeout + PROBE_TIMEOUT_ALLOWANCE * len(checked))
         finally:
             self.pool.put(sandbox)
