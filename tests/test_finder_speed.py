@@ -211,3 +211,19 @@ def test_a_forked_child_makes_the_early_copy_and_the_record_follows_the_rootdir(
     box.refresh()
     box.reset()  # keeps what the record has
     assert (box.root / "c.txt").read_text() == "c"
+
+
+def test_a_second_probe_slot_starts_once_the_pass_shows_it_outlasts_a_start_up() -> None:
+    from pytest_dagorder.finder import find_missing
+
+    worth = find_missing._worth_a_slot
+    # Its tests ran as long as a start-up: whatever is left.
+    assert worth(2.0, 1.5, 0.5, 2, 2)
+    # 3 of 880 tests, 0.01 s apart after the first: 8.8 s left against 2 s.
+    assert worth(2.0, 0.02, 0.5, 3, 880)
+    # The same pace with 12 of 14 left: 0.12 s, no slot (labgrid's case).
+    assert not worth(2.0, 0.02, 0.5, 3, 14)
+    # Two records are no pace: the first test's set-up may be all of it.
+    assert not worth(2.0, 0.01, 0.5, 2, 880)
+    # A slow first test, quick ones after: the pace is theirs.
+    assert not worth(2.0, 0.002, 1.5, 3, 100)

@@ -1035,28 +1035,39 @@ class MissingFinder:
                 self.pool.put(sandbox)
 
     def _widen(self, began: float) -> None:
-        """Start the slots past the first once the serial pass's tests have run as
-        long as its process took to start (until its first test's record, less
-        that test's time); never, if the pass ends sooner.  A probe slot costs
-        a start-up and a collection (labgrid's ``test_graphstrategy.py``:
-        1.2-1.5 s of CPU, against 0.3 s of tests, docs/performance.md): a suite
-        whose tests take less is searched on one slot, a longer one gets the
-        others while its pass still runs."""
+        """Start the slots past the first once the serial pass will run its tests
+        for longer than its process took to start (until its first test's
+        record, less that test's time), by the tests it ran so far or by the
+        pace of those after the first (a session's set-up) times the tests left;
+        never, if the pass ends sooner.  A probe slot costs a start-up and a
+        collection (labgrid's ``test_graphstrategy.py``: 1.2-1.5 s of CPU,
+        against 0.3 s of tests, docs/performance.md): a suite whose tests take
+        less is searched on one slot, a longer one gets the others while its
+        pass still runs, started on the core the pass leaves idle as soon as
+        its pace shows it (ensembl-genomio: some 3 s sooner than waiting for
+        its tests to have run as long, and the work beside the pass with it)."""
         where = self.sandboxes[0].tmp.parent
         first: float | None = None
         ran = 0.0  # the first test's seconds
+        out: Path | None = None
+        total = len(self.ids)
         while not self.serial_ended.wait(0.05):
             if self._stopped():
                 return
             now = time.monotonic()
             if first is None:
                 with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                    for out in where.glob("probe-*.jsonl"):
-                        line = out.read_text(encoding="utf-8").partition("\n")[0]
+                    for found in where.glob("probe-*.jsonl"):
+                        line = found.read_text(encoding="utf-8").partition("\n")[0]
                         if line:
                             ran = max(0.0, float(json.loads(line)["seconds"]))
-                            first = now
-            if first is not None and now - first + ran >= first - began - ran:
+                            first, out = now, found
+            if first is None or out is None:
+                continue
+            done = 0
+            with contextlib.suppress(OSError):
+                done = out.read_bytes().count(b"\n")
+            if _worth_a_slot(first - began - ran, now - first, ran, done, total):
                 self._add_slots(self.slots)
                 return
 
@@ -3297,6 +3308,17 @@ def _scoped(items: Sequence[pytest.Item], every: Sequence[set[tuple[str, str, st
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _worth_a_slot(start_up: float, since: float, first: float, done: int,
+                 total: int) -> bool:
+    """Whether the serial pass runs its tests for longer than ``start_up`` (a probe
+    slot's start): its tests ran that long (``since`` its first record, and
+    ``first``, that test's seconds), or the pace of the ``done - 1`` tests after
+    the first (three records at least) says those left take that long."""
+    if since + first >= start_up:
+        return True
+    return done >= 3 and max(0, total - done) * since / (done - 1) >= start_up
 
 
 def _tail(log: Path, lines: int = 15) -> str:
