@@ -1363,7 +1363,7 @@ class MissingFinder:
                                   sandbox.tmp / f"basetemp-{n}", workers=2, edges=edges)
         check = {"args": args[3:], "cwd": str(cwd), "env": self._environment(sandbox, out),
                  "log": str(out.with_suffix(".log")), "where": str(sandbox.tmp.parent),
-                 "expect": len(set(run))}
+                 "expect": run, "root": str(sandbox.root)}
         killed = self._ask(sandbox, server, [{"check": check}], self.timeout)
         results = self._read(out, sandbox)
         if killed and not self._stopped():

@@ -1155,7 +1155,8 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
         _end_child(lambda: _controller(check, launcher, finder_fds))
     waiting: dict[int, socket.socket] = {}  # worker pid -> its launcher's connection
     killed = False
-    records = _Records(Path(check["env"][OUT]), int(check.get("expect", 0)))
+    records = _Records(Path(check["env"][OUT]), list(check.get("expect", ())),
+                       str(check.get("root", "")) + os.sep)
     try:
         while not os.waitpid(child, os.WNOHANG)[0]:
             if _killed_when_late(child, end):
@@ -1204,17 +1205,22 @@ def _launch(listener: socket.socket, waiting: dict[int, socket.socket],
 
 class _Records:
     """The records a run appends to ``out``, read as the file grows (each byte
-    once): whole once ``expect`` tests have one (never, for ``expect`` 0)."""
+    once): whole once each test of ``expect`` has one (never, for none)."""
 
-    def __init__(self, out: Path, expect: int) -> None:
+    def __init__(self, out: Path, expect: list[str], root: str) -> None:
         self.out = out
-        self.expect = expect
+        self.root = root
+        self.left = set(map(self._named, expect))
+        self.watching = bool(self.left)
         self.read = 0
         self.partial = b""
-        self.seen: set[str] = set()
+
+    def _named(self, nid: str) -> str:
+        """A node id as the check's records name it (relative to its rootdir)."""
+        return nid[len(self.root):] if nid.startswith(self.root) else nid
 
     def whole(self) -> bool:
-        if not self.expect:
+        if not self.watching:
             return False
         try:
             with self.out.open("rb") as f:
@@ -1226,8 +1232,8 @@ class _Records:
         *lines, self.partial = (self.partial + chunk).split(b"\n")
         for line in lines:
             with contextlib.suppress(ValueError, KeyError, TypeError):
-                self.seen.add(json.loads(line)["id"])
-        return len(self.seen) >= self.expect
+                self.left.discard(self._named(json.loads(line)["id"]))
+        return not self.left
 
 
 #: What the source of a module that reads xdist's variables names.
