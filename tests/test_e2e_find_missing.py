@@ -79,6 +79,21 @@ HIDDEN = {
 }
 
 
+def checked_learning(dagtester: DagTester, conftest: str, module: str,
+                     body: str) -> pytest.RunResult:
+    """The learning pass over a conftest and one test module (``module``, whose
+    test_read reads what its test_write wrote): its result, once it ended well
+    with that need found and the ``-n 2`` check of it giving the serial outcomes."""
+    dagtester.pytester.makeconftest(textwrap.dedent(conftest))
+    dagtester.pytester.makepyfile(**{module: textwrap.dedent(body)})
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: with the findings, -n 2 gave the serial outcomes",
+        f"dagorder: {module}.py::test_read needs {module}.py::test_write"])
+    return result
+
+
 def make_suite(dagtester: DagTester, **changes: str) -> None:
     for name, body in {**HIDDEN, **changes}.items():
         dagtester.pytester.makepyfile(**{name: textwrap.dedent(body)})
@@ -658,14 +673,8 @@ def test_the_n2_check_starts_with_the_search_and_collects_once_the_findings_are_
     log = dagtester.path.parent / "starts.log"
     log.write_text("")
     monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
-    dagtester.pytester.makeconftest(textwrap.dedent(STARTS_CONFTEST))
-    dagtester.pytester.makepyfile(test_s=textwrap.dedent(STARTS))
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
     # The check read the findings: its workers collected after they were written.
-    result.stdout.fnmatch_lines([
-        "dagorder: with the findings, -n 2 gave the serial outcomes",
-        "dagorder: test_s.py::test_read needs test_s.py::test_write"])
+    checked_learning(dagtester, STARTS_CONFTEST, "test_s", STARTS)
     lines = log.read_text().splitlines()
     # Its workers started up before the serial pass ran its first test.
     first = next(k for k, line in enumerate(lines) if line.startswith("conf gw"))
@@ -702,14 +711,8 @@ def test_the_n2_check_is_forked_from_a_probe_server_and_stays_a_real_n2_run(
     log = dagtester.path.parent / "forked.log"
     log.write_text("")
     monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
-    dagtester.pytester.makeconftest(textwrap.dedent(FORKED_CONFTEST))
-    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
     # The check read the findings and kept the two tests in order.
-    result.stdout.fnmatch_lines([
-        "dagorder: with the findings, -n 2 gave the serial outcomes",
-        "dagorder: test_f.py::test_read needs test_f.py::test_write"])
+    checked_learning(dagtester, FORKED_CONFTEST, "test_f", FORKED)
     lines = [line.split() for line in log.read_text().splitlines()]
     imported = {words[1] for words in lines if words[0] == "import"}
     workers = {words[2] for words in lines if words[0] == "conf" and words[1].startswith("gw")}
@@ -778,14 +781,7 @@ def test_the_forked_n2_check_ends_once_every_test_has_its_outcome(
     # for it (the mark was made, 8 s later).
     mark = tmp_path / "finished"
     monkeypatch.setenv("DAGORDER_E2E_LOG", str(tmp_path / "imports.log"))
-    dagtester.pytester.makeconftest(
-        textwrap.dedent(SLOW_FINISH).replace("MARK", repr(str(mark))))
-    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
-    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines([
-        "dagorder: with the findings, -n 2 gave the serial outcomes",
-        "dagorder: test_f.py::test_read needs test_f.py::test_write"])
+    checked_learning(dagtester, SLOW_FINISH.replace("MARK", repr(str(mark))), "test_f", FORKED)
     assert not mark.exists()
 
 
