@@ -240,6 +240,34 @@ def test_a_serial_pass_ending_twice_names_the_test_and_runs_nothing_else(
     assert "Traceback" not in out and "INTERNALERROR" not in out
 
 
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_a_check_that_ends_before_its_tests_is_no_difference_the_findings_made(
+        dagtester: DagTester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The -n 2 check's controller (xdist asked for, no worker) breaks as its
+    # session starts.  Old code: "-n 2 still gave other outcomes than the
+    # serial run for 2 tests (not fixed)", both listed, and the file written.
+    dagtester.pytester.makeconftest("""
+        import os
+
+        def pytest_sessionstart(session):
+            config = session.config
+            if (os.environ.get("DAGORDER_PROBE_OUT") and config.option.numprocesses
+                    and not hasattr(config, "workerinput")):
+                raise RuntimeError("the check's controller breaks")
+    """)
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(tmp_path / "imports.log"))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND, "--dag-edges", "edges.json")
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: a probe could not run the tests:",
+        "the -n 2 check of the findings ended before its tests ran (status 3); "
+        "its output ends:",
+        "*RuntimeError: the check's controller breaks"])
+    assert "other outcomes" not in result.stdout.str()
+    assert not (dagtester.path / "edges.json").exists()
+
+
 def test_one_test_is_searched_alone(dagtester: DagTester) -> None:
     make_suite(dagtester)
     result = dagtester.run(*FIND, "--dag-find-missing=test_b.py::test_read")

@@ -1366,6 +1366,12 @@ class MissingFinder:
                  "expect": run, "root": str(sandbox.root)}
         killed = self._ask(sandbox, server, [{"check": check}], self.timeout)
         results = self._read(out, sandbox)
+        if sandbox.ended and not results and not killed:
+            # Its pytest stopped before any test (as _collect's probes): the
+            # check's failure, not a difference the findings made.
+            raise ProbeError(
+                f"the -n 2 check of the findings ended before its tests ran "
+                f"({sandbox.ended.split(';')[0]}){_tail(out.with_suffix('.log'))}")
         if killed and not self._stopped():
             results[KILLED] = FAILED
         return results

@@ -703,10 +703,17 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
             end = time.monotonic() + float(request["limit"])
             children: list[int] = []
             killed = False
+            # Each run's exit status goes with the answer: a child that ended
+            # before its tests' records (it raised, a test ended the process)
+            # must not read as those tests failing.
+            statuses: list[int] = []
             for run in request["runs"]:
                 if run.get("check"):
-                    killed |= _run_check(run["check"], end, (reading, writing),
-                                         reporter._rooted())
+                    late, status = _run_check(run["check"], end, (reading, writing),
+                                              reporter._rooted())
+                    killed |= late
+                    # pytest's statuses of a session whose tests ran are no failure.
+                    statuses.append(0 if status in (0, 1) else status)
                     continue
                 items = [by_id[n] for n in run["ids"] if n in by_id]
                 reporter.out = Path(run["out"])
@@ -718,10 +725,6 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                     _serial_in_lanes(session, reporter, set(run["lane"]), items, end)
                     continue
                 children.append(_fork_run(session, reporter, items, run))
-            # Each run's exit status goes with the answer: a child that ended
-            # before its tests' records (it raised, a test ended the process)
-            # must not read as those tests failing.
-            statuses: list[int] = []
             for child in children:
                 while True:
                     pid, status = os.waitpid(child, os.WNOHANG)
@@ -761,12 +764,13 @@ def _run_lane(items: list[pytest.Item], nexts: dict[int, int | None], orders_r: 
             os.write(answers_w, b"d")
 
 
-def _end_child(body: Callable[[], None]) -> NoReturn:
+def _end_child(body: Callable[[], int | None]) -> NoReturn:
     """Run ``body`` in a forked child, then end the child: it never returns into
-    pytest (status 1 when ``body`` raised), its output flushed first."""
+    pytest (with the status ``body`` returned, 1 when it raised), its output
+    flushed first."""
     code = 0
     try:
-        body()
+        code = body() or 0
     except BaseException as exc:
         code = 1
         if isinstance(exc, Exception):  # the probe's log says why it ended
@@ -1130,7 +1134,7 @@ _START_ENV: Final = _interpreter_env(dict(os.environ))
 
 
 def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
-               rooted: list[tuple[str, object]]) -> bool:
+               rooted: list[tuple[str, object]]) -> tuple[bool, int]:
     """The ``-n 2`` check of the findings (``find_missing._check_n2``) as a child
     forked from this collected process, which ran no test: the child runs
     ``pytest ARGS`` as the check's controller (its modules imported already,
@@ -1142,8 +1146,8 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
     Where the launcher cannot be used (a ``noexec`` folder, a long path),
     when it cannot reach this process, or where a module of the suite reads
     xdist's variables (:func:`_reads_xdist_variables` of ``rooted``, the modules
-    below the rootdir), the workers are fresh interpreters.  True: killed at
-    ``end``."""
+    below the rootdir), the workers are fresh interpreters.  Whether it was
+    killed at ``end``, and its pytest's exit status (0 where it was stopped)."""
     where = Path(check["where"])
     listener, launcher = (None, None) if _reads_xdist_variables(rooted) else _fork_server(where)
     sys.stdout.flush()
@@ -1154,11 +1158,15 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
             listener.close()
         _end_child(lambda: _controller(check, launcher, finder_fds))
     waiting: dict[int, socket.socket] = {}  # worker pid -> its launcher's connection
-    killed = False
+    killed, status = False, 0
     records = _Records(Path(check["env"][OUT]), list(check.get("expect", ())),
                        str(check.get("root", "")) + os.sep)
     try:
-        while not os.waitpid(child, os.WNOHANG)[0]:
+        while True:
+            pid, raw = os.waitpid(child, os.WNOHANG)
+            if pid:
+                status = os.waitstatus_to_exitcode(raw)
+                break
             if _killed_when_late(child, end):
                 killed = True
                 break
@@ -1183,7 +1191,7 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
             conn.close()
         if listener is not None:
             listener.close()
-    return killed
+    return killed, status
 
 
 def _launch(listener: socket.socket, waiting: dict[int, socket.socket],
@@ -1286,9 +1294,9 @@ def _fork_server(where: Path) -> tuple[socket.socket | None, str | None]:
 
 
 def _controller(check: dict[str, Any], launcher: str | None,
-                finder_fds: tuple[int, int]) -> None:
+                finder_fds: tuple[int, int]) -> int:
     """In the forked controller: become ``python -m pytest ARGS`` started in the
-    check's folder with its environment, its output to its log."""
+    check's folder with its environment, its output to its log; its status."""
     for fd in finder_fds:  # the finder's pipes stay with the server alone
         os.close(fd)
     log = os.open(check["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -1303,7 +1311,7 @@ def _controller(check: dict[str, Any], launcher: str | None,
     if launcher is not None:
         # execnet starts each worker as ``sys.executable -u -c BOOTSTRAP``.
         sys.executable = launcher
-    pytest.main(check["args"])
+    return int(pytest.main(check["args"]))
 
 
 def _take_over(cwd: str, env: dict[str, str], path: list[str]) -> None:
