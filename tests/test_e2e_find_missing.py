@@ -240,6 +240,34 @@ def test_a_serial_pass_ending_twice_names_the_test_and_runs_nothing_else(
     assert "Traceback" not in out and "INTERNALERROR" not in out
 
 
+def test_a_serial_pass_stopped_by_its_idle_time_is_a_timeout_not_run_again(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In this process (the finder reads the bound when the pass starts); the
+    # test hangs in the probes only.  Neither an early end (run again) nor the
+    # suite failing serially.
+    monkeypatch.setattr(find_missing, "SERIAL_IDLE", 2.0)
+    dagtester.pytester.makepyfile(test_f="""
+        import os, time
+
+        def test_a():
+            pass
+
+        def test_hang():
+            if os.environ.get("DAGORDER_PROBE_OUT"):
+                time.sleep(60)
+
+        def test_z():
+            pass
+    """)
+    result = dagtester.run(*FIND)
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: the serial pass was stopped, a timeout: no test ended for 2 s (1 of 3 "
+        "tests had ended; running: test_f.py::test_hang)*"])
+    out = result.stdout.str()
+    assert "running it again" not in out and "does not pass serially" not in out
+
+
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_a_check_that_ends_before_its_tests_is_no_difference_the_findings_made(
         dagtester: DagTester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1703,8 +1703,9 @@ class MissingFinder:
             serial = self._run(sandbox, ids, trace=True, idle=SERIAL_IDLE)
         finally:
             self.pool.put(sandbox)
-        serial.pop(KILLED, None)  # self.killed says it
-        if (len(serial) >= len(ids) or self.killed or self._stopped()
+        # Stopped by its time (self.killed says it to _find): not an early end.
+        killed = serial.pop(KILLED, None) is not None
+        if (len(serial) >= len(ids) or killed or self._stopped()
                 or any(r.outcome in ("failed", "xpassed") for r in serial.values())):
             # A failure is the suite's to report (under -x the pass ends there).
             return serial, ""
