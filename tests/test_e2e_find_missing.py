@@ -244,8 +244,9 @@ def test_a_serial_pass_stopped_by_its_idle_time_is_a_timeout_not_run_again(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # In this process (the finder reads the bound when the pass starts); the
     # test hangs in the probes only.  Neither an early end (run again) nor the
-    # suite failing serially.
-    monkeypatch.setattr(find_missing, "SERIAL_IDLE", 2.0)
+    # suite failing serially.  The bound counts from the pass's request, which
+    # its server reads once it collected: a few seconds, for a loaded machine.
+    monkeypatch.setattr(find_missing, "SERIAL_IDLE", 6.0)
     dagtester.pytester.makepyfile(test_f="""
         import os, time
 
@@ -262,7 +263,7 @@ def test_a_serial_pass_stopped_by_its_idle_time_is_a_timeout_not_run_again(
     result = dagtester.run(*FIND)
     assert result.ret == 1, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "dagorder: the serial pass was stopped, a timeout: no test ended for 2 s (1 of 3 "
+        "dagorder: the serial pass was stopped, a timeout: no test ended for 6 s (1 of 3 "
         "tests had ended; running: test_f.py::test_hang)*"])
     out = result.stdout.str()
     assert "running it again" not in out and "does not pass serially" not in out
@@ -825,7 +826,9 @@ SLOW_FINISH = """
 
     def pytest_sessionfinish(session):
         if hasattr(session.config, "workerinput"):  # an xdist worker
-            time.sleep(8)
+            # Long beside the check's run (a worker with no test gets here
+            # first), even on a loaded machine.
+            time.sleep(20)
             pathlib.Path(MARK).touch()
 """
 
@@ -834,7 +837,7 @@ SLOW_FINISH = """
 def test_the_forked_n2_check_ends_once_every_test_has_its_outcome(
         dagtester: DagTester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its workers are stopped in their session's finish: the old code waited
-    # for it (the mark was made, 8 s later).
+    # for it (the mark was made, 20 s later).
     mark = tmp_path / "finished"
     monkeypatch.setenv("DAGORDER_E2E_LOG", str(tmp_path / "imports.log"))
     checked_learning(dagtester, SLOW_FINISH.replace("MARK", repr(str(mark))), "test_f", FORKED)
