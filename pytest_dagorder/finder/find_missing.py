@@ -121,14 +121,6 @@ SERIAL_IDLE: Final = 600.0
 #: A test run alone in the edge pass may take this many times its serial
 #: duration (plus the allowance) before it is stopped.
 ALONE_FACTOR: Final = 5.0
-
-
-def _alone_timeout(seconds: float) -> float:
-    """The time a test of ``seconds`` serially may take run alone (see
-    :data:`ALONE_FACTOR`)."""
-    return PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * seconds
-
-
 PROGRESS_EVERY: Final = 2.0
 #: Serial seconds of tests the screening beside the serial pass runs in one probe
 #: (:meth:`MissingFinder._screen_beside`; a longer test runs alone in one): the
@@ -1675,11 +1667,11 @@ class MissingFinder:
         serial, ended = self._pass_probe(ids)
         with self.lock:  # a slot taken from here on is not beside the pass
             self.serial_ended.set()
+        if self.stop.is_set():
+            return serial, time.monotonic() - began
         if ended:
             write(f"dagorder: serial pass: its process ended after {len(serial)} of "
                   f"{plural(len(ids), 'test')} ({ended.split(';')[0]}); running it again")
-        if self.stop.is_set():
-            return serial, time.monotonic() - began
         if ended or (self.beside_began is not None and any(
                 r.outcome in ("failed", "xpassed") for r in serial.values())):
             self.beside_cancel.set()
@@ -3315,6 +3307,12 @@ def _scoped(items: Sequence[pytest.Item], every: Sequence[set[tuple[str, str, st
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _alone_timeout(seconds: float) -> float:
+    """The time a test of ``seconds`` serially may take run alone (see
+    :data:`ALONE_FACTOR`)."""
+    return PROBE_TIMEOUT_ALLOWANCE + ALONE_FACTOR * seconds
 
 
 def _worth_a_slot(start_up: float, since: float, first: float, done: int,
