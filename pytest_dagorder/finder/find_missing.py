@@ -214,9 +214,9 @@ class Sandbox:
         self.tmp.mkdir(exist_ok=made)
         #: The collected process that forks this sandbox's probes (None: not started).
         self.server: Server | None = None
-        #: How the last probe's process ended where it ended abnormally (its
-        #: status, its output's last lines); empty where it ended as usual.
-        self.ended = ""
+        #: How the last probe's process ended where it ended abnormally (None
+        #: where it ended as usual).
+        self.ended: Ending | None = None
 
     def _walk(self, top: Path | None = None) -> list[tuple[str, os.stat_result | None]]:
         """What the copy's record holds of ``top`` (the copy; the original for
@@ -471,6 +471,19 @@ class Held:
     proc: subprocess.Popen[bytes]
     out: Path
     go: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a probe's process ended before its tests did: its status, and the log
+    whose end says more (None: no log to show)."""
+
+    why: str
+    log: Path | None = None
+
+    def told(self) -> str:
+        """``why``, and the end of the log."""
+        return self.why + _tail(self.log)
 
 
 @dataclass
@@ -1358,12 +1371,12 @@ class MissingFinder:
                  "expect": run, "root": str(sandbox.root)}
         killed = self._ask(sandbox, server, [{"check": check}], self.timeout)
         results = self._read(out, sandbox)
-        if sandbox.ended and not results and not killed:
+        if sandbox.ended is not None and not results and not killed:
             # Its pytest stopped before any test (as _collect's probes): the
             # check's failure, not a difference the findings made.
             raise ProbeError(
                 f"the -n 2 check of the findings ended before its tests ran "
-                f"({sandbox.ended.split(';')[0]}){_tail(out.with_suffix('.log'))}")
+                f"({sandbox.ended.why}){_tail(out.with_suffix('.log'))}")
         if killed and not self._stopped():
             results[KILLED] = FAILED
         return results
@@ -1669,26 +1682,25 @@ class MissingFinder:
             self.serial_ended.set()
         if self.stop.is_set():
             return serial, time.monotonic() - began
-        if ended:
+        if ended is not None:
             write(f"dagorder: serial pass: its process ended after {len(serial)} of "
-                  f"{plural(len(ids), 'test')} ({ended.split(';')[0]}); running it again")
-        if ended or (self.beside_began is not None and any(
-                r.outcome in ("failed", "xpassed") for r in serial.values())):
+                  f"{plural(len(ids), 'test')} ({ended.why}); running it again")
+        if ended is not None or (self.beside_began is not None and _fails(serial)):
             self.beside_cancel.set()
             if self.beside is not None:
                 self.beside.join()
             began = time.monotonic()
             serial, ended = self._pass_probe(ids)
-            if ended and not self.stop.is_set():
+            if ended is not None and not self.stop.is_set():
                 raise ProbeError(
                     f"the serial pass's process ended twice after {len(serial)} of "
                     f"{plural(len(ids), 'test')}, while {ids[min(len(serial), len(ids) - 1)]} "
-                    f"ran: {ended}")
+                    f"ran: {ended.told()}")
         return serial, time.monotonic() - began
 
-    def _pass_probe(self, ids: list[str]) -> tuple[dict[str, Result], str]:
+    def _pass_probe(self, ids: list[str]) -> tuple[dict[str, Result], Ending | None]:
         """One serial pass (as :meth:`_probe`): its records, and how its process
-        ended where it ended before its last test's record (empty: it did not)."""
+        ended where it ended before its last test's record (None: it did not)."""
         sandbox = self._free_slot()
         try:
             sandbox.reset()
@@ -1697,11 +1709,10 @@ class MissingFinder:
             self.pool.put(sandbox)
         # Stopped by its time (self.killed says it to _find): not an early end.
         killed = serial.pop(KILLED, None) is not None
-        if (len(serial) >= len(ids) or killed or self._stopped()
-                or any(r.outcome in ("failed", "xpassed") for r in serial.values())):
+        if len(serial) >= len(ids) or killed or self._stopped() or _fails(serial):
             # A failure is the suite's to report (under -x the pass ends there).
-            return serial, ""
-        return serial, sandbox.ended or "its process ended with status 0"
+            return serial, None
+        return serial, sandbox.ended or Ending("its process ended with status 0")
 
     def _beside(self, ids: list[str], checked: list[int]) -> None:
         """The edge runs of ``checked`` (as :meth:`_edge_runs`: the serial order up
@@ -3003,7 +3014,7 @@ class MissingFinder:
         ``watch``: asked at each poll, True stops it too (not counted as a timeout)."""
         seconds = self.timeout if limit is None else limit
         request = {"runs": runs, "limit": seconds if seconds != float("inf") else 1e9}
-        sandbox.ended = ""
+        sandbox.ended = None
         try:
             os.write(server.ask, (json.dumps(request) + "\n").encode())
         except OSError:  # it died (a collection error): its log says why
@@ -3026,7 +3037,7 @@ class MissingFinder:
                     killed = bool(said.get("killed"))
                     if not killed and any(said.get("statuses", ())):
                         status = next(c for c in said["statuses"] if c)
-                        sandbox.ended = f"status {status}{_tail(server.log)}"
+                        sandbox.ended = Ending(f"status {status}", server.log)
                     self.killed |= killed
                     with self.lock:
                         self.probes_run += 1
@@ -3054,7 +3065,7 @@ class MissingFinder:
         if code not in (0, 1, 5):
             tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
             raise ProbeError(tail)
-        sandbox.ended = f"the probe server ended by itself, status {code}{_tail(server.log)}"
+        sandbox.ended = Ending(f"the probe server ended by itself, status {code}", server.log)
 
     def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
         env = {k: v for k, v in self.environment.items()
@@ -3326,10 +3337,15 @@ def _worth_a_slot(start_up: float, since: float, first: float, done: int,
     return done >= 3 and max(0, total - done) * since / (done - 1) >= start_up
 
 
-def _tail(log: Path, lines: int = 15) -> str:
+def _fails(records: dict[str, Result]) -> bool:
+    """Whether a test of ``records`` failed (or passed where it should fail)."""
+    return any(r.outcome in ("failed", "xpassed") for r in records.values())
+
+
+def _tail(log: Path | None, lines: int = 15) -> str:
     """The last lines of a probe's log, indented after a line of their own (empty
-    where the log is)."""
-    text = log.read_text(errors="replace").rstrip() if log.exists() else ""
+    where the log is, or there is none)."""
+    text = log.read_text(errors="replace").rstrip() if log is not None and log.exists() else ""
     if not text:
         return ""
     return "; its output ends:\n" + "\n".join(
