@@ -727,9 +727,8 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                 children.append(_fork_run(session, reporter, items, run))
             for child in children:
                 while True:
-                    pid, status = os.waitpid(child, os.WNOHANG)
-                    if pid:
-                        statuses.append(os.waitstatus_to_exitcode(status))
+                    if (code := _exited(child)) is not None:
+                        statuses.append(code)
                         break
                     if _killed_when_late(child, end):
                         killed = True
@@ -737,6 +736,12 @@ def _serve(session: pytest.Session, reporter: ProbeReporter, reading: int,
                     time.sleep(0.002)
             os.write(writing, (json.dumps({"done": True, "killed": killed,
                                            "statuses": statuses}) + "\n").encode())
+
+
+def _exited(child: int) -> int | None:
+    """The child's exit status once it ended (reaped), else None."""
+    pid, raw = os.waitpid(child, os.WNOHANG)
+    return os.waitstatus_to_exitcode(raw) if pid else None
 
 
 def _killed_when_late(child: int, end: float) -> bool:
@@ -1159,13 +1164,11 @@ def _run_check(check: dict[str, Any], end: float, finder_fds: tuple[int, int],
         _end_child(lambda: _controller(check, launcher, finder_fds))
     waiting: dict[int, socket.socket] = {}  # worker pid -> its launcher's connection
     killed, status = False, 0
-    records = _Records(Path(check["env"][OUT]), list(check.get("expect", ())),
-                       str(check.get("root", "")) + os.sep)
+    records = _Records(Path(check["env"][OUT]), check["expect"], check["root"] + os.sep)
     try:
         while True:
-            pid, raw = os.waitpid(child, os.WNOHANG)
-            if pid:
-                status = os.waitstatus_to_exitcode(raw)
+            if (code := _exited(child)) is not None:
+                status = code
                 break
             if _killed_when_late(child, end):
                 killed = True
@@ -1213,18 +1216,19 @@ def _launch(listener: socket.socket, waiting: dict[int, socket.socket],
 
 class _Records:
     """The records a run appends to ``out``, read as the file grows (each byte
-    once): whole once each test of ``expect`` has one (never, for none)."""
+    once): whole once each test of ``expect`` (node ids relative to ``root``,
+    as a record names a test below it) has one; never, for none."""
 
     def __init__(self, out: Path, expect: list[str], root: str) -> None:
         self.out = out
         self.root = root
-        self.left = set(map(self._named, expect))
+        self.left = set(expect)
         self.watching = bool(self.left)
         self.read = 0
         self.partial = b""
 
     def _named(self, nid: str) -> str:
-        """A node id as the check's records name it (relative to its rootdir)."""
+        """A record's node id relative to the rootdir (as the finder reads it)."""
         return nid[len(self.root):] if nid.startswith(self.root) else nid
 
     def whole(self) -> bool:
