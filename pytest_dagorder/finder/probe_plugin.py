@@ -52,7 +52,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -467,22 +467,35 @@ def _fixed(kind: type) -> bool:
 
 
 class _Reads:
-    """The mutable builtin containers a summary read the items of (a dict's keys
-    and values as its views), and those items, as tuples that together hold
-    them in order (kept alive: an identity is not reused while they are held).
-    Joined by lists of references (:meth:`joined`): no item is copied again."""
+    """What a summary read that may change, kept to check at C speed whether it
+    did: the mutable builtin containers it read the items of (a dict's keys and
+    values as its views) and those items, as tuples that together hold them in
+    order (kept alive: an identity is not reused while they are held); the
+    objects it met whose class may change (``typed``) and their classes; and
+    of those it looked into (``looked``) what it asked of each
+    (:func:`_looks`).  Joined by lists of references (:meth:`joined`): no item
+    is copied again."""
 
-    __slots__ = ("containers", "lengths", "parts")
+    __slots__ = ("attrs", "containers", "kinds", "lengths", "looked", "marks", "owners",
+                 "parts", "typed")
 
     def __init__(self, containers: list[Any], lengths: tuple[int, ...],
-                 parts: list[tuple[object, ...]]) -> None:
+                 parts: list[tuple[object, ...]], typed: Sequence[object] = (),
+                 looked: Sequence[object] = ()) -> None:
         self.containers, self.lengths, self.parts = containers, lengths, parts
+        self.typed, self.looked = typed, looked
+        self.kinds: tuple[type, ...] = tuple(map(type, typed)) if typed else ()
+        # Those with an attributes' dict (their class says so, and stays).
+        self.owners = [o for o in looked if type(o).__dictoffset__] if looked else ()
+        # (A module's record, most of them, looks into none: asked nothing.)
+        self.marks, self.attrs = _looks(looked, self.owners) if looked else _NONE
 
     @staticmethod
-    def of(containers: list[Any]) -> _Reads:
-        """What ``containers`` hold now."""
+    def of(containers: list[Any], typed: Sequence[object] = (),
+           looked: Sequence[object] = ()) -> _Reads:
+        """What ``containers`` hold now, and what ``typed`` and ``looked`` are."""
         return _Reads(containers, tuple(map(len, containers)),
-                      [tuple(itertools.chain.from_iterable(containers))])
+                      [tuple(itertools.chain.from_iterable(containers))], typed, looked)
 
     @staticmethod
     def joined(reads: Iterable[_Reads]) -> _Reads:
@@ -490,22 +503,78 @@ class _Reads:
         containers: list[Any] = []
         lengths: list[int] = []
         parts: list[tuple[object, ...]] = []
+        typed: list[object] = []
+        kinds: list[type] = []
+        looked: list[object] = []
+        owners: list[object] = []
+        names: list[object] = []
+        claims: list[object] = []
+        attrs: list[object] = []
         for r in reads:
             containers += r.containers
             lengths += r.lengths
             parts += r.parts
-        return _Reads(containers, tuple(lengths), parts)
+            if r.typed:
+                typed += r.typed
+                kinds += r.kinds
+                looked += r.looked
+                owners += r.owners
+                names += r.marks[0]
+                claims += r.marks[1]
+                attrs += r.attrs
+        out = _Reads(containers, tuple(lengths), parts)
+        out.typed, out.kinds, out.looked, out.owners = typed, tuple(kinds), looked, owners
+        out.marks, out.attrs = (tuple(names), tuple(claims)), tuple(attrs)
+        return out
 
     def same(self) -> bool:
-        """Whether each container holds the very items it held (identities
-        compared at C speed, never ``==``); False if one changed meanwhile (a
-        thread of the suite's: "changed size during iteration")."""
+        """Whether each container holds the very items it held and each object met
+        is as it was (identities compared at C speed, never ``==``); False if one
+        changed meanwhile (a thread of the suite's: "changed size during
+        iteration") or refuses to be asked."""
         try:
-            return (tuple(map(len, self.containers)) == self.lengths
+            if not (tuple(map(len, self.containers)) == self.lengths
                     and all(map(operator.is_, itertools.chain.from_iterable(self.containers),
-                                itertools.chain.from_iterable(self.parts))))
-        except RuntimeError:
+                                itertools.chain.from_iterable(self.parts)))):
+                return False
+            if not self.typed:  # (nor looked: those are typed too)
+                return True
+            if not all(map(operator.is_, map(type, self.typed), self.kinds)):
+                return False
+            marks, attrs = _looks(self.looked, self.owners)
+            return marks == self.marks and all(map(operator.is_, attrs, self.attrs))
+        except Exception:
             return False
+
+
+#: What :func:`_looks` says of no object.
+_NONE: Final[tuple[tuple[tuple[object, ...], tuple[object, ...]], tuple[object, ...]]] = (
+    ((), ()), ())
+#: The builtin containers :func:`_fingerprint` tells apart by ``isinstance``.
+_CLAIMS: Final = (dict, list, tuple, set, frozenset)
+_QUALNAME: Final = operator.attrgetter("__qualname__")
+
+
+def _looks(looked: Sequence[object], owners: Sequence[object]) -> tuple[
+        tuple[tuple[object, ...], tuple[object, ...]], tuple[object, ...]]:
+    """What :func:`_fingerprint` asks of each object whose class may change that
+    it looks into, besides the class (``typed`` holds them too): the class's
+    ``__qualname__`` and which of :data:`_CLAIMS` the object is an instance of
+    (``__class__`` may be a property); and each of ``owners``' attributes'
+    dict, compared by identity.  At C speed: no loop of Python code."""
+    names = tuple(map(_QUALNAME, map(type, looked)))
+    claims = tuple(zip(*(map(isinstance, looked, itertools.repeat(c)) for c in _CLAIMS),
+                       strict=True))
+    attrs = tuple(map(object.__getattribute__, owners, itertools.repeat("__dict__")))
+    return (names, claims), attrs
+
+
+def _attrs(value: object) -> object:
+    """The dict :func:`_fingerprint` reads an object's attributes from, else None."""
+    if not type(value).__dictoffset__:
+        return None
+    attrs = object.__getattribute__(value, "__dict__")
+    return attrs if isinstance(attrs, dict) else None
 
 
 class _Module:
@@ -632,47 +701,59 @@ class _Watch:
         self.opaque = len(_OPAQUE)
         self.known = _fingerprint(self.value, FINGERPRINT_DEPTH)
         containers: list[Any] = []
+        typed: list[object] = []
+        looked: list[object] = []
         try:
-            self.reads = _Reads.of(containers) \
-                if _reads(self.value, FINGERPRINT_DEPTH, containers) else None
-        except RuntimeError:  # changed meanwhile (a thread): summarized at the next record
+            self.reads = _Reads.of(containers, typed, looked) \
+                if _reads(self.value, FINGERPRINT_DEPTH, (containers, typed, looked)) else None
+        except Exception:  # changed meanwhile (a thread), or refused: summarized at the next record
             self.reads = None
         return self.known
 
 
-def _reads(value: Any, depth: int, into: list[Any]) -> bool:
-    """Append to ``into`` the mutable builtin containers whose items
-    :func:`_fingerprint` reads of ``value`` at ``depth`` (a dict's keys and values
-    as its views), as it does: True when those items' identities are all it
-    reads that may change (builtin containers, leaves, opaque kinds, all of a
-    type that stays); False where it reads more (an instance's attributes, a
-    buffer), or an item's class may change (which items it looks into)."""
+def _reads(value: Any, depth: int,
+           into: tuple[list[Any], list[object], list[object]]) -> bool:
+    """Append to ``into`` what :func:`_fingerprint` reads of ``value`` at ``depth``
+    that may change: the mutable builtin containers whose items it reads (a
+    dict's keys and values as its views), the objects whose class may change
+    (their class says which items it looks into), and those of them it looks
+    into (:func:`_looks`: an instance's attributes are its dict's items).  True
+    when that is all it reads that may change; False where it reads more (a
+    buffer's bytes, the items of a list or set of a class of the suite's,
+    which iterates them its own way)."""
+    containers, typed, looked = into
     kind = type(value)
     if kind in _LEAVES:
         return True
     if not _fixed(kind):
-        return False
+        typed.append(value)
+        looked.append(value)
     if depth <= 0:
         return True
-    if isinstance(value, dict):  # a builtin subclass too: read as a dict
-        into += (dict.keys(value), dict.values(value))
+    if isinstance(value, dict):  # a subclass too: read as a dict
+        containers += (dict.keys(value), dict.values(value))
         items: tuple[object, ...] = tuple(dict.values(value))
     elif kind is list or kind is set:
-        into.append(value)
+        containers.append(value)
         items = tuple(value)
-    elif kind is tuple or kind is frozenset:
-        items = tuple(value)
-    else:
-        return kind in _OPAQUE and not kind.__dictoffset__
-    if not all(map(_fixed, set(map(type, items)))):
+    elif isinstance(value, tuple | frozenset):  # immutable: their items stay
+        items = tuple(_ITERATE[tuple if isinstance(value, tuple) else frozenset](value))
+    elif isinstance(value, _SEQUENCES):
         return False
-    looked = 0
+    elif (attrs := _attrs(value)) is not None:
+        return _reads(attrs, depth, into)
+    else:
+        return kind in _OPAQUE
+    kinds = set(map(type, items))
+    if not all(map(_fixed, kinds)):
+        typed += [v for v in items if not _fixed(type(v))]
+    looked_into = 0
     for v in items:  # the items _first looks into, in its order
         if type(v) not in _LEAVES and type(v) not in _OPAQUE:
             if not _reads(v, depth - 1, into):
                 return False
-            looked += 1
-            if looked == FINGERPRINT_ITEMS:
+            looked_into += 1
+            if looked_into == FINGERPRINT_ITEMS:
                 break
     return True
 
