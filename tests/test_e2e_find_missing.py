@@ -269,6 +269,29 @@ def test_a_serial_pass_stopped_by_its_idle_time_is_a_timeout_not_run_again(
     assert "running it again" not in out and "does not pass serially" not in out
 
 
+def test_a_probe_that_cannot_collect_says_how_it_ended_and_its_output(
+        dagtester: DagTester) -> None:
+    # Each probe's pytest ends at its start (a conftest that refuses it).  Old
+    # code: the log's last 2,000 characters as they were, cut mid-line, with no
+    # word of what ended.
+    dagtester.pytester.makeconftest("""
+        import os
+
+        def pytest_sessionstart(session):
+            if os.environ.get("DAGORDER_PROBE_OUT"):
+                raise RuntimeError("no probe wanted here")
+    """)
+    dagtester.pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = dagtester.run(*FIND)
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "dagorder: a probe could not run the tests:",
+        "its pytest ended before it ran a test (status 3); its output ends:",
+        "    *RuntimeError: no probe wanted here"])
+    out = result.stdout.str()
+    assert "searching" not in out and "Traceback" not in out.split("its output ends:")[0]
+
+
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_a_check_that_ends_before_its_tests_is_no_difference_the_findings_made(
         dagtester: DagTester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

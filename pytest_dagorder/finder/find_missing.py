@@ -2876,9 +2876,7 @@ class MissingFinder:
         if code == -1 and not self._stopped():
             results[KILLED] = FAILED
         if not results and code not in (0, 1, 5, -1):
-            log = out.with_suffix(".log")
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise ProbeError(tail)
+            raise ProbeError(_before_tests(code, out.with_suffix(".log")))
         with self.lock:
             self.probes_run += 1
         return results
@@ -3063,8 +3061,7 @@ class MissingFinder:
         code = server.proc.wait(timeout=30)
         self._drop(sandbox)
         if code not in (0, 1, 5):
-            tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
-            raise ProbeError(tail)
+            raise ProbeError(_before_tests(code, server.log))
         sandbox.ended = Ending(f"the probe server ended by itself, status {code}", server.log)
 
     def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
@@ -3350,6 +3347,12 @@ def _tail(log: Path | None, lines: int = 15) -> str:
         return ""
     return "; its output ends:\n" + "\n".join(
         f"    {line}" for line in text.splitlines()[-lines:])
+
+
+def _before_tests(status: int, log: Path) -> str:
+    """What a probe whose pytest ended before it ran a test says of it (a
+    collection error in the copy, a conftest that refuses the probe)."""
+    return f"its pytest ended before it ran a test (status {status}){_tail(log)}"
 
 
 def _pass_records(finder: MissingFinder, sandbox: Sandbox) -> dict[str, Result]:
