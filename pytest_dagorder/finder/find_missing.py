@@ -2932,8 +2932,15 @@ class MissingFinder:
         server = self._server(sandbox)
         if server is not None:
             out = self._out(sandbox)
+            # A run alone only ("only": see _alone_only) runs its tests in the order
+            # given (the screening's, reverse serial): a dependent before its
+            # prerequisites, so that one fresh process takes both in turn
+            # (probe_plugin._batch); with each test's prerequisites put before it,
+            # every link of a chain would start another process.
+            run = ids if alone_rules is not None and alone_rules.get("only") \
+                else self._with_declared(ids)
             killed = self._ask(sandbox, server, [{
-                "ids": self._with_declared(ids), "out": str(out), "trace": trace,
+                "ids": run, "out": str(out), "trace": trace,
                 "alone": list(alone), "alone_limit": alone_limit, "rules": alone_rules,
                 "lane": list(lane)}],
                 limit, idle, out)
