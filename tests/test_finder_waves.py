@@ -190,6 +190,30 @@ def test_the_screening_beside_the_pass_stops_where_runs_alone_cost_far_more() ->
     assert MissingFinder._beside_dear(ids, seen, [cheap, dear])
 
 
+def test_the_screening_beside_the_pass_waits_for_a_chunks_worth_of_tests() -> None:
+    # t1..t5 each need t0.  While the pass has run less than BESIDE_CHUNK
+    # serial seconds of tests past the chunk's start, no probe starts (each
+    # fresh process sets the suite up again: a probe of a few tests is all
+    # set-up); once it has, once the pass ran them all, or once it stopped
+    # moving (the caller stops waiting), the chunk goes.
+    from pytest_dagorder.core.missing import Touches
+    from pytest_dagorder.finder.find_missing import BESIDE_CHUNK, MissingFinder, Result
+
+    finder = MissingFinder.__new__(MissingFinder)
+    ids = [f"t{k}" for k in range(6)]
+    finder.declared = [[], [0], [0], [0], [0], [0]]
+    finder.wide = [set() for _ in ids]
+    short = Result("passed", Touches(), seconds=BESIDE_CHUNK / 10)
+    seen = {nid: short for nid in ids[:4]}
+    assert finder._beside_chunk(ids, seen, 1, set(), wait=True) == ([], 1)
+    assert finder._beside_chunk(ids, seen, 1, set()) == ([1, 2, 3], 4)
+    seen = dict.fromkeys(ids, short)
+    assert finder._beside_chunk(ids, seen, 1, set(), wait=True) == ([1, 2, 3, 4, 5], 6)
+    long = Result("passed", Touches(), seconds=BESIDE_CHUNK)
+    seen = {"t0": short, "t1": short, "t2": long}
+    assert finder._beside_chunk(ids, seen, 1, set(), wait=True) == ([1], 2)
+
+
 #: QUIET's module global, and test_last (a module of its own) waiting, as in
 #: BESIDE (by a descriptor opened on import: the suite stays quiet), until a test
 #: ran outside the serial pass's process: only a batch of the

@@ -1825,15 +1825,21 @@ class MissingFinder:
         by_end = sorted(parts.values(), key=lambda part: part[-1])
         taken: set[int] = set()  # in a probe of either kind: not in another
         at, next_part, alone_only = 1, 0, True  # the first test is no target
+        size, moved = -1, time.monotonic()  # the pass's records, and when they last grew
         try:
             while not self.serial_ended.is_set() and not self._stopped():
                 seen = _pass_records(self, passing)
                 if self._outside(seen):
                     return
+                if len(seen) != size:
+                    size, moved = len(seen), time.monotonic()
                 chunk: list[int] = []
                 below = len(ids)
                 if alone_only and self._quiet(seen):
-                    chunk, at = self._beside_chunk(ids, seen, at, taken)
+                    # A chunk's worth of tests is waited for while the pass moves
+                    # on; one that sits in a test holds the probe no longer.
+                    chunk, at = self._beside_chunk(
+                        ids, seen, at, taken, wait=time.monotonic() - moved < BESIDE_CHUNK)
                     below = at  # the tests from there on: alone-only probes first
                 if chunk:
                     alone_only = self._beside_alone(ids, seen, sandbox, chunk)
@@ -1945,7 +1951,7 @@ class MissingFinder:
         return alone > BESIDE_COST * passed
 
     def _beside_chunk(self, ids: list[str], seen: dict[str, Result],
-                      at: int, taken: set[int]) -> tuple[list[int], int]:
+                      at: int, taken: set[int], *, wait: bool = False) -> tuple[list[int], int]:
         """The tests from ``at`` on that :meth:`_screen_beside` runs next (those of
         them the pass has run, up to :data:`BESIDE_CHUNK` serial seconds, or one
         longer test alone), and where the next chunk starts.  Left to the
@@ -1954,11 +1960,14 @@ class MissingFinder:
         named prerequisites at run time, or that shares a module or class
         fixture instance with a test the probe runs; and a chunk with no
         declared prerequisite in it (no alone-only batch, :meth:`_alone_only`);
-        a test of ``taken`` is in a probe already (the chunk's join it)."""
+        a test of ``taken`` is in a probe already (the chunk's join it).
+        ``wait``: none yet (and ``at`` again) while the pass has run less than a
+        chunk's seconds of tests from ``at`` on."""
         wide = self._wides()
         chunk: list[int] = []
         used: set[tuple[str, str, str]] = set()
         seconds = 0.0
+        start = at
         while at < len(ids) and ids[at] in seen:
             k, r = at, seen[ids[at]]
             if chunk and seconds + r.seconds > BESIDE_CHUNK:
@@ -1974,6 +1983,12 @@ class MissingFinder:
             chunk.append(k)
             used |= mine
             seconds += r.seconds + SCREEN_TEST_COST
+        if wait and at < len(ids) and ids[at] not in seen and seconds < BESIDE_CHUNK:
+            # The pass has not run a chunk's worth yet: the probe waits for it (its
+            # fresh processes cost most where they run few tests: slurk's first
+            # chunk, of the 27 tests run so far, took two set-ups of its
+            # application and read as too dear for the rest of the pass).
+            return [], start
         if not any(self._prerequisites(k) for k in chunk):
             return [], at
         taken.update(chunk)
