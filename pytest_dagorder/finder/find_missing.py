@@ -1967,12 +1967,13 @@ class MissingFinder:
         chunk: list[int] = []
         used: set[tuple[str, str, str]] = set()
         seconds = 0.0
-        start = at
+        start, span = at, 0.0  # span: the pass's seconds from ``start`` on, all its tests
         while at < len(ids) and ids[at] in seen:
             k, r = at, seen[ids[at]]
             if chunk and seconds + r.seconds > BESIDE_CHUNK:
                 break
             at += 1
+            span += r.seconds + SCREEN_TEST_COST
             run = {k, *self._prerequisites(k)}
             mine = set().union(*(wide[p] for p in run))
             if (r.outcome != "passed" or r.waits or k in taken
@@ -1983,14 +1984,16 @@ class MissingFinder:
             chunk.append(k)
             used |= mine
             seconds += r.seconds + SCREEN_TEST_COST
-        if wait and at < len(ids) and ids[at] not in seen and seconds < BESIDE_CHUNK:
+        if not any(self._prerequisites(k) for k in chunk):
+            return [], at
+        if wait and at < len(ids) and ids[at] not in seen and span < BESIDE_CHUNK:
             # The pass has not run a chunk's worth yet: the probe waits for it (its
             # fresh processes cost most where they run few tests: slurk's first
             # chunk, of the 27 tests run so far, took two set-ups of its
-            # application and read as too dear for the rest of the pass).
+            # application and read as too dear for the rest of the pass).  Counted
+            # in all the pass's tests: the batches of whole components
+            # (:meth:`_beside_batch`, up to ``at``) wait no longer than that.
             return [], start
-        if not any(self._prerequisites(k) for k in chunk):
-            return [], at
         taken.update(chunk)
         return chunk, at
 
