@@ -39,6 +39,19 @@ def ran(runs: dict[str, list[str]], test: str) -> int:
     """How many times ``test`` ran in all processes."""
     return sum(names.count(test) for names in runs.values())
 
+
+#: The start of each module below: its tests log "PID NAME" to the file
+#: ``DAGORDER_E2E_LOG`` names, through a descriptor opened when the module is
+#: imported (outside any test: no path a test touches).
+LOGGED = """
+    import os
+    from pytest_dagorder import depends_on
+    LOG = os.open(os.environ["DAGORDER_E2E_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    def log(name):
+        os.write(LOG, f"{os.getpid()} {name}\\n".encode())
+"""
+
 #: bpypolyskel's pattern: the first test fills a module global; test_get needs
 #: it filled (it needs its prerequisite's process), test_each loops over it (it
 #: passes alone).  No test writes a path or reaches a service.  Each test logs
@@ -95,14 +108,7 @@ def test_a_dependent_that_fails_alone_where_nothing_is_written_takes_no_serial_p
 
 #: test_b's prerequisite test_r has none of its own; no test changes the
 #: process's state.  Logged as above.
-ROOTED = """
-    import os
-    from pytest_dagorder import depends_on
-    LOG = os.open(os.environ["DAGORDER_E2E_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-
-    def log(name):
-        os.write(LOG, f"{os.getpid()} {name}\\n".encode())
-
+ROOTED = LOGGED + """
     def test_base():
         log("base")
 
@@ -290,14 +296,7 @@ def test_a_batch_beside_the_pass_counts_only_as_the_screening_would_run_it() -> 
 
 #: A chain of eight tests, each declaring the one before; none writes a path,
 #: reaches a service or changes the process's state.  Logged as above.
-CHAIN = """
-    import os
-    from pytest_dagorder import depends_on
-    LOG = os.open(os.environ["DAGORDER_E2E_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-
-    def log(name):
-        os.write(LOG, f"{os.getpid()} {name}\\n".encode())
-
+CHAIN = LOGGED + """
     def test_1():
         log("1")
 """ + "".join(f"""
