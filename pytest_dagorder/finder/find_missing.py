@@ -879,7 +879,7 @@ class MissingFinder:
                 target=self._screen_beside, args=(ids,), name="dagorder-beside", daemon=True)
             self.beside.start()
         serial, took = self._serial_pass(ids, sharers, write)
-        self.timeout = PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took
+        self.timeout = _probe_timeout(took)
         self.found.phases.append("serial pass")
         if self.stop.is_set() and len(serial) < len(ids):
             raise KeyboardInterrupt
@@ -1933,7 +1933,7 @@ class MissingFinder:
             sandbox, order, alone=[ids[k] for k in batch.alone], into=batch.found,
             alone_rules=self._batching(ids, seen, batch.alone),
             alone_limit=_alone_timeout(longest),
-            limit=2 * (PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * took)
+            limit=2 * _probe_timeout(took)
             + PROBE_TIMEOUT_ALLOWANCE * len(batch.alone))
         with self.lock:
             self.batched_beside.append(batch)
@@ -3340,6 +3340,12 @@ def _scoped(items: Sequence[pytest.Item], every: Sequence[set[tuple[str, str, st
     for k in sorted(parent):
         groups.setdefault(root(k), []).append(k)
     return {_scope_name(items, members): members for members in groups.values()}
+
+
+def _probe_timeout(seconds: float) -> float:
+    """The time a probe whose tests took ``seconds`` in the serial pass may run
+    (see :data:`PROBE_TIMEOUT_FACTOR`)."""
+    return PROBE_TIMEOUT_ALLOWANCE + PROBE_TIMEOUT_FACTOR * seconds
 
 
 def _alone_timeout(seconds: float) -> float:
