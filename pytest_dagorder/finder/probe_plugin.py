@@ -402,17 +402,13 @@ def _fingerprint(value: object, depth: int) -> object:
             return (*mark, len(keys), hash((*map(_identity, keys), *map(_identity, values))),
                     _first(values, depth - 1))
         if kind in _SEQUENCES or isinstance(value, _SEQUENCES):
-            # The builtin type's own iteration: a subclass's __iter__ is the suite's code.
-            items = tuple(_ITERATE[kind](value) if kind in _ITERATE else
-                          next(it for t, it in _ITERATE.items() if isinstance(value, t))(value))
+            items = _items(value, kind)
             return (*mark, len(items), hash(tuple(map(_identity, items))),
                     _first(items, depth - 1))
-        if kind.__dictoffset__:
-            attrs = object.__getattribute__(value, "__dict__")
-            if isinstance(attrs, dict):
-                # Its attributes as a level of their own: ``module.thing.x = 1`` and
-                # ``module.things[0].x = 1`` show.
-                return (*mark, _fingerprint(attrs, depth))
+        if (attrs := _attrs(value)) is not None:
+            # Its attributes as a level of their own: ``module.thing.x = 1`` and
+            # ``module.things[0].x = 1`` show.
+            return (*mark, _fingerprint(attrs, depth))
         if kind in _OPAQUE:
             return mark
         try:
@@ -426,6 +422,13 @@ def _fingerprint(value: object, depth: int) -> object:
             return (*mark, view.nbytes)
     except Exception:  # a value that refuses to be looked into: its identity
         return mark
+
+
+def _items(value: Any, kind: type) -> tuple[object, ...]:
+    """The items of a builtin sequence or set (or of an instance of a subclass), by
+    the builtin type's own iteration: a subclass's ``__iter__`` is the suite's code."""
+    return tuple(_ITERATE[kind](value) if kind in _ITERATE else
+                 next(it for t, it in _ITERATE.items() if isinstance(value, t))(value))
 
 
 def _first(items: tuple[object, ...], depth: int) -> tuple[object, ...]:
@@ -569,8 +572,9 @@ def _looks(looked: Sequence[object], owners: Sequence[object]) -> tuple[
     return (names, claims), attrs
 
 
-def _attrs(value: object) -> object:
-    """The dict :func:`_fingerprint` reads an object's attributes from, else None."""
+def _attrs(value: object) -> dict[str, object] | None:
+    """The dict :func:`_fingerprint` reads an object's attributes from, else None
+    (:func:`_reads` reads it the same way)."""
     if not type(value).__dictoffset__:
         return None
     attrs = object.__getattribute__(value, "__dict__")
@@ -737,7 +741,7 @@ def _reads(value: Any, depth: int,
         containers.append(value)
         items = tuple(value)
     elif isinstance(value, tuple | frozenset):  # immutable: their items stay
-        items = tuple(_ITERATE[tuple if isinstance(value, tuple) else frozenset](value))
+        items = _items(value, kind)
     elif isinstance(value, _SEQUENCES):
         return False
     elif (attrs := _attrs(value)) is not None:
