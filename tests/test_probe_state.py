@@ -6,6 +6,7 @@ test it runs: the finder reads only the outcomes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -238,18 +239,27 @@ def _change(m: Any, step: int) -> None:
      lambda: setattr(m.Spare, "__qualname__", "Renamed"), lambda: None][step]()
 
 
+@contextlib.contextmanager
+def _imported(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str,
+              source: str) -> Iterator[tuple[pytest.Config, Any]]:
+    """A configured pytest and the module ``name`` of ``source`` imported
+    (forgotten after)."""
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    pytester.makepyfile(**{name: textwrap.dedent(source)})
+    monkeypatch.syspath_prepend(pytester.path)
+    try:
+        yield config, __import__(name)
+    finally:
+        sys.modules.pop(name, None)
+
+
 @pytest.fixture
 def state_values(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         tuple[pytest.Config, Any]]:
     """A configured pytest and the module of ``VALUES`` imported (forgotten after)."""
-    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
-    config = pytester.parseconfigure("-p", "no:cacheprovider")
-    pytester.makepyfile(state_values=textwrap.dedent(VALUES))
-    monkeypatch.syspath_prepend(pytester.path)
-    try:
-        yield config, __import__("state_values")
-    finally:
-        sys.modules.pop("state_values", None)
+    with _imported(pytester, monkeypatch, "state_values", VALUES) as imported:
+        yield imported
 
 
 def test_a_record_taken_after_others_is_the_record_taken_afresh(
@@ -296,20 +306,13 @@ def test_a_record_sees_an_items_class_change_it_did_not_look_into(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # A record passes an opaque item by; given a class whose objects are buffers,
     # the same item is looked into: a record that kept its summary would miss it.
-    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
-    config = pytester.parseconfigure("-p", "no:cacheprovider")
-    pytester.makepyfile(state_buffers=textwrap.dedent(BUFFERS))
-    monkeypatch.syspath_prepend(pytester.path)
-    module = __import__("state_buffers")
-    try:
+    with _imported(pytester, monkeypatch, "state_buffers", BUFFERS) as (config, module):
         kept = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
         kept._state()
         last = kept._state()
         module.flats[1].__class__ = module.Bytes
         fresh = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")._state()
         assert kept._state() == fresh != last
-    finally:
-        sys.modules.pop("state_buffers", None)
 
 
 def test_a_record_of_unchanged_modules_summarizes_no_value_again(
