@@ -93,11 +93,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         # read the word after a bare --dag-explain as its TEST_ID.
         early_config.known_args_namespace.file_or_dir = (
             parser.parse_known_args(args).file_or_dir)
+    # Before the copy: its probe server's command line says whether xdist is there.
+    _bring_xdist(early_config, parser, args)
     if getattr(early_config.known_args_namespace, "dag_find_missing", None) is not None:
         # The probes' environment: as the command started, before any conftest changed it.
         early_config.stash[settings.ENVIRONMENT] = dict(os.environ)
-        find_missing.copy_early(early_config)
-    _bring_xdist(early_config, parser, args)
+        # The paths as parsed now that xdist's options are known: pytest's early
+        # parse took the value of a ``-n 2`` it did not know yet for a path.
+        find_missing.copy_early(early_config, parser.parse_known_args(args).file_or_dir)
     return (yield)
 
 

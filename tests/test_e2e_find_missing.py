@@ -959,6 +959,64 @@ def test_tests_longer_than_a_start_up_get_the_second_probe_process_during_the_se
     result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 2 pytest processes;*"])
 
 
+#: The finder's own ``pytest_configure`` (after its conftests' import) waits,
+#: bounded, for a probe server to have started (each logs ``server``), then
+#: ``{then}``; the servers' conftests only log.
+EARLY_CONFTEST = """
+    import os, pathlib, time
+    LOG = pathlib.Path(os.environ["DAGORDER_E2E_LOG"])
+
+    def pytest_configure(config):
+        if os.environ.get("DAGORDER_PROBE_SERVE"):
+            with LOG.open("a") as f:
+                f.write("server\\n")
+            return
+        if config.getoption("dag_find_missing", None) is None:  # the -n 2 check's
+            return
+        end = time.monotonic() + 30
+        while "server" not in LOG.read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+        with LOG.open("a") as f:
+            f.write("session configured\\n")
+        {then}
+"""
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_the_first_probe_server_starts_before_the_session_and_is_kept(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It starts once the rootdir's copy is made, as the conftests are imported,
+    # with the command line the session gives it (the paths named: test_f.py).
+    log = dagtester.path.parent / "early.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    dagtester.pytester.makeconftest(textwrap.dedent(EARLY_CONFTEST.format(then="pass")))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND, "test_f.py")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 1 pytest process;*"])
+    assert [line for line in log.read_text().splitlines() if not line.startswith("import")] \
+        == ["server", "session configured"]
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_an_early_probe_server_whose_copy_changed_since_is_started_anew(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The session's conftest writes a module its tests import once that server
+    # started: a server that collected the copy without it would fail them all.
+    log = dagtester.path.parent / "early.log"
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    then = 'pathlib.Path(config.rootpath, "made.py").write_text("VALUE = 42\\n")'
+    dagtester.pytester.makeconftest(textwrap.dedent(EARLY_CONFTEST.format(then=then)))
+    dagtester.pytester.makepyfile(test_f="import made\n" + textwrap.dedent(FORKED))
+    result = dagtester.run(*FIND, "test_f.py")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: test_f.py::test_read needs test_f.py::test_write",
+                                 "dagorder: 1 missing prerequisite, * in 2 pytest processes;*"])
+    assert log.read_text().splitlines().count("server") == 2
+
+
 def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_h="def test_h():\n    pass\n")

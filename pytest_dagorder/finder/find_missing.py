@@ -80,7 +80,7 @@ from ..core.wording import plural
 from ..declaring import edges_file, evidence
 from ..migration.order import ordinal_of
 from ..options.markers import RESOURCE
-from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, settings_of
+from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, edges_path, settings_of
 from ..shims.pytest_internals import fixture_files, wide_fixtures
 from . import probe_plugin
 
@@ -261,27 +261,36 @@ class Sandbox:
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp.mkdir()
 
-    def refresh(self) -> None:
+    def refresh(self, *, apply: bool = True) -> bool:
         """The copy made anew where the original changed since it was made (a copy
         made as the command line was parsed, :func:`copy_early`: what the
         conftests and plugins wrote in the rootdir since then, as they started),
-        its record with it, as if it were made now."""
+        its record with it, as if it were made now; whether anything changed
+        (``apply=False``: only that, the copy left as it is)."""
         now: dict[str, os.stat_result] = {}
+        changed = False
         for rel, found in self._walk(self.origin):
             if found is not None:
                 now[rel] = found
             elif rel not in self.dirs:
-                (self.root / rel).mkdir(parents=True, exist_ok=True)
-                self.dirs.add(rel)
+                changed = True
+                if apply:
+                    (self.root / rel).mkdir(parents=True, exist_ok=True)
+                    self.dirs.add(rel)
         for rel, st in now.items():
             if self.files.get(rel) != (st.st_size, st.st_mtime_ns):
-                (self.root / rel).unlink(missing_ok=True)
-                shutil.copy2(self.origin / rel, self.root / rel, follow_symlinks=False)
-                copied = os.lstat(self.root / rel)
-                self.files[rel] = (copied.st_size, copied.st_mtime_ns)
+                changed = True
+                if apply:
+                    (self.root / rel).unlink(missing_ok=True)
+                    shutil.copy2(self.origin / rel, self.root / rel, follow_symlinks=False)
+                    copied = os.lstat(self.root / rel)
+                    self.files[rel] = (copied.st_size, copied.st_mtime_ns)
         for rel in self.files.keys() - now.keys():
-            (self.root / rel).unlink(missing_ok=True)
-            del self.files[rel]
+            changed = True
+            if apply:
+                (self.root / rel).unlink(missing_ok=True)
+                del self.files[rel]
+        return changed
 
 
 @dataclass
@@ -296,25 +305,43 @@ class EarlyCopy:
     made: list[Sandbox]
     #: The finder took it over (it removes the folder); else :func:`_unused` does.
     taken: bool = False
+    #: What the copy's probe server, started once the copy is made, was started
+    #: with (None: none was; the server itself is the copy's ``Sandbox.server``).
+    invocation: Invocation | None = None
+    paths: list[str] | None = None
+    started: float = 0.0
 
 
 #: Where the copy made as the command line is parsed waits for the finder.
 EARLY_COPY: Final = pytest.StashKey[EarlyCopy]()
 
 
-def copy_early(config: pytest.Config) -> None:
+def copy_early(config: pytest.Config, args: Sequence[str]) -> None:
     """Start copying the rootdir for the first probe slot before the conftests
     are imported (``pytest_load_initial_conftests``): the copy (on a small
     suite as long as that import: labgrid, docs/performance.md) then overlaps it
-    instead of holding the first probe server's start.  What they write in the
-    rootdir meanwhile is copied when the server starts (:meth:`Sandbox.refresh`).
-    The folder is removed when the command ends if the finder did not take it."""
+    instead of holding the first probe server's start; the server starts as soon
+    as the copy is made, with the command line the session will give it
+    (``args``: the paths it names), and the session keeps it only where that is
+    so and the rootdir did not change meanwhile (:meth:`MissingFinder._adopt`).
+    What they write in the rootdir meanwhile is copied when the session starts
+    (:meth:`Sandbox.refresh`).  The folder is removed (its server stopped) when
+    the command ends if the finder did not take it."""
     known = config.known_args_namespace
     if not FORKS or getattr(known, "collectonly", False) or getattr(known, "help", False):
         return
     work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
     made: list[Sandbox] = []
     where = Path(work.name) / "slot0"
+    environment: dict[str, str] = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
+    try:
+        # As the session would start it (MissingFinder.pytest_sessionstart keeps it
+        # only if so), from the options parsed so far: on a small suite the
+        # server's start-up then overlaps this process's import of the conftests.
+        invocation: Invocation | None = Invocation.early(config)
+        paths = _early_paths(config, known, args or [])
+    except Exception:  # an ini error: reported, and the server started, later
+        invocation, paths = None, None
     # A process of its own where this one has no other thread (a fork copies
     # only the calling one): a thread that copies waits for the interpreter
     # lock at each file while the conftests' imports hold it (labgrid: the
@@ -331,12 +358,29 @@ def copy_early(config: pytest.Config) -> None:
             pass
         if not made:
             shutil.rmtree(where, ignore_errors=True)
+        elif invocation is not None and paths:
+            with contextlib.suppress(OSError):  # started again, as usual, at the session
+                early.started = time.monotonic()
+                made[0].server = _start_server(invocation, environment, made[0], paths,
+                                               EARLY_SERVER)
 
     early = EarlyCopy(work, threading.Thread(target=copy, name="dagorder-copy", daemon=True),
-                      made)
+                      made, invocation=invocation, paths=paths)
     config.stash[EARLY_COPY] = early
     config.add_cleanup(lambda: _unused(early))
     early.thread.start()
+
+
+#: The number of the early copy's server (:func:`copy_early`): the search's first process.
+EARLY_SERVER: Final = 1
+
+
+def _close_server(server: Server) -> None:
+    """The server stopped and its pipes closed."""
+    _kill(server.proc)
+    for fd in (server.ask, server.answers):
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _copy_tree(origin: Path, root: Path) -> None:
@@ -370,9 +414,14 @@ def _ended_well(pid: int, last: Path) -> bool:
 
 def _unused(early: EarlyCopy) -> None:
     """An early copy the finder did not take (the command ended before its session
-    started, or its paths lie outside the rootdir): removed once made."""
+    started, or its paths lie outside the rootdir): its server stopped, the
+    copy removed once made."""
     if not early.taken:
         early.thread.join()
+        for sandbox in early.made:
+            if sandbox.server is not None:
+                _close_server(sandbox.server)
+                sandbox.server = None
         _remove(early.work)
 
 
@@ -457,6 +506,105 @@ class Server:
 
 #: Whether probes can be forked from a collected process (else each is a new one).
 FORKS: Final = hasattr(os, "fork")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What a probe's command line takes from the session's: made from the
+    configured session (:meth:`of`), or as the command line is first parsed
+    (:meth:`early`), when the first probe server starts (:func:`copy_early`);
+    that server is kept only where the two are equal."""
+
+    root: Path
+    inipath: Path | None
+    xdist: bool
+    cov: bool
+    edges_path: Path | None
+    forwarded: tuple[str, ...]
+    collection: tuple[str, ...]
+    where: Path
+
+    @staticmethod
+    def of(config: pytest.Config, edges: Path | None) -> Invocation:
+        return Invocation._made(config, config.option, edges)
+
+    @staticmethod
+    def early(config: pytest.Config) -> Invocation:
+        """From the options pytest parsed before the conftests (an ``addopts`` is in)."""
+        known = config.known_args_namespace
+        edges = edges_path(config, getattr(known, "dag_edges", None))
+        return Invocation._made(config, known, edges)
+
+    @staticmethod
+    def _made(config: pytest.Config, option: object, edges: Path | None) -> Invocation:
+        plugins = config.pluginmanager
+        return Invocation(config.rootpath, config.inipath, plugins.has_plugin("xdist"),
+                          plugins.has_plugin("_cov"), edges,
+                          tuple(_forwarded(config.invocation_params.args)),
+                          tuple(_collection_options(option)), config.invocation_params.dir)
+
+    def command(self, sandbox: Sandbox, ids: list[str], basetemp: Path, *, workers: int = 0,
+                edges: Path | None = None) -> tuple[list[str], Path]:
+        """A probe's command line and folder in ``sandbox``, running ``ids``."""
+        root = self.root
+        args = [sys.executable, "-m", "pytest", "-p", probe_plugin.__name__,
+                "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header",
+                "--rootdir", str(sandbox.root), f"--basetemp={basetemp}",
+                "--dag-with-prerequisites", "-o", "console_output_style=classic"]
+        if self.inipath is not None:
+            args += ["-c", str(_inside(self.inipath, root, sandbox.root))]
+        if self.xdist:
+            args += ["-n", str(workers)]
+        if self.cov:
+            args += ["--no-cov"]
+        if edges is not None:
+            args += [f"--dag-edges={edges}"]
+        elif self.edges_path is not None:
+            args += [f"--dag-edges={_inside(self.edges_path, root, sandbox.root)}"]
+        args += [*self.forwarded, *self.collection]
+        args += [str(sandbox.root / nid) for nid in ids]
+        cwd = _inside(self.where, root, sandbox.root)
+        return args, cwd if cwd.is_dir() else sandbox.root
+
+
+def _probe_environment(environment: dict[str, str], sandbox: Sandbox,
+                       out: Path) -> dict[str, str]:
+    """A probe's environment: the session's as it started (``environment``), its
+    temporary folders in ``sandbox``, its records to ``out``."""
+    env = {k: v for k, v in environment.items()
+           if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
+           and k not in ("PYTEST_CURRENT_TEST",)}
+    env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
+                "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
+    return env
+
+
+def _start_server(invocation: Invocation, environment: dict[str, str], sandbox: Sandbox,
+                  ids: list[str], n: int) -> Server:
+    """The probe server of ``sandbox`` (the ``n``-th process of the search),
+    started: it collects ``ids`` (node ids or paths, relative to the rootdir)."""
+    where = sandbox.tmp.parent
+    dummy = where / f"server-{n}.jsonl"
+    # Outside the sandbox's tmp (which each reset empties): numbered per test.
+    args, cwd = invocation.command(sandbox, ids, where / f"basetemp-server-{n}")
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    env = _probe_environment(environment, sandbox, dummy)
+    env[probe_plugin.SERVE] = f"{requests_r} {answers_w}"
+    log = where / f"server-{n}.log"
+    try:
+        with log.open("wb") as f:
+            proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(requests_r, answers_w))
+    except BaseException:
+        os.close(requests_w)
+        os.close(answers_r)
+        raise
+    finally:
+        os.close(requests_r)
+        os.close(answers_w)
+    return Server(proc, requests_w, answers_r, log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +711,7 @@ class MissingFinder:
         """Over 60 lines: the state the phases share, each attribute with what it holds."""
         self.config = config
         self.settings: Settings = settings_of(config)
+        self.invocation = Invocation.of(config, self.settings.edges_path)
         # The probes are the parallel part: this process starts no xdist workers.
         if hasattr(config.option, "dist"):
             config.option.dist = "no"
@@ -642,6 +791,8 @@ class MissingFinder:
         #: The work folder and first probe slot made as the session starts
         #: (:meth:`pytest_sessionstart`), and when its server started.
         self.early: tuple[tempfile.TemporaryDirectory[str], threading.Thread, float] | None = None
+        #: When the early copy's server started where it was kept (:meth:`_adopt`).
+        self.first_began: float | None = None
         self.widen_from = 0.0
         # A conftest may have started a service for this session and named it in
         # the environment: the probes must not share it.
@@ -657,7 +808,7 @@ class MissingFinder:
         same paths, in the copy) where those all lie below the rootdir; else the
         slot starts after the collection, with the node ids, as the others do."""
         config = self.config
-        paths = _early_paths(config)
+        paths = _early_paths(config, config.option, config.args)
         if not FORKS or config.option.collectonly or paths is None:
             return
         copied = config.stash.get(EARLY_COPY, None)
@@ -672,7 +823,7 @@ class MissingFinder:
                 copied.thread.join()
             if copied is not None and copied.made:
                 sandbox = copied.made[0]
-                sandbox.refresh()
+                self._adopt(copied, sandbox, paths)
             else:
                 sandbox = Sandbox(config.rootpath, Path(work.name) / "slot0")
             with self.lock:
@@ -682,6 +833,25 @@ class MissingFinder:
         thread = threading.Thread(target=start, name="dagorder-early", daemon=True)
         self.early = (work, thread, time.monotonic())
         thread.start()
+
+    def _adopt(self, copied: EarlyCopy, sandbox: Sandbox, paths: list[str]) -> None:
+        """The copy made as the command line was parsed, brought up to date
+        (:meth:`Sandbox.refresh`); the server :func:`copy_early` started in it kept
+        where it runs what this session would start there (the same command
+        line, the copy unchanged since), else stopped (:meth:`_server` starts
+        another)."""
+        server = sandbox.server
+        with self.lock:
+            self.counter = max(self.counter, EARLY_SERVER)
+            if server is not None:
+                self.processes += 1
+                self.live.add(server.proc)
+        if server is not None and (copied.invocation != self.invocation
+                                   or copied.paths != paths or sandbox.refresh(apply=False)):
+            self._drop(sandbox)
+        elif server is not None:
+            self.first_began = copied.started
+        sandbox.refresh()
 
     def pytest_sessionfinish(self) -> None:
         """The early slot of a session whose test loop never ran (a collection error,
@@ -725,7 +895,8 @@ class MissingFinder:
             self._close_early(folder, thread)
             raise
         try:
-            self.widen_from = began
+            # The slot's start-up counts from its server's start (_widen).
+            self.widen_from = began if self.first_began is None else self.first_began
             yield folder.name
         finally:
             _remove(folder)
@@ -2801,27 +2972,7 @@ class MissingFinder:
     def _command(self, sandbox: Sandbox, ids: list[str], out: Path,
                  basetemp: Path, *, workers: int = 0,
                  edges: Path | None = None) -> tuple[list[str], Path]:
-        config = self.config
-        root = config.rootpath
-        args = [sys.executable, "-m", "pytest", "-p", probe_plugin.__name__,
-                "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header",
-                "--rootdir", str(sandbox.root), f"--basetemp={basetemp}",
-                "--dag-with-prerequisites", "-o", "console_output_style=classic"]
-        if config.inipath is not None:
-            args += ["-c", str(_inside(config.inipath, root, sandbox.root))]
-        if config.pluginmanager.has_plugin("xdist"):
-            args += ["-n", str(workers)]
-        if config.pluginmanager.has_plugin("_cov"):
-            args += ["--no-cov"]
-        if edges is not None:
-            args += [f"--dag-edges={edges}"]
-        elif self.settings.edges_path is not None:
-            args += [f"--dag-edges={_inside(self.settings.edges_path, root, sandbox.root)}"]
-        args += _forwarded(config.invocation_params.args)
-        args += _collection_options(config)
-        args += [str(sandbox.root / nid) for nid in ids]
-        cwd = _inside(config.invocation_params.dir, root, sandbox.root)
-        return args, cwd if cwd.is_dir() else sandbox.root
+        return self.invocation.command(sandbox, ids, basetemp, workers=workers, edges=edges)
 
     def _spawn(self, sandbox: Sandbox, ids: list[str], *, trace: bool = False,
                barrier: str | None = None, alone: Sequence[str] = (),
@@ -2996,25 +3147,10 @@ class MissingFinder:
             self.counter += 1
             n = self.counter
             self.processes += 1
-        where = sandbox.tmp.parent
-        dummy = where / f"server-{n}.jsonl"
-        # Outside the sandbox's tmp (which each reset empties): numbered per test.
-        args, cwd = self._command(sandbox, self.ids or list(paths), dummy,
-                                  where / f"basetemp-server-{n}")
-        requests_r, requests_w = os.pipe()
-        answers_r, answers_w = os.pipe()
-        env = self._environment(sandbox, dummy)
-        env[probe_plugin.SERVE] = f"{requests_r} {answers_w}"
-        log = where / f"server-{n}.log"
-        with log.open("wb") as f:
-            proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    pass_fds=(requests_r, answers_w))
-        os.close(requests_r)
-        os.close(answers_w)
+        sandbox.server = _start_server(self.invocation, self.environment, sandbox,
+                                       self.ids or list(paths), n)
         with self.lock:
-            self.live.add(proc)
-        sandbox.server = Server(proc, requests_w, answers_r, log)
+            self.live.add(sandbox.server.proc)
         return sandbox.server
 
     def _drop(self, sandbox: Sandbox) -> None:
@@ -3022,10 +3158,7 @@ class MissingFinder:
         if server is None:
             return
         sandbox.server = None
-        _kill(server.proc)
-        for fd in (server.ask, server.answers):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close_server(server)
         with self.lock:
             self.live.discard(server.proc)
 
@@ -3090,12 +3223,7 @@ class MissingFinder:
         sandbox.ended = Ending(f"the probe server ended by itself, status {code}", server.log)
 
     def _environment(self, sandbox: Sandbox, out: Path) -> dict[str, str]:
-        env = {k: v for k, v in self.environment.items()
-               if not k.startswith(("PYTEST_XDIST_", "DAGORDER_PROBE_"))
-               and k not in ("PYTEST_CURRENT_TEST",)}
-        env.update({probe_plugin.OUT: str(out), "TMPDIR": str(sandbox.tmp),
-                    "TEMP": str(sandbox.tmp), "TMP": str(sandbox.tmp)})
-        return env
+        return _probe_environment(self.environment, sandbox, out)
 
     def _read(self, out: Path, sandbox: Sandbox,
               into: dict[str, Result] | None = None) -> dict[str, Result]:
@@ -3565,15 +3693,16 @@ def _relative(path: str, root: Path) -> str:
 _KEPT: Final = ("-p", "-o", "--override-ini", "-W", "--pythonwarnings", "--import-mode")
 
 
-def _early_paths(config: pytest.Config) -> list[str] | None:
-    """The session's paths (or node ids) relative to the rootdir, for a probe
-    server started before the collection; None where one lies outside it, or
-    names a package (``--pyargs``)."""
-    if getattr(config.option, "pyargs", False):
+def _early_paths(config: pytest.Config, option: object,
+                 args: Sequence[str]) -> list[str] | None:
+    """The session's paths (or node ids: ``args``) relative to the rootdir, for a
+    probe server started before the collection; None where one lies outside
+    it, or names a package (``--pyargs`` in ``option``)."""
+    if getattr(option, "pyargs", False):
         return None
     root = str(config.rootpath)
     out: list[str] = []
-    for arg in config.args:
+    for arg in args:
         path, sep, rest = arg.partition("::")
         full = os.path.normpath(os.path.join(config.invocation_params.dir, path))
         if full != root and not full.startswith(root.rstrip(os.sep) + os.sep):
@@ -3582,11 +3711,10 @@ def _early_paths(config: pytest.Config) -> list[str] | None:
     return out
 
 
-def _collection_options(config: pytest.Config) -> list[str]:
-    """The options (from the command line or the ini's ``addopts``) that change
-    which items a file holds and how they are named: a probe given node ids must
-    collect them as the user's session did."""
-    option = config.option
+def _collection_options(option: object) -> list[str]:
+    """The options (``config.option``: from the command line or the ini's
+    ``addopts``) that change which items a file holds and how they are named: a
+    probe given node ids must collect them as the user's session did."""
     out: list[str] = []
     if getattr(option, "doctestmodules", False):
         out.append("--doctest-modules")

@@ -448,17 +448,23 @@ def _add_find_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
                   default="")
 
 
-def _find_settings(config: pytest.Config) -> dict[str, Any]:
-    """The edges file and --dag-find-missing's settings, checked."""
-    path: Path | None = None
-    option = config.getoption("dag_edges", None)
+def edges_path(config: pytest.Config, option: object) -> Path | None:
+    """The edges file ``--dag-edges`` (``option``) names, else ini ``dag_edges``;
+    also before the command line is parsed (the finder's first probe server
+    starts then, ``finder.find_missing.copy_early``), given the option's early value."""
     ini = _one_path(config.getini("dag_edges"), "dag_edges")
     if option:
         # The rootdir, as every path option: run from a subfolder, the
         # edges file and the durations file are read where every run reads them.
-        path = config.rootpath / str(option)
-    elif ini:
-        path = (config.inipath.parent if config.inipath else config.rootpath) / ini
+        return config.rootpath / str(option)
+    if ini:
+        return (config.inipath.parent if config.inipath else config.rootpath) / ini
+    return None
+
+
+def _find_settings(config: pytest.Config) -> dict[str, Any]:
+    """The edges file and --dag-find-missing's settings, checked."""
+    path = edges_path(config, config.getoption("dag_edges", None))
     find = config.getoption("dag_find_missing", None)
     if find is not None and find and "::" not in find:
         raise pytest.UsageError(
