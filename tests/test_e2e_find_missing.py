@@ -746,13 +746,20 @@ STARTS = """
 """
 
 
+def _shared_log(dagtester: DagTester, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
+    """An empty file beside the inner run's folder that its processes append to
+    (named to them by ``DAGORDER_E2E_LOG``)."""
+    log = dagtester.path.parent / name
+    log.write_text("")
+    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    return log
+
+
 def test_the_n2_check_starts_with_the_search_and_collects_once_the_findings_are_written(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Where no process can fork (no probe server to fork the check from).
     monkeypatch.setattr(find_missing, "FORKS", False)
-    log = dagtester.path.parent / "starts.log"
-    log.write_text("")
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    log = _shared_log(dagtester, monkeypatch, "starts.log")
     # The check read the findings: its workers collected after they were written.
     checked_learning(dagtester, STARTS_CONFTEST, "test_s", STARTS)
     lines = log.read_text().splitlines()
@@ -788,9 +795,7 @@ FORKED = """
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_the_n2_check_is_forked_from_a_probe_server_and_stays_a_real_n2_run(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = dagtester.path.parent / "forked.log"
-    log.write_text("")
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    log = _shared_log(dagtester, monkeypatch, "forked.log")
     # The check read the findings and kept the two tests in order.
     checked_learning(dagtester, FORKED_CONFTEST, "test_f", FORKED)
     lines = [line.split() for line in log.read_text().splitlines()]
@@ -925,9 +930,7 @@ SERVERS_CONFTEST = """
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_tests_shorter_than_a_start_up_are_searched_with_one_probe_process(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = dagtester.path.parent / "servers.log"
-    log.write_text("")
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    log = _shared_log(dagtester, monkeypatch, "servers.log")
     dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
     dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
     result = dagtester.run(*FIND)
@@ -939,9 +942,7 @@ def test_tests_shorter_than_a_start_up_are_searched_with_one_probe_process(
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_tests_longer_than_a_start_up_get_the_second_probe_process_during_the_serial_pass(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = dagtester.path.parent / "servers.log"
-    log.write_text("")
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    _shared_log(dagtester, monkeypatch, "servers.log")
     dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
     # The second test, in the serial pass, waits (bounded) for a second server.
     dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED) + textwrap.dedent("""
@@ -987,9 +988,7 @@ def test_the_first_probe_server_starts_before_the_session_and_is_kept(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # It starts once the rootdir's copy is made, as the conftests are imported,
     # with the command line the session gives it (the paths named: test_f.py).
-    log = dagtester.path.parent / "early.log"
-    log.write_text("")
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    log = _shared_log(dagtester, monkeypatch, "early.log")
     dagtester.pytester.makeconftest(textwrap.dedent(EARLY_CONFTEST.format(then="pass")))
     dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
     result = dagtester.run(*FIND, "test_f.py")
@@ -1004,9 +1003,7 @@ def test_an_early_probe_server_whose_copy_changed_since_is_started_anew(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # The session's conftest writes a module its tests import once that server
     # started: a server that collected the copy without it would fail them all.
-    log = dagtester.path.parent / "early.log"
-    log.write_text("")
-    monkeypatch.setenv("DAGORDER_E2E_LOG", str(log))
+    log = _shared_log(dagtester, monkeypatch, "early.log")
     then = 'pathlib.Path(config.rootpath, "made.py").write_text("VALUE = 42\\n")'
     dagtester.pytester.makeconftest(textwrap.dedent(EARLY_CONFTEST.format(then=then)))
     dagtester.pytester.makepyfile(test_f="import made\n" + textwrap.dedent(FORKED))
