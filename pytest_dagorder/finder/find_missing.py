@@ -359,7 +359,9 @@ def copy_early(config: pytest.Config, args: Sequence[str]) -> None:
         if not made:
             shutil.rmtree(where, ignore_errors=True)
         elif invocation is not None and paths:
-            with contextlib.suppress(OSError):  # started again, as usual, at the session
+            # Whatever stops it, the session starts one as usual (and reports why
+            # if it cannot).
+            with contextlib.suppress(Exception):
                 early.started = time.monotonic()
                 made[0].server = _start_server(invocation, environment, made[0], paths,
                                                EARLY_SERVER)
