@@ -18,7 +18,7 @@ import pytest
 from helpers import forked_workers
 from support.dagtester import DagTester
 
-from pytest_dagorder.finder import probe_plugin
+from pytest_dagorder.finder import probe_plugin, state_record
 
 SUITE = """
     class Loud:
@@ -99,8 +99,8 @@ def test_the_state_record_sees_changes_in_place_and_runs_no_code_of_the_suite(
 
 @pytest.mark.parametrize("value", [float("nan"), {"k": float("nan")}, [[1.0], {2: "x"}]])
 def test_an_unchanged_value_has_an_unchanged_fingerprint(value: object) -> None:
-    assert probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH) == \
-        probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH)
+    assert state_record.fingerprint(value, state_record.FINGERPRINT_DEPTH) == \
+        state_record.fingerprint(value, state_record.FINGERPRINT_DEPTH)
 
 
 class _Sealed:
@@ -113,19 +113,19 @@ def test_the_first_record_of_an_opaque_item_equals_the_next(
     # The first look at a kind learns that it is opaque: that record must equal
     # the later ones, which pass the kind by (else the suite's first test reads
     # as having changed the values it holds).
-    monkeypatch.setattr(probe_plugin, "_OPAQUE", set())
+    monkeypatch.setattr(state_record, "OPAQUE", set())
     value = {"k": [_Sealed(), _Sealed()]}
-    first = probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH)
-    assert _Sealed in probe_plugin._OPAQUE
-    assert probe_plugin._fingerprint(value, probe_plugin.FINGERPRINT_DEPTH) == first
+    first = state_record.fingerprint(value, state_record.FINGERPRINT_DEPTH)
+    assert _Sealed in state_record.OPAQUE
+    assert state_record.fingerprint(value, state_record.FINGERPRINT_DEPTH) == first
 
 
 def test_a_value_put_in_place_of_an_equal_one_counts_as_a_change() -> None:
     first, second = [1, 2], [1, 2]
     holder = [first]
-    before = probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH)
+    before = state_record.fingerprint(holder, state_record.FINGERPRINT_DEPTH)
     holder[0] = second
-    assert probe_plugin._fingerprint(holder, probe_plugin.FINGERPRINT_DEPTH) != before
+    assert state_record.fingerprint(holder, state_record.FINGERPRINT_DEPTH) != before
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
@@ -152,15 +152,15 @@ def test_a_record_summarizes_only_the_first_items_of_a_dict(
     # A module-level registry of a thousand instances: its record summarizes the
     # first few (their identities all count), not every one of them.
     registry = {k: _Point(k) for k in range(1000)}
-    calls = _counted(monkeypatch, probe_plugin, "_fingerprint")
-    before = probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
+    calls = _counted(monkeypatch, state_record, "fingerprint")
+    before = state_record.fingerprint(registry, state_record.FINGERPRINT_DEPTH)
     assert calls[0] < 50
     registry[999] = _Point(999)  # past the first items: its identity shows
-    assert probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH) != before
+    assert state_record.fingerprint(registry, state_record.FINGERPRINT_DEPTH) != before
     registry[0].x.append(1)  # inside a first item: its summary shows
-    changed = probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
+    changed = state_record.fingerprint(registry, state_record.FINGERPRINT_DEPTH)
     registry[0].x.pop()
-    assert changed != probe_plugin._fingerprint(registry, probe_plugin.FINGERPRINT_DEPTH)
+    assert changed != state_record.fingerprint(registry, state_record.FINGERPRINT_DEPTH)
 
 
 def test_a_record_asks_which_modules_lie_below_the_rootdir_only_after_an_import(
@@ -330,15 +330,15 @@ def test_a_record_of_unchanged_modules_summarizes_no_value_again(
     # The first record found a kind of value opaque (Slot): the values it
     # summarized before are summarized again, as a record afresh would.
     reporter._state()
-    real = probe_plugin._fingerprint
+    real = state_record.fingerprint
     summarized: list[object] = []
 
     def summary(value: object, depth: int) -> object:
-        if depth == probe_plugin.FINGERPRINT_DEPTH:
+        if depth == state_record.FINGERPRINT_DEPTH:
             summarized.append(value)
         return real(value, depth)
 
-    monkeypatch.setattr(probe_plugin, "_fingerprint", summary)
+    monkeypatch.setattr(state_record, "fingerprint", summary)
     reporter._state()
     assert len(summarized) == 1 and summarized[0] is module.raw
     module.table[0].append(1)
