@@ -8,7 +8,8 @@ Each side's DIR goes first on PYTHONPATH (the suite's venv then imports that
 checkout's plugin); each run is ``pytest -p no:randomly ARGS --dag-find-missing
 -n 2 --dag-edges=FILE`` in the suite's checkout, as ``real_suites.py --find``
 runs it, and must exit 0.  Prints the best and the median wall time of each
-side and of the serial run, and their ratios.  Compile each checkout's byte
+side and of the serial run, their ratios, and the median CPU time of each
+command's processes (user and system, all of them).  Compile each checkout's byte
 code first (``python -m compileall``) and run with ``PYTHONDONTWRITEBYTECODE``
 unset, or the first run of each side compiles.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,11 +44,16 @@ def main() -> None:
     base.pop("PYTHONDONTWRITEBYTECODE", None)
     sides = ["serial", *map(str, args.side)]
     times: dict[str, list[float]] = {side: [] for side in sides}
+    # CPU of the command's whole process tree (each process's own, added to its
+    # parent's as it is reaped): a learning pass on two cores is CPU-bound
+    # where this approaches twice its wall time.
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as scratch:
         edges = Path(scratch) / "edges.json"
         for k in range(args.rounds):
             for side in sides[k % len(sides):] + sides[:k % len(sides)]:
                 env = dict(base)
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 began = time.perf_counter()
                 if side == "serial":
                     command = [str(python), "-m", "pytest", "-p", "no:randomly", *suite.argv,
@@ -62,12 +69,16 @@ def main() -> None:
                 if side != "serial" and done.returncode != 0:
                     sys.exit(f"{side}: exit {done.returncode}\n{done.stdout[-3000:]}")
                 times[side].append(time.perf_counter() - began)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[side].append(after.ru_utime + after.ru_stime
+                                 - before.ru_utime - before.ru_stime)
     best = min(times["serial"])
     middle = statistics.median(times["serial"])
     for side, seconds in times.items():
         low, mid = min(seconds), statistics.median(seconds)
         print(f"{side}: best {low:.2f} s ({low / best:.2f} x the serial best), "
-              f"median {mid:.2f} s ({mid / middle:.2f} x the serial median)")
+              f"median {mid:.2f} s ({mid / middle:.2f} x the serial median); "
+              f"CPU median {statistics.median(cpu[side]):.1f} s")
     print(f"{args.suite}, {args.rounds} rounds; load {os.getloadavg()[0]:.1f}")
 
 
