@@ -333,7 +333,7 @@ def copy_early(config: pytest.Config, args: Sequence[str]) -> None:
     work = tempfile.TemporaryDirectory(prefix="dagorder-find-")
     made: list[Sandbox] = []
     where = Path(work.name) / "slot0"
-    environment: dict[str, str] = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
+    environment = _start_environment(config)
     try:
         # As the session would start it (MissingFinder.pytest_sessionstart keeps it
         # only if so), from the options parsed so far: on a small suite the
@@ -569,6 +569,14 @@ class Invocation:
         return args, cwd if cwd.is_dir() else sandbox.root
 
 
+def _start_environment(config: pytest.Config) -> dict[str, str]:
+    """The environment as the command started (``plugin.py`` keeps it before the
+    conftests are imported), else as it is: a conftest may have started a
+    service for this session and named it in the environment, and the probes
+    must not share it."""
+    return config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
+
+
 def _probe_environment(environment: dict[str, str], sandbox: Sandbox,
                        out: Path) -> dict[str, str]:
     """A probe's environment: the session's as it started (``environment``), its
@@ -796,9 +804,7 @@ class MissingFinder:
         #: When the early copy's server started where it was kept (:meth:`_adopt`).
         self.first_began: float | None = None
         self.widen_from = 0.0
-        # A conftest may have started a service for this session and named it in
-        # the environment: the probes must not share it.
-        self.environment = config.stash.get(ENVIRONMENT, {}) or dict(os.environ)
+        self.environment = _start_environment(config)
 
     # -- the session -------------------------------------------------------------------
 
@@ -848,11 +854,14 @@ class MissingFinder:
             if server is not None:
                 self.processes += 1
                 self.live.add(server.proc)
-        if server is not None and (copied.invocation != self.invocation
-                                   or copied.paths != paths or sandbox.refresh(apply=False)):
-            self._drop(sandbox)
-        elif server is not None:
+        if server is not None and copied.invocation == self.invocation \
+                and copied.paths == paths and not sandbox.refresh(apply=False):
+            # Kept: the copy is what refreshing it would make (the rootdir is
+            # walked once, not again to change nothing).
             self.first_began = copied.started
+            return
+        if server is not None:
+            self._drop(sandbox)
         sandbox.refresh()
 
     def pytest_sessionfinish(self) -> None:
