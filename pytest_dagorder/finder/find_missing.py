@@ -780,6 +780,11 @@ class MissingFinder:
         #: Starts the probe slots past the first during the serial pass (:meth:`_widen`).
         self.widening: threading.Thread | None = None
         self.adding = threading.Lock()  # held while slots start (:meth:`_add_slots`)
+        #: Slots past the first started with the serial pass, before its pace says
+        #: whether they are wanted (:meth:`_widen`): taken first by :meth:`_add_slots`;
+        #: those stopped unused, whose servers' folders go as the others' do.
+        self.spares: list[Sandbox] = []
+        self.unused: list[Sandbox] = []
         self.serial_ended = threading.Event()
         #: Removes the probe servers' folders beside the ``-n 2`` check (:meth:`_retire_servers`).
         self.sweeper: threading.Thread | None = None
@@ -1213,26 +1218,65 @@ class MissingFinder:
         # One caller at a time: :meth:`_widen` and :meth:`_free_slot` may both come.
         with self.adding:
             for k in range(len(self.sandboxes), upto):
-                sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                spare = self.spares.pop(0) if self.spares else None
+                sandbox = spare or Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
                 with self.lock:
                     if self.stop.is_set():
                         return
                     self.sandboxes.append(sandbox)
-                self._server(sandbox)
+                    if spare is not None:  # counted as it joins (see _spare_slots)
+                        self.processes += 1
+                if spare is None:
+                    self._server(sandbox)
                 self.pool.put(sandbox)
 
     def _widen(self, began: float) -> None:
-        """Start the slots past the first once the serial pass will run its tests
-        for longer than its process took to start (until its first test's
+        """Let the slots past the first join once the serial pass will run its
+        tests for longer than its process took to start (until its first test's
         record, less that test's time), by the tests it ran so far or by the
         pace of those after the first (a session's set-up) times the tests left;
         never, if the pass ends sooner.  A probe slot costs a start-up and a
         collection (labgrid's ``test_graphstrategy.py``: 1.2-1.5 s of CPU,
         against 0.3 s of tests, docs/performance.md): a suite whose tests take
         less is searched on one slot, a longer one gets the others while its
-        pass still runs, started on the core the pass leaves idle as soon as
-        its pace shows it (ensembl-genomio: some 3 s sooner than waiting for
-        its tests to have run as long, and the work beside the pass with it)."""
+        pass still runs, on the core the pass leaves idle.  They start with the
+        pass (:meth:`_spare_slots`), while its pace is not known yet: that
+        takes the pass's own start-up and first test, and a slot that starts
+        only then is not ready before the pass has run as long again, too late
+        for the work beside it (ensembl-genomio: the edge runs of its fixture
+        sharers then ended after the pass and held the screening up).  Those
+        the pass's pace does not call for are stopped when it ends."""
+        spares = threading.Thread(target=self._spare_slots, name="dagorder-spares",
+                                  daemon=True)
+        spares.start()
+        try:
+            if self._paced(began):
+                spares.join()
+                self._add_slots(self.slots)
+        finally:
+            spares.join()
+            with self.adding:
+                left, self.spares = self.spares, []
+                self.unused += left
+            for sandbox in left:
+                self._drop(sandbox)
+
+    def _spare_slots(self) -> None:
+        """The slots past the first, copied and their servers started, kept aside
+        (``self.spares``) for :meth:`_add_slots`; not counted among the search's
+        processes unless they join.  None once the pass ended or was stopped."""
+        assert self.workdir is not None
+        with self.adding:
+            for k in range(len(self.sandboxes), self.slots):
+                if self.serial_ended.is_set() or self._stopped():
+                    return
+                sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                self._server(sandbox, counted=False)
+                self.spares.append(sandbox)
+
+    def _paced(self, began: float) -> bool:
+        """Whether the serial pass's pace called for the other slots before it
+        ended (see :meth:`_widen`)."""
         where = self.sandboxes[0].tmp.parent
         first: float | None = None
         ran = 0.0  # the first test's seconds
@@ -1240,7 +1284,7 @@ class MissingFinder:
         total = len(self.ids)
         while not self.serial_ended.wait(0.05):
             if self._stopped():
-                return
+                return False
             now = time.monotonic()
             if first is None:
                 with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -1255,8 +1299,8 @@ class MissingFinder:
             with contextlib.suppress(OSError):
                 done = out.read_bytes().count(b"\n")
             if _worth_a_slot(first - began - ran, now - first, ran, done, total):
-                self._add_slots(self.slots)
-                return
+                return True
+        return False
 
     def _outside_users(self, serial: dict[str, Result]) -> tuple[list[str], list[int]]:
         """The places outside the rootdir where the state of the tests the probes do
@@ -1395,6 +1439,8 @@ class MissingFinder:
                 kept = True  # the checks fork from it (its basetemp is the probes')
             else:
                 self._drop(sandbox)
+            folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
+        for sandbox in self.unused:
             folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
         if not folders:
             return
@@ -3144,9 +3190,11 @@ class MissingFinder:
         out.unlink(missing_ok=True)
         return out
 
-    def _server(self, sandbox: Sandbox, paths: Sequence[str] = ()) -> Server | None:
+    def _server(self, sandbox: Sandbox, paths: Sequence[str] = (), *,
+                counted: bool = True) -> Server | None:
         """The sandbox's probe server, started if it is not running (collecting the
-        selection's node ids, else ``paths``, relative to the rootdir)."""
+        selection's node ids, else ``paths``, relative to the rootdir); ``counted``
+        among the search's processes (a spare slot's is once it joins)."""
         if not FORKS:
             return None
         server = sandbox.server
@@ -3157,7 +3205,8 @@ class MissingFinder:
         with self.lock:
             self.counter += 1
             n = self.counter
-            self.processes += 1
+            if counted:
+                self.processes += 1
         sandbox.server = _start_server(self.invocation, self.environment, sandbox,
                                        self.ids or list(paths), n)
         with self.lock:
