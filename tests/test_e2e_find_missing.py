@@ -976,6 +976,28 @@ def test_the_second_probe_server_starts_with_the_serial_pass_before_its_pace_is_
 
 
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
+def test_a_slot_started_after_a_spare_was_stopped_unused_has_a_folder_of_its_own(
+        dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The serial pass is short (the spare slot is stopped unused); the search's
+    # two probes at once then start a slot at once (WIDEN_WAIT 0 here).
+    _shared_log(dagtester, monkeypatch, "servers.log")
+    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST) + textwrap.dedent("""
+        from pytest_dagorder.finder import find_missing
+        find_missing.WIDEN_WAIT = 0.0
+    """))
+    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED) + textwrap.dedent("""
+        def test_write_2():
+            (HERE / "data2.txt").write_text("43")
+
+        def test_read_2():
+            assert (HERE / "data2.txt").read_text() == "43"
+    """))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["dagorder: 2 missing prerequisites, * in 2 pytest processes;*"])
+
+
+@pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_tests_longer_than_a_start_up_get_the_second_probe_process_during_the_serial_pass(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     _shared_log(dagtester, monkeypatch, "servers.log")

@@ -1214,12 +1214,11 @@ class MissingFinder:
         """Probe slots up to ``upto``: each a copy of the rootdir in the pool, its
         server started at once (a start-up, the suite's conftests and its
         collection, can cost seconds: it runs beside whatever probe runs)."""
-        assert self.workdir is not None
         # One caller at a time: :meth:`_widen` and :meth:`_free_slot` may both come.
         with self.adding:
-            for k in range(len(self.sandboxes), upto):
+            for _ in range(len(self.sandboxes), upto):
                 spare = self.spares.pop(0) if self.spares else None
-                sandbox = spare or Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                sandbox = spare or self._new_slot()
                 with self.lock:
                     if self.stop.is_set():
                         return
@@ -1251,7 +1250,8 @@ class MissingFinder:
         spares.start()
         try:
             if self._paced(began):
-                spares.join()
+                # The spares made so far join (the one being made once it is), the
+                # others start here.
                 self._add_slots(self.slots)
         finally:
             spares.join()
@@ -1264,15 +1264,23 @@ class MissingFinder:
     def _spare_slots(self) -> None:
         """The slots past the first, copied and their servers started, kept aside
         (``self.spares``) for :meth:`_add_slots`; not counted among the search's
-        processes unless they join.  None once the pass ended or was stopped."""
-        assert self.workdir is not None
-        with self.adding:
-            for k in range(len(self.sandboxes), self.slots):
-                if self.serial_ended.is_set() or self._stopped():
+        processes unless they join.  None once the pass ended or was stopped, or
+        once they joined (:meth:`_add_slots` starts those left)."""
+        while True:
+            with self.adding:  # one slot at a time: _add_slots may come between
+                if len(self.sandboxes) + len(self.spares) >= self.slots \
+                        or self.serial_ended.is_set() or self._stopped():
                     return
-                sandbox = Sandbox(self.config.rootpath, self.workdir / f"slot{k}")
+                sandbox = self._new_slot()
                 self._server(sandbox, counted=False)
                 self.spares.append(sandbox)
+
+    def _new_slot(self) -> Sandbox:
+        """A probe slot's copy in a folder of its own (a spare stopped unused keeps
+        its folder until the search ends); under ``self.adding``."""
+        assert self.workdir is not None
+        made = len(self.sandboxes) + len(self.spares) + len(self.unused)
+        return Sandbox(self.config.rootpath, self.workdir / f"slot{made}")
 
     def _paced(self, began: float) -> bool:
         """Whether the serial pass's pace called for the other slots before it
