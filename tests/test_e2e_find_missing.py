@@ -939,28 +939,37 @@ def _logged(log: Path, kind: str) -> list[str]:
             if line.startswith(kind + " ")]
 
 
+def _servers_run(dagtester: DagTester, monkeypatch: pytest.MonkeyPatch, before: str,
+                 after: str, summary: str) -> Path:
+    """The learning pass over FORKED's two tests between ``before`` and ``after``,
+    with SERVERS_CONFTEST: it ended well with the ``summary`` line; the servers'
+    shared log."""
+    log = _shared_log(dagtester, monkeypatch, "servers.log")
+    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
+    dagtester.pytester.makepyfile(test_f="".join(
+        textwrap.dedent(part) for part in (before, FORKED, after)))
+    result = dagtester.run(*FIND)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([summary])
+    return log
+
+
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_tests_shorter_than_a_start_up_are_searched_with_one_probe_process(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # A second server starts with the serial pass (before its pace is known),
     # and is stopped unused.
-    log = _shared_log(dagtester, monkeypatch, "servers.log")
-    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
-    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED))
-    result = dagtester.run(*FIND)
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 1 pytest process;*"])
+    log = _servers_run(dagtester, monkeypatch, "", "",
+                       "dagorder: 1 missing prerequisite, * in 1 pytest process;*")
     assert len(set(_logged(log, "test"))) == 1
 
 
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_the_second_probe_server_starts_with_the_serial_pass_before_its_pace_is_known(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
-    _shared_log(dagtester, monkeypatch, "servers.log")
-    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
     # The serial pass's first test waits (bounded) for a second server: no test
     # has ended yet, so nothing measured the pass.
-    dagtester.pytester.makepyfile(test_f=textwrap.dedent("""
+    _servers_run(dagtester, monkeypatch, """
         import os, time
 
         def test_first():
@@ -969,56 +978,50 @@ def test_the_second_probe_server_starts_with_the_serial_pass_before_its_pace_is_
                       for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
                 assert time.monotonic() < end
                 time.sleep(0.05)
-    """) + textwrap.dedent(FORKED))
-    result = dagtester.run(*FIND)
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, *"])
+    """, "", "dagorder: 1 missing prerequisite, *")
 
 
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
 def test_a_slot_started_after_a_spare_was_stopped_unused_has_a_folder_of_its_own(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # The serial pass is short (the spare slot is stopped unused); the search's
-    # two probes at once then start a slot at once (WIDEN_WAIT 0 here).
-    _shared_log(dagtester, monkeypatch, "servers.log")
-    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST) + textwrap.dedent("""
-        from pytest_dagorder.finder import find_missing
-        find_missing.WIDEN_WAIT = 0.0
-    """))
-    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED) + textwrap.dedent("""
+    # two probes at once then start a slot at once (WIDEN_WAIT 0 here: the
+    # finder runs in this process).
+    monkeypatch.setattr(find_missing, "WIDEN_WAIT", 0.0)
+    _servers_run(dagtester, monkeypatch, "", """
         def test_write_2():
             (HERE / "data2.txt").write_text("43")
 
         def test_read_2():
             assert (HERE / "data2.txt").read_text() == "43"
-    """))
-    result = dagtester.run(*FIND)
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["dagorder: 2 missing prerequisites, * in 2 pytest processes;*"])
+    """, "dagorder: 2 missing prerequisites, * in 2 pytest processes;*")
 
 
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
-def test_tests_longer_than_a_start_up_get_the_second_probe_process_during_the_serial_pass(
+def test_the_spare_slot_joins_the_search_once_the_serial_pass_calls_for_it(
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
-    _shared_log(dagtester, monkeypatch, "servers.log")
-    dagtester.pytester.makeconftest(textwrap.dedent(SERVERS_CONFTEST))
-    # The last test, in the serial pass (its first run), runs twice as long as
-    # its server took to come to it (and a second more): longer than a start-up.
-    dagtester.pytester.makepyfile(test_f=textwrap.dedent(FORKED) + textwrap.dedent("""
+    # The pace's verdict is forced (its arithmetic: test_finder_speed; the finder
+    # runs in this process); the last test, in the serial pass (its first run),
+    # holds the pass a second after the spare's server started.  Two servers in
+    # all: the spare joined, and none was started instead of it.
+    monkeypatch.setattr(find_missing, "_worth_a_slot", lambda *measures: True)
+    log = _servers_run(dagtester, monkeypatch, "", """
         import time
 
         def test_long():
+            end = time.monotonic() + 30
             with open(os.environ["DAGORDER_E2E_LOG"]) as f:
-                lines = [line.split() for line in f]
-            if ["long"] not in lines:
-                waited = time.time() - float([w for w in lines if w[0] == "server"][0][2])
-                time.sleep(min(30, 2 * waited + 1))
+                if "long\\n" in f.read():
+                    return
+            while sum(line.startswith("server ")
+                      for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
+                assert time.monotonic() < end
+                time.sleep(0.05)
+            time.sleep(1)
             with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
                 f.write("long\\n")
-    """))
-    result = dagtester.run(*FIND)
-    assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["dagorder: 1 missing prerequisite, * in 2 pytest processes;*"])
+    """, "dagorder: 1 missing prerequisite, * in 2 pytest processes;*")
+    assert len(_logged(log, "server")) == 2
 
 
 #: The finder's own ``pytest_configure`` (after its conftests' import) waits,
