@@ -918,12 +918,12 @@ def test_the_check_workers_launcher_starts_a_fresh_interpreter_without_its_serve
 
 #: The conftest logs each probe server as it configures.
 SERVERS_CONFTEST = """
-    import os, pytest, time
+    import os, pytest
 
     def pytest_configure(config):
         if os.environ.get("DAGORDER_PROBE_SERVE"):
             with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
-                f.write(f"server {os.getpid()} {time.time()}\\n")
+                f.write(f"server {os.getpid()}\\n")
 
     @pytest.fixture(autouse=True)
     def _session_of_the_run():
@@ -932,6 +932,20 @@ SERVERS_CONFTEST = """
         with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
             f.write(f"test {os.getsid(0)}\\n")
 """
+
+
+#: A test module's helper: wait (bounded) until a second probe server logged its
+#: configure.
+SECOND_SERVER = textwrap.dedent("""
+    import os, time
+
+    def _second_server():
+        end = time.monotonic() + 30
+        while sum(line.startswith("server ")
+                  for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
+            assert time.monotonic() < end
+            time.sleep(0.05)
+""")
 
 
 def _logged(log: Path, kind: str) -> list[str]:
@@ -969,16 +983,10 @@ def test_the_second_probe_server_starts_with_the_serial_pass_before_its_pace_is_
         dagtester: DagTester, monkeypatch: pytest.MonkeyPatch) -> None:
     # The serial pass's first test waits (bounded) for a second server: no test
     # has ended yet, so nothing measured the pass.
-    _servers_run(dagtester, monkeypatch, """
-        import os, time
-
+    _servers_run(dagtester, monkeypatch, SECOND_SERVER + textwrap.dedent("""
         def test_first():
-            end = time.monotonic() + 30
-            while sum(line.startswith("server ")
-                      for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
-                assert time.monotonic() < end
-                time.sleep(0.05)
-    """, "", "dagorder: 1 missing prerequisite, *")
+            _second_server()
+    """), "", "dagorder: 1 missing prerequisite, *")
 
 
 @pytest.mark.skipif(not find_missing.FORKS, reason="needs os.fork")
@@ -1005,22 +1013,16 @@ def test_the_spare_slot_joins_the_search_once_the_serial_pass_calls_for_it(
     # holds the pass a second after the spare's server started.  Two servers in
     # all: the spare joined, and none was started instead of it.
     monkeypatch.setattr(find_missing, "_worth_a_slot", lambda *measures: True)
-    log = _servers_run(dagtester, monkeypatch, "", """
-        import time
-
+    log = _servers_run(dagtester, monkeypatch, "", SECOND_SERVER + textwrap.dedent("""
         def test_long():
-            end = time.monotonic() + 30
             with open(os.environ["DAGORDER_E2E_LOG"]) as f:
                 if "long\\n" in f.read():
                     return
-            while sum(line.startswith("server ")
-                      for line in open(os.environ["DAGORDER_E2E_LOG"])) < 2:
-                assert time.monotonic() < end
-                time.sleep(0.05)
+            _second_server()
             time.sleep(1)
             with open(os.environ["DAGORDER_E2E_LOG"], "a") as f:
                 f.write("long\\n")
-    """, "dagorder: 1 missing prerequisite, * in 2 pytest processes;*")
+    """), "dagorder: 1 missing prerequisite, * in 2 pytest processes;*")
     assert len(_logged(log, "server")) == 2
 
 

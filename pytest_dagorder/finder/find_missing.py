@@ -1439,7 +1439,6 @@ class MissingFinder:
         beside the check, not after it (ensembl-genomio: 18.6 s of removal at the
         end of its pass, load 16).  Joined before the work folder goes
         (:meth:`_swept`); a probe asked for later starts a new server."""
-        folders: list[Path] = []
         kept = False
         for sandbox in self.sandboxes:
             server = sandbox.server
@@ -1447,9 +1446,9 @@ class MissingFinder:
                 kept = True  # the checks fork from it (its basetemp is the probes')
             else:
                 self._drop(sandbox)
-            folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
-        for sandbox in self.unused:
-            folders += sorted(sandbox.tmp.parent.glob("basetemp-server-*"))
+        # The spares stopped unused left theirs too (their servers collected).
+        folders = [folder for sandbox in (*self.sandboxes, *self.unused)
+                   for folder in sorted(sandbox.tmp.parent.glob("basetemp-server-*"))]
         if not folders:
             return
 
