@@ -1077,8 +1077,9 @@ def test_an_early_probe_server_whose_copy_changed_since_is_started_anew(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["dagorder: test_f.py::test_read needs test_f.py::test_write",
                                  "dagorder: 1 missing prerequisite, * in 2 pytest processes;*"])
-    # The early one and the one started anew (and a spare slot's, stopped unused).
-    assert log.read_text().splitlines().count("server") >= 2
+    # The early one and the one started anew, and the spare slot's where it came
+    # as far as its configure before it was stopped unused (two slots: no more).
+    assert log.read_text().splitlines().count("server") in (2, 3)
 
 
 def test_a_held_probe_ends_when_the_finder_is_gone(pytester: pytest.Pytester,
