@@ -5,6 +5,9 @@ the suite's own markers already say."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import textwrap
 
 import pytest
@@ -278,6 +281,34 @@ def test_a_fixture_writing_a_fixed_path_keeps_its_users_together(dagtester: DagT
     assert groups == [{"name": f"{module}.py", "tests": [
         f"{module}.py::test_one", f"{module}.py::test_two", f"{module}.py::test_three"]}
         for module in ("fx/test_fx", "nu/test_nu")]
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no /dev/shm to write in")
+def test_probe_copies_in_shared_memory_are_watched(dagtester: DagTester,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The temporary directory in /dev/shm (TMPDIR=/dev/shm, a memory-backed
+    # folder where the disk is slow): the copies are there, and what the tests
+    # write in them is seen as anywhere else (the fixture's db.txt: one group),
+    # not passed by as a device's.
+    where = tempfile.mkdtemp(prefix="dagorder-shm-test-", dir="/dev/shm")
+    try:
+        monkeypatch.setenv("TMPDIR", where)
+        dagtester.modules(test_fx=FIXTURE_AT_A_FIXED_PATH)
+        # Each probe runs in a copy: the serial pass fails unless it is there.
+        dagtester.modules(test_where=f"""
+            def test_in_shared_memory():
+                assert __file__.startswith({where + '/'!r})
+        """)
+        result = dagtester.run(*FIND, "--dag-edges=edges.json",
+                               own_process="TMPDIR is read once, as tempfile starts")
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines([
+            "dagorder: serial pass: 4 passed in *",
+            "dagorder: a fixture that test_fx.py::test_one and test_fx.py::test_three share "
+            "writes db.txt when set up and torn down: keep its 3 tests on one worker*"])
+        assert os.listdir(where) == []  # the copies are removed
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 #: As photoidx's conftest: a module fixture makes a folder with ``tempfile.mkdtemp``

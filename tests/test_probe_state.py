@@ -12,6 +12,7 @@ import socket
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -182,6 +183,21 @@ def test_a_record_asks_which_modules_lie_below_the_rootdir_only_after_an_import(
         assert asked[0] == len(sys.modules)
     finally:
         sys.modules.pop("below_root_module", None)
+
+
+def test_a_record_passes_by_only_the_interpreters_and_the_kernels_folders(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(probe_plugin.OUT, str(pytester.path / "out.jsonl"))
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    reporter = probe_plugin.ProbeReporter(config, pytester.path / "out.jsonl")
+    reporter.current = "test_t.py::test_t"
+    prefix = str(Path(sys.prefix).resolve())
+    shared = ["/dev/shm/suite.lock", "/devel/project/data.txt", f"{prefix}-other/data.txt"]
+    for path in [f"{prefix}/lib/data.txt", "/dev/null", "/proc/self/status", *shared]:
+        reporter._note(path)
+    # Shared memory is a folder like another; a name that only starts like an
+    # ignored folder's is not in it.
+    assert sorted(reporter.before) == sorted(shared)
 
 
 #: Module-level values of every kind a state record summarizes differently.

@@ -82,6 +82,13 @@ HOLD: Final = "DAGORDER_PROBE_HOLD"
 _CHANGES: Final = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.rename": 2,
                    "shutil.rmtree": 1, "os.truncate": 1, "os.chmod": 1, "sqlite3.connect": 1}
 _IGNORED_SUFFIXES: Final = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
+#: The kernel's folders: what a test opens there (``/dev/null``, ``/proc/self``)
+#: is no file another test reads.  Shared memory (``/dev/shm``) is a folder
+#: like any other: a path fixed there is shared by every process, and the
+#: probes' copies live there where the temporary directory does
+#: (``TMPDIR=/dev/shm``).
+_KERNEL: Final = ("/dev/", "/proc/", "/sys/")
+_SHARED_MEMORY: Final = "/dev/shm/"
 #: Audit events naming a file or folder ``tempfile`` made under a random name
 #: (``mkstemp``, ``NamedTemporaryFile``, ``mkdtemp``, ``TemporaryDirectory``).
 _PRIVATE: Final = ("tempfile.mkstemp", "tempfile.mkdtemp")
@@ -112,8 +119,10 @@ class ProbeReporter:
         self.whole: state_record.WholeRecord | None = None
         self.root = str(config.rootpath) + os.sep
         self.tracing = os.environ.get(TRACE) == "1"
-        self.ignored = tuple(str(Path(p).resolve()) for p in {
-            sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev", "/proc", "/sys"})
+        # Ended by a separator: a folder, not every name that starts alike
+        # (``/dev`` is no prefix of ``/devel/project``).
+        self.ignored = tuple(sorted({os.path.join(str(Path(p).resolve()), "") for p in (
+            sys.prefix, sys.base_prefix, sys.exec_prefix)}))
         self.basetemp: str | None = None
         #: What ``tempfile`` made in this process under random names, and those
         #: folders with a trailing separator (their contents): no other process
@@ -153,6 +162,7 @@ class ProbeReporter:
         full = os.path.abspath(os.fspath(path))
         if (full.endswith(_IGNORED_SUFFIXES) or "__pycache__" in full
                 or full.startswith(self.ignored)
+                or (full.startswith(_KERNEL) and not full.startswith(_SHARED_MEMORY))
                 or (self.basetemp is not None and full.startswith(self.basetemp))
                 or full in self.private or full.startswith(self.private_dirs)):
             return
