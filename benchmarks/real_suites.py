@@ -371,14 +371,16 @@ def service(suite: Suite, work: Path, tree: Path, env: dict[str, str]) -> Iterat
 
 
 def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str],
-         rounds: int = 1, edges: Path | None = None) -> str:
+         rounds: int = 1, edges: Path | None = None, tmpdir: Path | None = None) -> str:
     """The learning pass (``--dag-find-missing -n 2``) against the plain serial run,
     both as wall times of the whole command (interpreter start-up, collection and
     every process included), alternating, best of ``rounds`` each.
 
     Writes ``edges`` (default ``WORK/NAME/edges.json``, anew), which ``--learned``
-    then reads.
+    then reads.  ``tmpdir``: the learning pass's ``TMPDIR`` (where its copies
+    live), the serial run's left as the environment has it.
     """
+    finding = dict(env, TMPDIR=str(tmpdir)) if tmpdir is not None else env
     edges = edges or work / suite.name / "edges.json"
     serials: list[float] = []
     finds: list[float] = []
@@ -397,14 +399,15 @@ def find(suite: Suite, python: Path, tree: Path, work: Path, env: dict[str, str]
             edges.unlink(missing_ok=True)
             done = sh([str(python), "-m", "pytest", "-p", "no:randomly", *suite.argv,
                        "--dag-find-missing", "-n", "2", f"--dag-edges={edges}"],
-                      cwd=tree / suite.cwd, env=env, check=False)
+                      cwd=tree / suite.cwd, env=finding, check=False)
             finds.append(time.perf_counter() - began)
             said.append(f"round {k}: finder {finds[-1]:.1f} s, exit {done.returncode}")
     assert done is not None
     (work / suite.name / "find.txt").write_text(done.stdout, encoding="utf-8")
     said += [line for line in done.stdout.splitlines()
              if line.startswith("dagorder:") and ("declared edges" in line or "probes in" in line
-                                                  or "budget" in line or "serial pass" in line)]
+                                                  or "budget" in line or "serial pass" in line
+                                                  or "making the probes'" in line)]
     load = os.getloadavg()[0]
     return (f"{suite.name}: finder {min(finds):.1f} s against serial {min(serials):.1f} s "
             f"(wall, best of {rounds}): {min(finds) / min(serials):.1f} x serial; load "
@@ -505,6 +508,9 @@ def main() -> None:
     parser.add_argument("--edges", type=Path, default=None,
                         help="with --find: write the learned file here (default "
                              "WORK/NAME/edges.json)")
+    parser.add_argument("--find-tmpdir", type=Path, default=None,
+                        help="with --find: the learning pass's TMPDIR, where its copies live "
+                             "(/dev/shm: in memory); the serial runs keep the environment's")
     parser.add_argument("--plugin", type=Path, default=None,
                         help="a checkout of this plugin put first on the suites' PYTHONPATH "
                              "(their venvs have another one installed)")
@@ -529,8 +535,8 @@ def main() -> None:
                       f"{' '.join(suite.argv)}", flush=True)
                 continue
             if args.find:
-                print(find(suite, python, tree, args.work, env, args.rounds, args.edges),
-                      flush=True)
+                print(find(suite, python, tree, args.work, env, args.rounds, args.edges,
+                           args.find_tmpdir), flush=True)
                 continue
             rows = measure(suite, python, tree, args.rounds, args.affinity, args.work, env,
                            args.learned)

@@ -82,7 +82,7 @@ from ..migration.order import ordinal_of
 from ..options.markers import RESOURCE
 from ..options.settings import DRIVER_NAME, ENVIRONMENT, Settings, edges_path, settings_of
 from ..shims.pytest_internals import fixture_files, wide_fixtures
-from . import probe_plugin
+from . import probe_plugin, work_folder
 
 #: Folders a probe's copy of the rootdir leaves out (version control, virtual
 #: environments, caches): large, and no test reads them.
@@ -195,15 +195,21 @@ FAILED: Final = Result("failed", Touches())
 class Sandbox:
     """A copy of the rootdir where probes run, put back as it was before each one."""
 
-    def __init__(self, origin: Path, where: Path, *, made: bool = False) -> None:
-        """``made``: the copy is there already (:func:`_copy_tree` made it)."""
+    def __init__(self, origin: Path, where: Path, *, made: bool = False,
+                 seconds: float = 0.0) -> None:
+        """``made``: the copy is there already (:func:`_copy_tree` made it, in
+        ``seconds``)."""
         self.origin = origin
         # The copy's folder has the original's name: with an ``__init__.py`` in
         # the rootdir, pytest names the package after it (node ids of doctests).
         self.root = where / (origin.name or "root")
         self.tmp = where / ".dagorder-tmp"
+        #: How long making the copy took (:func:`work_folder.memory_hint`).
+        self.seconds = seconds
         if not made:
+            began = time.monotonic()
             _copy_tree(origin, self.root)
+            self.seconds = time.monotonic() - began
         self.files: dict[str, tuple[int, int]] = {}
         self.dirs: set[str] = set()
         for rel, st in self._walk():
@@ -235,6 +241,11 @@ class Sandbox:
                 rel = os.path.normpath(os.path.join(base, f))
                 out.append((rel, os.lstat(os.path.join(dirpath, f))))
         return out
+
+    def copied(self) -> work_folder.Copied:
+        """What making the copy took (its files and bytes as first recorded)."""
+        return work_folder.Copied(self.seconds, len(self.files),
+                                  sum(size for size, _ in self.files.values()))
 
     def drop(self, paths: Sequence[str]) -> None:
         """Leave these files (relative to the rootdir) out of the copy for good."""
@@ -346,6 +357,7 @@ def copy_early(config: pytest.Config, args: Sequence[str]) -> None:
     # only the calling one): a thread that copies waits for the interpreter
     # lock at each file while the conftests' imports hold it (labgrid: the
     # copy ended after the collection, which then waited for it).
+    began = time.monotonic()
     child = _copying_child(config.rootpath, where) if threading.active_count() == 1 else None
 
     def copy() -> None:
@@ -353,7 +365,8 @@ def copy_early(config: pytest.Config, args: Sequence[str]) -> None:
             if child is None:
                 made.append(Sandbox(config.rootpath, where))
             elif _ended_well(child, where / ".dagorder-tmp"):
-                made.append(Sandbox(config.rootpath, where, made=True))
+                made.append(Sandbox(config.rootpath, where, made=True,
+                                    seconds=time.monotonic() - began))
         except Exception:  # copied again when needed, where the error is reported
             pass
         if not made:
@@ -967,6 +980,13 @@ class MissingFinder:
         if not done:
             return True
         self._report(items, self.found, write, time.monotonic() - began, stopped)
+        made = [*self.sandboxes, *self.unused, *self.spares]
+        hint = work_folder.memory_hint(
+            [sandbox.copied() for sandbox in made], self.workdir,
+            _start_environment(self.config), work_folder.mounts(),
+            work_folder.free_bytes(work_folder.SHARED_MEMORY)) if made else None
+        if hint is not None:
+            write(hint)
         if stopped == "interrupted":
             # Reported and written; the run still ends as pytest ends one Ctrl-C
             # stopped (exit status 2): a CI job's SIGTERM must not read as a pass.
