@@ -726,6 +726,16 @@ def test_testmon_records_every_test_and_selects_with_prerequisites(
     why = "pytest-testmon's tracer acts on the whole process"
     testmon = ("-p", "pytest-testmon", "--testmon", "-rs", "-v")
     result = dagtester.run(*testmon, cache=True, own_process=why)
+    if dagtester.xdist and "Different tests were collected between" in result.stdout.str():
+        # One worker collected none of the tests under pytest-testmon while the
+        # other collected all five: seen once in .ci/run on a loaded machine
+        # (testmon's new database, its worker-side selection), not in 14 runs
+        # here, and in no other xdist test (none loads testmon).  The recording
+        # run once more, from a new database; a failure of this plugin's own
+        # fails both runs.
+        for data in dagtester.path.glob(".testmondata*"):
+            data.unlink()
+        result = dagtester.run(*testmon, cache=True, own_process=why)
     result.assert_outcomes(passed=5)
     if dagtester.xdist:
         assert workers_used(result) == {"gw0", "gw1"}
