@@ -59,7 +59,7 @@ import pytest
 
 from ..migration.runtime import WAITED, named_test
 from ..options.settings import DRIVER_NAME, settings_of
-from . import state_record
+from . import state_record, work_folder
 
 OUT: Final = "DAGORDER_PROBE_OUT"
 #: ``<read fd> <write fd>``: serve probes (see :func:`_serve`) instead of running.
@@ -88,7 +88,7 @@ _IGNORED_SUFFIXES: Final = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
 #: probes' copies live there where the temporary directory does
 #: (``TMPDIR=/dev/shm``).
 _KERNEL: Final = ("/dev/", "/proc/", "/sys/")
-_SHARED_MEMORY: Final = "/dev/shm/"
+_SHARED_MEMORY: Final = os.path.join(work_folder.SHARED_MEMORY, "")
 #: Audit events naming a file or folder ``tempfile`` made under a random name
 #: (``mkstemp``, ``NamedTemporaryFile``, ``mkdtemp``, ``TemporaryDirectory``).
 _PRIVATE: Final = ("tempfile.mkstemp", "tempfile.mkdtemp")

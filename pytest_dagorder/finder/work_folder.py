@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ..core.wording import plural
+
 #: A memory-backed folder most Linux systems have (a ``tmpfs``).
 SHARED_MEMORY: Final = "/dev/shm"
 #: File systems whose files live in memory: a copy there is as fast as it gets.
@@ -100,9 +102,8 @@ def memory_hint(copies: Sequence[Copied], workdir: Path, environment: Mapping[st
         return None
     if free < HINT_SPARE_BYTES + HINT_COPY_FACTOR * sum(c.size for c in copies):
         return None
-    count = len(copies)
-    return (f"dagorder: making the probes' {count} cop{'ies' if count != 1 else 'y'} of "
-            f"the rootdir ({files} files) took {seconds:.1f} s in {workdir.parent} "
+    return (f"dagorder: making the probes' {plural(len(copies), 'copy', 'copies')} of "
+            f"the rootdir ({plural(files, 'file')}) took {seconds:.1f} s in {workdir.parent} "
             f"({here}); {SHARED_MEMORY} is memory-backed and has room: "
             f"TMPDIR={SHARED_MEMORY} before the command puts them there, where the "
             "probes make files faster (see \"Where the copies live\" in "
